@@ -1,0 +1,58 @@
+/* conv/kmap.h - kernel maps (DESIGN §3): the CPU twin, the data layout the GPU shares.
+ *
+ * A map relates the rows of an input coordinate set to the rows of an output set through the
+ * K = kz*ky*kx kernel offsets. All three representations are built together:
+ *   out_in  int32 [n_out, K]: input row feeding output p at offset k, or -1;
+ *   pairs   per offset k, rows offsets[k]..offsets[k+1]-1 of in_rows/out_rows, sorted by out row;
+ *   masks   uint32 [n_out, mask_words], bit k%32 of word k/32 set when out_in[p,k] >= 0, and perm,
+ *           the output rows sorted by mask (multi-word number, word mask_words-1 most
+ *           significant) descending, ties by row ascending.
+ * Semantics of each type are documented at vc_map_type in include/voxconv.h. */
+#ifndef VC_CONV_KMAP_H
+#define VC_CONV_KMAP_H
+
+#include <stdint.h>
+
+#include "common.h"
+
+typedef struct vc_kmap_data {
+    vc_map_type type;
+    int32_t kernel[3], stride[3], padding[3], dilation[3];
+    int32_t volume;           /* K                                                             */
+    int64_t n_in, n_out, n_pairs;
+    int32_t out_shape[3];     /* z, y, x                                                       */
+    int32_t out_batch_size;
+    int32_t *out_coords;      /* [n_out, 4] for STRIDED, DOWNSAMPLE, TRANSPOSED; NULL when the
+                                 outputs are a set that already exists (SUBM, INVERSE)          */
+    int32_t *out_in;          /* [n_out, K]                                                    */
+    int64_t *offsets;         /* [K + 1]                                                       */
+    int32_t *in_rows;         /* [n_pairs]                                                     */
+    int32_t *out_rows;        /* [n_pairs]                                                     */
+    int32_t mask_words;
+    uint32_t *masks;          /* [n_out, mask_words]                                           */
+    int32_t *perm;            /* [n_out]                                                       */
+} vc_kmap_data;
+
+/* Checks a descriptor (kernel 1..7, stride >= 1, padding >= 0, dilation >= 1, odd kernel for
+ * SUBM, zero padding for DOWNSAMPLE, INVERSE not handled here) and computes the output shape. */
+vc_status vc_kmap_check_desc(const vc_map_desc *d, const int32_t in_shape[3], int32_t out_shape[3],
+                             vc_err *err);
+
+/* Builds a SUBM, STRIDED, DOWNSAMPLE or TRANSPOSED map over host coordinates [n_in, 4] (rows
+ * distinct and inside shape/batch_size; a duplicate gives VC_ERR_DUPLICATE). */
+vc_status vc_kmap_build_cpu(const int32_t *in_coords, int64_t n_in, const int32_t shape[3],
+                            int32_t batch_size, const vc_map_desc *d, int num_threads,
+                            vc_kmap_data *out, vc_err *err);
+
+/* Builds the INVERSE of a STRIDED or DOWNSAMPLE map: inputs are fwd's outputs, outputs fwd's
+ * inputs, out_in[q, k] = p where fwd has (q -> p at k). out_shape is the forward input shape,
+ * which the caller passes. */
+vc_status vc_kmap_inverse_cpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
+                              int32_t fwd_in_batch_size, vc_kmap_data *out, vc_err *err);
+
+/* Fills offsets/in_rows/out_rows/n_pairs and masks/perm from out_in (n_out, volume set). */
+vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err);
+
+void vc_kmap_data_free(vc_kmap_data *m);
+
+#endif

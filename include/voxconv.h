@@ -1,0 +1,506 @@
+/*
+ * voxconv.h - the whole public C API of voxconv, a sparse 3D convolution engine.
+ *
+ * C99, no CUDA headers: a CUDA stream is passed as `struct CUstream_st *` (the same type as
+ * cudaStream_t), so callers compile this header with any C or C++ compiler.
+ *
+ * Conventions (see docs/api.md):
+ *  - Every function returns vc_status (except vc_version, vc_status_string and
+ *    vc_context_last_error, which return strings). Status values are never renumbered.
+ *  - The library never aborts, exits or prints. On failure it returns a status, records a
+ *    detailed message on the context (vc_context_last_error) and leaves every caller-owned
+ *    buffer and every output handle pointer as it was.
+ *  - Handles are opaque, reference counted where stated, and created/destroyed in pairs;
+ *    every destroy accepts NULL.
+ *  - Coordinates are int32 rows (batch, z, y, x); spatial shapes are (z, y, x); kernel sizes,
+ *    strides, paddings and dilations are per axis in (z, y, x) order; voxelization parameters are
+ *    in (x, y, z) order, as in spconv.
+ *  - Features are row-major [N, C] in fp32, fp16 or bf16; arithmetic accumulates in fp32.
+ *  - Weights are [C_out, kz, ky, kx, C_in] (spconv 2.x); kernel offset k of a kz*ky*kx kernel is
+ *    ((dz*ky)+dy)*kx+dx.
+ *  - Counts and offsets that can pass 2^31 are int64_t.
+ *  - Thread safety: a context and every handle created on it are used by one thread at a time.
+ *    Distinct contexts may be used concurrently from different threads.
+ *  - Synchronisation: every call on the CPU backend completes before it returns. On the CUDA
+ *    backend, calls are ordered on the context's stream; a call that must read a count back to
+ *    the host says "Synchronises" in its comment.
+ */
+#ifndef VOXCONV_H
+#define VOXCONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && !defined(VOXCONV_STATIC)
+#  ifdef VOXCONV_BUILDING
+#    define VC_API __declspec(dllexport)
+#  else
+#    define VC_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__)
+#  define VC_API __attribute__((visibility("default")))
+#else
+#  define VC_API
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Version                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+#define VC_VERSION_MAJOR 0
+#define VC_VERSION_MINOR 1
+#define VC_VERSION_PATCH 0
+#define VC_VERSION_NUMBER (VC_VERSION_MAJOR * 10000 + VC_VERSION_MINOR * 100 + VC_VERSION_PATCH)
+
+/* "MAJOR.MINOR.PATCH" of the library actually linked; static storage. */
+VC_API const char *vc_version(void);
+/* VC_VERSION_NUMBER of the library actually linked. */
+VC_API int vc_version_number(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum vc_status {
+    VC_OK = 0,
+    VC_ERR_INVALID_ARGUMENT = 1, /* NULL where a value is needed, bad enum, bad parameter     */
+    VC_ERR_OUT_OF_MEMORY = 2,    /* host or device allocation failed                          */
+    VC_ERR_OUT_OF_RANGE = 3,     /* coordinate outside the spatial shape, key does not pack   */
+    VC_ERR_SHAPE_MISMATCH = 4,   /* channels, counts or coordinate sets do not agree          */
+    VC_ERR_UNSUPPORTED = 5,      /* valid request this build or backend cannot serve          */
+    VC_ERR_IO = 6,               /* a file could not be opened, read or written               */
+    VC_ERR_FORMAT = 7,           /* a file is truncated, corrupt or not of the expected kind  */
+    VC_ERR_CUDA = 8,             /* a CUDA runtime call failed                                */
+    VC_ERR_NO_DEVICE = 9,        /* the CUDA backend was asked for and no device is usable    */
+    VC_ERR_CAPACITY = 10,        /* a hash table or caller-given bound is too small           */
+    VC_ERR_LIMIT = 11,           /* a size is absurd (over the documented limits)             */
+    VC_ERR_DUPLICATE = 12,       /* a coordinate set holds the same (b,z,y,x) twice           */
+    VC_ERR_INTERNAL = 13         /* a bug in voxconv; please report it                        */
+} vc_status;
+
+/* A short constant name for a status ("VC_ERR_FORMAT: malformed file"); never NULL. */
+VC_API const char *vc_status_string(vc_status status);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Basic enums                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum vc_dtype {
+    VC_DTYPE_FP32 = 0,
+    VC_DTYPE_FP16 = 1,
+    VC_DTYPE_BF16 = 2,
+    VC_DTYPE_INT32 = 3 /* coordinates and index arrays only */
+} vc_dtype;
+
+/* Bytes per element of a dtype, 0 for an invalid value. */
+VC_API size_t vc_dtype_size(vc_dtype dtype);
+
+typedef enum vc_memory {
+    VC_MEMORY_HOST = 0,  /* ordinary (or pinned) host memory     */
+    VC_MEMORY_DEVICE = 1 /* device memory of the context's GPU   */
+} vc_memory;
+
+typedef enum vc_backend {
+    VC_BACKEND_AUTO = 0, /* CUDA when a device is usable and the build has CUDA, else CPU    */
+    VC_BACKEND_CPU = 1,
+    VC_BACKEND_CUDA = 2
+} vc_backend;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Context                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct vc_context vc_context;
+
+/* Optional caller allocator. `alloc` returns NULL on failure; `free` accepts NULL.
+ * Device allocations are stream ordered on `stream` where the allocator supports it. */
+typedef struct vc_allocator {
+    void *(*alloc)(void *user, size_t bytes, vc_memory where, struct CUstream_st *stream);
+    void (*free)(void *user, void *ptr, vc_memory where, struct CUstream_st *stream);
+    void *user;
+} vc_allocator;
+
+typedef struct vc_context_desc {
+    uint32_t struct_size;           /* sizeof(vc_context_desc): lets the struct grow          */
+    vc_backend backend;             /* default AUTO                                            */
+    int32_t device;                 /* CUDA device ordinal, default 0                          */
+    struct CUstream_st *stream;     /* CUDA stream, NULL = the legacy default stream           */
+    int32_t num_threads;            /* CPU threads, 0 = OpenMP's default                       */
+    const vc_allocator *allocator;  /* NULL = the context's own allocator; copied at create    */
+} vc_context_desc;
+
+#define VC_CONTEXT_DESC_INIT {sizeof(vc_context_desc), VC_BACKEND_AUTO, 0, NULL, 0, NULL}
+
+/* Creates a context. `desc` may be NULL (all defaults). On failure *out is left unchanged. */
+VC_API vc_status vc_context_create(const vc_context_desc *desc, vc_context **out);
+/* Destroys a context. Handles created on it must be destroyed first: their count is checked
+ * and VC_ERR_INVALID_ARGUMENT is returned (and nothing freed) while any remain. NULL is OK. */
+VC_API vc_status vc_context_destroy(vc_context *ctx);
+/* The backend the context resolved to (never AUTO). */
+VC_API vc_status vc_context_backend(const vc_context *ctx, vc_backend *out);
+/* Detailed message of the last failure on this context, "" if none; valid until the next call
+ * on the context. NULL ctx gives the message of the last failed vc_context_create on this
+ * thread's library instance (best effort). */
+VC_API const char *vc_context_last_error(const vc_context *ctx);
+/* Sets the stream later calls are ordered on (CUDA backend; ignored by CPU). */
+VC_API vc_status vc_context_set_stream(vc_context *ctx, struct CUstream_st *stream);
+/* Waits for all work queued on the context's stream. Synchronises. */
+VC_API vc_status vc_context_synchronize(vc_context *ctx);
+/* Drops every cached kernel map that no handle references. */
+VC_API vc_status vc_context_clear_cache(vc_context *ctx);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Coordinate sets                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A coordinate set: N rows of int32 (batch, z, y, x), a spatial shape (z, y, x) and a batch size.
+ * Every row satisfies 0 <= batch < batch_size and 0 <= z,y,x < shape. Rows are distinct for
+ * every set voxconv produces; a set built from caller data may hold duplicates, which every
+ * operation that hashes the set detects and reports as VC_ERR_DUPLICATE.
+ * Reference counted: tensors and kernel maps that live on a set retain it. Kernel maps built
+ * from a set are cached on it and die with it. */
+typedef struct vc_coords vc_coords;
+
+typedef struct vc_coords_info {
+    int64_t count;
+    int32_t spatial_shape[3]; /* z, y, x */
+    int32_t batch_size;
+    vc_memory memory;
+    const int32_t *data;      /* [count, 4]; borrowed, valid while the set lives           */
+} vc_coords_info;
+
+/* Copies `count` rows from `coords` (host or device, per `where`) into a new set owned by the
+ * context, in the context's native memory (device for CUDA, host for CPU). Validates every row
+ * against the spatial shape and batch size (VC_ERR_OUT_OF_RANGE names the first bad row).
+ * count may be 0 (coords may then be NULL). On the CUDA backend with host input this copies
+ * synchronously. */
+VC_API vc_status vc_coords_create(vc_context *ctx, const int32_t *coords, int64_t count,
+                                  vc_memory where, const int32_t spatial_shape[3],
+                                  int32_t batch_size, vc_coords **out);
+/* Wraps a caller buffer without a copy. The caller keeps it alive and unchanged while the set
+ * (and anything retaining it) lives. `where` must be the context's native memory. Validated as
+ * in vc_coords_create (on the device that validation synchronises once). */
+VC_API vc_status vc_coords_wrap(vc_context *ctx, const int32_t *coords, int64_t count,
+                                vc_memory where, const int32_t spatial_shape[3],
+                                int32_t batch_size, vc_coords **out);
+/* Adds a reference. */
+VC_API vc_status vc_coords_retain(vc_coords *coords);
+/* Drops a reference; the last one frees the set and its cached maps. NULL is OK. */
+VC_API vc_status vc_coords_destroy(vc_coords *coords);
+VC_API vc_status vc_coords_get_info(const vc_coords *coords, vc_coords_info *out);
+/* Copies the rows to `dst` ([count, 4] int32, host or device per `where`). */
+VC_API vc_status vc_coords_copy_out(vc_context *ctx, const vc_coords *coords, int32_t *dst,
+                                    vc_memory where);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sparse tensors                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A sparse tensor: a coordinate set (retained) plus a feature buffer [count, channels]. */
+typedef struct vc_tensor vc_tensor;
+
+typedef struct vc_tensor_info {
+    int64_t count;            /* rows = the coordinate set's count                            */
+    int64_t channels;
+    vc_dtype dtype;
+    vc_memory memory;
+    vc_coords *coords;        /* borrowed                                                      */
+    void *data;               /* [count, channels]; borrowed                                   */
+} vc_tensor_info;
+
+/* New tensor on `coords` with owned features in the context's native memory. If `features`
+ * is not NULL its [count, channels] elements of `dtype` are copied in from `where`; otherwise
+ * the features are zero. */
+VC_API vc_status vc_tensor_create(vc_context *ctx, vc_coords *coords, int64_t channels,
+                                  vc_dtype dtype, const void *features, vc_memory where,
+                                  vc_tensor **out);
+/* Wraps caller features without a copy (the caller keeps them alive); `where` must be the
+ * context's native memory. Results written into a wrapped tensor land in the caller's buffer. */
+VC_API vc_status vc_tensor_wrap(vc_context *ctx, vc_coords *coords, int64_t channels,
+                                vc_dtype dtype, void *features, vc_memory where,
+                                vc_tensor **out);
+VC_API vc_status vc_tensor_destroy(vc_tensor *tensor);
+VC_API vc_status vc_tensor_get_info(const vc_tensor *tensor, vc_tensor_info *out);
+/* Copies features out to `dst` (host or device) converting to `dtype`. */
+VC_API vc_status vc_tensor_copy_out(vc_context *ctx, const vc_tensor *tensor, void *dst,
+                                    vc_dtype dtype, vc_memory where);
+/* Copies features in from `src` (host or device) converting from `dtype`. */
+VC_API vc_status vc_tensor_copy_in(vc_context *ctx, vc_tensor *tensor, const void *src,
+                                   vc_dtype dtype, vc_memory where);
+/* New tensor with the same coordinates and features converted to `dtype`. */
+VC_API vc_status vc_tensor_cast(vc_context *ctx, const vc_tensor *tensor, vc_dtype dtype,
+                                vc_tensor **out);
+/* Sets every feature element to `value` (NaN is allowed: the tests poison outputs with it). */
+VC_API vc_status vc_tensor_fill(vc_context *ctx, vc_tensor *tensor, float value);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Voxelization                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum vc_reduce {
+    VC_REDUCE_MEAN = 0,  /* features = mean of the voxel's points' columns                    */
+    VC_REDUCE_FIRST = 1, /* features = the columns of the voxel's first point (input order)  */
+    VC_REDUCE_COUNT = 2  /* one channel: the number of points in the voxel                   */
+} vc_reduce;
+
+typedef enum vc_nonfinite {
+    VC_NONFINITE_SKIP = 0,  /* points with a NaN or infinite x, y or z are dropped (counted)  */
+    VC_NONFINITE_ERROR = 1  /* ... are an error (VC_ERR_INVALID_ARGUMENT)                     */
+} vc_nonfinite;
+
+/* Points: [count, dim] float32 rows, x, y, z first, then dim-3 extra columns (intensity...).
+ * Features of a voxel are reduced over all `dim` columns (x,y,z included, as spconv does). */
+typedef struct vc_points {
+    const float *data;
+    int64_t count;
+    int32_t dim;              /* >= 3                                                          */
+    const int32_t *batch;     /* per-point batch index, or NULL for batch 0 everywhere         */
+    vc_memory memory;
+} vc_points;
+
+typedef struct vc_voxelize_desc {
+    uint32_t struct_size;
+    float voxel_size[3];      /* x, y, z (metres per voxel), > 0                               */
+    float range[6];           /* xmin, ymin, zmin, xmax, ymax, zmax                            */
+    vc_reduce reduce;
+    int64_t max_voxels;       /* 0 = no cap; else keep the voxels whose first point comes
+                                 earliest in input order (deterministic)                       */
+    int32_t batch_size;       /* 0 = 1 + the largest batch index seen                          */
+    vc_nonfinite nonfinite;
+    vc_dtype dtype;           /* feature dtype of the result, default fp32                     */
+} vc_voxelize_desc;
+
+#define VC_VOXELIZE_DESC_INIT                                                                  \
+    {sizeof(vc_voxelize_desc), {0.1f, 0.1f, 0.1f}, {0, 0, 0, 0, 0, 0}, VC_REDUCE_MEAN, 0, 0,     \
+     VC_NONFINITE_SKIP, VC_DTYPE_FP32}
+
+typedef struct vc_voxelize_stats {
+    int64_t points_in;        /* points given                                                  */
+    int64_t points_used;      /* points that landed in a kept voxel                            */
+    int64_t points_out_of_range;
+    int64_t points_nonfinite;
+    int64_t voxels_total;     /* distinct voxels before the cap                                */
+    int64_t voxels_kept;      /* rows of the result                                            */
+} vc_voxelize_stats;
+
+/* Voxelizes points. The result's coordinates are sorted by (batch, z, y, x); its spatial shape
+ * is round((max - min) / size) per axis, given as (z, y, x). A point p lands in voxel
+ * floor((p - min) / size) computed in float32 and is kept when 0 <= index < shape.
+ * Non-finite points are handled per desc->nonfinite. `stats` may be NULL. Synchronises on the CUDA backend (the voxel count is read back). */
+VC_API vc_status vc_voxelize(vc_context *ctx, const vc_voxelize_desc *desc,
+                             const vc_points *points, vc_tensor **out,
+                             vc_voxelize_stats *stats);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Kernel maps                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum vc_map_type {
+    /* output = input coordinates; output p reads input p + (k - kernel/2) * dilation; odd
+       kernels only.                                                                           */
+    VC_MAP_SUBM = 0,
+    /* spconv semantics: output p reads input p*stride - padding + k*dilation; outputs are every
+       p in [0, out_shape) reached by some input; out_shape per axis is
+       (in + 2*padding - dilation*(kernel-1) - 1) / stride + 1.                                  */
+    VC_MAP_STRIDED = 1,
+    /* Minkowski semantics: outputs are the unique floor(q / stride) of the inputs q; output p
+       reads input p*stride + (k - c)*dilation with c = kernel/2 for odd kernels, 0 for even
+       ones (k2s2: the 8 children). out_shape = ceil(in / stride). padding must be 0.          */
+    VC_MAP_DOWNSAMPLE = 2,
+    /* The map of an earlier STRIDED or DOWNSAMPLE map with input and output swapped: the
+       output coordinates are that map's input coordinates. Kernel parameters come from it.    */
+    VC_MAP_INVERSE = 3,
+    /* A true transposed conv: input q writes output q*stride - padding + k*dilation; outputs
+       are every such site inside out_shape = (in-1)*stride - 2*padding + dilation*(kernel-1)+1. */
+    VC_MAP_TRANSPOSED = 4
+} vc_map_type;
+
+typedef struct vc_kmap vc_kmap;
+
+typedef struct vc_map_desc {
+    uint32_t struct_size;
+    vc_map_type type;
+    int32_t kernel[3];        /* z, y, x; 1..7 each                                            */
+    int32_t stride[3];        /* z, y, x; >= 1                                                 */
+    int32_t padding[3];       /* z, y, x; >= 0                                                 */
+    int32_t dilation[3];      /* z, y, x; >= 1                                                 */
+    const vc_kmap *inverse_of; /* VC_MAP_INVERSE: the forward map (its output must be the
+                                  input coordinate set); NULL otherwise                        */
+} vc_map_desc;
+
+#define VC_MAP_DESC_INIT                                                                       \
+    {sizeof(vc_map_desc), VC_MAP_SUBM, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, NULL}
+
+typedef struct vc_kmap_info {
+    vc_map_type type;
+    int32_t kernel[3], stride[3], padding[3], dilation[3];
+    int32_t volume;           /* K = kz*ky*kx                                                  */
+    int64_t in_count;
+    int64_t out_count;
+    int64_t pair_count;       /* total (input, output, offset) triples                         */
+    int32_t mask_words;       /* ceil(K / 32)                                                  */
+    vc_memory memory;
+    vc_coords *in_coords;     /* borrowed                                                      */
+    vc_coords *out_coords;    /* borrowed                                                      */
+} vc_kmap_info;
+
+/* Builds (or finds in the cache of `in`) the kernel map of `desc` over `in`, with all three
+ * representations. Returns a new reference: release it with vc_kmap_destroy. The same input set
+ * and parameters give the same handle; the map lives at least as long as `in` and every
+ * reference. Output coordinates of STRIDED, DOWNSAMPLE and TRANSPOSED maps are sorted by
+ * (batch, z, y, x). Fails with VC_ERR_DUPLICATE if `in` holds a coordinate twice.
+ * Synchronises on the CUDA backend (output and pair counts are read back). */
+VC_API vc_status vc_kmap_build(vc_context *ctx, vc_coords *in, const vc_map_desc *desc,
+                               vc_kmap **out);
+VC_API vc_status vc_kmap_destroy(vc_kmap *map);
+VC_API vc_status vc_kmap_get_info(const vc_kmap *map, vc_kmap_info *out);
+/* The output-stationary table: int32 [out_count, K], input row or -1. Borrowed. */
+VC_API vc_status vc_kmap_out_in(const vc_kmap *map, const int32_t **out_in);
+/* Per-offset pair lists: pairs of offset k are rows offsets[k] .. offsets[k+1]-1 of `in_rows`
+ * and `out_rows` (int32), sorted by output row; offsets is int64 [K+1]. Borrowed. */
+VC_API vc_status vc_kmap_pairs(const vc_kmap *map, const int32_t **in_rows,
+                               const int32_t **out_rows, const int64_t **offsets);
+/* Per-output neighbour masks: uint32 [out_count, mask_words]; bit (k % 32) of word k / 32 is set
+ * when offset k has an input. `perm` (int32 [out_count]) lists output rows sorted by mask,
+ * compared as a multi-word unsigned number (word mask_words-1 most significant), largest first,
+ * ties by row ascending. Borrowed. */
+VC_API vc_status vc_kmap_masks(const vc_kmap *map, const uint32_t **masks, const int32_t **perm);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Convolution                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum vc_activation {
+    VC_ACT_NONE = 0,
+    VC_ACT_RELU = 1,
+    VC_ACT_LEAKY_RELU = 2
+} vc_activation;
+
+typedef enum vc_algo {
+    VC_ALGO_AUTO = 0,
+    VC_ALGO_GATHER_GEMM_SCATTER = 1,
+    VC_ALGO_IMPLICIT_GEMM = 2
+} vc_algo;
+
+typedef struct vc_conv_desc {
+    uint32_t struct_size;
+    vc_map_desc map;          /* type and kernel parameters (map.type INVERSE: map.inverse_of) */
+    const vc_kmap *kmap;      /* optional prebuilt map (overrides `map`); must have the input's
+                                 coordinate set as its input                                   */
+    int64_t out_channels;
+    const void *weights;      /* [C_out, kz, ky, kx, C_in] of weight_dtype                     */
+    vc_dtype weight_dtype;    /* fp32, fp16 or bf16                                            */
+    vc_memory weight_memory;
+    const float *bias;        /* [C_out] fp32 or NULL, in weight_memory                        */
+    vc_activation activation; /* applied after bias and residual                               */
+    float leaky_slope;        /* LeakyReLU slope, default 0.01                                 */
+    const vc_tensor *residual; /* added before the activation; same coords and C_out; or NULL  */
+    vc_dtype out_dtype;       /* dtype of the result; -1 (default) = the input's dtype         */
+    vc_algo algo;
+} vc_conv_desc;
+
+#define VC_CONV_DESC_INIT                                                                      \
+    {sizeof(vc_conv_desc), VC_MAP_DESC_INIT, NULL, 0, NULL, VC_DTYPE_FP32, VC_MEMORY_HOST,       \
+     NULL, VC_ACT_NONE, 0.01f, NULL, (vc_dtype)-1, VC_ALGO_AUTO}
+
+/* out = act(conv(in, weights) + bias + residual), on the map's output coordinates.
+ * out[p, co] = sum over k, ci of in[out_in[p,k], ci] * W[co, k, ci], accumulated in fp32.
+ * *out is a new tensor on the map's output coordinate set. */
+VC_API vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc,
+                                 const vc_tensor *in, vc_tensor **out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pooling                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum vc_pool_mode {
+    VC_POOL_MAX = 0,
+    VC_POOL_AVG = 1           /* mean over the inputs present (not over the kernel volume)    */
+} vc_pool_mode;
+
+typedef struct vc_pool_desc {
+    uint32_t struct_size;
+    vc_map_desc map;
+    const vc_kmap *kmap;      /* optional prebuilt map                                         */
+    vc_pool_mode mode;
+} vc_pool_desc;
+
+#define VC_POOL_DESC_INIT {sizeof(vc_pool_desc), VC_MAP_DESC_INIT, NULL, VC_POOL_MAX}
+
+/* Pools over a kernel map; the result has the input's channels and dtype. */
+VC_API vc_status vc_pool_forward(vc_context *ctx, const vc_pool_desc *desc,
+                                 const vc_tensor *in, vc_tensor **out);
+/* Global pooling per batch item into a dense [batch_size, C] array of fp32 at `dst`
+ * (host or device per `where`). Batch items with no voxels give 0. */
+VC_API vc_status vc_global_pool(vc_context *ctx, vc_pool_mode mode, const vc_tensor *in,
+                                float *dst, vc_memory where);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Files                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Point clouds read from files live in host memory owned by the library. */
+typedef struct vc_cloud {
+    float *data;              /* [count, dim]: x, y, z, then `dim - 3` more columns            */
+    int64_t count;
+    int32_t dim;
+    char **names;             /* dim column names ("x", "y", "z", "intensity", ...)            */
+} vc_cloud;
+
+typedef enum vc_file_format {
+    VC_FORMAT_AUTO = 0,       /* by extension, then by magic bytes                             */
+    VC_FORMAT_KITTI = 1,      /* .bin: float32 x, y, z, intensity                              */
+    VC_FORMAT_PCD = 2,        /* ascii, binary, binary_compressed                              */
+    VC_FORMAT_PLY = 3,        /* ascii, binary_little_endian                                   */
+    VC_FORMAT_NPY = 4,        /* NumPy .npy                                                    */
+    VC_FORMAT_VXT = 5         /* voxconv voxel-tensor file (docs/formats.md)                   */
+} vc_file_format;
+
+/* Reads a point cloud (KITTI, PCD or PLY; a float32 [N, D>=3] .npy too). Fields other than
+ * x, y, z that are scalar numbers become extra columns as float32. On success *out holds owned
+ * arrays; free them with vc_cloud_free. `ctx` may be NULL (no message is recorded then). */
+VC_API vc_status vc_cloud_read(vc_context *ctx, const char *path, vc_file_format format,
+                               vc_cloud *out);
+/* Reads from memory (the fuzz targets' entry); `format` must not be AUTO. */
+VC_API vc_status vc_cloud_read_memory(vc_context *ctx, const void *bytes, size_t size,
+                                      vc_file_format format, vc_cloud *out);
+/* Writes a cloud as KITTI .bin (needs dim >= 4: x, y, z, and the 4th column as intensity). */
+VC_API vc_status vc_cloud_write_kitti(vc_context *ctx, const char *path, const vc_cloud *cloud);
+/* Frees the arrays of a cloud and zeroes it. NULL is OK. */
+VC_API vc_status vc_cloud_free(vc_cloud *cloud);
+
+/* A host array as read from or written to .npy. */
+typedef struct vc_array {
+    void *data;
+    vc_dtype dtype;           /* fp32, fp16 or int32 (bf16 has no NumPy dtype: writing it is
+                                 VC_ERR_UNSUPPORTED; cast to fp32 first)                        */
+    int32_t ndim;             /* 1..8                                                          */
+    int64_t shape[8];
+} vc_array;
+
+/* Reads a C-order, little-endian .npy of float32, float16 or int32 (int64 and float64 are
+ * converted when every value fits). Free with vc_array_free. */
+VC_API vc_status vc_npy_read(vc_context *ctx, const char *path, vc_array *out);
+VC_API vc_status vc_npy_read_memory(vc_context *ctx, const void *bytes, size_t size,
+                                    vc_array *out);
+/* Writes a .npy (version 1.0). */
+VC_API vc_status vc_npy_write(vc_context *ctx, const char *path, const vc_array *array);
+VC_API vc_status vc_array_free(vc_array *array);
+
+/* Saves a sparse tensor (coordinates, features, spatial shape, batch size, dtype) as a .vxt
+ * file. Synchronises on the CUDA backend. */
+VC_API vc_status vc_tensor_save(vc_context *ctx, const vc_tensor *tensor, const char *path);
+/* Loads a .vxt file into a new coordinate set and tensor on the context. */
+VC_API vc_status vc_tensor_load(vc_context *ctx, const char *path, vc_tensor **out);
+VC_API vc_status vc_tensor_load_memory(vc_context *ctx, const void *bytes, size_t size,
+                                       vc_tensor **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VOXCONV_H */

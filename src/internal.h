@@ -1,0 +1,98 @@
+/* src/internal.h - the handles behind include/voxconv.h and the helpers the API layer shares
+ * (context errors, memory in either place). Only src/ includes this. */
+#ifndef VC_SRC_INTERNAL_H
+#define VC_SRC_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "voxconv.h"
+#include "conv/common.h"
+#include "conv/kmap.h"
+
+struct vc_context {
+    vc_backend backend;        /* CPU or CUDA, never AUTO                                     */
+    int32_t device;
+    struct CUstream_st *stream;
+    int32_t num_threads;
+    vc_allocator allocator;
+    int has_allocator;
+    vc_err err;
+    int64_t live_handles;      /* coordinate sets and tensors not yet destroyed               */
+    uint64_t next_id;
+};
+
+struct vc_coords {
+    vc_context *ctx;
+    int64_t refs;
+    uint64_t id;               /* unique within the context: cache keys never reuse it         */
+    int64_t count;
+    int32_t shape[3];
+    int32_t batch_size;
+    vc_memory memory;
+    int32_t *data;
+    int owned;
+    struct vc_kmap **maps;     /* the kernel-map cache of this set (strong references)        */
+    int32_t n_maps, cap_maps;
+};
+
+/* Ownership of kernel maps: a map is owned by the cache of its input set (an INVERSE map by the
+ * forward map it inverts). It holds a strong reference to its output set when that set is new
+ * (STRIDED, DOWNSAMPLE, TRANSPOSED). A user reference (vc_kmap_build) also retains `root`, the
+ * set whose cache owns the map (directly or through the forward map), so the map outlives it. */
+struct vc_kmap {
+    vc_context *ctx;
+    int64_t user_refs;
+    vc_coords *in;             /* weak                                                         */
+    vc_coords *out;            /* strong when owns_out                                         */
+    int owns_out;
+    vc_coords *root;           /* weak; retained once per user reference                       */
+    vc_map_desc desc;          /* inverse_of cleared; see fwd                                  */
+    struct vc_kmap *fwd;       /* INVERSE: the forward map                                     */
+    struct vc_kmap *inverse;   /* the cached inverse of this map, owned                        */
+    vc_kmap_data data;         /* host arrays (the CPU backend)                                */
+};
+
+struct vc_tensor {
+    vc_context *ctx;
+    vc_coords *coords;         /* strong                                                       */
+    int64_t channels;
+    vc_dtype dtype;
+    vc_memory memory;
+    void *data;
+    int owned;
+};
+
+/* Records a message on ctx (if not NULL) and returns status. */
+vc_status vc_ctx_fail(vc_context *ctx, vc_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Copies an internal vc_err into the context and returns status. */
+vc_status vc_ctx_err(vc_context *ctx, vc_status status, const vc_err *err);
+/* Clears the context's message (start of every API call). */
+void vc_ctx_clear(vc_context *ctx);
+
+/* The memory a context computes in: host for CPU, device for CUDA. */
+vc_memory vc_ctx_native(const vc_context *ctx);
+
+/* Allocation in either place through the context's allocator. NULL on failure (no message). */
+void *vc_mem_alloc(vc_context *ctx, size_t bytes, vc_memory where);
+void vc_mem_free(vc_context *ctx, void *p, vc_memory where);
+/* Copies bytes between any two places; synchronous. */
+vc_status vc_mem_copy(vc_context *ctx, void *dst, vc_memory dst_where, const void *src,
+                      vc_memory src_where, size_t bytes);
+
+/* Device kernels of conv/elementwise.cu (CUDA builds only). */
+#ifdef VOXCONV_HAVE_CUDA
+int vc_cuda_fill(void *data, vc_dtype dtype, int64_t n, float value, struct CUstream_st *stream);
+int vc_cuda_cast(const void *src, vc_dtype src_dtype, void *dst, vc_dtype dst_dtype, int64_t n,
+                 struct CUstream_st *stream);
+#endif
+
+/* Internal constructor of a coordinate set that takes ownership of `data` (native memory). */
+vc_status vc_coords_adopt(vc_context *ctx, int32_t *data, int64_t count, const int32_t shape[3],
+                          int32_t batch_size, vc_coords **out);
+
+#endif

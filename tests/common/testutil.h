@@ -1,0 +1,107 @@
+/* tests/common/testutil.h - tiny test harness shared by the C test programs.
+ * CHECK records a failure and goes on; each program ends with TEST_END(), which prints
+ * "N passed, N failed" and returns 1 on any failure. Random tests take their seed from
+ * VC_TEST_SEED (default: time) and print it first, so a failure can be replayed. */
+#ifndef VC_TESTUTIL_H
+#define VC_TESTUTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int vc_t_pass, vc_t_fail;
+
+#define CHECK(cond)                                                                            \
+    do {                                                                                       \
+        if (cond) {                                                                            \
+            vc_t_pass++;                                                                       \
+        } else {                                                                               \
+            vc_t_fail++;                                                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);           \
+        }                                                                                      \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                   \
+    do {                                                                                       \
+        if (cond) {                                                                            \
+            vc_t_pass++;                                                                       \
+        } else {                                                                               \
+            vc_t_fail++;                                                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);           \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+        }                                                                                      \
+    } while (0)
+
+/* Checks a vc_status equals the expected one, printing the context message if not. */
+#define CHECK_STATUS(ctx, expr, expected)                                                      \
+    do {                                                                                       \
+        vc_status s_ = (expr);                                                                 \
+        if (s_ == (expected)) {                                                                \
+            vc_t_pass++;                                                                       \
+        } else {                                                                               \
+            vc_t_fail++;                                                                       \
+            fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, __LINE__,   \
+                    #expr, vc_status_string(s_), vc_status_string(expected),                   \
+                    vc_context_last_error(ctx));                                               \
+        }                                                                                      \
+    } while (0)
+
+#define CHECK_OK(ctx, expr) CHECK_STATUS(ctx, expr, VC_OK)
+
+#define TEST_END()                                                                             \
+    do {                                                                                       \
+        printf("%d passed, %d failed\n", vc_t_pass, vc_t_fail);                                \
+        return vc_t_fail ? 1 : 0;                                                              \
+    } while (0)
+
+/* xorshift64* generator; deterministic across platforms. */
+typedef struct vc_rng {
+    uint64_t s;
+} vc_rng;
+
+static inline uint64_t vc_rng_next(vc_rng *r)
+{
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return r->s * 2685821657736338717ull;
+}
+/* Uniform integer in [0, n). */
+static inline int64_t vc_rng_int(vc_rng *r, int64_t n) { return (int64_t)(vc_rng_next(r) % (uint64_t)n); }
+/* Uniform float in [-1, 1). */
+static inline float vc_rng_float(vc_rng *r)
+{
+    return (float)((double)(vc_rng_next(r) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+}
+
+/* Reads VC_TEST_SEED or the clock, prints it, returns a generator. */
+static inline vc_rng vc_test_rng(const char *name)
+{
+    const char *e = getenv("VC_TEST_SEED");
+    uint64_t seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
+    printf("%s: seed %llu (replay with VC_TEST_SEED=%llu)\n", name, (unsigned long long)seed,
+           (unsigned long long)seed);
+    vc_rng r = {seed * 0x9E3779B97F4A7C15ull + 1u};
+    if (!r.s) r.s = 1;
+    return r;
+}
+
+/* ||a - b|| / ||b|| in double; returns INFINITY if any NaN appears. */
+static inline double vc_rel_err(const float *a, const double *ref, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(ref[i])) return INFINITY;
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    if (den == 0) return num == 0 ? 0 : INFINITY;
+    return sqrt(num / den);
+}
+
+#endif
