@@ -35,6 +35,9 @@
 extern "C" {
 #endif
 
+/* The CUDA stream type (cudaStream_t is `struct CUstream_st *`), declared without CUDA headers. */
+struct CUstream_st;
+
 #if defined(_WIN32) && !defined(VOXCONV_STATIC)
 #  ifdef VOXCONV_BUILDING
 #    define VC_API __declspec(dllexport)
@@ -150,8 +153,6 @@ VC_API const char *vc_context_last_error(const vc_context *ctx);
 VC_API vc_status vc_context_set_stream(vc_context *ctx, struct CUstream_st *stream);
 /* Waits for all work queued on the context's stream. Synchronises. */
 VC_API vc_status vc_context_synchronize(vc_context *ctx);
-/* Drops every cached kernel map that no handle references. */
-VC_API vc_status vc_context_clear_cache(vc_context *ctx);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Coordinate sets                                                                             */
@@ -192,6 +193,9 @@ VC_API vc_status vc_coords_retain(vc_coords *coords);
 /* Drops a reference; the last one frees the set and its cached maps. NULL is OK. */
 VC_API vc_status vc_coords_destroy(vc_coords *coords);
 VC_API vc_status vc_coords_get_info(const vc_coords *coords, vc_coords_info *out);
+/* Drops the kernel maps cached on this set that no user reference holds (they would be freed
+ * with the set anyway). */
+VC_API vc_status vc_coords_clear_cache(vc_coords *coords);
 /* Copies the rows to `dst` ([count, 4] int32, host or device per `where`). */
 VC_API vc_status vc_coords_copy_out(vc_context *ctx, const vc_coords *coords, int32_t *dst,
                                     vc_memory where);
@@ -391,7 +395,9 @@ typedef struct vc_conv_desc {
     vc_map_desc map;          /* type and kernel parameters (map.type INVERSE: map.inverse_of) */
     const vc_kmap *kmap;      /* optional prebuilt map (overrides `map`); must have the input's
                                  coordinate set as its input                                   */
-    int64_t out_channels;
+    int64_t in_channels;      /* C_in the weights were made for; must equal the input tensor's
+                                 channels (VC_ERR_SHAPE_MISMATCH); 0 = take the input's        */
+    int64_t out_channels;     /* C_out >= 1                                                    */
     const void *weights;      /* [C_out, kz, ky, kx, C_in] of weight_dtype                     */
     vc_dtype weight_dtype;    /* fp32, fp16 or bf16                                            */
     vc_memory weight_memory;
@@ -404,7 +410,7 @@ typedef struct vc_conv_desc {
 } vc_conv_desc;
 
 #define VC_CONV_DESC_INIT                                                                      \
-    {sizeof(vc_conv_desc), VC_MAP_DESC_INIT, NULL, 0, NULL, VC_DTYPE_FP32, VC_MEMORY_HOST,       \
+    {sizeof(vc_conv_desc), VC_MAP_DESC_INIT, NULL, 0, 0, NULL, VC_DTYPE_FP32, VC_MEMORY_HOST,    \
      NULL, VC_ACT_NONE, 0.01f, NULL, (vc_dtype)-1, VC_ALGO_AUTO}
 
 /* out = act(conv(in, weights) + bias + residual), on the map's output coordinates.

@@ -91,8 +91,7 @@ int vc_cuda_cast(const void *src, vc_dtype src_dtype, void *dst, vc_dtype dst_dt
                  struct CUstream_st *stream);
 #endif
 
-/* Internal constructor of a coordinate set that takes ownership of `data` (native memory). */
-vc_status vc_coords_adopt(vc_context *ctx, int32_t *data, int64_t count, const int32_t shape[3],
-                          int32_t batch_size, vc_coords **out);
+/* Frees a map owned by a cache: its data, its cached inverse, its owned output set. */
+void vc_kmap_free_internal(struct vc_kmap *m);
 
 #endif

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# voxconv's one entry point for people and CI.
+#   ./run.sh demo   install what is missing, build, fetch the real scans, voxelize them and run
+#                   convolutions on them through the CLI, print a summary (the main job)
+#   ./run.sh test   install what is missing, build, fetch the scans, run every test suite
+#   ./run.sh build  configure and build only
+# Environment: BUILD_DIR (default build), VOXCONV_CUDA_ARCHS (default "80;90"; CI uses 90),
+# VOXCONV_CUDA (AUTO|ON|OFF), JOBS (default nproc).
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(pwd)
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+say() { printf '== %s\n' "$*"; }
+
+deps() {
+    # Debian packages the build and tests need; installed only where missing.
+    local want=() 
+    command -v cmake >/dev/null || want+=(cmake)
+    command -v ninja >/dev/null || want+=(ninja-build)
+    command -v cc >/dev/null || want+=(build-essential)
+    command -v clang >/dev/null || want+=(clang)
+    command -v python3 >/dev/null || want+=(python3)
+    command -v apt-get >/dev/null && command -v dpkg >/dev/null || true
+    if command -v clang >/dev/null; then
+        # libFuzzer and OpenMP for clang
+        local rt
+        rt=$(clang -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-x86_64.a
+        [ -f "$rt" ] || want+=(libclang-rt-14-dev)
+        echo 'int main(void){return 0;}' | clang -fopenmp -x c - -o /dev/null 2>/dev/null ||
+            want+=(libomp-14-dev)
+    fi
+    if [ ${#want[@]} -gt 0 ]; then
+        say "installing: ${want[*]}"
+        local sudo=""
+        [ "$(id -u)" = 0 ] || sudo=sudo
+        $sudo apt-get update -qq && $sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends "${want[@]}" >/dev/null
+    fi
+}
+
+build() {
+    local cc=${CC:-}
+    [ -n "$cc" ] || { command -v clang >/dev/null && cc=clang || cc=cc; }
+    local gen=()
+    command -v ninja >/dev/null && gen=(-G Ninja)
+    if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+        say "configuring $BUILD_DIR (C compiler $cc, CUDA archs ${VOXCONV_CUDA_ARCHS:-80;90})"
+        CC=$cc cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+            -DCMAKE_CUDA_ARCHITECTURES="${VOXCONV_CUDA_ARCHS:-80;90}" \
+            -DVOXCONV_CUDA="${VOXCONV_CUDA:-AUTO}" >"$BUILD_DIR.configure.log" 2>&1 ||
+            { cat "$BUILD_DIR.configure.log"; exit 1; }
+    fi
+    say "building ($JOBS jobs)"
+    cmake --build "$BUILD_DIR" -j "$JOBS"
+}
+
+fetch() {
+    say "fetching the real scans (datasets/fetch)"
+    local tries=${FETCH_TRIES:-1} i
+    for ((i = 1; i <= tries; i++)); do
+        if bash datasets/fetch; then return 0; fi
+        say "datasets/fetch failed (try $i of $tries)"
+        sleep 5
+    done
+    return 1
+}
+
+demo() {
+    local vc="$BUILD_DIR/voxconv" out="$BUILD_DIR/demo"
+    mkdir -p "$out"
+    fetch
+    for scan in vlp16 octomap_scan; do
+        local bin="datasets/data/$scan.bin"
+        say "$scan: $("$vc" info "$bin" | head -n 1)"
+        "$vc" voxelize "$bin" "$out/$scan.vxt" --voxel-size 0.05,0.05,0.1 \
+            --range -40,-40,-3,40,40,5
+        "$vc" conv "$out/$scan.vxt" "$out/$scan.c1.vxt" --type subm --kernel 3 \
+            --out-channels 16 --random-weights 1 --activation relu
+        "$vc" conv "$out/$scan.c1.vxt" "$out/$scan.c2.vxt" --type subm --kernel 3 \
+            --out-channels 16 --random-weights 2 --activation relu
+        "$vc" conv "$out/$scan.c2.vxt" "$out/$scan.c3.vxt" --type strided --kernel 3 \
+            --stride 2 --padding 1 --out-channels 32 --random-weights 3 --activation relu
+        "$vc" conv "$out/$scan.c3.vxt" "$out/$scan.c4.vxt" --type subm --kernel 3 \
+            --out-channels 32 --random-weights 4 --activation relu
+        "$vc" pool "$out/$scan.c4.vxt" "$out/$scan.pool.npy" --mode max --global
+        say "$scan: result $("$vc" info "$out/$scan.c4.vxt" | head -n 1)"
+    done
+    say "demo done; outputs in $out"
+}
+
+run_tests() {
+    local require=${VC_REQUIRE_DATA:-0}
+    if ! fetch; then
+        [ "$require" = 1 ] && { echo "run.sh: the real scans could not be fetched" >&2; exit 1; }
+        say "real scans unavailable: the cli suite will skip the real-scan cases"
+    fi
+    say "running the tests"
+    VC_REQUIRE_DATA=$require ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+}
+
+case "${1:-}" in
+demo) deps; build; demo ;;
+test) deps; build; run_tests ;;
+build) deps; build ;;
+*) echo "usage: ./run.sh demo|test|build" >&2; exit 2 ;;
+esac
