@@ -1,1 +1,620 @@
-/* placeholder: being written */
+/* conv/kmap_cpu.c - kernel maps on the CPU (DESIGN §3), the reference the GPU maps must match.
+ * SUBM, STRIDED, DOWNSAMPLE and TRANSPOSED maps are built with the coordinate hash table in three
+ * steps: insert the input keys (catching duplicates), collect the unique output keys and number
+ * them by sorted (b, z, y, x) order, then fill out_in by lookup. INVERSE maps transpose a forward
+ * map. vc_kmap_finish_cpu derives the pair lists, the masks and the mask order from out_in.
+ * Results do not depend on the thread count: parallel loops only write distinct elements. */
+#include "kmap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash/hash.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define VC_KMAP_MAX_KERNEL 7
+#define VC_KMAP_MAX_VOLUME (VC_KMAP_MAX_KERNEL * VC_KMAP_MAX_KERNEL * VC_KMAP_MAX_KERNEL)
+
+static const char *const axis_name[3] = {"z", "y", "x"};
+
+/* malloc of n elements of `size` bytes (at least one, so that success is never NULL); NULL on
+ * failure or when the byte count does not fit size_t. */
+static void *alloc_n(int64_t n, size_t size)
+{
+    if (n < 1) n = 1;
+    if ((uint64_t)n > SIZE_MAX / size) return NULL;
+    return malloc((size_t)n * size);
+}
+
+static int thread_count(int num_threads)
+{
+#ifdef _OPENMP
+    return num_threads > 0 ? num_threads : omp_get_max_threads();
+#else
+    (void)num_threads;
+    return 1;
+#endif
+}
+
+vc_status vc_kmap_check_desc(const vc_map_desc *d, const int32_t in_shape[3], int32_t out_shape[3],
+                             vc_err *err)
+{
+    if (!d || !in_shape || !out_shape)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL descriptor or shape");
+    switch (d->type) {
+    case VC_MAP_SUBM:
+    case VC_MAP_STRIDED:
+    case VC_MAP_DOWNSAMPLE:
+    case VC_MAP_TRANSPOSED:
+        break;
+    case VC_MAP_INVERSE:
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "kernel map: an INVERSE map is built from its forward map, not from a "
+                       "descriptor");
+    default:
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: unknown map type %d",
+                       (int)d->type);
+    }
+    int64_t o[3];
+    for (int a = 0; a < 3; a++) {
+        const char *an = axis_name[a];
+        int64_t in = in_shape[a], ks = d->kernel[a], s = d->stride[a], pad = d->padding[a],
+                dil = d->dilation[a];
+        if (in < 1)
+            return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                           "kernel map: spatial shape %s = %lld must be >= 1", an, (long long)in);
+        if (ks < 1 || ks > VC_KMAP_MAX_KERNEL)
+            return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                           "kernel map: kernel size %s = %lld must be in 1..%d", an, (long long)ks,
+                           VC_KMAP_MAX_KERNEL);
+        if (s < 1)
+            return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                           "kernel map: stride %s = %lld must be >= 1", an, (long long)s);
+        if (pad < 0)
+            return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                           "kernel map: padding %s = %lld must be >= 0", an, (long long)pad);
+        if (dil < 1)
+            return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                           "kernel map: dilation %s = %lld must be >= 1", an, (long long)dil);
+        switch (d->type) {
+        case VC_MAP_SUBM:
+            if (ks % 2 == 0)
+                return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                               "kernel map: a SUBM map needs odd kernel sizes (kernel size %s = "
+                               "%lld)", an, (long long)ks);
+            o[a] = in;
+            break;
+        case VC_MAP_STRIDED: {
+            int64_t n = in + 2 * pad - dil * (ks - 1) - 1;
+            if (n < 0)
+                return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                               "kernel map: STRIDED output would be empty along %s (shape %lld, "
+                               "kernel %lld, dilation %lld, padding %lld)", an, (long long)in,
+                               (long long)ks, (long long)dil, (long long)pad);
+            o[a] = n / s + 1;
+            break;
+        }
+        case VC_MAP_DOWNSAMPLE:
+            if (pad != 0)
+                return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                               "kernel map: a DOWNSAMPLE map takes no padding (padding %s = %lld)",
+                               an, (long long)pad);
+            o[a] = (in + s - 1) / s;
+            break;
+        default: /* VC_MAP_TRANSPOSED */
+            o[a] = (in - 1) * s - 2 * pad + dil * (ks - 1) + 1;
+            if (o[a] < 1)
+                return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                               "kernel map: TRANSPOSED output would be empty along %s (shape "
+                               "%lld, stride %lld, padding %lld)", an, (long long)in, (long long)s,
+                               (long long)pad);
+            break;
+        }
+        if (o[a] > INT32_MAX)
+            return vc_fail(err, VC_ERR_LIMIT,
+                           "kernel map: output shape %s = %lld does not fit int32", an,
+                           (long long)o[a]);
+    }
+    for (int a = 0; a < 3; a++) out_shape[a] = (int32_t)o[a];
+    return VC_OK;
+}
+
+/* Kernel offset k -> (dz, dy, dx), z slowest and x fastest. */
+static void kernel_offsets(const int32_t kernel[3], int32_t (*dk)[3])
+{
+    int32_t k = 0;
+    for (int32_t dz = 0; dz < kernel[0]; dz++)
+        for (int32_t dy = 0; dy < kernel[1]; dy++)
+            for (int32_t dx = 0; dx < kernel[2]; dx++, k++) {
+                dk[k][0] = dz;
+                dk[k][1] = dy;
+                dk[k][2] = dx;
+            }
+}
+
+/* STRIDED / TRANSPOSED: the output site input row `q` (b, z, y, x) writes at offset d, if any.
+ * Returns 1 and sets o[3] when it lies inside the output shape. */
+static int scatter_target(const vc_kmap_data *m, const int32_t *q, const int32_t d[3],
+                          int64_t o[3])
+{
+    for (int a = 0; a < 3; a++) {
+        int64_t c = q[1 + a], s = m->stride[a], pad = m->padding[a], dil = m->dilation[a];
+        int64_t t;
+        if (m->type == VC_MAP_STRIDED) {
+            /* q = p*s - pad + d*dil  <=>  p = (q + pad - d*dil) / s, exactly */
+            t = c + pad - (int64_t)d[a] * dil;
+            if (t < 0 || t % s != 0) return 0;
+            t /= s;
+        } else {
+            t = c * s - pad + (int64_t)d[a] * dil;
+            if (t < 0) return 0;
+        }
+        if (t >= m->out_shape[a]) return 0;
+        o[a] = t;
+    }
+    return 1;
+}
+
+/* SUBM / DOWNSAMPLE: the input site output `p` (z, y, x) reads at offset d, if inside `shape`. */
+static int gather_source(const vc_kmap_data *m, const int32_t *p, const int32_t d[3],
+                         const int32_t shape[3], int64_t c[3])
+{
+    for (int a = 0; a < 3; a++) {
+        int64_t ks = m->kernel[a], dil = m->dilation[a], t;
+        if (m->type == VC_MAP_SUBM) {
+            t = (int64_t)p[a] + ((int64_t)d[a] - ks / 2) * dil;
+        } else {
+            int64_t centre = (ks % 2 == 1) ? ks / 2 : 0;
+            t = (int64_t)p[a] * m->stride[a] + ((int64_t)d[a] - centre) * dil;
+        }
+        if (t < 0 || t >= shape[a]) return 0;
+        c[a] = t;
+    }
+    return 1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Index of `key` in the sorted array keys[n] (it must be there). */
+static int64_t lower_bound_u64(const uint64_t *keys, int64_t n, uint64_t key)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static vc_status hash_status(vc_hash_result r, vc_err *err, const char *what)
+{
+    if (r == VC_HASH_NOMEM)
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory growing the %s "
+                       "hash table", what);
+    return vc_fail(err, VC_ERR_CAPACITY, "kernel map: the %s hash table could not place a key "
+                   "within its probe bound, even after growing", what);
+}
+
+vc_status vc_kmap_build_cpu(const int32_t *in_coords, int64_t n_in, const int32_t shape[3],
+                            int32_t batch_size, const vc_map_desc *d, int num_threads,
+                            vc_kmap_data *out, vc_err *err)
+{
+    if (!out || !shape || !d)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
+    if (n_in < 0 || (n_in > 0 && !in_coords))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: bad input (%lld rows, %s)",
+                       (long long)n_in, in_coords ? "data" : "NULL data");
+    if (n_in > VC_MAX_ROWS)
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld input rows exceed the limit %lld",
+                       (long long)n_in, (long long)VC_MAX_ROWS);
+    if (batch_size < 1)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: batch size %d must be >= 1",
+                       (int)batch_size);
+    int32_t oshape[3];
+    vc_status st = vc_kmap_check_desc(d, shape, oshape, err);
+    if (st != VC_OK) return st;
+    vc_keypack kin, kout;
+    if (vc_keypack_init(&kin, batch_size, shape) != 0)
+        return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: coordinates of batch %d, shape "
+                       "%dx%dx%d do not pack into 63 bits", (int)batch_size, (int)shape[0],
+                       (int)shape[1], (int)shape[2]);
+    int new_out = d->type != VC_MAP_SUBM;
+    if (new_out && vc_keypack_init(&kout, batch_size, oshape) != 0)
+        return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: output coordinates of batch %d, "
+                       "shape %dx%dx%d do not pack into 63 bits", (int)batch_size,
+                       (int)oshape[0], (int)oshape[1], (int)oshape[2]);
+
+    vc_kmap_data m;
+    memset(&m, 0, sizeof m);
+    m.type = d->type;
+    for (int a = 0; a < 3; a++) {
+        m.kernel[a] = d->kernel[a];
+        m.stride[a] = d->stride[a];
+        m.padding[a] = d->padding[a];
+        m.dilation[a] = d->dilation[a];
+        m.out_shape[a] = oshape[a];
+    }
+    const int32_t K = d->kernel[0] * d->kernel[1] * d->kernel[2];
+    m.volume = K;
+    m.n_in = n_in;
+    m.out_batch_size = batch_size;
+    int32_t dk[VC_KMAP_MAX_VOLUME][3];
+    kernel_offsets(d->kernel, dk);
+    const int nt = thread_count(num_threads);
+    (void)nt;
+
+    vc_hash hin, hout;
+    memset(&hin, 0, sizeof hin);
+    memset(&hout, 0, sizeof hout);
+    uint64_t *okeys = NULL;
+
+    /* Step 1: input keys -> rows; duplicates and out-of-range rows are errors. */
+    if (vc_hash_init(&hin, n_in) != VC_HASH_INSERTED) {
+        st = vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for a hash table of "
+                     "%lld keys", (long long)n_in);
+        goto fail;
+    }
+    for (int64_t i = 0; i < n_in; i++) {
+        const int32_t *c = in_coords + 4 * i;
+        if (!vc_key_in_range(&kin, c[0], c[1], c[2], c[3])) {
+            st = vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: input row %lld (%d, %d, %d, %d) "
+                         "lies outside batch size %d, shape %dx%dx%d", (long long)i, (int)c[0],
+                         (int)c[1], (int)c[2], (int)c[3], (int)batch_size, (int)shape[0],
+                         (int)shape[1], (int)shape[2]);
+            goto fail;
+        }
+        int32_t prev = -1;
+        vc_hash_result r = vc_hash_insert_grow(&hin, vc_key_pack(&kin, c[0], c[1], c[2], c[3]),
+                                               (int32_t)i, &prev);
+        if (r == VC_HASH_EXISTS) {
+            st = vc_fail(err, VC_ERR_DUPLICATE, "kernel map: input rows %d and %lld hold the same "
+                         "coordinate (%d, %d, %d, %d)", (int)prev, (long long)i, (int)c[0],
+                         (int)c[1], (int)c[2], (int)c[3]);
+            goto fail;
+        }
+        if (r != VC_HASH_INSERTED) {
+            st = hash_status(r, err, "input");
+            goto fail;
+        }
+    }
+
+    /* Step 2: the unique output keys, numbered by rank in (b, z, y, x) order. */
+    if (new_out) {
+        if (vc_hash_init(&hout, n_in) != VC_HASH_INSERTED) {
+            st = vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for a hash table "
+                         "of %lld keys", (long long)n_in);
+            goto fail;
+        }
+        for (int64_t i = 0; i < n_in; i++) {
+            const int32_t *c = in_coords + 4 * i;
+            int32_t nk = d->type == VC_MAP_DOWNSAMPLE ? 1 : K;
+            for (int32_t k = 0; k < nk; k++) {
+                int64_t o[3];
+                if (d->type == VC_MAP_DOWNSAMPLE) {
+                    for (int a = 0; a < 3; a++) o[a] = c[1 + a] / d->stride[a];
+                } else if (!scatter_target(&m, c, dk[k], o)) {
+                    continue;
+                }
+                uint64_t key = vc_key_pack(&kout, c[0], (int32_t)o[0], (int32_t)o[1],
+                                           (int32_t)o[2]);
+                vc_hash_result r = vc_hash_insert_grow(&hout, key, 0, NULL);
+                if (r != VC_HASH_INSERTED && r != VC_HASH_EXISTS) {
+                    st = hash_status(r, err, "output");
+                    goto fail;
+                }
+                if (hout.count > VC_MAX_ROWS) {
+                    st = vc_fail(err, VC_ERR_LIMIT, "kernel map: more than %lld output rows",
+                                 (long long)VC_MAX_ROWS);
+                    goto fail;
+                }
+            }
+        }
+        m.n_out = hout.count;
+        okeys = alloc_n(m.n_out, sizeof *okeys);
+        m.out_coords = alloc_n(m.n_out, 4 * sizeof(int32_t));
+        if (!okeys || !m.out_coords) {
+            st = vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for %lld output "
+                         "coordinates", (long long)m.n_out);
+            goto fail;
+        }
+        vc_hash_keys(&hout, okeys);
+        qsort(okeys, (size_t)m.n_out, sizeof *okeys, cmp_u64);
+        const int64_t cap = hout.capacity, n_out = m.n_out;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+        for (int64_t s = 0; s < cap; s++)
+            if (hout.keys[s] != VC_HASH_EMPTY)
+                hout.vals[s] = (int32_t)lower_bound_u64(okeys, n_out, hout.keys[s]);
+        for (int64_t p = 0; p < n_out; p++) vc_key_unpack(&kout, okeys[p], m.out_coords + 4 * p);
+        free(okeys);
+        okeys = NULL;
+    } else {
+        m.n_out = n_in;
+    }
+
+    /* Step 3: out_in by lookup. */
+    int64_t n_entries;
+    if (vc_mul_overflow_i64(m.n_out, K, &n_entries)) {
+        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
+                     (long long)m.n_out, (int)K);
+        goto fail;
+    }
+    m.out_in = alloc_n(n_entries, sizeof(int32_t));
+    if (!m.out_in) {
+        st = vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for out_in [%lld, %d]",
+                     (long long)m.n_out, (int)K);
+        goto fail;
+    }
+    if (d->type == VC_MAP_SUBM || d->type == VC_MAP_DOWNSAMPLE) {
+        /* Output-stationary: every out_in element is written by its own iteration. */
+        const int32_t *oc = d->type == VC_MAP_SUBM ? in_coords : m.out_coords;
+        const int64_t n_out = m.n_out;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+        for (int64_t p = 0; p < n_out; p++) {
+            const int32_t *pc = oc + 4 * p;
+            int32_t *row = m.out_in + p * K;
+            for (int32_t k = 0; k < K; k++) {
+                int64_t c[3];
+                int32_t v = -1;
+                if (gather_source(&m, pc + 1, dk[k], shape, c)) {
+                    uint64_t key = vc_key_pack(&kin, pc[0], (int32_t)c[0], (int32_t)c[1],
+                                               (int32_t)c[2]);
+                    /* PROBE_LIMIT here also means absent: inserts obey the same bound */
+                    if (vc_hash_find(&hin, key, &v) != VC_HASH_FOUND) v = -1;
+                }
+                row[k] = v;
+            }
+        }
+    } else {
+        /* Input-stationary: (p, k) has at most one input q, so the writes never collide. */
+        for (int64_t e = 0; e < n_entries; e++) m.out_in[e] = -1;
+        int missing = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+        for (int64_t q = 0; q < n_in; q++) {
+            const int32_t *c = in_coords + 4 * q;
+            for (int32_t k = 0; k < K; k++) {
+                int64_t o[3];
+                if (!scatter_target(&m, c, dk[k], o)) continue;
+                uint64_t key = vc_key_pack(&kout, c[0], (int32_t)o[0], (int32_t)o[1],
+                                           (int32_t)o[2]);
+                int32_t p;
+                if (vc_hash_find(&hout, key, &p) != VC_HASH_FOUND) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+                    missing = 1;
+                    continue;
+                }
+                m.out_in[(int64_t)p * K + k] = (int32_t)q;
+            }
+        }
+        if (missing) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: an output key collected in step 2 "
+                         "was not found in step 3");
+            goto fail;
+        }
+    }
+    vc_hash_free(&hin);
+    vc_hash_free(&hout);
+
+    st = vc_kmap_finish_cpu(&m, err);
+    if (st != VC_OK) goto fail;
+    *out = m;
+    return VC_OK;
+
+fail:
+    free(okeys);
+    vc_hash_free(&hin);
+    vc_hash_free(&hout);
+    vc_kmap_data_free(&m);
+    return st;
+}
+
+vc_status vc_kmap_inverse_cpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
+                              int32_t fwd_in_batch_size, vc_kmap_data *out, vc_err *err)
+{
+    if (!fwd || !fwd_in_shape || !out)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: NULL argument");
+    if (fwd->type != VC_MAP_STRIDED && fwd->type != VC_MAP_DOWNSAMPLE)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: the forward map must be "
+                       "STRIDED or DOWNSAMPLE (type %d)", (int)fwd->type);
+    const int32_t K = fwd->volume;
+    if (K < 1 || K > VC_KMAP_MAX_VOLUME || fwd->n_in < 0 || fwd->n_in > VC_MAX_ROWS ||
+        fwd->n_out < 0 || fwd->n_out > VC_MAX_ROWS || (fwd->n_out > 0 && !fwd->out_in))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: malformed forward map");
+    if (fwd_in_batch_size < 1)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: batch size %d must be >= 1",
+                       (int)fwd_in_batch_size);
+    for (int a = 0; a < 3; a++)
+        if (fwd_in_shape[a] < 1)
+            return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: shape %s = %d must be "
+                           ">= 1", axis_name[a], (int)fwd_in_shape[a]);
+
+    vc_kmap_data m;
+    memset(&m, 0, sizeof m);
+    m.type = VC_MAP_INVERSE;
+    for (int a = 0; a < 3; a++) {
+        m.kernel[a] = fwd->kernel[a];
+        m.stride[a] = fwd->stride[a];
+        m.padding[a] = fwd->padding[a];
+        m.dilation[a] = fwd->dilation[a];
+        m.out_shape[a] = fwd_in_shape[a];
+    }
+    m.volume = K;
+    m.n_in = fwd->n_out;
+    m.n_out = fwd->n_in;
+    m.out_batch_size = fwd_in_batch_size;
+    int64_t n_entries;
+    if (vc_mul_overflow_i64(m.n_out, K, &n_entries))
+        return vc_fail(err, VC_ERR_LIMIT, "inverse map: %lld outputs x %d offsets overflows",
+                       (long long)m.n_out, (int)K);
+    m.out_in = alloc_n(n_entries, sizeof(int32_t));
+    if (!m.out_in)
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "inverse map: out of memory for out_in "
+                       "[%lld, %d]", (long long)m.n_out, (int)K);
+    for (int64_t e = 0; e < n_entries; e++) m.out_in[e] = -1;
+    vc_status st;
+    for (int64_t p = 0; p < fwd->n_out; p++) {
+        for (int32_t k = 0; k < K; k++) {
+            int32_t q = fwd->out_in[p * K + k];
+            if (q < 0) continue;
+            if (q >= fwd->n_in) {
+                st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: forward entry [%lld, "
+                             "%d] = %d is not an input row", (long long)p, (int)k, (int)q);
+                goto fail;
+            }
+            int32_t *slot = m.out_in + (int64_t)q * K + k;
+            if (*slot != -1) {
+                st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: input %d feeds outputs "
+                             "%d and %lld at offset %d", (int)q, (int)*slot, (long long)p,
+                             (int)k);
+                goto fail;
+            }
+            *slot = (int32_t)p;
+        }
+    }
+    st = vc_kmap_finish_cpu(&m, err);
+    if (st != VC_OK) goto fail;
+    *out = m;
+    return VC_OK;
+
+fail:
+    vc_kmap_data_free(&m);
+    return st;
+}
+
+/* Compares outputs a and b by mask, largest first, then by row ascending: a total order. */
+static int mask_before(const uint32_t *masks, int32_t words, int32_t a, int32_t b)
+{
+    const uint32_t *ma = masks + (int64_t)a * words, *mb = masks + (int64_t)b * words;
+    for (int32_t w = words - 1; w >= 0; w--)
+        if (ma[w] != mb[w]) return ma[w] > mb[w];
+    return a < b;
+}
+
+/* Bottom-up merge sort of rows[n] by mask_before; tmp has room for n. */
+static void sort_by_mask(int32_t *rows, int32_t *tmp, int64_t n, const uint32_t *masks,
+                         int32_t words)
+{
+    int32_t *src = rows, *dst = tmp;
+    for (int64_t width = 1; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n;
+            int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                dst[o++] = mask_before(masks, words, src[j], src[i]) ? src[j++] : src[i++];
+            while (i < mid) dst[o++] = src[i++];
+            while (j < hi) dst[o++] = src[j++];
+        }
+        int32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != rows) memcpy(rows, src, (size_t)n * sizeof *rows);
+}
+
+vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
+{
+    if (!m || m->volume < 1 || m->volume > VC_KMAP_MAX_VOLUME || m->n_out < 0 ||
+        m->n_out > VC_MAX_ROWS || (m->n_out > 0 && !m->out_in))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: malformed map to finish");
+    const int32_t K = m->volume;
+    const int64_t n = m->n_out;
+    const int32_t words = (K + 31) / 32;
+    int64_t n_words;
+    if (vc_mul_overflow_i64(n, words, &n_words))
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: mask array size overflows");
+    int64_t *offsets = calloc((size_t)K + 1, sizeof *offsets);
+    int64_t *pos = alloc_n(K, sizeof *pos);
+    uint32_t *masks = alloc_n(n_words, sizeof *masks);
+    int32_t *perm = alloc_n(n, sizeof *perm);
+    int32_t *tmp = alloc_n(n, sizeof *tmp);
+    int32_t *in_rows = NULL, *out_rows = NULL;
+    if (!offsets || !pos || !masks || !perm || !tmp) goto oom;
+
+    /* Counts per offset and masks in one pass over out_in. */
+    memset(masks, 0, (size_t)(n_words > 0 ? n_words : 1) * sizeof *masks);
+    for (int64_t p = 0; p < n; p++) {
+        const int32_t *row = m->out_in + p * K;
+        uint32_t *mk = masks + p * words;
+        for (int32_t k = 0; k < K; k++) {
+            if (row[k] < 0) continue;
+            offsets[k + 1]++;
+            mk[k / 32] |= (uint32_t)1 << (k % 32);
+        }
+    }
+    for (int32_t k = 0; k < K; k++) offsets[k + 1] += offsets[k];
+    const int64_t n_pairs = offsets[K];
+    in_rows = alloc_n(n_pairs, sizeof *in_rows);
+    out_rows = alloc_n(n_pairs, sizeof *out_rows);
+    if (!in_rows || !out_rows) goto oom;
+    /* Pairs in output-row order within each offset. */
+    memcpy(pos, offsets, (size_t)K * sizeof *pos);
+    for (int64_t p = 0; p < n; p++) {
+        const int32_t *row = m->out_in + p * K;
+        for (int32_t k = 0; k < K; k++) {
+            if (row[k] < 0) continue;
+            in_rows[pos[k]] = row[k];
+            out_rows[pos[k]] = (int32_t)p;
+            pos[k]++;
+        }
+    }
+    for (int64_t p = 0; p < n; p++) perm[p] = (int32_t)p;
+    sort_by_mask(perm, tmp, n, masks, words);
+    free(pos);
+    free(tmp);
+
+    free(m->offsets);
+    free(m->in_rows);
+    free(m->out_rows);
+    free(m->masks);
+    free(m->perm);
+    m->offsets = offsets;
+    m->in_rows = in_rows;
+    m->out_rows = out_rows;
+    m->n_pairs = n_pairs;
+    m->mask_words = words;
+    m->masks = masks;
+    m->perm = perm;
+    return VC_OK;
+
+oom:
+    free(offsets);
+    free(pos);
+    free(masks);
+    free(perm);
+    free(tmp);
+    free(in_rows);
+    free(out_rows);
+    return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for the pair lists and "
+                   "masks of %lld outputs", (long long)n);
+}
+
+void vc_kmap_data_free(vc_kmap_data *m)
+{
+    if (!m) return;
+    free(m->out_coords);
+    free(m->out_in);
+    free(m->offsets);
+    free(m->in_rows);
+    free(m->out_rows);
+    free(m->masks);
+    free(m->perm);
+    memset(m, 0, sizeof *m);
+}
