@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# run_cli_tests.sh - golden, error, help and oracle tests of the voxconv CLI.
+#
+# usage: run_cli_tests.sh VOXCONV_BINARY TESTS_CLI_DIR WORK_DIR PROJECT_SOURCE_DIR
+#
+# - Golden tests run the CLI on the small inputs of data/ (with --backend cpu) and compare its
+#   stdout with golden/NAME.txt exactly (the work directory is written as @WORK@).
+#   VC_UPDATE_GOLDEN=1 rewrites the golden files instead (review the diff by hand!).
+# - Error tests check a non-zero exit and exactly one line on stderr starting "voxconv ".
+# - Oracle tests build oracle.c (an independent checker sharing no code with the library) with
+#   ${CC:-cc} and check voxelization and convolutions numerically, on data/small.bin and, when
+#   datasets/fetch has run, on the real scans datasets/data/vlp16.bin and octomap_scan.bin
+#   (skipped with a visible SKIP line otherwise; VC_REQUIRE_DATA=1 makes them mandatory).
+#   The oracle tests use the default backend (auto: the GPU where there is one).
+# Prints PASS/FAIL/SKIP per case and "N passed, N failed" at the end; exit 0 when none failed.
+set -u
+
+if [[ $# -ne 4 ]]; then
+  echo "usage: $0 VOXCONV TESTS_CLI_DIR WORK_DIR PROJECT_SOURCE_DIR" >&2
+  exit 2
+fi
+VOX="$1"
+[[ "$VOX" == /* ]] || VOX="$PWD/$VOX"
+if [[ ! -x "$VOX" ]]; then
+  echo "FAIL: $VOX is not an executable"; echo "0 passed, 1 failed"; exit 1
+fi
+DIR="$(cd "$2" && pwd)"
+WORK="$3"
+SRC="$(cd "$4" && pwd)"
+mkdir -p "$WORK" && WORK="$(cd "$WORK" && pwd)"
+rm -rf "${WORK:?}"/*
+cd "$DIR" || exit 2
+
+npass=0
+nfail=0
+nskip=0
+pass() { echo "PASS: $1"; npass=$((npass + 1)); }
+fail() { echo "FAIL: $1${2:+: $2}"; nfail=$((nfail + 1)); }
+skip() { echo "SKIP: $1${2:+: $2}"; nskip=$((nskip + 1)); }
+
+# run NAME CMD... : runs the command, leaves stdout/stderr/rc in $WORK/NAME.{out,err,rc}
+run() {
+  local name="$1"; shift
+  "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  echo $? >"$WORK/$name.rc"
+}
+rc_of() { cat "$WORK/$1.rc"; }
+
+# golden NAME CMD... : exit 0, empty stderr, stdout == golden/NAME.txt
+golden() {
+  local name="$1"; shift
+  run "$name" "$@"
+  local rc; rc="$(rc_of "$name")"
+  if [[ "$rc" != 0 ]]; then
+    fail "$name" "exit $rc: $(head -c 300 "$WORK/$name.err")"; return
+  fi
+  if [[ -s "$WORK/$name.err" ]]; then
+    fail "$name" "unexpected stderr: $(head -c 300 "$WORK/$name.err")"; return
+  fi
+  sed "s#$WORK#@WORK@#g" "$WORK/$name.out" >"$WORK/$name.txt"
+  if [[ "${VC_UPDATE_GOLDEN:-0}" == 1 ]]; then
+    mkdir -p "$DIR/golden"
+    cp "$WORK/$name.txt" "$DIR/golden/$name.txt"
+    pass "$name (golden updated)"; return
+  fi
+  if [[ ! -f "$DIR/golden/$name.txt" ]]; then
+    fail "$name" "no golden/$name.txt (run with VC_UPDATE_GOLDEN=1 and review)"; return
+  fi
+  if diff -u "$DIR/golden/$name.txt" "$WORK/$name.txt" >"$WORK/$name.diff"; then
+    pass "$name"
+  else
+    fail "$name" "output differs from golden/$name.txt:"
+    head -n 20 "$WORK/$name.diff"
+  fi
+}
+
+# ok NAME CMD... : exit 0
+ok() {
+  local name="$1"; shift
+  run "$name" "$@"
+  local rc; rc="$(rc_of "$name")"
+  if [[ "$rc" == 0 ]]; then pass "$name"; else
+    fail "$name" "exit $rc: $(head -c 300 "$WORK/$name.err")"; fi
+}
+
+# error NAME PATTERN CMD... : non-zero exit, exactly one stderr line starting "voxconv",
+# matching the extended regex PATTERN, and empty stdout.
+error() {
+  local name="$1" pattern="$2"; shift 2
+  run "$name" "$@"
+  local rc lines; rc="$(rc_of "$name")"
+  lines="$(wc -l <"$WORK/$name.err")"
+  if [[ "$rc" == 0 ]]; then fail "$name" "exit 0, expected a failure"; return; fi
+  if [[ "$rc" -ge 126 ]]; then fail "$name" "exit $rc (crash?)"; return; fi
+  if [[ "$lines" != 1 ]]; then
+    fail "$name" "expected one stderr line, got $lines: $(head -c 300 "$WORK/$name.err")"
+    return
+  fi
+  if ! grep -qE "^voxconv[ :]" "$WORK/$name.err"; then
+    fail "$name" "stderr does not start with 'voxconv': $(cat "$WORK/$name.err")"; return
+  fi
+  if ! grep -qE -- "$pattern" "$WORK/$name.err"; then
+    fail "$name" "stderr does not match /$pattern/: $(cat "$WORK/$name.err")"; return
+  fi
+  if [[ -s "$WORK/$name.out" ]]; then fail "$name" "unexpected stdout"; return; fi
+  pass "$name"
+}
+
+# same_file NAME A B : byte-identical files
+same_file() {
+  if cmp -s "$2" "$3"; then pass "$1"; else fail "$1" "$2 and $3 differ"; fi
+}
+
+W="$WORK"
+CPU=(--backend cpu)
+
+# ---- help and version --------------------------------------------------------------------
+for c in "" info voxelize conv pool export; do
+  name="help_${c:-main}"
+  run "$name" "$VOX" $c --help
+  if [[ "$(rc_of "$name")" == 0 ]] && head -n1 "$WORK/$name.out" | grep -q '^usage: voxconv' \
+     && [[ ! -s "$WORK/$name.err" ]]; then
+    pass "$name"
+  else
+    fail "$name" "exit $(rc_of "$name"), stdout '$(head -n1 "$WORK/$name.out")'"
+  fi
+done
+run version "$VOX" --version
+if [[ "$(rc_of version)" == 0 ]] && grep -qE '^voxconv [0-9]+\.[0-9]+\.[0-9]+$' "$WORK/version.out"
+then pass version; else fail version "$(cat "$WORK/version.out" "$WORK/version.err")"; fi
+
+# ---- info --------------------------------------------------------------------------------
+golden info_bin "$VOX" info data/small.bin "${CPU[@]}"
+golden info_bin_json "$VOX" info data/small.bin --json "${CPU[@]}"
+golden info_pcd "$VOX" info data/small.pcd "${CPU[@]}"
+golden info_ply "$VOX" info data/small.ply "${CPU[@]}"
+
+# ---- voxelize, conv, pool, export (goldens, CPU) -----------------------------------------
+VS=0.25,0.25,0.1
+RANGE=0,0,0,4,4,2
+golden voxelize_small "$VOX" voxelize data/small.bin "$W/s.vxt" --voxel-size $VS \
+  --range $RANGE "${CPU[@]}"
+golden voxelize_small_json "$VOX" voxelize data/small.bin "$W/s_json.vxt" --voxel-size $VS \
+  --range $RANGE --json "${CPU[@]}"
+golden voxelize_count_cap "$VOX" voxelize data/small.bin "$W/s_count.vxt" --voxel-size $VS \
+  --range $RANGE --reduce count --max-voxels 50 --dtype fp16 "${CPU[@]}"
+golden voxelize_pcd "$VOX" voxelize data/small.pcd "$W/pcd.vxt" --voxel-size 0.5,0.5,0.1 \
+  --range=0,0,0,3,1.5,0.4 "${CPU[@]}"
+golden info_vxt "$VOX" info "$W/s.vxt" "${CPU[@]}"
+golden info_vxt_json "$VOX" info "$W/s.vxt" --json "${CPU[@]}"
+golden info_vxt_count "$VOX" info "$W/s_count.vxt" "${CPU[@]}"
+golden conv_subm "$VOX" conv "$W/s.vxt" "$W/c_subm.vxt" --type subm --kernel 3 \
+  --out-channels 5 --random-weights 1 --save-weights "$W/w_subm.npy" "${CPU[@]}"
+golden conv_strided_json "$VOX" conv "$W/s.vxt" "$W/c_str.vxt" --type strided --kernel 3 \
+  --stride 2 --padding 1 --out-channels 6 --random-weights 2 --save-weights "$W/w_str.npy" \
+  --json "${CPU[@]}"
+golden conv_downsample "$VOX" conv "$W/s.vxt" "$W/c_down.vxt" --type downsample --kernel 2 \
+  --stride 2 --out-channels 3 --random-weights 3 "${CPU[@]}"
+golden conv_inverse "$VOX" conv "$W/c_str.vxt" "$W/c_inv.vxt" --type inverse --kernel 3 \
+  --stride 2 --padding 1 --forward-input "$W/s.vxt" --out-channels 4 --random-weights 4 \
+  "${CPU[@]}"
+golden conv_inverse_down "$VOX" conv "$W/c_down.vxt" "$W/c_inv2.vxt" --type inverse \
+  --forward-type downsample --kernel 2 --stride 2 --forward-input "$W/s.vxt" \
+  --out-channels 2 --random-weights 5 "${CPU[@]}"
+golden conv_transposed "$VOX" conv "$W/c_down.vxt" "$W/c_tr.vxt" --type transposed \
+  --kernel 2 --stride 2 --out-channels 2 --random-weights 6 "${CPU[@]}"
+golden conv_anisotropic "$VOX" conv "$W/s.vxt" "$W/c_aniso.vxt" --type subm --kernel 3,1,1 \
+  --dilation 2,1,1 --out-channels 3 --random-weights 7 --activation relu --dtype fp16 \
+  "${CPU[@]}"
+golden pool_max_strided "$VOX" pool "$W/s.vxt" "$W/p_max.vxt" --mode max --type strided \
+  --kernel 2 --stride 2 "${CPU[@]}"
+golden pool_avg_subm_json "$VOX" pool "$W/s.vxt" "$W/p_avg.vxt" --mode avg --type subm \
+  --kernel 3 --json "${CPU[@]}"
+golden pool_global "$VOX" pool "$W/s.vxt" "$W/g.npy" --global --mode avg "${CPU[@]}"
+golden info_global_npy "$VOX" info "$W/g.npy" "${CPU[@]}"
+golden export_subm "$VOX" export "$W/c_subm.vxt" "$W/e_subm" "${CPU[@]}"
+golden info_export_coords "$VOX" info "$W/e_subm.coords.npy" --json "${CPU[@]}"
+
+# Weights read back from --save-weights give the same result bit for bit.
+ok conv_weights_file "$VOX" conv "$W/s.vxt" "$W/c_subm2.vxt" --type subm --kernel 3 \
+  --weights "$W/w_subm.npy" "${CPU[@]}"
+ok export_subm2 "$VOX" export "$W/c_subm2.vxt" "$W/e_subm2" "${CPU[@]}"
+same_file weights_roundtrip "$W/e_subm.feats.npy" "$W/e_subm2.feats.npy"
+
+# ---- errors ------------------------------------------------------------------------------
+error err_no_command '' "$VOX"
+error err_unknown_command "unknown command 'frobnicate'" "$VOX" frobnicate
+error err_missing_file "VC_ERR_IO" "$VOX" info data/does_not_exist.bin
+error err_truncated "VC_ERR_FORMAT" "$VOX" info data/truncated.bin
+error err_garbage_pcd "VC_ERR_FORMAT" "$VOX" info data/garbage.pcd
+error err_bad_flag "unknown option '--frobnicate'" "$VOX" info data/small.bin --frobnicate
+error err_bad_kernel \
+  "^voxconv conv: --kernel: expected K or KZ,KY,KX with 1\.\.7, got '9'$" \
+  "$VOX" conv "$W/s.vxt" "$W/x.vxt" --type subm --kernel 9 --out-channels 2 --random-weights 1
+error err_bad_kernel_list "--kernel: expected" "$VOX" conv "$W/s.vxt" "$W/x.vxt" --type subm \
+  --kernel 3,3 --out-channels 2 --random-weights 1
+error err_even_subm "subm needs odd" "$VOX" conv "$W/s.vxt" "$W/x.vxt" --type subm --kernel 2 \
+  --out-channels 2 --random-weights 1
+error err_bad_type "--type: expected subm" "$VOX" conv "$W/s.vxt" "$W/x.vxt" --type dense \
+  --kernel 3 --out-channels 2 --random-weights 1
+error err_no_weights "exactly one of --weights" "$VOX" conv "$W/s.vxt" "$W/x.vxt" --type subm \
+  --kernel 3 --out-channels 2
+error err_bad_seed "--random-weights" "$VOX" conv "$W/s.vxt" "$W/x.vxt" --type subm \
+  --kernel 3 --out-channels 2 --random-weights abc
+error err_weights_shape "--weights: .* has shape \[5,3,3,3,4\]" "$VOX" conv "$W/s.vxt" \
+  "$W/x.vxt" --type subm --kernel 3 --out-channels 4 --weights "$W/w_subm.npy"
+error err_inverse_no_fwd "--forward-input" "$VOX" conv "$W/c_str.vxt" "$W/x.vxt" \
+  --type inverse --kernel 3 --stride 2 --out-channels 2 --random-weights 1
+error err_inverse_mismatch "not the output of the forward" "$VOX" conv "$W/s.vxt" "$W/x.vxt" \
+  --type inverse --kernel 3 --stride 2 --padding 1 --forward-input "$W/s.vxt" \
+  --out-channels 2 --random-weights 1
+error err_missing_vxt "VC_ERR_IO" "$VOX" conv "$W/nothing.vxt" "$W/x.vxt" --type subm \
+  --kernel 3 --out-channels 2 --random-weights 1
+error err_vxt_not_vxt "VC_ERR_FORMAT" "$VOX" info data/small.bin --format vxt
+error err_voxel_size "--voxel-size: expected 3" "$VOX" voxelize data/small.bin "$W/x.vxt" \
+  --voxel-size 0.1,0.1 --range $RANGE
+error err_range_order "--range: each max" "$VOX" voxelize data/small.bin "$W/x.vxt" \
+  --voxel-size $VS --range 0,0,0,4,4,-1
+error err_no_range "--range is required" "$VOX" voxelize data/small.bin "$W/x.vxt" \
+  --voxel-size $VS
+error err_missing_value "--kernel: missing value" "$VOX" pool "$W/s.vxt" "$W/x.vxt" --kernel
+error err_extra_arg "unexpected argument" "$VOX" export "$W/s.vxt" "$W/x" extra
+error err_bad_backend "--backend: expected auto\|cpu\|cuda" "$VOX" info data/small.bin \
+  --backend tpu
+error err_write_dir "VC_ERR_IO" "$VOX" voxelize data/small.bin "$W/no/such/dir/x.vxt" \
+  --voxel-size $VS --range $RANGE
+
+# ---- oracle checks -----------------------------------------------------------------------
+ORACLE="$WORK/oracle"
+if ! "${CC:-cc}" -O2 -std=c11 -o "$ORACLE" "$DIR/oracle.c" -lm 2>"$WORK/oracle_build.err"; then
+  fail oracle_build "$(head -c 300 "$WORK/oracle_build.err")"
+  ORACLE=""
+fi
+
+# oracle_check NAME ARGS... : runs the oracle, PASS on exit 0
+oracle_check() {
+  local name="$1"; shift
+  if [[ -z "$ORACLE" ]]; then fail "$name" "no oracle"; return; fi
+  if "$ORACLE" "$@" >"$WORK/$name.oracle" 2>&1; then
+    pass "$name ($(tail -n1 "$WORK/$name.oracle"))"
+  else
+    fail "$name" "$(tail -n1 "$WORK/$name.oracle")"
+  fi
+}
+
+# pipeline TAG CLOUD.bin VOXEL_SIZE RANGE CHANNELS : voxelize, subm k3, strided k3s2p1,
+# subm k3 dilation 2, strided k2s2 (default backend), export, and check all with the oracle.
+pipeline() {
+  local tag="$1" cloud="$2" vs="$3" range="$4" ch="$5" p="$WORK/$1" sh
+  ok "${tag}_voxelize" "$VOX" voxelize "$cloud" "$p.vxt" --voxel-size "$vs" --range="$range"
+  ok "${tag}_export" "$VOX" export "$p.vxt" "$p"
+  oracle_check "${tag}_oracle_voxelize" voxelize "$cloud" "$vs" "$range" \
+    "$p.coords.npy" "$p.feats.npy"
+  [[ -n "$ORACLE" ]] || return
+  sh="$("$ORACLE" shape "$vs" "$range")"
+  local spec name type k s pad d
+  for spec in "subm3 subm 3 1 0 1" "strided3 strided 3 2 1 1" "subm3d2 subm 3 1 0 2" \
+              "strided2 strided 2 2 0 1"; do
+    read -r name type k s pad d <<<"$spec"
+    ok "${tag}_conv_$name" "$VOX" conv "$p.vxt" "$p.$name.vxt" --type "$type" --kernel "$k" \
+      --stride "$s" --padding "$pad" --dilation "$d" --out-channels "$ch" \
+      --random-weights 20240 --save-weights "$p.$name.w.npy"
+    ok "${tag}_export_$name" "$VOX" export "$p.$name.vxt" "$p.$name"
+    oracle_check "${tag}_oracle_$name" conv "$type" "$k" "$s" "$pad" "$d" "$sh" \
+      "$p.coords.npy" "$p.feats.npy" "$p.$name.w.npy" "$p.$name.coords.npy" \
+      "$p.$name.feats.npy"
+  done
+}
+
+pipeline small data/small.bin 0.25,0.25,0.1 0,0,0,4,4,2 5
+
+DATA="$SRC/datasets/data"
+for scan in "vlp16 -44,-103,-4,105,108,12.1" "octomap_scan -0.1,-15.2,-1.1,27.2,16.5,10.2"; do
+  read -r name range <<<"$scan"
+  if [[ -f "$DATA/$name.bin" ]]; then
+    pipeline "$name" "$DATA/$name.bin" 0.05,0.05,0.1 "$range" 8
+  elif [[ "${VC_REQUIRE_DATA:-0}" == 1 ]]; then
+    fail "real_$name" "$DATA/$name.bin missing (run datasets/fetch); VC_REQUIRE_DATA=1"
+  else
+    skip "real_$name" "$DATA/$name.bin missing (run datasets/fetch to enable)"
+  fi
+done
+
+echo "$npass passed, $nfail failed${nskip:+, $nskip skipped}"
+[[ "$nfail" == 0 ]]
