@@ -484,7 +484,7 @@ typedef struct vc_array {
     void *data;
     vc_dtype dtype;           /* fp32, fp16 or int32 (bf16 has no NumPy dtype: writing it is
                                  VC_ERR_UNSUPPORTED; cast to fp32 first)                        */
-    int32_t ndim;             /* 1..8                                                          */
+    int32_t ndim;             /* 0..8                                                          */
     int64_t shape[8];
 } vc_array;
 

@@ -1,1 +1,394 @@
-/* placeholder: being written */
+/* src/io/io_common.c - shared machinery of the file formats: whole-file reads with a size cap,
+ * checked writes that remove a partial file, messages naming file and place, element loads,
+ * the text cursor and number parsing (never past the token), CRC-32, LZF decoding and the
+ * point-cloud builder. Nothing here prints, aborts or exits. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/io/io.h"
+
+vc_status vc_io_fail(const vc_io_src *src, vc_status status, const char *fmt, ...)
+{
+    char buf[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (src && src->ctx) vc_ctx_fail(src->ctx, status, "%s: %s", src->name, buf);
+    return status;
+}
+
+void vc_io_begin(vc_context *ctx)
+{
+    if (ctx) vc_ctx_clear(ctx);
+}
+
+/* ---- whole files ------------------------------------------------------------------------ */
+
+vc_status vc_io_read_file(vc_context *ctx, const char *path, uint8_t **data, size_t *size)
+{
+    vc_io_src src = {ctx, path};
+    FILE *f = fopen(path, "rb");
+    if (!f) return vc_io_fail(&src, VC_ERR_IO, "cannot open for reading: %s", strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return vc_io_fail(&src, VC_ERR_OUT_OF_MEMORY, "cannot allocate a read buffer");
+    }
+    for (;;) {
+        if (n == cap) {
+            if ((int64_t)cap >= VC_IO_MAX_FILE) {
+                free(buf);
+                fclose(f);
+                return vc_io_fail(&src, VC_ERR_LIMIT, "file larger than %lld bytes",
+                                  (long long)VC_IO_MAX_FILE);
+            }
+            size_t ncap = cap * 2;
+            if ((int64_t)ncap > VC_IO_MAX_FILE + 1) ncap = (size_t)VC_IO_MAX_FILE + 1;
+            uint8_t *nb = realloc(buf, ncap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return vc_io_fail(&src, VC_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes", ncap);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t want = cap - n;
+        size_t got = fread(buf + n, 1, want, f);
+        n += got;
+        if (got < want) { /* end of file or an error */
+            if (ferror(f)) {
+                int e = errno;
+                free(buf);
+                fclose(f);
+                return vc_io_fail(&src, VC_ERR_IO, "read failed after %zu bytes: %s", n,
+                                  strerror(e));
+            }
+            break;
+        }
+    }
+    fclose(f);
+    if ((int64_t)n > VC_IO_MAX_FILE) {
+        free(buf);
+        return vc_io_fail(&src, VC_ERR_LIMIT, "file larger than %lld bytes",
+                          (long long)VC_IO_MAX_FILE);
+    }
+    *data = buf;
+    *size = n;
+    return VC_OK;
+}
+
+vc_status vc_io_writer_open(vc_io_writer *w, vc_context *ctx, const char *path)
+{
+    w->ctx = ctx;
+    w->path = path;
+    w->status = VC_OK;
+    w->f = fopen(path, "wb");
+    if (!w->f) {
+        vc_io_src src = {ctx, path};
+        w->status = vc_io_fail(&src, VC_ERR_IO, "cannot open for writing: %s", strerror(errno));
+    }
+    return w->status;
+}
+
+void vc_io_writer_put(vc_io_writer *w, const void *data, size_t n)
+{
+    if (w->status != VC_OK || !w->f || n == 0) return;
+    if (fwrite(data, 1, n, w->f) != n) {
+        vc_io_src src = {w->ctx, w->path};
+        w->status = vc_io_fail(&src, VC_ERR_IO, "write failed: %s", strerror(errno));
+    }
+}
+
+vc_status vc_io_writer_close(vc_io_writer *w)
+{
+    if (!w->f) return w->status;
+    if (fclose(w->f) != 0 && w->status == VC_OK) {
+        vc_io_src src = {w->ctx, w->path};
+        w->status = vc_io_fail(&src, VC_ERR_IO, "close failed: %s", strerror(errno));
+    }
+    w->f = NULL;
+    if (w->status != VC_OK) remove(w->path);
+    return w->status;
+}
+
+/* ---- elements --------------------------------------------------------------------------- */
+
+int vc_io_kind_size(vc_io_kind k)
+{
+    switch (k) {
+    case VC_IO_I8: case VC_IO_U8: return 1;
+    case VC_IO_I16: case VC_IO_U16: return 2;
+    case VC_IO_I32: case VC_IO_U32: case VC_IO_F32: return 4;
+    default: return 8;
+    }
+}
+
+double vc_io_load(const uint8_t *p, vc_io_kind k)
+{
+    switch (k) {
+    case VC_IO_I8: return (double)(int8_t)p[0];
+    case VC_IO_U8: return (double)p[0];
+    case VC_IO_I16: return (double)(int16_t)vc_ld_u16(p);
+    case VC_IO_U16: return (double)vc_ld_u16(p);
+    case VC_IO_I32: return (double)(int32_t)vc_ld_u32(p);
+    case VC_IO_U32: return (double)vc_ld_u32(p);
+    case VC_IO_I64: return (double)(int64_t)vc_ld_u64(p);
+    case VC_IO_U64: return (double)vc_ld_u64(p);
+    case VC_IO_F32: {
+        uint32_t u = vc_ld_u32(p);
+        float f;
+        memcpy(&f, &u, 4);
+        return (double)f;
+    }
+    default: {
+        uint64_t u = vc_ld_u64(p);
+        double d;
+        memcpy(&d, &u, 8);
+        return d;
+    }
+    }
+}
+
+/* ---- text ------------------------------------------------------------------------------- */
+
+static int is_space(int c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' ||
+                                    c == '\v' || c == '\f'; }
+
+int vc_text_line(vc_text *t, const char **s, size_t *len)
+{
+    if (t->pos >= t->n) return 0;
+    const uint8_t *start = t->p + t->pos;
+    const uint8_t *nl = memchr(start, '\n', t->n - t->pos);
+    size_t l = nl ? (size_t)(nl - start) : t->n - t->pos;
+    t->pos += l + (nl ? 1 : 0);
+    t->line++;
+    if (l > 0 && start[l - 1] == '\r') l--;
+    *s = (const char *)start;
+    *len = l;
+    return 1;
+}
+
+int vc_text_token(vc_text *t, const char **s, size_t *len)
+{
+    while (t->pos < t->n && is_space(t->p[t->pos])) {
+        if (t->p[t->pos] == '\n') t->line++;
+        t->pos++;
+    }
+    if (t->pos >= t->n) return 0;
+    size_t b = t->pos;
+    while (t->pos < t->n && !is_space(t->p[t->pos])) t->pos++;
+    *s = (const char *)t->p + b;
+    *len = t->pos - b;
+    return 1;
+}
+
+int vc_tok(const char **s, const char *end, const char **tok, size_t *len)
+{
+    const char *q = *s;
+    while (q < end && is_space((unsigned char)*q)) q++;
+    if (q >= end) {
+        *s = q;
+        return 0;
+    }
+    const char *b = q;
+    while (q < end && !is_space((unsigned char)*q)) q++;
+    *tok = b;
+    *len = (size_t)(q - b);
+    *s = q;
+    return 1;
+}
+
+int vc_tok_eq(const char *tok, size_t len, const char *word)
+{
+    return strlen(word) == len && memcmp(tok, word, len) == 0;
+}
+
+int vc_tok_ieq(const char *tok, size_t len, const char *word)
+{
+    if (strlen(word) != len) return 0;
+    for (size_t i = 0; i < len; i++) {
+        int a = (unsigned char)tok[i], b = (unsigned char)word[i];
+        if (a >= 'A' && a <= 'Z') a += 32;
+        if (b >= 'A' && b <= 'Z') b += 32;
+        if (a != b) return 0;
+    }
+    return 1;
+}
+
+int vc_parse_double(const char *tok, size_t len, double *out)
+{
+    char buf[80];
+    if (len == 0 || len >= sizeof buf) return -1;
+    memcpy(buf, tok, len);
+    buf[len] = 0;
+    /* strtod also takes hex floats and leading spaces; tokens have no spaces, and hex is
+     * harmless. Refuse anything that is not entirely a number. */
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (end != buf + len) return -1;
+    if (errno == ERANGE && isinf(v)) return -1; /* overflow; underflow to 0 is fine */
+    *out = v;
+    return 0;
+}
+
+int vc_parse_i64(const char *tok, size_t len, int64_t *out)
+{
+    size_t i = 0;
+    int neg = 0;
+    if (len == 0) return -1;
+    if (tok[0] == '+' || tok[0] == '-') {
+        neg = tok[0] == '-';
+        i = 1;
+    }
+    if (i >= len) return -1;
+    uint64_t v = 0;
+    for (; i < len; i++) {
+        if (tok[i] < '0' || tok[i] > '9') return -1;
+        uint64_t d = (uint64_t)(tok[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    if (neg) {
+        if (v > (uint64_t)INT64_MAX + 1) return -1;
+        *out = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
+    } else {
+        if (v > (uint64_t)INT64_MAX) return -1;
+        *out = (int64_t)v;
+    }
+    return 0;
+}
+
+/* ---- CRC-32 ----------------------------------------------------------------------------- */
+
+uint32_t vc_crc32(uint32_t crc, const void *data, size_t n)
+{
+    uint32_t table[256];
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        table[i] = c;
+    }
+    const uint8_t *p = data;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- LZF -------------------------------------------------------------------------------- */
+
+int vc_lzf_decode(const uint8_t *in, size_t in_n, uint8_t *out, size_t out_n, size_t *err_at,
+                  const char **why)
+{
+    size_t ip = 0, op = 0;
+    while (ip < in_n) {
+        size_t at = ip;
+        unsigned c = in[ip++];
+        if (c < 32) { /* literal run of c + 1 bytes */
+            size_t len = (size_t)c + 1;
+            if (len > in_n - ip) {
+                *err_at = at;
+                *why = "literal run past the end of the compressed data";
+                return -1;
+            }
+            if (len > out_n - op) {
+                *err_at = at;
+                *why = "literal run past the declared uncompressed size";
+                return -1;
+            }
+            memcpy(out + op, in + ip, len);
+            ip += len;
+            op += len;
+        } else { /* back-reference */
+            size_t len = c >> 5;
+            if (len == 7) {
+                if (ip >= in_n) {
+                    *err_at = at;
+                    *why = "back-reference length past the end of the compressed data";
+                    return -1;
+                }
+                len += in[ip++];
+            }
+            if (ip >= in_n) {
+                *err_at = at;
+                *why = "back-reference offset past the end of the compressed data";
+                return -1;
+            }
+            size_t off = ((size_t)(c & 0x1fu) << 8) + in[ip++] + 1;
+            len += 2;
+            if (off > op) {
+                *err_at = at;
+                *why = "back-reference before the start of the output";
+                return -1;
+            }
+            if (len > out_n - op) {
+                *err_at = at;
+                *why = "back-reference past the declared uncompressed size";
+                return -1;
+            }
+            const uint8_t *ref = out + op - off;
+            for (size_t i = 0; i < len; i++) out[op + i] = ref[i]; /* may overlap: bytewise */
+            op += len;
+        }
+    }
+    if (op != out_n) {
+        *err_at = in_n;
+        *why = "decoded size is smaller than the declared uncompressed size";
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- clouds ----------------------------------------------------------------------------- */
+
+void vc_io_cloud_release(vc_cloud *c)
+{
+    if (!c) return;
+    if (c->names) {
+        for (int32_t i = 0; i < c->dim; i++) free(c->names[i]);
+        free(c->names);
+    }
+    free(c->data);
+    memset(c, 0, sizeof *c);
+}
+
+vc_status vc_io_cloud_alloc(const vc_io_src *src, vc_cloud *c, int64_t count, int32_t dim,
+                            const char *const *names)
+{
+    memset(c, 0, sizeof *c);
+    if (dim < 3 || dim > VC_IO_MAX_COLUMNS)
+        return vc_io_fail(src, VC_ERR_LIMIT, "%d columns (at most %d)", (int)dim,
+                          VC_IO_MAX_COLUMNS);
+    int64_t elems, bytes;
+    if (count < 0 || vc_mul_overflow_i64(count, dim, &elems) ||
+        vc_mul_overflow_i64(elems, 4, &bytes) || bytes > VC_IO_MAX_ALLOC)
+        return vc_io_fail(src, VC_ERR_LIMIT, "%lld points of %d columns exceed %lld bytes",
+                          (long long)count, (int)dim, (long long)VC_IO_MAX_ALLOC);
+    c->data = malloc(bytes > 0 ? (size_t)bytes : 1);
+    c->names = calloc((size_t)dim, sizeof(char *));
+    if (!c->data || !c->names) {
+        free(c->data);
+        free(c->names);
+        memset(c, 0, sizeof *c);
+        return vc_io_fail(src, VC_ERR_OUT_OF_MEMORY, "cannot allocate %lld bytes of points",
+                          (long long)bytes);
+    }
+    c->count = count;
+    c->dim = dim;
+    for (int32_t i = 0; i < dim; i++) {
+        size_t l = strlen(names[i]);
+        c->names[i] = malloc(l + 1);
+        if (!c->names[i]) {
+            vc_io_cloud_release(c);
+            return vc_io_fail(src, VC_ERR_OUT_OF_MEMORY, "cannot allocate column names");
+        }
+        memcpy(c->names[i], names[i], l + 1);
+    }
+    return VC_OK;
+}
