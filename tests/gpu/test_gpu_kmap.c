@@ -1,0 +1,474 @@
+/* tests/gpu/test_gpu_kmap.c - the GPU hash table and GPU kernel maps against their CPU twins.
+ * Hash table: random keys with repeats, inserted on the GPU and on the CPU; every lookup (present
+ * and absent keys) must agree, the value of a repeated key is its smallest index, the duplicate
+ * count and first duplicate are exact, also when a tiny probe bound forces rebuilds.
+ * Kernel maps: for random clouds (batch 1..3, tiny and large shapes incl. 41x1600x1408,
+ * coordinates on the edges, N = 0, 1, 31, 33, thousands, one 1M-voxel cloud), every map type and
+ * a sweep of kernel / stride / padding / dilation (non-cubic 3x1x1 and 1x3x1, kernel 7 with
+ * K = 343 and 11 mask words), vc_kmap_build_cpu and vc_kmap_build_gpu must return the same
+ * status and bit-identical arrays (out_shape, n_out, out_coords, out_in, offsets, in_rows,
+ * out_rows, masks, perm); the INVERSE of each strided / downsample map too; a second GPU build
+ * must be identical (determinism); duplicate and out-of-range rows give the CPU's status. The
+ * device allocator is dirtied with 0xA5 before each GPU build, so an unwritten element shows.
+ * Prints its seed (VC_TEST_SEED replays). Exits 77 without a CUDA build or a usable device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv/kmap.h"
+#include "conv/kmap_gpu.h"
+#include "hash/hash.h"
+#include "hash/hash_gpu.h"
+#include "testutil.h"
+#include "voxconv.h"
+
+#ifdef VOXCONV_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+static cudaStream_t g_stream;
+
+#define CUDA_OK(call)                                                                          \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
+    } while (0)
+
+/* Fills freed device memory with 0xA5 so that unwritten output elements do not read as zeros. */
+static void dirty_device(void)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, (size_t)64 << 20) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    cudaMemset(p, 0xa5, (size_t)64 << 20);
+    cudaDeviceSynchronize();
+    cudaFree(p);
+}
+
+static void *to_device(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
+    if (bytes) CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* ---- the hash table ---------------------------------------------------------------------- */
+
+static void test_hash(vc_rng *rng, int64_t n, int64_t range, int32_t max_probe)
+{
+    uint64_t *keys = malloc((size_t)n * 8 + 8), *queries = malloc((size_t)2 * n * 8 + 8);
+    int32_t *got = malloc((size_t)2 * n * 4 + 4);
+    for (int64_t i = 0; i < n; i++) keys[i] = (uint64_t)vc_rng_int(rng, range);
+    if (n > 3) keys[n / 2] = VC_HASH_EMPTY; /* skipped by the GPU insert */
+    for (int64_t i = 0; i < 2 * n; i++)
+        queries[i] = i < n ? keys[i] : (uint64_t)vc_rng_int(rng, 2 * range);
+    /* the CPU reference: the first index of each key wins, as atomicMin does */
+    vc_hash ref;
+    CHECK(vc_hash_init(&ref, n) == VC_HASH_INSERTED);
+    int64_t dups = 0, first_dup = -1, valid = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (keys[i] == VC_HASH_EMPTY) continue;
+        valid++;
+        int32_t prev;
+        vc_hash_result r = vc_hash_insert_grow(&ref, keys[i], (int32_t)i, &prev);
+        if (r == VC_HASH_EXISTS) {
+            dups++;
+            if (first_dup < 0) first_dup = i;
+        } else {
+            CHECK(r == VC_HASH_INSERTED);
+        }
+    }
+    uint64_t *dk = to_device(keys, (size_t)n * 8), *dq = to_device(queries, (size_t)2 * n * 8);
+    int32_t *dout = to_device(NULL, (size_t)2 * n * 4);
+    vc_hash_gpu h;
+    CHECK(vc_hash_gpu_create(&h, n, g_stream) == VC_HASH_GPU_OK);
+    h.max_probe = max_probe;
+    vc_hash_gpu_insert_info info;
+    CHECK(vc_hash_gpu_insert(&h, dk, NULL, n, g_stream, &info) == VC_HASH_GPU_OK);
+    CHECK_MSG(info.duplicates == dups && info.first_duplicate == first_dup &&
+                  info.inserted == valid - dups && h.count == ref.count,
+              "n %lld probe %d: dups %lld/%lld first %lld/%lld inserted %lld count %lld/%lld",
+              (long long)n, (int)max_probe, (long long)info.duplicates, (long long)dups,
+              (long long)info.first_duplicate, (long long)first_dup, (long long)info.inserted,
+              (long long)h.count, (long long)ref.count);
+    if (max_probe < 4 && n > 1000) CHECK_MSG(info.grows > 0, "probe bound %d never grew", max_probe);
+    CHECK(vc_hash_gpu_find(&h, dq, 2 * n, dout, g_stream) == VC_HASH_GPU_OK);
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    CUDA_OK(cudaMemcpy(got, dout, (size_t)2 * n * 4, cudaMemcpyDeviceToHost));
+    int64_t bad = 0, first_bad = -1;
+    for (int64_t i = 0; i < 2 * n; i++) {
+        int32_t v = -1;
+        if (vc_hash_find(&ref, queries[i], &v) != VC_HASH_FOUND) v = -1;
+        if (v != got[i]) {
+            if (first_bad < 0) first_bad = i;
+            bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "hash n %lld probe %d: %lld lookups differ, first at %lld",
+              (long long)n, (int)max_probe, (long long)bad, (long long)first_bad);
+    /* a second insert into the non-empty table: every key is now a duplicate */
+    CHECK(vc_hash_gpu_insert(&h, dk, NULL, n, g_stream, &info) == VC_HASH_GPU_OK);
+    CHECK(info.inserted == 0 && info.duplicates == valid);
+    vc_hash_gpu_destroy(&h, g_stream);
+    vc_hash_free(&ref);
+    cudaFree(dk);
+    cudaFree(dq);
+    cudaFree(dout);
+    free(keys);
+    free(queries);
+    free(got);
+}
+
+/* ---- clouds ------------------------------------------------------------------------------ */
+
+typedef struct cloud {
+    int32_t *rows;
+    int64_t n;
+    int32_t batch;
+    int32_t shape[3];
+} cloud;
+
+/* Adds (b, z, y, x) unless present. */
+static void cloud_add(cloud *c, vc_hash *seen, vc_keypack *kp, int64_t cap, int32_t b, int32_t z,
+                      int32_t y, int32_t x)
+{
+    if (c->n >= cap || !vc_key_in_range(kp, b, z, y, x)) return;
+    if (vc_hash_insert_grow(seen, vc_key_pack(kp, b, z, y, x), 0, NULL) != VC_HASH_INSERTED)
+        return;
+    int32_t *r = c->rows + 4 * c->n++;
+    r[0] = b;
+    r[1] = z;
+    r[2] = y;
+    r[3] = x;
+}
+
+/* style 0: uniform; 1: blobs (dense neighbourhoods); 2: on the faces of the shape;
+ * 3: sheets (a ground plane with bumps, like a scan). Rows are shuffled. */
+static cloud make_cloud(vc_rng *rng, int64_t n, int32_t batch, const int32_t shape[3], int style)
+{
+    cloud c;
+    memset(&c, 0, sizeof c);
+    c.batch = batch;
+    memcpy(c.shape, shape, sizeof c.shape);
+    c.rows = malloc((size_t)(n > 0 ? n : 1) * 16);
+    vc_keypack kp;
+    vc_keypack_init(&kp, batch, shape);
+    vc_hash seen;
+    vc_hash_init(&seen, n);
+    int64_t tries = 0;
+    while (c.n < n && tries++ < 50 * n + 100) {
+        int32_t b = (int32_t)vc_rng_int(rng, batch);
+        int32_t z = (int32_t)vc_rng_int(rng, shape[0]), y = (int32_t)vc_rng_int(rng, shape[1]),
+                x = (int32_t)vc_rng_int(rng, shape[2]);
+        if (style == 0) {
+            cloud_add(&c, &seen, &kp, n, b, z, y, x);
+        } else if (style == 1) {
+            int32_t m = 1 + (int32_t)vc_rng_int(rng, 30);
+            for (int32_t j = 0; j < m; j++)
+                cloud_add(&c, &seen, &kp, n, b, z + (int32_t)vc_rng_int(rng, 5) - 2,
+                          y + (int32_t)vc_rng_int(rng, 5) - 2, x + (int32_t)vc_rng_int(rng, 5) - 2);
+        } else if (style == 2) {
+            int a = (int)vc_rng_int(rng, 3);
+            int32_t v = vc_rng_int(rng, 2) ? shape[a] - 1 : 0;
+            if (a == 0) z = v;
+            if (a == 1) y = v;
+            if (a == 2) x = v;
+            cloud_add(&c, &seen, &kp, n, b, z, y, x);
+        } else {
+            int32_t len = 1 + (int32_t)vc_rng_int(rng, 40);
+            int32_t zz = shape[0] / 4 + (int32_t)(((int64_t)x * 3 + y) % 3);
+            for (int32_t j = 0; j < len; j++) cloud_add(&c, &seen, &kp, n, b, zz, y, x + j);
+        }
+    }
+    vc_hash_free(&seen);
+    for (int64_t i = c.n - 1; i > 0; i--) { /* shuffle rows */
+        int64_t j = vc_rng_int(rng, i + 1);
+        for (int a = 0; a < 4; a++) {
+            int32_t t = c.rows[4 * i + a];
+            c.rows[4 * i + a] = c.rows[4 * j + a];
+            c.rows[4 * j + a] = t;
+        }
+    }
+    return c;
+}
+
+/* ---- map comparison ---------------------------------------------------------------------- */
+
+/* Compares a host array with a device array of `bytes`; prints the first differing word. */
+static void cmp_array(const char *label, const char *name, const void *host, const void *dev,
+                      int64_t bytes)
+{
+    if (bytes <= 0) return;
+    if (!dev || !host) {
+        CHECK_MSG(0, "%s: %s is NULL (host %p, device %p)", label, name, host, dev);
+        return;
+    }
+    unsigned char *g = malloc((size_t)bytes);
+    cudaError_t e = cudaMemcpy(g, dev, (size_t)bytes, cudaMemcpyDeviceToHost);
+    CHECK_MSG(e == cudaSuccess, "%s: copying %s: %s", label, name, cudaGetErrorString(e));
+    if (e == cudaSuccess && memcmp(g, host, (size_t)bytes) != 0) {
+        int64_t w = 0, nw = bytes / 4;
+        const int32_t *a = host, *b = (const int32_t *)g;
+        while (w < nw && a[w] == b[w]) w++;
+        int64_t diffs = 0;
+        for (int64_t i = w; i < nw; i++) diffs += a[i] != b[i];
+        CHECK_MSG(0, "%s: %s differs in %lld of %lld words, first at word %lld (cpu %d, gpu %d)",
+                  label, name, (long long)diffs, (long long)nw, (long long)w,
+                  w < nw ? (int)a[w] : 0, w < nw ? (int)b[w] : 0);
+    } else {
+        vc_t_pass++;
+    }
+    free(g);
+}
+
+static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_data *g)
+{
+    CHECK_MSG(c->type == g->type && c->volume == g->volume && c->n_in == g->n_in &&
+                  c->n_out == g->n_out && c->n_pairs == g->n_pairs &&
+                  c->mask_words == g->mask_words && c->out_batch_size == g->out_batch_size &&
+                  memcmp(c->out_shape, g->out_shape, sizeof c->out_shape) == 0 &&
+                  memcmp(c->kernel, g->kernel, sizeof c->kernel) == 0 &&
+                  memcmp(c->stride, g->stride, sizeof c->stride) == 0 &&
+                  memcmp(c->padding, g->padding, sizeof c->padding) == 0 &&
+                  memcmp(c->dilation, g->dilation, sizeof c->dilation) == 0,
+              "%s: header: n_out %lld/%lld n_pairs %lld/%lld words %d/%d out_shape %dx%dx%d/"
+              "%dx%dx%d", label, (long long)c->n_out, (long long)g->n_out,
+              (long long)c->n_pairs, (long long)g->n_pairs, (int)c->mask_words,
+              (int)g->mask_words, (int)c->out_shape[0], (int)c->out_shape[1],
+              (int)c->out_shape[2], (int)g->out_shape[0], (int)g->out_shape[1],
+              (int)g->out_shape[2]);
+    if (c->n_out != g->n_out || c->n_pairs != g->n_pairs || c->volume != g->volume ||
+        c->mask_words != g->mask_words)
+        return;
+    int64_t n = c->n_out, K = c->volume;
+    CHECK_MSG((c->out_coords == NULL) == (g->out_coords == NULL), "%s: out_coords presence",
+              label);
+    if (c->out_coords && g->out_coords)
+        cmp_array(label, "out_coords", c->out_coords, g->out_coords, n * 16);
+    cmp_array(label, "out_in", c->out_in, g->out_in, n * K * 4);
+    cmp_array(label, "offsets", c->offsets, g->offsets, (K + 1) * 8);
+    cmp_array(label, "in_rows", c->in_rows, g->in_rows, c->n_pairs * 4);
+    cmp_array(label, "out_rows", c->out_rows, g->out_rows, c->n_pairs * 4);
+    cmp_array(label, "masks", c->masks, g->masks, n * c->mask_words * 4);
+    cmp_array(label, "perm", c->perm, g->perm, n * 4);
+}
+
+static vc_map_desc mkdesc(vc_map_type t, int kz, int ky, int kx, int s, int p, int dil)
+{
+    vc_map_desc d = VC_MAP_DESC_INIT;
+    d.type = t;
+    d.kernel[0] = kz;
+    d.kernel[1] = ky;
+    d.kernel[2] = kx;
+    for (int a = 0; a < 3; a++) {
+        d.stride[a] = s;
+        d.padding[a] = p;
+        d.dilation[a] = dil;
+    }
+    return d;
+}
+
+/* Builds one map on both sides, compares, and checks the inverse and a second GPU build. */
+static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d, int full)
+{
+    char label[256];
+    snprintf(label, sizeof label,
+             "type %d k %dx%dx%d s %dx%dx%d p %dx%dx%d d %dx%dx%d | n %lld batch %d shape "
+             "%dx%dx%d", (int)d->type, d->kernel[0], d->kernel[1], d->kernel[2], d->stride[0],
+             d->stride[1], d->stride[2], d->padding[0], d->padding[1], d->padding[2],
+             d->dilation[0], d->dilation[1], d->dilation[2], (long long)c->n, (int)c->batch,
+             (int)c->shape[0], (int)c->shape[1], (int)c->shape[2]);
+    vc_kmap_data cm, gm, gm2;
+    memset(&cm, 0, sizeof cm);
+    memset(&gm, 0, sizeof gm);
+    memset(&gm2, 0, sizeof gm2);
+    vc_err ce = {{0}}, ge = {{0}};
+    vc_status cs = vc_kmap_build_cpu(c->rows, c->n, c->shape, c->batch, d, 0, &cm, &ce);
+    dirty_device();
+    vc_status gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, g_stream, &gm, &ge);
+    CHECK_MSG(cs == gs, "%s: cpu %s (%s), gpu %s (%s)", label, vc_status_string(cs), ce.msg,
+              vc_status_string(gs), ge.msg);
+    if (cs != VC_OK || gs != VC_OK) {
+        vc_kmap_data_free(&cm);
+        vc_kmap_data_free_gpu(&gm);
+        return;
+    }
+    cmp_maps(label, &cm, &gm);
+    if (full) {
+        /* determinism: a second build (on the legacy stream) gives the same arrays */
+        dirty_device();
+        gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, NULL, &gm2, &ge);
+        CHECK_MSG(gs == VC_OK, "%s: second build: %s", label, ge.msg);
+        if (gs == VC_OK) {
+            char l2[300];
+            snprintf(l2, sizeof l2, "%s (second GPU build)", label);
+            cmp_maps(l2, &cm, &gm2);
+        }
+        vc_kmap_data_free_gpu(&gm2);
+    }
+    if (d->type == VC_MAP_STRIDED || d->type == VC_MAP_DOWNSAMPLE) {
+        vc_kmap_data ci, gi;
+        memset(&ci, 0, sizeof ci);
+        memset(&gi, 0, sizeof gi);
+        cs = vc_kmap_inverse_cpu(&cm, c->shape, c->batch, &ci, &ce);
+        dirty_device();
+        gs = vc_kmap_inverse_gpu(&gm, c->shape, c->batch, g_stream, &gi, &ge);
+        CHECK_MSG(cs == gs, "%s inverse: cpu %s (%s), gpu %s (%s)", label, vc_status_string(cs),
+                  ce.msg, vc_status_string(gs), ge.msg);
+        if (cs == VC_OK && gs == VC_OK) {
+            char l2[300];
+            snprintf(l2, sizeof l2, "%s (inverse)", label);
+            cmp_maps(l2, &ci, &gi);
+        }
+        vc_kmap_data_free(&ci);
+        vc_kmap_data_free_gpu(&gi);
+    }
+    vc_kmap_data_free(&cm);
+    vc_kmap_data_free_gpu(&gm);
+}
+
+static void run_sweep(const cloud *c, int big)
+{
+    int32_t *d_rows = to_device(c->rows, (size_t)c->n * 16);
+    const vc_map_desc all[] = {
+        mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 1, 1, 1, 1, 0, 1),
+        mkdesc(VC_MAP_SUBM, 5, 5, 5, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 7, 7, 7, 1, 0, 1),
+        mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 2),       mkdesc(VC_MAP_SUBM, 3, 1, 1, 1, 0, 1),
+        mkdesc(VC_MAP_SUBM, 1, 3, 1, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 3, 5, 1, 1, 0, 3),
+        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),    mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 0, 1),
+        mkdesc(VC_MAP_STRIDED, 2, 2, 2, 2, 0, 1),    mkdesc(VC_MAP_STRIDED, 3, 3, 3, 1, 1, 1),
+        mkdesc(VC_MAP_STRIDED, 3, 1, 1, 2, 1, 1),    mkdesc(VC_MAP_STRIDED, 1, 3, 1, 1, 0, 1),
+        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 2, 2),    mkdesc(VC_MAP_STRIDED, 7, 7, 7, 3, 3, 1),
+        mkdesc(VC_MAP_STRIDED, 4, 2, 3, 3, 1, 1),    mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
+        mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 2, 0, 1), mkdesc(VC_MAP_DOWNSAMPLE, 1, 1, 1, 3, 0, 1),
+        mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 3, 0, 2), mkdesc(VC_MAP_DOWNSAMPLE, 7, 7, 7, 2, 0, 1),
+        mkdesc(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1), mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 2, 1, 1),
+        mkdesc(VC_MAP_TRANSPOSED, 3, 1, 1, 2, 1, 1), mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 1, 1, 1),
+        mkdesc(VC_MAP_TRANSPOSED, 5, 5, 5, 3, 2, 2), mkdesc(VC_MAP_TRANSPOSED, 7, 7, 7, 2, 3, 1),
+        /* rejected by both: even SUBM kernel, padded DOWNSAMPLE, kernel 8 */
+        mkdesc(VC_MAP_SUBM, 2, 2, 2, 1, 0, 1),       mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1),
+        mkdesc(VC_MAP_STRIDED, 8, 3, 3, 2, 1, 1),
+    };
+    const vc_map_desc few[] = {
+        mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
+        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
+        mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
+        mkdesc(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1),
+    };
+    const vc_map_desc *list = big ? few : all;
+    size_t count = big ? sizeof few / sizeof few[0] : sizeof all / sizeof all[0];
+    for (size_t i = 0; i < count; i++) {
+        /* kernel 7 on thousands of voxels: keep it, but only once per cloud size class */
+        run_case(c, d_rows, &list[i], i % 3 == 0 || big);
+    }
+    cudaFree(d_rows);
+}
+
+/* Duplicate and out-of-range rows: the GPU reports what the CPU reports. */
+static void test_bad_rows(vc_rng *rng)
+{
+    const int32_t shape[3] = {41, 1600, 1408};
+    cloud c = make_cloud(rng, 2000, 2, shape, 1);
+    int32_t *rows = malloc((size_t)(c.n + 2) * 16);
+    const vc_map_desc ds[2] = {mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
+                               mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1)};
+    for (int variant = 0; variant < 4; variant++) {
+        int64_t n = c.n;
+        memcpy(rows, c.rows, (size_t)n * 16);
+        int64_t at = vc_rng_int(rng, n);
+        if (variant == 0 || variant == 2) { /* a duplicate of an earlier row */
+            memcpy(rows + 4 * n, rows + 4 * at, 16);
+            n++;
+        }
+        if (variant == 1 || variant == 2) { /* a row one past the edge (variant 2: before the
+                                               duplicate, which the CPU meets last) */
+            int64_t r = variant == 2 ? at / 2 : vc_rng_int(rng, n);
+            rows[4 * r + 3] = shape[2];
+        }
+        if (variant == 3) { /* duplicate early, out of range late */
+            memcpy(rows + 4 * n, rows + 4 * 1, 16);
+            memcpy(rows + 4 * 2, rows + 4 * 1, 16);
+            rows[4 * n + 1] = -1;
+            n++;
+        }
+        int32_t *d = to_device(rows, (size_t)n * 16);
+        for (int j = 0; j < 2; j++) {
+            vc_kmap_data cm, gm;
+            memset(&cm, 0, sizeof cm);
+            memset(&gm, 0, sizeof gm);
+            vc_err ce = {{0}}, ge = {{0}};
+            vc_status cs = vc_kmap_build_cpu(rows, n, shape, 2, &ds[j], 0, &cm, &ce);
+            vc_status gs = vc_kmap_build_gpu(d, n, shape, 2, &ds[j], g_stream, &gm, &ge);
+            CHECK_MSG(cs == gs && cs != VC_OK, "bad rows variant %d: cpu %s (%s), gpu %s (%s)",
+                      variant, vc_status_string(cs), ce.msg, vc_status_string(gs), ge.msg);
+            if (cs == VC_ERR_DUPLICATE && gs == VC_ERR_DUPLICATE) {
+                /* both name the same row: the first that repeats an earlier one */
+                const char *a = strstr(ce.msg, "and "), *b = strstr(ge.msg, "row ");
+                long long ra = a ? strtoll(a + 4, NULL, 10) : -1;
+                long long rb = b ? strtoll(b + 4, NULL, 10) : -2;
+                CHECK_MSG(ra == rb, "duplicate row: cpu '%s' gpu '%s'", ce.msg, ge.msg);
+            }
+            vc_kmap_data_free(&cm);
+            vc_kmap_data_free_gpu(&gm);
+        }
+        cudaFree(d);
+    }
+    free(rows);
+    free(c.rows);
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        printf("test_gpu_kmap: no CUDA device, skipped\n");
+        return 77;
+    }
+    vc_rng rng = vc_test_rng("test_gpu_kmap");
+    CUDA_OK(cudaStreamCreate(&g_stream));
+
+    test_hash(&rng, 0, 10, 256);
+    test_hash(&rng, 1, 10, 256);
+    test_hash(&rng, 33, 20, 256);
+    test_hash(&rng, 100000, 60000, 256);
+    test_hash(&rng, 1000000, (int64_t)1 << 40, 256);
+    test_hash(&rng, 200000, 150000, 2); /* probe bound 2: forces rebuilds */
+
+    const int32_t big[3] = {41, 1600, 1408}, small[3] = {5, 6, 7}, mid[3] = {20, 30, 40},
+                  flat[3] = {1, 64, 64}, one[3] = {1, 1, 1};
+    struct {
+        int64_t n;
+        int32_t batch;
+        const int32_t *shape;
+        int style;
+    } cases[] = {
+        {0, 1, small, 0},    {1, 1, small, 0},   {1, 3, big, 2},     {31, 2, small, 0},
+        {33, 3, small, 2},   {31, 1, big, 1},    {33, 2, big, 2},    {1, 1, one, 0},
+        {200, 2, flat, 1},   {3000, 1, big, 1},  {4000, 3, big, 3},  {2500, 2, mid, 1},
+        {3000, 3, mid, 2},   {5000, 2, big, 0},  {6000, 1, mid, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cloud c = make_cloud(&rng, cases[i].n, cases[i].batch, cases[i].shape, cases[i].style);
+        run_sweep(&c, 0);
+        free(c.rows);
+    }
+    {
+        cloud c = make_cloud(&rng, 1000000, 2, big, 3);
+        printf("1M cloud: %lld voxels\n", (long long)c.n);
+        run_sweep(&c, 1);
+        free(c.rows);
+    }
+    test_bad_rows(&rng);
+    cudaStreamDestroy(g_stream);
+    TEST_END();
+}
+
+#else
+int main(void)
+{
+    printf("test_gpu_kmap: built without CUDA, skipped\n");
+    return 77;
+}
+#endif
