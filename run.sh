@@ -73,7 +73,8 @@ demo() {
     fetch
     for scan in vlp16 octomap_scan; do
         local bin="datasets/data/$scan.bin"
-        say "$scan: $("$vc" info "$bin" | head -n 1)"
+        say "$scan: input"
+        "$vc" info "$bin"
         "$vc" voxelize "$bin" "$out/$scan.vxt" --voxel-size 0.05,0.05,0.1 \
             --range -40,-40,-3,40,40,5
         "$vc" conv "$out/$scan.vxt" "$out/$scan.c1.vxt" --type subm --kernel 3 \
@@ -85,7 +86,8 @@ demo() {
         "$vc" conv "$out/$scan.c3.vxt" "$out/$scan.c4.vxt" --type subm --kernel 3 \
             --out-channels 32 --random-weights 4 --activation relu
         "$vc" pool "$out/$scan.c4.vxt" "$out/$scan.pool.npy" --mode max --global
-        say "$scan: result $("$vc" info "$out/$scan.c4.vxt" | head -n 1)"
+        say "$scan: result of 4 convolutions"
+        "$vc" info "$out/$scan.c4.vxt"
     done
     say "demo done; outputs in $out"
 }
