@@ -8,6 +8,10 @@
 #include "common.h"
 #include "kmap.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct vc_conv_args {
     const vc_kmap_data *map;
     const void *in;           /* [map->n_in, c_in]                                             */
@@ -56,5 +60,9 @@ vc_status vc_voxelize_check(const vc_voxelize_desc *d, int32_t shape[3], vc_err 
 vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_voxels *out,
                           vc_voxelize_stats *stats, vc_err *err);
 void vc_voxels_free(vc_voxels *v);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -15,6 +15,10 @@
 
 #include "common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct vc_kmap_data {
     vc_map_type type;
     int32_t kernel[3], stride[3], padding[3], dilation[3];
@@ -54,5 +58,9 @@ vc_status vc_kmap_inverse_cpu(const vc_kmap_data *fwd, const int32_t fwd_in_shap
 vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err);
 
 void vc_kmap_data_free(vc_kmap_data *m);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

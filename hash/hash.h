@@ -12,6 +12,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define VC_HASH_EMPTY UINT64_MAX
 #define VC_HASH_DEFAULT_MAX_PROBE 256
 
@@ -90,5 +94,9 @@ vc_hash_result vc_hash_grow(vc_hash *h);
 vc_hash_result vc_hash_insert_grow(vc_hash *h, uint64_t key, int32_t val, int32_t *existing);
 /* Copies the stored keys (any order) to out[count]. */
 void vc_hash_keys(const vc_hash *h, uint64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
