@@ -1,0 +1,109 @@
+/* gemm/gemm.h - tensor-core GEMM with row gather and row scatter (DESIGN §4), the one kernel
+ * family behind both convolution algorithms. Knows nothing of kernel maps or the API: it sees
+ * index arrays and dense matrices. All pointers are device pointers; work is queued on `stream`.
+ *
+ * The problem, for logical rows i in [0, m) and output columns n in [0, n_cols):
+ *
+ *   r      = row_map ? row_map[i] : i                    (the output row of logical row i)
+ *   g      = gather_rows ? gather_rows[i] : i            (the row of the gather table)
+ *   acc[n] = sum over t in [0, taps), c in [0, k):
+ *              A[ gather[g * taps + t], c ] * W[n, b_tap0 + t, c]       (a -1 index reads zeros)
+ *   C[r, n] = epilogue(acc[n] (+ C[r, n] if accumulate))
+ *
+ * W is the weight tensor in spconv's layout [n_cols, b_taps, k] (C_out, kernel volume, C_in), so
+ * the weights of tap t are read in place. With gather == NULL the A rows are g itself (a dense
+ * GEMM: taps must be 1).
+ *
+ *  - implicit GEMM (output-stationary conv): m = n_out, taps = K, gather = out_in [n_out, K],
+ *    gather_rows = row_map = perm (outputs sorted by mask), masks = the per-output masks so a CTA
+ *    skips taps none of its rows uses; epilogue fused; no atomics: every C row is written once.
+ *  - gather-GEMM-scatter, one offset t: m = pair count of t, taps = 1, b_tap0 = t,
+ *    gather = in_rows of t, row_map = out_rows of t, accumulate = 1 into an fp32 C. Output rows
+ *    of one offset are distinct, so launches on one stream need no atomics.
+ *
+ * Arithmetic: fp16/bf16 A and W use mma.sync m16n8k16 with fp32 accumulation; fp32 A and W use
+ * tf32 m16n8k8 (VC_GEMM_MATH_TF32) or exact fp32 FMA (VC_GEMM_MATH_FP32). A and W have the same
+ * dtype. */
+#ifndef VC_GEMM_GEMM_H
+#define VC_GEMM_GEMM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct CUstream_st;
+
+/* Element types (same values as vc_dtype in include/voxconv.h, which gemm/ does not include). */
+typedef enum vc_gemm_dtype {
+    VC_GEMM_F32 = 0,
+    VC_GEMM_F16 = 1,
+    VC_GEMM_BF16 = 2
+} vc_gemm_dtype;
+
+typedef enum vc_gemm_math {
+    VC_GEMM_MATH_DEFAULT = 0, /* tensor cores for 16-bit types, exact FMA for fp32          */
+    VC_GEMM_MATH_TF32 = 1,    /* fp32 through tf32 tensor cores                              */
+    VC_GEMM_MATH_FP32 = 2     /* exact fp32 FMA                                              */
+} vc_gemm_math;
+
+typedef enum vc_gemm_act {
+    VC_GEMM_ACT_NONE = 0,
+    VC_GEMM_ACT_RELU = 1,
+    VC_GEMM_ACT_LEAKY = 2
+} vc_gemm_act;
+
+typedef struct vc_gemm_args {
+    int64_t m;                 /* logical rows                                                   */
+    int32_t n_cols;            /* output columns (C_out)                                         */
+    int32_t k;                 /* input columns (C_in), any value >= 1                          */
+    int32_t taps;              /* gather taps per row (1 for a plain or per-offset GEMM)         */
+    const void *a;             /* A [a_rows, k], row-major, dtype ab_dtype                       */
+    int64_t a_rows;
+    const int32_t *gather;     /* [*, taps] indices into A, -1 = zero; NULL = dense rows         */
+    const int32_t *gather_rows;/* [m] or NULL                                                    */
+    const int32_t *row_map;    /* [m] or NULL                                                    */
+    const uint32_t *masks;     /* [*, mask_words] indexed by output row r, or NULL: taps whose
+                                  bit is clear in every row of a tile are skipped                */
+    int32_t mask_words;
+    const void *w;             /* W [n_cols, b_taps, k], dtype ab_dtype                          */
+    int32_t b_taps;
+    int32_t b_tap0;
+    vc_gemm_dtype ab_dtype;
+    vc_gemm_math math;
+    void *c;                   /* C [*, n_cols] row-major                                         */
+    vc_gemm_dtype c_dtype;
+    int accumulate;            /* C += (fp32 C only)                                              */
+    /* epilogue, in this order: + bias[n], + residual[r, n], activation, convert to c_dtype     */
+    const float *bias;         /* [n_cols] or NULL                                               */
+    const void *residual;      /* [*, n_cols] or NULL, indexed by r                              */
+    vc_gemm_dtype residual_dtype;
+    vc_gemm_act act;
+    float slope;
+} vc_gemm_args;
+
+/* The tile configurations compiled into the library, by name ("f16_128x64x32_s3" ...), for the
+ * planner, the tuner and the benchmarks. */
+typedef struct vc_gemm_config {
+    const char *name;
+    int32_t tile_m, tile_n, tile_k, stages, warps;
+    vc_gemm_dtype ab_dtype;
+    vc_gemm_math math;
+} vc_gemm_config;
+
+/* Number of compiled configurations and their table (static storage). */
+int32_t vc_gemm_configs(const vc_gemm_config **table);
+
+/* Launches the GEMM with configuration `config` (an index into the table, or -1 to let the
+ * library pick by shape and dtype). Returns 0, or a negative code: -1 bad arguments (the
+ * message says which), -2 no compiled configuration fits, -3 a CUDA launch error.
+ * `msg` (may be NULL) receives a one-line explanation of a failure. Never synchronises. */
+int vc_gemm_run(const vc_gemm_args *args, int32_t config, struct CUstream_st *stream, char *msg,
+                int32_t msg_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
