@@ -108,7 +108,8 @@ typedef enum vc_memory {
 } vc_memory;
 
 typedef enum vc_backend {
-    VC_BACKEND_AUTO = 0, /* CUDA when a device is usable and the build has CUDA, else CPU    */
+    VC_BACKEND_AUTO = 0, /* CUDA when the build has the GPU operations and a device is usable,
+                            else CPU                                                          */
     VC_BACKEND_CPU = 1,
     VC_BACKEND_CUDA = 2
 } vc_backend;
@@ -407,11 +408,13 @@ typedef struct vc_conv_desc {
     const vc_tensor *residual; /* added before the activation; same coords and C_out; or NULL  */
     vc_dtype out_dtype;       /* dtype of the result; -1 (default) = the input's dtype         */
     vc_algo algo;
+    int32_t allow_tf32;       /* CUDA: fp32 features may use tf32 tensor cores (about 5e-4
+                                 relative error); default 0 = exact fp32 arithmetic            */
 } vc_conv_desc;
 
 #define VC_CONV_DESC_INIT                                                                      \
     {sizeof(vc_conv_desc), VC_MAP_DESC_INIT, NULL, 0, 0, NULL, VC_DTYPE_FP32, VC_MEMORY_HOST,    \
-     NULL, VC_ACT_NONE, 0.01f, NULL, (vc_dtype)-1, VC_ALGO_AUTO}
+     NULL, VC_ACT_NONE, 0.01f, NULL, (vc_dtype)-1, VC_ALGO_AUTO, 0}
 
 /* out = act(conv(in, weights) + bias + residual), on the map's output coordinates.
  * out[p, co] = sum over k, ci of in[out_in[p,k], ci] * W[co, k, ci], accumulated in fp32.

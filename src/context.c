@@ -139,10 +139,15 @@ vc_status vc_context_create(const vc_context_desc *desc, vc_context **out)
     char why[256] = "";
     if (backend == VC_BACKEND_CUDA && !cuda_device_usable(d.device, why, sizeof why))
         return vc_ctx_fail(NULL, VC_ERR_NO_DEVICE, "vc_context_create: %s", why);
-    if (backend == VC_BACKEND_AUTO)
-        /* AUTO picks the CPU until the GPU kernel maps and convolutions are in place (issues 3
-         * and 4): a CUDA context can hold device tensors but cannot yet run operations. */
+    if (backend == VC_BACKEND_AUTO) {
+#ifdef VOXCONV_GPU_CONV
+        backend = cuda_device_usable(d.device, why, sizeof why) ? VC_BACKEND_CUDA : VC_BACKEND_CPU;
+#else
+        /* This build lacks the GPU convolutions: a CUDA context could hold tensors but not run
+         * layers, so AUTO means the CPU. */
         backend = VC_BACKEND_CPU;
+#endif
+    }
     if (backend == VC_BACKEND_CUDA) {
         cudaError_t e = cudaSetDevice(d.device);
         if (e != cudaSuccess)
@@ -222,8 +227,9 @@ void *vc_mem_alloc(vc_context *ctx, size_t bytes, vc_memory where)
                                                         ctx->stream);
     if (where == VC_MEMORY_HOST) return malloc(bytes);
 #ifdef VOXCONV_HAVE_CUDA
+    /* Stream ordered: freeing never waits for the device (see vc_mem_free). */
     void *p = NULL;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    if (cudaMallocAsync(&p, bytes, (cudaStream_t)ctx->stream) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }
@@ -245,7 +251,7 @@ void vc_mem_free(vc_context *ctx, void *p, vc_memory where)
         return;
     }
 #ifdef VOXCONV_HAVE_CUDA
-    cudaFree(p);
+    cudaFreeAsync(p, (cudaStream_t)ctx->stream);
 #endif
 }
 

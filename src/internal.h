@@ -50,7 +50,8 @@ struct vc_kmap {
     vc_map_desc desc;          /* inverse_of cleared; see fwd                                  */
     struct vc_kmap *fwd;       /* INVERSE: the forward map                                     */
     struct vc_kmap *inverse;   /* the cached inverse of this map, owned                        */
-    vc_kmap_data data;         /* host arrays (the CPU backend)                                */
+    vc_kmap_data data;         /* host arrays (CPU backend) or device arrays (CUDA backend)    */
+    vc_memory memory;          /* where data's arrays live                                     */
 };
 
 struct vc_tensor {
@@ -90,6 +91,11 @@ int vc_cuda_fill(void *data, vc_dtype dtype, int64_t n, float value, struct CUst
 int vc_cuda_cast(const void *src, vc_dtype src_dtype, void *dst, vc_dtype dst_dtype, int64_t n,
                  struct CUstream_st *stream);
 #endif
+
+/* A new coordinate set holding a copy of rows that voxconv produced itself (sorted, distinct,
+ * in range): no validation pass. `src` is in `where`; the set is in the context's memory. */
+vc_status vc_coords_trusted(vc_context *ctx, const int32_t *src, vc_memory where, int64_t count,
+                            const int32_t shape[3], int32_t batch_size, vc_coords **out);
 
 /* Frees a map owned by a cache: its data, its cached inverse, its owned output set. */
 void vc_kmap_free_internal(struct vc_kmap *m);

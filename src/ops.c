@@ -1,12 +1,25 @@
 /* src/ops.c - the operations of the API: voxelization, kernel maps (built once, cached on the
  * input coordinate set), convolution and pooling. Checks handles and arguments, then calls the
- * CPU twins in conv/ (the GPU paths arrive with issues 3 and 4). */
+ * CPU twins in conv/ or, on a CUDA context, their GPU versions (the .cu files in conv/). Which GPU parts a
+ * build has is decided by CMake: VOXCONV_GPU_VOXELIZE, VOXCONV_GPU_CONV. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "conv/conv.h"
 #include "conv/dtype.h"
 #include "internal.h"
+
+#ifdef VOXCONV_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "conv/kmap_gpu.h"
+#ifdef VOXCONV_GPU_VOXELIZE
+#include "conv/voxelize_gpu.h"
+#endif
+#ifdef VOXCONV_GPU_CONV
+#include "conv/conv_gpu.h"
+#endif
+#endif
 
 /* Copies a caller's descriptor over the defaults; refuses a struct_size it does not know. */
 #define VC_TAKE_DESC(ctx, fn, dst, src, init_type)                                             \
@@ -22,14 +35,52 @@
         dst = *(src);                                                                          \
     } while (0)
 
-static vc_status need_cpu(vc_context *ctx, const char *fn)
+/* Refuses an operation this build cannot run on the context's backend. */
+static vc_status need_backend(vc_context *ctx, const char *fn, int gpu_available)
 {
-    if (ctx->backend == VC_BACKEND_CPU) return VC_OK;
+    if (ctx->backend == VC_BACKEND_CPU || gpu_available) return VC_OK;
     return vc_ctx_fail(ctx, VC_ERR_UNSUPPORTED,
-                       "%s: the CUDA backend cannot run this operation yet (GPU kernel maps and "
-                       "convolutions are not implemented in this version); use a CPU context",
-                       fn);
+                       "%s: this build of voxconv has no GPU version of this operation; use a "
+                       "CPU context", fn);
 }
+
+#if defined(VOXCONV_HAVE_CUDA) && defined(VOXCONV_GPU_VOXELIZE)
+#define VC_HAS_GPU_VOXELIZE 1
+#else
+#define VC_HAS_GPU_VOXELIZE 0
+#endif
+#if defined(VOXCONV_HAVE_CUDA) && defined(VOXCONV_GPU_CONV)
+#define VC_HAS_GPU_CONV 1
+#else
+#define VC_HAS_GPU_CONV 0
+#endif
+#ifdef VOXCONV_HAVE_CUDA
+#define VC_HAS_GPU_MAPS 1
+#else
+#define VC_HAS_GPU_MAPS 0
+#endif
+
+#if VC_HAS_GPU_VOXELIZE || VC_HAS_GPU_CONV
+/* A device copy of a caller array that may live on the host (NULL stays NULL). *tmp receives
+ * what to free (NULL when `p` was already on the device). */
+static vc_status to_device(vc_context *ctx, const void *p, vc_memory where, size_t bytes,
+                           const void **dev, void **tmp)
+{
+    *tmp = NULL;
+    *dev = p;
+    if (!p || where == VC_MEMORY_DEVICE) return VC_OK;
+    void *d = vc_mem_alloc(ctx, bytes, VC_MEMORY_DEVICE);
+    if (!d) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "cannot allocate %zu device bytes", bytes);
+    vc_status s = vc_mem_copy(ctx, d, VC_MEMORY_DEVICE, p, VC_MEMORY_HOST, bytes);
+    if (s != VC_OK) {
+        vc_mem_free(ctx, d, VC_MEMORY_DEVICE);
+        return s;
+    }
+    *tmp = d;
+    *dev = d;
+    return VC_OK;
+}
+#endif
 
 /* ---- voxelization ------------------------------------------------------------------------- */
 
@@ -43,24 +94,53 @@ vc_status vc_voxelize(vc_context *ctx, const vc_voxelize_desc *desc, const vc_po
     VC_TAKE_DESC(ctx, fn, d, desc, vc_voxelize_desc);
     if (!points || !out)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: points or out is NULL", fn);
-    vc_status s = need_cpu(ctx, fn);
+    vc_status s = need_backend(ctx, fn, VC_HAS_GPU_VOXELIZE);
     if (s != VC_OK) return s;
+    if (points->memory == VC_MEMORY_DEVICE && ctx->backend != VC_BACKEND_CUDA)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: device points on a CPU context", fn);
 
     vc_err err = {{0}};
     vc_voxels vox;
     memset(&vox, 0, sizeof vox);
     vc_voxelize_stats st;
     memset(&st, 0, sizeof st);
-    s = vc_voxelize_cpu(&d, points, &vox, &st, &err);
-    if (s != VC_OK) return vc_ctx_err(ctx, s, &err);
+    vc_memory vox_where = VC_MEMORY_HOST;
+    if (ctx->backend == VC_BACKEND_CPU) {
+        s = vc_ctx_err(ctx, vc_voxelize_cpu(&d, points, &vox, &st, &err), &err);
+    } else {
+#if VC_HAS_GPU_VOXELIZE
+        vc_points p = *points;
+        void *tmp_pts = NULL, *tmp_batch = NULL;
+        int64_t total;
+        if (p.count < 0 || p.dim < 3 || vc_mul_overflow_i64(p.count, p.dim, &total))
+            return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: bad point count or dim", fn);
+        s = to_device(ctx, p.data, p.memory, (size_t)total * sizeof(float),
+                      (const void **)&p.data, &tmp_pts);
+        if (s == VC_OK)
+            s = to_device(ctx, p.batch, p.memory, (size_t)p.count * sizeof(int32_t),
+                          (const void **)&p.batch, &tmp_batch);
+        p.memory = VC_MEMORY_DEVICE;
+        if (s == VC_OK)
+            s = vc_ctx_err(ctx, vc_voxelize_gpu(&d, &p, ctx->stream, &vox, &st, &err), &err);
+        vc_mem_free(ctx, tmp_pts, VC_MEMORY_DEVICE);
+        vc_mem_free(ctx, tmp_batch, VC_MEMORY_DEVICE);
+        vox_where = VC_MEMORY_DEVICE;
+#endif
+    }
+    if (s != VC_OK) return s;
 
     vc_coords *c = NULL;
     vc_tensor *t = NULL;
-    s = vc_coords_create(ctx, vox.coords, vox.n, VC_MEMORY_HOST, vox.shape, vox.batch_size, &c);
+    s = vc_coords_trusted(ctx, vox.coords, vox_where, vox.n, vox.shape, vox.batch_size, &c);
     if (s == VC_OK)
-        s = vc_tensor_create(ctx, c, vox.channels, d.dtype, vox.features, VC_MEMORY_HOST, &t);
+        s = vc_tensor_create(ctx, c, vox.channels, d.dtype, vox.features, vox_where, &t);
     vc_coords_destroy(c); /* the tensor holds the set */
-    vc_voxels_free(&vox);
+#if VC_HAS_GPU_VOXELIZE
+    if (vox_where == VC_MEMORY_DEVICE)
+        vc_voxels_free_gpu(&vox);
+    else
+#endif
+        vc_voxels_free(&vox);
     if (s != VC_OK) return s;
     *out = t;
     if (stats) *stats = st;
@@ -73,7 +153,12 @@ void vc_kmap_free_internal(vc_kmap *m)
 {
     if (!m) return;
     if (m->inverse) vc_kmap_free_internal(m->inverse);
-    vc_kmap_data_free(&m->data);
+#ifdef VOXCONV_HAVE_CUDA
+    if (m->memory == VC_MEMORY_DEVICE)
+        vc_kmap_data_free_gpu(&m->data);
+    else
+#endif
+        vc_kmap_data_free(&m->data);
     if (m->owns_out) vc_coords_destroy(m->out);
     free(m);
 }
@@ -116,8 +201,16 @@ static vc_status build_inverse(vc_context *ctx, vc_coords *in, const vc_map_desc
         vc_kmap *m = calloc(1, sizeof *m);
         if (!m) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         vc_err err = {{0}};
-        vc_status s = vc_kmap_inverse_cpu(&fwd->data, fwd->in->shape, fwd->in->batch_size,
-                                          &m->data, &err);
+        vc_status s;
+        m->memory = fwd->memory;
+#ifdef VOXCONV_HAVE_CUDA
+        if (fwd->memory == VC_MEMORY_DEVICE)
+            s = vc_kmap_inverse_gpu(&fwd->data, fwd->in->shape, fwd->in->batch_size, ctx->stream,
+                                    &m->data, &err);
+        else
+#endif
+            s = vc_kmap_inverse_cpu(&fwd->data, fwd->in->shape, fwd->in->batch_size, &m->data,
+                                    &err);
         if (s != VC_OK) {
             free(m);
             return vc_ctx_err(ctx, s, &err);
@@ -146,7 +239,7 @@ vc_status vc_kmap_build(vc_context *ctx, vc_coords *in, const vc_map_desc *desc,
     if (in->ctx != ctx)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT,
                            "%s: the coordinate set belongs to another context", fn);
-    vc_status s = need_cpu(ctx, fn);
+    vc_status s = need_backend(ctx, fn, VC_HAS_GPU_MAPS);
     if (s != VC_OK) return s;
     if (d.type == VC_MAP_INVERSE) return build_inverse(ctx, in, &d, out);
     d.inverse_of = NULL;
@@ -167,8 +260,15 @@ vc_status vc_kmap_build(vc_context *ctx, vc_coords *in, const vc_map_desc *desc,
     vc_kmap *m = calloc(1, sizeof *m);
     if (!m) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     vc_err err = {{0}};
-    s = vc_kmap_build_cpu(in->data, in->count, in->shape, in->batch_size, &d, ctx->num_threads,
-                          &m->data, &err);
+    m->memory = in->memory;
+#ifdef VOXCONV_HAVE_CUDA
+    if (in->memory == VC_MEMORY_DEVICE)
+        s = vc_kmap_build_gpu(in->data, in->count, in->shape, in->batch_size, &d, ctx->stream,
+                              &m->data, &err);
+    else
+#endif
+        s = vc_kmap_build_cpu(in->data, in->count, in->shape, in->batch_size, &d,
+                              ctx->num_threads, &m->data, &err);
     if (s != VC_OK) {
         free(m);
         return vc_ctx_err(ctx, s, &err);
@@ -178,15 +278,12 @@ vc_status vc_kmap_build(vc_context *ctx, vc_coords *in, const vc_map_desc *desc,
     m->root = in;
     m->desc = d;
     if (m->data.out_coords) {
-        /* A new output set: copy it into the context's memory (the map's own host arrays are
-         * internal; the set may use the caller's allocator). */
-        s = vc_coords_create(ctx, m->data.out_coords, m->data.n_out, VC_MEMORY_HOST,
-                             m->data.out_shape, m->data.out_batch_size, &m->out);
-        free(m->data.out_coords);
-        m->data.out_coords = NULL;
+        /* A new output set: a copy in the context's memory (the map's own arrays are internal;
+         * the set may use the caller's allocator). The map keeps its copy until it dies. */
+        s = vc_coords_trusted(ctx, m->data.out_coords, m->memory, m->data.n_out,
+                              m->data.out_shape, m->data.out_batch_size, &m->out);
         if (s != VC_OK) {
-            vc_kmap_data_free(&m->data);
-            free(m);
+            vc_kmap_free_internal(m);
             return s;
         }
         m->owns_out = 1;
@@ -219,7 +316,7 @@ vc_status vc_kmap_get_info(const vc_kmap *m, vc_kmap_info *out)
     out->out_count = m->data.n_out;
     out->pair_count = m->data.n_pairs;
     out->mask_words = m->data.mask_words;
-    out->memory = VC_MEMORY_HOST;
+    out->memory = m->memory;
     out->in_coords = m->in;
     out->out_coords = m->out;
     return VC_OK;
@@ -297,7 +394,7 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_te
     vc_status s = check_tensor(ctx, fn, "in", in);
     if (s != VC_OK) return s;
     if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    if ((s = need_cpu(ctx, fn)) != VC_OK) return s;
+    if ((s = need_backend(ctx, fn, VC_HAS_GPU_CONV)) != VC_OK) return s;
     if (d.in_channels != 0 && d.in_channels != in->channels)
         return vc_ctx_fail(ctx, VC_ERR_SHAPE_MISMATCH,
                            "%s: desc->in_channels is %lld but the input has %lld channels", fn,
@@ -309,7 +406,9 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_te
     if (!vc_is_float_dtype(d.weight_dtype))
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: weight_dtype %d is not a float type",
                            fn, (int)d.weight_dtype);
-    if (d.weight_memory != VC_MEMORY_HOST)
+    if (d.weight_memory != VC_MEMORY_HOST && d.weight_memory != VC_MEMORY_DEVICE)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: bad weight_memory", fn);
+    if (d.weight_memory == VC_MEMORY_DEVICE && ctx->backend != VC_BACKEND_CUDA)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT,
                            "%s: a CPU context needs weights and bias in host memory", fn);
     if ((int)d.out_dtype == -1) d.out_dtype = in->dtype;
@@ -355,7 +454,29 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_te
         a.slope = d.leaky_slope;
         a.num_threads = ctx->num_threads;
         vc_err err = {{0}};
-        s = vc_ctx_err(ctx, vc_conv_cpu(&a, &err), &err);
+        if (ctx->backend == VC_BACKEND_CPU) {
+            s = vc_ctx_err(ctx, vc_conv_cpu(&a, &err), &err);
+        } else {
+#if VC_HAS_GPU_CONV
+            /* Host weights and bias travel to the device for this call (stream ordered). */
+            void *tmp_w = NULL, *tmp_b = NULL;
+            int64_t wn;
+            if (vc_mul_overflow_i64(d.out_channels * map->data.volume, in->channels, &wn))
+                s = vc_ctx_fail(ctx, VC_ERR_LIMIT, "%s: weights too large", fn);
+            else
+                s = to_device(ctx, d.weights, d.weight_memory,
+                              (size_t)wn * vc_dtype_size(d.weight_dtype), &a.weights, &tmp_w);
+            if (s == VC_OK)
+                s = to_device(ctx, d.bias, d.weight_memory,
+                              (size_t)d.out_channels * sizeof(float), (const void **)&a.bias,
+                              &tmp_b);
+            if (s == VC_OK)
+                s = vc_ctx_err(ctx, vc_conv_gpu(&a, d.algo, d.allow_tf32, ctx->stream, &err),
+                               &err);
+            vc_mem_free(ctx, tmp_w, VC_MEMORY_DEVICE);
+            vc_mem_free(ctx, tmp_b, VC_MEMORY_DEVICE);
+#endif
+        }
     }
     vc_kmap_destroy(held);
     if (s != VC_OK) {
@@ -381,7 +502,7 @@ vc_status vc_pool_forward(vc_context *ctx, const vc_pool_desc *desc, const vc_te
     if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     if (d.mode != VC_POOL_MAX && d.mode != VC_POOL_AVG)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: bad mode %d", fn, (int)d.mode);
-    if ((s = need_cpu(ctx, fn)) != VC_OK) return s;
+    if ((s = need_backend(ctx, fn, VC_HAS_GPU_CONV)) != VC_OK) return s;
     const vc_kmap *map = NULL;
     vc_kmap *held = NULL;
     if ((s = resolve_map(ctx, fn, in, d.kmap, &d.map, &map, &held)) != VC_OK) return s;
@@ -389,8 +510,15 @@ vc_status vc_pool_forward(vc_context *ctx, const vc_pool_desc *desc, const vc_te
     s = vc_tensor_create(ctx, map->out, in->channels, in->dtype, NULL, VC_MEMORY_HOST, &r);
     if (s == VC_OK) {
         vc_err err = {{0}};
-        s = vc_ctx_err(ctx, vc_pool_cpu(&map->data, d.mode, in->data, in->dtype, in->channels,
-                                        r->data, ctx->num_threads, &err), &err);
+        if (ctx->backend == VC_BACKEND_CPU)
+            s = vc_pool_cpu(&map->data, d.mode, in->data, in->dtype, in->channels, r->data,
+                            ctx->num_threads, &err);
+#if VC_HAS_GPU_CONV
+        else
+            s = vc_pool_gpu(&map->data, d.mode, in->data, in->dtype, in->channels, r->data,
+                            ctx->stream, &err);
+#endif
+        s = vc_ctx_err(ctx, s, &err);
     }
     vc_kmap_destroy(held);
     if (s != VC_OK) {
@@ -412,17 +540,27 @@ vc_status vc_global_pool(vc_context *ctx, vc_pool_mode mode, const vc_tensor *in
     if (!dst) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
     if (mode != VC_POOL_MAX && mode != VC_POOL_AVG)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: bad mode %d", fn, (int)mode);
-    if (where != VC_MEMORY_HOST)
-        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: a CPU context writes host memory",
-                           fn);
-    if ((s = need_cpu(ctx, fn)) != VC_OK) return s;
+    if (where != VC_MEMORY_HOST && where != VC_MEMORY_DEVICE)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: bad memory kind", fn);
+    if (where == VC_MEMORY_DEVICE && ctx->backend != VC_BACKEND_CUDA)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: device dst on a CPU context", fn);
+    if ((s = need_backend(ctx, fn, VC_HAS_GPU_CONV)) != VC_OK) return s;
     vc_err err = {{0}};
     size_t bytes = (size_t)in->coords->batch_size * (size_t)in->channels * sizeof(float);
-    float *tmp = malloc(bytes ? bytes : 1);
+    /* The result lands in a scratch buffer first: the caller's changes only on success. */
+    vc_memory native = vc_ctx_native(ctx);
+    float *tmp = vc_mem_alloc(ctx, bytes, native);
     if (!tmp) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    s = vc_global_pool_cpu(in->coords->data, in->coords->count, in->coords->batch_size, mode,
-                           in->data, in->dtype, in->channels, tmp, &err);
-    if (s == VC_OK) memcpy(dst, tmp, bytes); /* the caller's buffer changes only on success */
-    free(tmp);
-    return vc_ctx_err(ctx, s, &err);
+    if (ctx->backend == VC_BACKEND_CPU)
+        s = vc_global_pool_cpu(in->coords->data, in->coords->count, in->coords->batch_size, mode,
+                               in->data, in->dtype, in->channels, tmp, &err);
+#if VC_HAS_GPU_CONV
+    else
+        s = vc_global_pool_gpu(in->coords->data, in->coords->count, in->coords->batch_size, mode,
+                               in->data, in->dtype, in->channels, tmp, ctx->stream, &err);
+#endif
+    s = vc_ctx_err(ctx, s, &err);
+    if (s == VC_OK) s = vc_mem_copy(ctx, dst, where, tmp, native, bytes);
+    vc_mem_free(ctx, tmp, native);
+    return s;
 }

@@ -115,6 +115,23 @@ vc_status vc_coords_create(vc_context *ctx, const int32_t *coords, int64_t count
     return VC_OK;
 }
 
+vc_status vc_coords_trusted(vc_context *ctx, const int32_t *src, vc_memory where, int64_t count,
+                            const int32_t shape[3], int32_t batch_size, vc_coords **out)
+{
+    vc_memory native = vc_ctx_native(ctx);
+    size_t bytes = (size_t)count * 16u;
+    int32_t *data = vc_mem_alloc(ctx, bytes, native);
+    if (!data) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes", bytes);
+    vc_status s = vc_mem_copy(ctx, data, native, src, where, bytes);
+    vc_coords *c = s == VC_OK ? new_set(ctx, data, 1, count, shape, batch_size) : NULL;
+    if (!c) {
+        vc_mem_free(ctx, data, native);
+        return s != VC_OK ? s : vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    *out = c;
+    return VC_OK;
+}
+
 vc_status vc_coords_wrap(vc_context *ctx, const int32_t *coords, int64_t count, vc_memory where,
                          const int32_t spatial_shape[3], int32_t batch_size, vc_coords **out)
 {

@@ -1,0 +1,324 @@
+/* tests/gpu/test_gpu_api.c - the public API on a CUDA context against the same calls on a CPU
+ * context: voxelization of a synthetic scan (and the real scans when datasets/fetch has run),
+ * kernel maps of every type (bit-identical), a small network of convolutions (every map type,
+ * fp32/fp16/bf16, bias, activations, residual), pooling and global pooling, and the caching and
+ * error behaviour that only a device context shows. Skips (77) without CUDA or a device. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "voxconv.h"
+
+#ifdef VOXCONV_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+static vc_context *make_ctx(vc_backend b)
+{
+    vc_context_desc d = VC_CONTEXT_DESC_INIT;
+    d.backend = b;
+    vc_context *ctx = NULL;
+    if (vc_context_create(&d, &ctx) != VC_OK) {
+        fprintf(stderr, "context: %s\n", vc_context_last_error(NULL));
+        exit(1);
+    }
+    return ctx;
+}
+
+/* Host copy of a tensor's features as fp32 and of its coordinates. */
+static float *feats_of(vc_context *ctx, const vc_tensor *t, int64_t *n, int64_t *c)
+{
+    vc_tensor_info ti;
+    vc_tensor_get_info(t, &ti);
+    *n = ti.count;
+    *c = ti.channels;
+    float *f = malloc((size_t)(ti.count * ti.channels + 1) * 4);
+    if (vc_tensor_copy_out(ctx, t, f, VC_DTYPE_FP32, VC_MEMORY_HOST) != VC_OK) {
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+static int32_t *coords_of(vc_context *ctx, const vc_tensor *t, int64_t *n)
+{
+    vc_tensor_info ti;
+    vc_tensor_get_info(t, &ti);
+    vc_coords_info ci;
+    vc_coords_get_info(ti.coords, &ci);
+    *n = ci.count;
+    int32_t *c = malloc((size_t)(ci.count + 1) * 16);
+    vc_coords_copy_out(ctx, ti.coords, c, VC_MEMORY_HOST);
+    return c;
+}
+
+/* Compares a GPU tensor with a CPU tensor: same coordinates, features within tol. */
+static void compare(const char *what, vc_context *g, const vc_tensor *tg, vc_context *c,
+                    const vc_tensor *tc, double tol)
+{
+    int64_t ng, nc, cg, cc, kg, kc;
+    int32_t *xg = coords_of(g, tg, &kg), *xc = coords_of(c, tc, &kc);
+    CHECK_MSG(kg == kc && memcmp(xg, xc, (size_t)kg * 16) == 0, "%s: coordinates differ", what);
+    float *fg = feats_of(g, tg, &ng, &cg), *fc = feats_of(c, tc, &nc, &cc);
+    CHECK_MSG(fg && fc && ng == nc && cg == cc, "%s: shapes differ", what);
+    if (fg && fc && ng == nc && cg == cc) {
+        double *ref = malloc((size_t)(nc * cc + 1) * sizeof(double));
+        for (int64_t i = 0; i < nc * cc; i++) ref[i] = fc[i];
+        double e = vc_rel_err(fg, ref, nc * cc);
+        CHECK_MSG(e <= tol, "%s: rel err %.3g > %.3g", what, e, tol);
+        printf("  %-34s %8lld rows x %3lld ch, rel err %.2e\n", what, (long long)ng,
+               (long long)cg, e);
+        free(ref);
+    }
+    free(xg); free(xc); free(fg); free(fc);
+}
+
+/* A synthetic outdoor-like scan: points on a ground plane and on a few walls. */
+static float *synthetic_scan(vc_rng *rng, int64_t n)
+{
+    float *p = malloc((size_t)n * 16);
+    for (int64_t i = 0; i < n; i++) {
+        float r = 2.0f + 38.0f * (float)(vc_rng_next(rng) % 100000) / 100000.0f;
+        float a = 6.2831853f * vc_rng_float(rng);
+        float x = r * cosf(a), y = r * sinf(a), z = -1.7f + 0.02f * vc_rng_float(rng);
+        if (i % 4 == 0) { x = 10.0f + 0.05f * vc_rng_float(rng); z = -1.7f + 3.0f * fabsf(vc_rng_float(rng)); }
+        p[4 * i + 0] = x; p[4 * i + 1] = y; p[4 * i + 2] = z;
+        p[4 * i + 3] = fabsf(vc_rng_float(rng));
+    }
+    return p;
+}
+
+static float *random_weights(vc_rng *rng, int64_t n, float scale)
+{
+    float *w = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) w[i] = scale * vc_rng_float(rng);
+    return w;
+}
+
+static void run_net(const char *name, vc_context *g, vc_context *c, const float *pts, int64_t np,
+                    vc_rng *rng, vc_dtype dt)
+{
+    printf("%s (%s)\n", name, dt == VC_DTYPE_FP32 ? "fp32" : dt == VC_DTYPE_FP16 ? "fp16" : "bf16");
+    double tol = dt == VC_DTYPE_FP32 ? 1e-6 : 1e-2;
+    vc_voxelize_desc vd = VC_VOXELIZE_DESC_INIT;
+    vd.voxel_size[0] = vd.voxel_size[1] = 0.1f; vd.voxel_size[2] = 0.15f;
+    const float range[6] = {-40, -40, -3, 40, 40, 3};
+    memcpy(vd.range, range, sizeof range);
+    vd.dtype = dt;
+    vc_points p = {pts, np, 4, NULL, VC_MEMORY_HOST};
+    vc_tensor *xg = NULL, *xc = NULL;
+    vc_voxelize_stats sg, sc;
+    CHECK_OK(g, vc_voxelize(g, &vd, &p, &xg, &sg));
+    CHECK_OK(c, vc_voxelize(c, &vd, &p, &xc, &sc));
+    if (!xg || !xc) return;
+    CHECK(memcmp(&sg, &sc, sizeof sg) == 0);
+    compare("voxelize mean", g, xg, c, xc, dt == VC_DTYPE_FP32 ? 1e-6 : 1e-2);
+
+    /* layer list: type, kernel, stride, padding, cout, act, residual */
+    struct { vc_map_type type; int k, s, pad, cout; vc_activation act; int res; const char *n; }
+    L[] = {{VC_MAP_SUBM, 3, 1, 0, 16, VC_ACT_RELU, 0, "subm k3 4->16 relu"},
+           {VC_MAP_SUBM, 3, 1, 0, 16, VC_ACT_RELU, 1, "subm k3 16->16 +res relu"},
+           {VC_MAP_STRIDED, 3, 2, 1, 32, VC_ACT_LEAKY_RELU, 0, "strided k3s2p1 16->32 leaky"},
+           {VC_MAP_SUBM, 5, 1, 0, 17, VC_ACT_NONE, 0, "subm k5 32->17"},
+           {VC_MAP_DOWNSAMPLE, 2, 2, 0, 96, VC_ACT_RELU, 0, "downsample k2s2 17->96"},
+           {VC_MAP_INVERSE, 2, 2, 0, 24, VC_ACT_NONE, 0, "inverse of k2s2 96->24"},
+           {VC_MAP_TRANSPOSED, 3, 2, 1, 8, VC_ACT_NONE, 0, "transposed k3s2p1 24->8"}};
+    vc_tensor *cur_g = xg, *cur_c = xc, *all[64];
+    int n_all = 0;
+    all[n_all++] = xg;
+    all[n_all++] = xc;
+    vc_kmap *fwd_g = NULL, *fwd_c = NULL;
+    for (size_t l = 0; l < sizeof L / sizeof L[0]; l++) {
+        vc_tensor_info ti;
+        vc_tensor_get_info(cur_c, &ti);
+        int64_t cin = ti.channels;
+        vc_conv_desc d = VC_CONV_DESC_INIT;
+        d.map.type = L[l].type;
+        for (int a = 0; a < 3; a++) {
+            d.map.kernel[a] = L[l].k; d.map.stride[a] = L[l].s; d.map.padding[a] = L[l].pad;
+        }
+        d.out_channels = L[l].cout;
+        int64_t K = (int64_t)L[l].k * L[l].k * L[l].k;
+        float *w = random_weights(rng, L[l].cout * K * cin, 1.0f / sqrtf((float)(K * cin)));
+        float *b = random_weights(rng, L[l].cout, 0.1f);
+        d.weights = w;
+        d.bias = b;
+        d.activation = L[l].act;
+        vc_tensor *og = NULL, *oc = NULL;
+        if (L[l].type == VC_MAP_INVERSE) {
+            d.map.inverse_of = fwd_g;
+            if (fwd_g) CHECK_OK(g, vc_conv_forward(g, &d, cur_g, &og));
+            d.map.inverse_of = fwd_c;
+            if (fwd_c) CHECK_OK(c, vc_conv_forward(c, &d, cur_c, &oc));
+        } else {
+            if (L[l].res) { d.residual = cur_g; }
+            CHECK_OK(g, vc_conv_forward(g, &d, cur_g, &og));
+            if (L[l].res) { d.residual = cur_c; }
+            CHECK_OK(c, vc_conv_forward(c, &d, cur_c, &oc));
+        }
+        if (L[l].type == VC_MAP_DOWNSAMPLE) {
+            vc_tensor_info ig, ic;
+            vc_tensor_get_info(cur_g, &ig);
+            vc_tensor_get_info(cur_c, &ic);
+            vc_map_desc md = d.map;
+            CHECK_OK(g, vc_kmap_build(g, ig.coords, &md, &fwd_g)); /* the cached one */
+            CHECK_OK(c, vc_kmap_build(c, ic.coords, &md, &fwd_c));
+        }
+        free(w);
+        free(b);
+        if (!og || !oc) {
+            vc_tensor_destroy(og);
+            vc_tensor_destroy(oc);
+            break;
+        }
+        compare(L[l].n, g, og, c, oc, tol);
+        all[n_all++] = og;
+        all[n_all++] = oc;
+        cur_g = og; cur_c = oc;
+    }
+    /* pooling on the last tensor, and global pooling */
+    vc_pool_desc pd = VC_POOL_DESC_INIT;
+    pd.map.type = VC_MAP_STRIDED;
+    for (int a = 0; a < 3; a++) { pd.map.kernel[a] = 2; pd.map.stride[a] = 2; }
+    for (int mode = 0; mode < 2; mode++) {
+        pd.mode = (vc_pool_mode)mode;
+        vc_tensor *pg = NULL, *pc = NULL;
+        CHECK_OK(g, vc_pool_forward(g, &pd, cur_g, &pg));
+        CHECK_OK(c, vc_pool_forward(c, &pd, cur_c, &pc));
+        if (pg && pc) compare(mode ? "avg pool k2s2" : "max pool k2s2", g, pg, c, pc, tol);
+        vc_tensor_destroy(pg);
+        vc_tensor_destroy(pc);
+        vc_tensor_info ti;
+        vc_tensor_get_info(cur_c, &ti);
+        float hg[64], hc[64];
+        memset(hg, 0, sizeof hg);
+        CHECK_OK(g, vc_global_pool(g, (vc_pool_mode)mode, cur_g, hg, VC_MEMORY_HOST));
+        CHECK_OK(c, vc_global_pool(c, (vc_pool_mode)mode, cur_c, hc, VC_MEMORY_HOST));
+        double ref[64];
+        for (int i = 0; i < ti.channels; i++) ref[i] = hc[i];
+        double e = vc_rel_err(hg, ref, ti.channels);
+        CHECK_MSG(e <= tol, "global pool %d: %.3g", mode, e);
+    }
+    vc_kmap_destroy(fwd_g);
+    vc_kmap_destroy(fwd_c);
+    for (int i = 0; i < n_all; i++) vc_tensor_destroy(all[i]);
+}
+
+static void test_maps_identical(vc_context *g, vc_context *c, vc_rng *rng)
+{
+    const int32_t shape[3] = {41, 200, 176};
+    int64_t n = 5000;
+    int32_t *rows = malloc((size_t)n * 16);
+    int64_t kept = 0;
+    /* distinct random rows: a coarse lattice walk */
+    for (int64_t i = 0; i < n; i++) {
+        int32_t b = (int32_t)vc_rng_int(rng, 2), z = (int32_t)vc_rng_int(rng, shape[0]);
+        int32_t y = (int32_t)vc_rng_int(rng, shape[1]), x = (int32_t)vc_rng_int(rng, shape[2]);
+        int dup = 0;
+        for (int64_t j = 0; j < kept && !dup; j++)
+            dup = rows[4 * j] == b && rows[4 * j + 1] == z && rows[4 * j + 2] == y &&
+                  rows[4 * j + 3] == x;
+        if (dup) continue;
+        rows[4 * kept] = b; rows[4 * kept + 1] = z; rows[4 * kept + 2] = y; rows[4 * kept + 3] = x;
+        kept++;
+    }
+    vc_coords *cg = NULL, *cc = NULL;
+    CHECK_OK(g, vc_coords_create(g, rows, kept, VC_MEMORY_HOST, shape, 2, &cg));
+    CHECK_OK(c, vc_coords_create(c, rows, kept, VC_MEMORY_HOST, shape, 2, &cc));
+    vc_map_type types[4] = {VC_MAP_SUBM, VC_MAP_STRIDED, VC_MAP_DOWNSAMPLE, VC_MAP_TRANSPOSED};
+    for (int t = 0; t < 4; t++) {
+        vc_map_desc d = VC_MAP_DESC_INIT;
+        d.type = types[t];
+        if (t > 0) for (int a = 0; a < 3; a++) { d.stride[a] = 2; d.kernel[a] = t == 2 ? 2 : 3; }
+        vc_kmap *mg = NULL, *mc = NULL;
+        CHECK_OK(g, vc_kmap_build(g, cg, &d, &mg));
+        CHECK_OK(c, vc_kmap_build(c, cc, &d, &mc));
+        if (!mg || !mc) continue;
+        vc_kmap_info ig, ic;
+        vc_kmap_get_info(mg, &ig);
+        vc_kmap_get_info(mc, &ic);
+        CHECK(ig.memory == VC_MEMORY_DEVICE && ic.memory == VC_MEMORY_HOST);
+        CHECK(ig.out_count == ic.out_count && ig.pair_count == ic.pair_count);
+        const int32_t *og, *oc;
+        vc_kmap_out_in(mg, &og);
+        vc_kmap_out_in(mc, &oc);
+        size_t bytes = (size_t)ic.out_count * (size_t)ic.volume * 4;
+        int32_t *h = malloc(bytes + 4);
+        CHECK(cudaMemcpy(h, og, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+        CHECK_MSG(memcmp(h, oc, bytes) == 0, "map type %d: out_in differs", t);
+        free(h);
+        vc_kmap *again = NULL;
+        CHECK_OK(g, vc_kmap_build(g, cg, &d, &again));
+        CHECK(again == mg);
+        vc_kmap_destroy(again);
+        vc_kmap_destroy(mg);
+        vc_kmap_destroy(mc);
+    }
+    /* duplicates are reported by the device build as by the CPU */
+    rows[4] = rows[0]; rows[5] = rows[1]; rows[6] = rows[2]; rows[7] = rows[3];
+    vc_coords *dg = NULL;
+    CHECK_OK(g, vc_coords_create(g, rows, kept, VC_MEMORY_HOST, shape, 2, &dg));
+    vc_map_desc d = VC_MAP_DESC_INIT;
+    vc_kmap *bad = (vc_kmap *)0x1;
+    CHECK_STATUS(g, vc_kmap_build(g, dg, &d, &bad), VC_ERR_DUPLICATE);
+    CHECK(bad == (vc_kmap *)0x1);
+    vc_coords_destroy(dg);
+    vc_coords_destroy(cg);
+    vc_coords_destroy(cc);
+    free(rows);
+}
+
+static float *read_scan(const char *path, int64_t *n)
+{
+    vc_cloud cl;
+    if (vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &cl) != VC_OK || cl.dim < 4) return NULL;
+    float *p = malloc((size_t)cl.count * 16);
+    for (int64_t i = 0; i < cl.count; i++) memcpy(p + 4 * i, cl.data + cl.dim * i, 16);
+    *n = cl.count;
+    vc_cloud_free(&cl);
+    return p;
+}
+#endif
+
+int main(void)
+{
+#ifndef VOXCONV_HAVE_CUDA
+    printf("SKIP: this build has no CUDA backend\n");
+    return 77;
+#else
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("SKIP: no usable CUDA device\n");
+        return 77;
+    }
+    vc_rng rng = vc_test_rng("test_gpu_api");
+    vc_context *g = make_ctx(VC_BACKEND_CUDA), *c = make_ctx(VC_BACKEND_CPU);
+    vc_context *a = make_ctx(VC_BACKEND_AUTO);
+    vc_backend ab;
+    vc_context_backend(a, &ab);
+    printf("AUTO resolves to %s\n", ab == VC_BACKEND_CUDA ? "CUDA" : "CPU");
+    vc_context_destroy(a);
+    test_maps_identical(g, c, &rng);
+    int64_t np = 120000;
+    float *pts = synthetic_scan(&rng, np);
+    vc_dtype dts[3] = {VC_DTYPE_FP32, VC_DTYPE_FP16, VC_DTYPE_BF16};
+    for (int i = 0; i < 3; i++) run_net("synthetic scan", g, c, pts, np, &rng, dts[i]);
+    free(pts);
+    const char *root = getenv("VC_DATA_ROOT");
+    const char *scans[2] = {"datasets/data/vlp16.bin", "datasets/data/octomap_scan.bin"};
+    for (int i = 0; i < 2; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s%s%s", root ? root : "", root ? "/" : "", scans[i]);
+        float *sp = read_scan(path, &np);
+        if (!sp) {
+            printf("SKIP: %s not found (run datasets/fetch)\n", path);
+            continue;
+        }
+        run_net(scans[i], g, c, sp, np, &rng, VC_DTYPE_FP16);
+        free(sp);
+    }
+    CHECK_OK(g, vc_context_destroy(g));
+    CHECK_OK(c, vc_context_destroy(c));
+    TEST_END();
+#endif
+}
