@@ -419,7 +419,7 @@ static void test_large(vc_rng *rng)
                  (long long)d.max_voxels);
         gpu_run g1;
         run_case_opt(what, &d, pts, n, 4, cfg[c].with_batch ? batch : NULL, 0, &g1);
-        printf("%s: %lld voxels, GPU %.2f ms (call + completion, incl. the 0xFF fill)\n", what,
+        printf("%s: %lld voxels, GPU %.2f ms (wall time of the call and its completion)\n", what,
                (long long)g1.v.n, g1.ms);
         if (c < 3 && g1.st == VC_OK) {
             gpu_run g2;
@@ -760,24 +760,23 @@ static int find_scan(const char *name, char *path, size_t cap)
     char dirs[8][1024];
     int nd = 0;
     const char *root = getenv("VC_TEST_DATA_ROOT");
-    if (root && *root) {
-        snprintf(dirs[nd++], sizeof dirs[0], "%s", root);
-        snprintf(dirs[nd++], sizeof dirs[0], "%s/datasets/data", root);
-    }
-    snprintf(dirs[nd++], sizeof dirs[0], "datasets/data");
-    snprintf(dirs[nd++], sizeof dirs[0], "../datasets/data");
-    snprintf(dirs[nd++], sizeof dirs[0], "../../datasets/data");
-    {
-        char src[1024];
-        snprintf(src, sizeof src, "%s", __FILE__);
-        char *slash = strrchr(src, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(dirs[nd++], sizeof dirs[0], "%s/../../datasets/data", src);
-        }
+    char src[1024];
+    int srclen = snprintf(src, sizeof src, "%s", __FILE__);
+    char *slash = srclen > 0 && (size_t)srclen < sizeof src ? strrchr(src, '/') : NULL;
+    if (slash) *slash = 0;
+    const int have_root = root && *root;
+    const char *pre[6] = {have_root ? root : NULL, have_root ? root : NULL, "", "", "",
+                          slash ? src : NULL};
+    const char *post[6] = {"", "/datasets/data", "datasets/data", "../datasets/data",
+                           "../../datasets/data", "/../../datasets/data"};
+    for (int i = 0; i < 6; i++) {
+        if (!pre[i]) continue;
+        int len = snprintf(dirs[nd], sizeof dirs[0], "%s%s", pre[i], post[i]);
+        if (len > 0 && (size_t)len < sizeof dirs[0]) nd++; /* a truncated path is skipped */
     }
     for (int i = 0; i < nd; i++) {
-        snprintf(path, cap, "%s/%s", dirs[i], name);
+        int len = snprintf(path, cap, "%s/%s", dirs[i], name);
+        if (len <= 0 || (size_t)len >= cap) continue;
         FILE *f = fopen(path, "rb");
         if (f) {
             fclose(f);
