@@ -1,0 +1,656 @@
+// conv/voxelize.cu - voxelization on the GPU (contract in voxelize_gpu.h), with the semantics of
+// the CPU twin conv/voxelize_cpu.c: identical coordinates, order, counts and statistics, the same
+// errors in the same order naming the same point, features bit-identical to the CPU's.
+//
+// Pipeline (n points, one thread per point or voxel, no atomics that decide a value):
+//  (a) point kernel: batch checks (smallest bad index by atomicMin, largest batch index by
+//      atomicMax), non-finite check (smallest index), voxel index per axis with IEEE float32
+//      subtraction and division (__fsub_rn, __fdiv_rn) and floorf, the packed key
+//      (b << S) | (z, y, x) - the layout of vc_keypack, whose shifts of x, y, z and b do not
+//      depend on the batch size - or VC_HASH_EMPTY for a dropped point.
+//  (b) stable radix sort of (key, point index) pairs from the identity: the kept points come
+//      first, grouped by voxel in (b, z, y, x) order, each voxel's points in input order.
+//      The sort runs over the bits a valid key can use plus one, in which VC_HASH_EMPTY is all
+//      ones, so dropped points sort last; with an inferred batch size the bound is 31 batch bits.
+//  (c) voxel heads (key differs from the previous one) and an exclusive scan: start[v], the
+//      first sorted position of voxel v; its count is start[v + 1] - start[v]; its first point
+//      (smallest index) is the point at start[v].
+//  (d) the cap (max_voxels > 0): flag each voxel's first point in a point-indexed array; an
+//      exclusive scan gives each voxel the number of voxels whose first point comes earlier,
+//      which is its id on the CPU (ids in order of first appearance); ids < max_voxels stay.
+//      A scan of the kept flags compacts the kept voxels, still in (b, z, y, x) order.
+//  (e) ONE SYNC: the counters (errors, counts, voxels, points used) come back to the host, which
+//      reports errors in the CPU's order (batch, batch size and key layout, non-finite point,
+//      voxel limit), then allocates the result exactly and launches the output kernels.
+//  (f) coordinates unpacked from the keys; features: MEAN sums each (voxel, column) in double in
+//      the sorted order, which is input order, as the CPU does, then (float)(sum / count):
+//      bit-identical to the CPU; FIRST copies the first point's columns; COUNT the count.
+//      16-bit outputs use device twins of conv/dtype.h's conversions (same bits).
+// Error paths may make one more blocking read (the offending point's batch index or coordinates
+// for the message). Temporaries are stream-ordered (cudaMallocAsync) and freed on every path;
+// the result arrays are cudaMalloc'ed. The function returns without waiting for the output
+// kernels: the result is ready in stream order.
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include "voxelize_gpu.h"
+#include "hash/hash_gpu.h"
+
+namespace {
+
+const int kThreads = 256;
+
+unsigned grid_for(int64_t n)
+{
+    int64_t blocks = (n + kThreads - 1) / kThreads;
+    if (blocks < 1) blocks = 1;
+    return (unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8);
+}
+
+#define GRID_LOOP(i, n)                                                                        \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                  \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+// Slots of the device counter block read back at the sync point.
+enum {
+    INF_BAD_BATCH = 0,   // smallest index with a bad batch index, INT64_MAX when none
+    INF_MAX_BATCH = 1,   // largest valid batch index
+    INF_BAD_COORD = 2,   // smallest index with a non-finite x, y or z, INT64_MAX when none
+    INF_NONFINITE = 3,
+    INF_OUT_OF_RANGE = 4,
+    INF_VALID = 5,       // points with a key
+    INF_NVOX = 6,        // distinct voxels
+    INF_KEPT = 7,
+    INF_USED = 8,        // points in kept voxels
+    INF_COUNT = 9
+};
+
+struct PointParams {
+    const float *pts;
+    const int32_t *batch;
+    int64_t n;
+    int64_t dim;
+    float lo[3], vs[3], lim[3]; // x, y, z
+    int32_t shift[4];           // batch, z, y, x (vc_keypack order)
+    int32_t batch_limit;        // desc->batch_size: > 0 means b >= it is an error
+    int32_t make_keys;          // 0: only check the batch indices
+};
+
+__device__ __forceinline__ unsigned long long warp_sum(unsigned long long v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ long long warp_min(long long v)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        long long w = __shfl_down_sync(0xffffffffu, v, o);
+        v = w < v ? w : v;
+    }
+    return v;
+}
+
+__global__ void info_init_kernel(int64_t *info)
+{
+    for (int i = 0; i < INF_COUNT; i++) info[i] = 0;
+    info[INF_BAD_BATCH] = INT64_MAX;
+    info[INF_BAD_COORD] = INT64_MAX;
+}
+
+// (a) One thread per point. Every lane of every warp reaches the reductions at the end
+// (blockDim is a multiple of 32).
+__global__ void point_kernel(PointParams p, uint64_t *keys, int64_t *idx, int64_t *info)
+{
+    unsigned long long nonfinite = 0, out_of_range = 0, valid = 0;
+    long long bad_batch = INT64_MAX, bad_coord = INT64_MAX;
+    unsigned maxb = 0;
+    GRID_LOOP(i, p.n) {
+        int32_t b = 0;
+        if (p.batch) {
+            b = p.batch[i];
+            if (b < 0 || (p.batch_limit > 0 && b >= p.batch_limit)) {
+                if (i < bad_batch) bad_batch = i;
+            } else if ((unsigned)b > maxb) {
+                maxb = (unsigned)b;
+            }
+        }
+        if (!p.make_keys) continue;
+        const float *q = p.pts + i * p.dim;
+        const float v[3] = {q[0], q[1], q[2]};
+        uint64_t key = VC_HASH_EMPTY;
+        if (!isfinite(v[0]) || !isfinite(v[1]) || !isfinite(v[2])) {
+            nonfinite++;
+            if (i < bad_coord) bad_coord = i;
+        } else {
+            uint32_t c[3];
+            bool inside = true;
+#pragma unroll
+            for (int a = 0; a < 3; a++) {
+                // float32 subtraction and a true IEEE division (not a reciprocal multiply)
+                float t = __fsub_rn(v[a], p.lo[a]);
+                float f = floorf(__fdiv_rn(t, p.vs[a]));
+                if (!(f >= 0.0f && f < p.lim[a])) {
+                    inside = false;
+                    break;
+                }
+                c[a] = (uint32_t)(int32_t)f;
+            }
+            if (inside) {
+                key = ((uint64_t)(uint32_t)b << p.shift[0]) | ((uint64_t)c[2] << p.shift[1]) |
+                      ((uint64_t)c[1] << p.shift[2]) | ((uint64_t)c[0] << p.shift[3]);
+                valid++;
+            } else {
+                out_of_range++;
+            }
+        }
+        keys[i] = key;
+        idx[i] = i;
+    }
+    nonfinite = warp_sum(nonfinite);
+    out_of_range = warp_sum(out_of_range);
+    valid = warp_sum(valid);
+    bad_batch = warp_min(bad_batch);
+    bad_coord = warp_min(bad_coord);
+    maxb = __reduce_max_sync(0xffffffffu, maxb);
+    if ((threadIdx.x & 31) == 0) {
+        if (nonfinite) atomicAdd((unsigned long long *)&info[INF_NONFINITE], nonfinite);
+        if (out_of_range) atomicAdd((unsigned long long *)&info[INF_OUT_OF_RANGE], out_of_range);
+        if (valid) atomicAdd((unsigned long long *)&info[INF_VALID], valid);
+        if (bad_batch != INT64_MAX) atomicMin((long long *)&info[INF_BAD_BATCH], bad_batch);
+        if (bad_coord != INT64_MAX) atomicMin((long long *)&info[INF_BAD_COORD], bad_coord);
+        if (maxb) atomicMax((unsigned long long *)&info[INF_MAX_BATCH], (unsigned long long)maxb);
+    }
+}
+
+// (c) head[j] = 1 where sorted position j (among the valid prefix) starts a voxel.
+__global__ void head_kernel(const uint64_t *skey, int64_t n, const int64_t *info, int64_t *head)
+{
+    const int64_t valid = info[INF_VALID];
+    GRID_LOOP(j, n) head[j] = (j < valid && (j == 0 || skey[j] != skey[j - 1])) ? 1 : 0;
+}
+
+// After the scan of the heads: the voxel count, start[nvox] = valid, and without a cap the
+// kept count and the points used.
+__global__ void count_kernel(const int64_t *head, const int64_t *vid, int64_t n, int64_t cap,
+                             int64_t *start, int64_t *info)
+{
+    const int64_t nvox = vid[n - 1] + head[n - 1];
+    info[INF_NVOX] = nvox;
+    start[nvox] = info[INF_VALID];
+    info[INF_KEPT] = cap > 0 && nvox > cap ? cap : nvox;
+    if (cap == 0) info[INF_USED] = info[INF_VALID];
+}
+
+__global__ void start_kernel(const int64_t *head, const int64_t *vid, int64_t n, int64_t *start)
+{
+    GRID_LOOP(j, n)
+        if (head[j]) start[vid[j]] = j;
+}
+
+// (d) The cap: flag the first point of every voxel.
+__global__ void first_flag_kernel(const int64_t *sidx, const int64_t *start, int64_t n,
+                                  const int64_t *info, int64_t *ptflag)
+{
+    const int64_t nvox = info[INF_NVOX];
+    GRID_LOOP(v, n)
+        if (v < nvox) ptflag[sidx[start[v]]] = 1;
+}
+
+// kflag[v] = 1 when fewer than `cap` voxels have an earlier first point.
+__global__ void keep_kernel(const int64_t *sidx, const int64_t *start, const int64_t *prank,
+                            int64_t n, int64_t cap, const int64_t *info, int64_t *kflag)
+{
+    const int64_t nvox = info[INF_NVOX];
+    GRID_LOOP(v, n) kflag[v] = (v < nvox && prank[sidx[start[v]]] < cap) ? 1 : 0;
+}
+
+// krow[row] = voxel of each kept row; the points used (an exact integer sum).
+__global__ void compact_kernel(const int64_t *kflag, const int64_t *row, const int64_t *start,
+                               int64_t n, int64_t *krow, int64_t *info)
+{
+    unsigned long long used = 0;
+    GRID_LOOP(v, n) {
+        if (kflag[v]) {
+            krow[row[v]] = v;
+            used += (unsigned long long)(start[v + 1] - start[v]);
+        }
+    }
+    used = warp_sum(used);
+    if ((threadIdx.x & 31) == 0 && used)
+        atomicAdd((unsigned long long *)&info[INF_USED], used);
+}
+
+// (f) Coordinates of the kept rows.
+__global__ void coords_kernel(const uint64_t *skey, const int64_t *start, const int64_t *krow,
+                              int64_t kept, vc_keypack kp, int32_t *coords)
+{
+    GRID_LOOP(r, kept) {
+        const int64_t v = krow ? krow[r] : r;
+        int32_t c[4];
+        vc_key_unpack_d(kp, skey[start[v]], c);
+#pragma unroll
+        for (int k = 0; k < 4; k++) coords[r * 4 + k] = c[k];
+    }
+}
+
+// Device twins of conv/dtype.h (same bit manipulation, same results, NaN payloads included).
+__device__ __forceinline__ uint16_t f32_to_bf16_d(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+__device__ __forceinline__ uint16_t f32_to_f16_d(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) {
+        if (a < 0x33000000u) return (uint16_t)sign;
+        uint32_t e = a >> 23;
+        uint32_t m = (a & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e;
+        uint32_t r = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1u);
+        uint32_t half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (r & 1u))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = a - 0x38000000u;
+    uint32_t rem = r & 0x1fffu;
+    r >>= 13;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
+    return (uint16_t)(sign | r);
+}
+
+__device__ __forceinline__ void store_d(void *out, int dtype, int64_t i, float v)
+{
+    if (dtype == VC_DTYPE_FP16)
+        ((uint16_t *)out)[i] = f32_to_f16_d(v);
+    else if (dtype == VC_DTYPE_BF16)
+        ((uint16_t *)out)[i] = f32_to_bf16_d(v);
+    else
+        ((float *)out)[i] = v;
+}
+
+// One thread per (row, channel). MEAN adds in double in the sorted order (input order), exactly
+// the CPU's sequence of operations.
+__global__ void features_kernel(const float *pts, int64_t dim, const int64_t *sidx,
+                                const int64_t *start, const int64_t *krow, int64_t kept,
+                                int64_t channels, int reduce, int dtype, void *out)
+{
+    GRID_LOOP(t, kept * channels) {
+        const int64_t r = t / channels, c = t - r * channels;
+        const int64_t v = krow ? krow[r] : r;
+        const int64_t s0 = start[v], m = start[v + 1] - s0;
+        float val;
+        if (reduce == VC_REDUCE_MEAN) {
+            double s = 0.0;
+            for (int64_t j = s0; j < s0 + m; j++) s += (double)pts[sidx[j] * dim + c];
+            val = (float)(s / (double)m);
+        } else if (reduce == VC_REDUCE_FIRST) {
+            val = pts[sidx[s0] * dim + c];
+        } else {
+            val = (float)m;
+        }
+        store_d(out, dtype, t, val);
+    }
+}
+
+// ---- host side ---------------------------------------------------------------------------
+
+vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
+{
+    cudaGetLastError(); // clear a non-sticky error so later calls start clean
+    if (e == cudaErrorMemoryAllocation)
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "voxelize (GPU): out of device memory (%s)",
+                       what);
+    return vc_fail(err, VC_ERR_CUDA, "voxelize (GPU): %s: %s", what, cudaGetErrorString(e));
+}
+
+// Stream-ordered temporaries, freed together.
+struct Temps {
+    void *p[16];
+    int n;
+    cudaStream_t s;
+    cudaError_t alloc(void **out, int64_t bytes)
+    {
+        *out = NULL;
+        if (n >= 16) return cudaErrorInvalidValue;
+        if (bytes < 16) bytes = 16;
+        cudaError_t e = cudaMallocAsync(out, (size_t)bytes, s);
+        if (e != cudaSuccess) {
+            *out = NULL;
+            return e;
+        }
+        p[n++] = *out;
+        return cudaSuccess;
+    }
+    void free_all()
+    {
+        for (int i = 0; i < n; i++) cudaFreeAsync(p[i], s);
+        n = 0;
+    }
+};
+
+#define CU(call, what)                                                                         \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            st = cuda_fail(err, e_, what);                                                     \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+#define LAUNCHED(what) CU(cudaGetLastError(), what)
+
+// Is p something a kernel may read? Unregistered host memory is refused.
+vc_status check_device_ptr(const void *p, const char *name, vc_err *err)
+{
+    cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vc_fail(err, VC_ERR_CUDA, "voxelize (GPU): inspecting the %s pointer: %s", name,
+                       cudaGetErrorString(e));
+    }
+    if (a.type == cudaMemoryTypeUnregistered)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "voxelize (GPU): points %s %p is not device-accessible memory", name, p);
+    return VC_OK;
+}
+
+vc_status keypack_fail(vc_err *err, int32_t batch_size, const int32_t shape[3])
+{
+    return vc_fail(err, VC_ERR_OUT_OF_RANGE,
+                   "voxelize: batch size %d and grid %d x %d x %d (z, y, x) do not pack "
+                   "into a 63-bit key",
+                   (int)batch_size, (int)shape[0], (int)shape[1], (int)shape[2]);
+}
+
+} // namespace
+
+extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points *pts,
+                                     struct CUstream_st *stream, vc_voxels *out,
+                                     vc_voxelize_stats *stats, vc_err *err)
+{
+    // ---- argument checks: those of the CPU twin, in its order ----
+    int32_t shape[3];
+    vc_status st = vc_voxelize_check(d, shape, err);
+    if (st != VC_OK) return st;
+    if (!pts) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "voxelize: points is NULL");
+    if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "voxelize: output is NULL");
+    if (pts->memory != VC_MEMORY_DEVICE)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "voxelize (GPU): points must be in device memory");
+    if (pts->dim < 3 || (int64_t)pts->dim > VC_MAX_CHANNELS)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "voxelize: points dim %d must be in [3, %lld] (x, y, z, extra columns)",
+                       (int)pts->dim, (long long)VC_MAX_CHANNELS);
+    if (pts->count < 0)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "voxelize: points count %lld is negative",
+                       (long long)pts->count);
+    if (pts->count > 0 && !pts->data)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "voxelize: points data is NULL with count %lld", (long long)pts->count);
+    int64_t total_elems;
+    if (vc_mul_overflow_i64(pts->count, pts->dim, &total_elems))
+        return vc_fail(err, VC_ERR_LIMIT, "voxelize: %lld points x %d columns overflows",
+                       (long long)pts->count, (int)pts->dim);
+
+    // Per point the GPU keeps two keys and two indices of 8 bytes: keep those sizes in range
+    // (a count this large fails to allocate anyway).
+    if (pts->count > INT64_MAX / 64)
+        return vc_fail(err, VC_ERR_LIMIT, "voxelize (GPU): %lld points is over the limit",
+                       (long long)pts->count);
+
+    const int64_t n = pts->count;
+    const int64_t dim = pts->dim;
+    const int32_t *B = pts->batch;
+    const int64_t cap = d->max_voxels;
+    const int64_t channels = d->reduce == VC_REDUCE_COUNT ? 1 : dim;
+    cudaStream_t s = (cudaStream_t)stream;
+
+    // No points: nothing to run on the device.
+    if (n == 0) {
+        int32_t batch_size = d->batch_size > 0 ? d->batch_size : 1;
+        vc_keypack kp;
+        if (vc_keypack_init(&kp, batch_size, shape) != 0)
+            return keypack_fail(err, batch_size, shape);
+        vc_voxels res;
+        memset(&res, 0, sizeof res);
+        res.channels = channels;
+        memcpy(res.shape, shape, sizeof res.shape);
+        res.batch_size = batch_size;
+        *out = res;
+        if (stats) {
+            memset(stats, 0, sizeof *stats);
+        }
+        return VC_OK;
+    }
+    st = check_device_ptr(pts->data, "data", err);
+    if (st != VC_OK) return st;
+    if (B) {
+        st = check_device_ptr(B, "batch", err);
+        if (st != VC_OK) return st;
+    }
+
+    // The key layout. Shifts of x, y, z and the batch field do not depend on the batch size;
+    // only the batch field's width does (the 63-bit check).
+    vc_keypack kp1;
+    const bool layout_ok = vc_keypack_init(&kp1, 1, shape) == 0;
+    const bool batch_known = d->batch_size > 0 || !B;
+    const int32_t known_bs = d->batch_size > 0 ? d->batch_size : 1;
+    vc_keypack kpk;
+    memset(&kpk, 0, sizeof kpk);
+    const bool known_ok = batch_known && vc_keypack_init(&kpk, known_bs, shape) == 0;
+    // The layout cannot fit whatever the batch indices: only the batch errors (reported first
+    // by the CPU) remain to be looked for.
+    const bool make_keys = layout_ok && (!batch_known || known_ok);
+    if (!make_keys && !B) return keypack_fail(err, known_bs, shape);
+    const int32_t S = kp1.shift[0]; // bits of z, y, x
+    int end_bit = S + (batch_known ? (known_ok ? kpk.bits[0] : 0) : 31) + 1;
+    if (end_bit > 64) end_bit = 64;
+
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    Temps t = {{0}, 0, s};
+    vc_voxels res;
+    memset(&res, 0, sizeof res);
+    int64_t h[INF_COUNT];
+    int64_t *info = NULL, *idx_a = NULL, *idx_b = NULL, *head = NULL, *vid = NULL;
+    int64_t *start = NULL, *ptflag = NULL, *prank = NULL, *krow = NULL;
+    uint64_t *keys_a = NULL, *keys_b = NULL;
+    const uint64_t *skey = NULL;
+    const int64_t *sidx = NULL;
+    void *tmp = NULL;
+    int32_t batch_size = 0;
+    int64_t nvox = 0, kept = 0;
+    vc_keypack kp;
+
+    CU(t.alloc((void **)&info, INF_COUNT * (int64_t)sizeof(int64_t)), "allocating counters");
+    info_init_kernel<<<1, 1, 0, s>>>(info);
+    LAUNCHED("counter init");
+    {
+        PointParams p;
+        memset(&p, 0, sizeof p);
+        p.pts = pts->data;
+        p.batch = B;
+        p.n = n;
+        p.dim = dim;
+        for (int a = 0; a < 3; a++) {
+            p.lo[a] = d->range[a];
+            p.vs[a] = d->voxel_size[a];
+        }
+        p.lim[0] = (float)shape[2];
+        p.lim[1] = (float)shape[1];
+        p.lim[2] = (float)shape[0];
+        for (int k = 0; k < 4; k++) p.shift[k] = kp1.shift[k];
+        p.batch_limit = d->batch_size;
+        p.make_keys = make_keys ? 1 : 0;
+        if (make_keys) {
+            CU(t.alloc((void **)&keys_a, n * (int64_t)sizeof(uint64_t)), "allocating keys");
+            CU(t.alloc((void **)&keys_b, n * (int64_t)sizeof(uint64_t)), "allocating keys");
+            CU(t.alloc((void **)&idx_a, n * (int64_t)sizeof(int64_t)), "allocating indices");
+            CU(t.alloc((void **)&idx_b, n * (int64_t)sizeof(int64_t)), "allocating indices");
+        }
+        point_kernel<<<grid_for(n), kThreads, 0, s>>>(p, keys_a, idx_a, info);
+        LAUNCHED("point kernel");
+    }
+
+    if (make_keys) {
+        // (b) sort; (c) voxels; (d) the cap.
+        cub::DoubleBuffer<uint64_t> dk(keys_a, keys_b);
+        cub::DoubleBuffer<int64_t> dv(idx_a, idx_b);
+        size_t sort_bytes = 0, scan_bytes = 0;
+        CU(cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, dk, dv, n, 0, end_bit, s),
+           "sizing the sort");
+        CU(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, idx_a, idx_b, n, s),
+           "sizing the scan");
+        size_t tmp_bytes = sort_bytes > scan_bytes ? sort_bytes : scan_bytes;
+        CU(t.alloc(&tmp, (int64_t)tmp_bytes), "allocating sort storage");
+        CU(cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, dk, dv, n, 0, end_bit, s),
+           "sorting point keys");
+        skey = dk.Current();
+        sidx = dv.Current();
+        // The alternate buffers are free now: heads and voxel ids live there.
+        head = (int64_t *)dk.Alternate();
+        vid = dv.Alternate();
+        CU(t.alloc((void **)&start, (n + 1) * (int64_t)sizeof(int64_t)), "allocating starts");
+        head_kernel<<<grid_for(n), kThreads, 0, s>>>(skey, n, info, head);
+        LAUNCHED("head kernel");
+        CU(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, head, vid, n, s), "scanning heads");
+        count_kernel<<<1, 1, 0, s>>>(head, vid, n, cap, start, info);
+        LAUNCHED("count kernel");
+        start_kernel<<<grid_for(n), kThreads, 0, s>>>(head, vid, n, start);
+        LAUNCHED("start kernel");
+        if (cap > 0) {
+            // head and vid are free again: kept flags and rows go there.
+            int64_t *kflag = head, *row = vid;
+            CU(t.alloc((void **)&ptflag, n * (int64_t)sizeof(int64_t)), "allocating flags");
+            CU(t.alloc((void **)&prank, n * (int64_t)sizeof(int64_t)), "allocating ranks");
+            CU(t.alloc((void **)&krow, n * (int64_t)sizeof(int64_t)), "allocating rows");
+            CU(cudaMemsetAsync(ptflag, 0, (size_t)n * sizeof(int64_t), s), "clearing flags");
+            first_flag_kernel<<<grid_for(n), kThreads, 0, s>>>(sidx, start, n, info, ptflag);
+            LAUNCHED("first-point kernel");
+            CU(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, ptflag, prank, n, s),
+               "ranking voxels");
+            keep_kernel<<<grid_for(n), kThreads, 0, s>>>(sidx, start, prank, n, cap, info,
+                                                         kflag);
+            LAUNCHED("keep kernel");
+            CU(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, kflag, row, n, s),
+               "scanning kept voxels");
+            compact_kernel<<<grid_for(n), kThreads, 0, s>>>(kflag, row, start, n, krow, info);
+            LAUNCHED("compact kernel");
+        }
+    }
+
+    // (e) SYNC POINT: the counters come back.
+    CU(cudaMemcpyAsync(h, info, sizeof h, cudaMemcpyDeviceToHost, s), "reading the counts");
+    CU(cudaStreamSynchronize(s), "voxelizing");
+
+    // Errors in the CPU's order: batch index, batch size and key layout, non-finite point.
+    if (h[INF_BAD_BATCH] != INT64_MAX) {
+        const int64_t i = h[INF_BAD_BATCH];
+        int32_t b = 0;
+        CU(cudaMemcpy(&b, B + i, sizeof b, cudaMemcpyDeviceToHost), "reading a batch index");
+        if (b < 0)
+            st = vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                         "voxelize: point %lld has negative batch index %d", (long long)i,
+                         (int)b);
+        else
+            st = vc_fail(err, VC_ERR_OUT_OF_RANGE,
+                         "voxelize: point %lld has batch index %d, batch_size is %d",
+                         (long long)i, (int)b, (int)d->batch_size);
+        goto fail;
+    }
+    batch_size = d->batch_size;
+    if (batch_size == 0) {
+        const int64_t maxb = B ? h[INF_MAX_BATCH] : 0;
+        if (maxb >= INT32_MAX) {
+            st = vc_fail(err, VC_ERR_OUT_OF_RANGE,
+                         "voxelize: batch index %d leaves no room for a batch size", (int)maxb);
+            goto fail;
+        }
+        batch_size = (int32_t)maxb + 1;
+    }
+    if (vc_keypack_init(&kp, batch_size, shape) != 0 || !make_keys) {
+        st = keypack_fail(err, batch_size, shape);
+        goto fail;
+    }
+    if (d->nonfinite == VC_NONFINITE_ERROR && h[INF_BAD_COORD] != INT64_MAX) {
+        const int64_t i = h[INF_BAD_COORD];
+        float q[3] = {0, 0, 0};
+        CU(cudaMemcpy(q, pts->data + i * dim, sizeof q, cudaMemcpyDeviceToHost),
+           "reading a point");
+        st = vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                     "voxelize: point %lld has a non-finite coordinate (%g, %g, %g)",
+                     (long long)i, (double)q[0], (double)q[1], (double)q[2]);
+        goto fail;
+    }
+    nvox = h[INF_NVOX];
+    kept = h[INF_KEPT];
+    if (nvox > VC_MAX_ROWS) {
+        st = vc_fail(err, VC_ERR_LIMIT, "voxelize: more than %lld distinct voxels",
+                     (long long)VC_MAX_ROWS);
+        goto fail;
+    }
+
+    // (f) the result.
+    res.n = kept;
+    res.channels = channels;
+    memcpy(res.shape, shape, sizeof res.shape);
+    res.batch_size = batch_size;
+    if (kept > 0) {
+        int64_t feat_elems;
+        if (vc_mul_overflow_i64(kept, channels, &feat_elems)) {
+            st = vc_fail(err, VC_ERR_LIMIT, "voxelize: %lld voxels x %lld channels overflows",
+                         (long long)kept, (long long)channels);
+            goto fail;
+        }
+        const size_t esize = d->dtype == VC_DTYPE_FP32 ? 4 : 2;
+        CU(cudaMalloc((void **)&res.coords, (size_t)kept * 4 * sizeof(int32_t)),
+           "allocating voxel coordinates");
+        CU(cudaMalloc(&res.features, (size_t)feat_elems * esize), "allocating voxel features");
+        coords_kernel<<<grid_for(kept), kThreads, 0, s>>>(skey, start, krow, kept, kp,
+                                                          res.coords);
+        LAUNCHED("coordinates kernel");
+        features_kernel<<<grid_for(feat_elems), kThreads, 0, s>>>(
+            pts->data, dim, sidx, start, krow, kept, channels, (int)d->reduce, (int)d->dtype,
+            res.features);
+        LAUNCHED("features kernel");
+    }
+    t.free_all(); // stream-ordered: after the kernels above
+    *out = res;
+    if (stats) {
+        stats->points_in = n;
+        stats->points_used = h[INF_USED];
+        stats->points_out_of_range = h[INF_OUT_OF_RANGE];
+        stats->points_nonfinite = h[INF_NONFINITE];
+        stats->voxels_total = nvox;
+        stats->voxels_kept = kept;
+    }
+    return VC_OK;
+
+fail:
+    t.free_all();
+    vc_voxels_free_gpu(&res);
+    return st;
+}
+
+extern "C" void vc_voxels_free_gpu(vc_voxels *v)
+{
+    if (!v) return;
+    cudaFree(v->coords);
+    cudaFree(v->features);
+    memset(v, 0, sizeof *v);
+}
