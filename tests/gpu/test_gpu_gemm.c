@@ -34,7 +34,10 @@ static int g_cases;
         CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
     } while (0)
 
-static const char *dt_name(int d) { return d == VC_GEMM_F16 ? "f16" : d == VC_GEMM_BF16 ? "bf16" : "f32"; }
+static const char *dt_name(int d)
+{
+    return d == VC_GEMM_F16 ? "f16" : d == VC_GEMM_BF16 ? "bf16" : "f32";
+}
 static size_t dt_size(int d) { return d == VC_GEMM_F32 ? 4 : 2; }
 
 static float round_to(int d, float v)
@@ -216,7 +219,8 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
     void *hA = pack(c->ab, A, a_rows * k), *hW = pack(c->ab, W, (int64_t)n * c->b_taps * k);
     uint8_t *dA = to_device(NULL, (size_t)a_rows * k * es + 16);
     uint8_t *dW = to_device(NULL, (size_t)n * c->b_taps * k * es + 16);
-    if (a_rows * k) CUDA_OK(cudaMemcpy(dA + off, hA, (size_t)a_rows * k * es, cudaMemcpyHostToDevice));
+    if (a_rows > 0)
+        CUDA_OK(cudaMemcpy(dA + off, hA, (size_t)a_rows * k * es, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dW + off, hW, (size_t)n * c->b_taps * k * es, cudaMemcpyHostToDevice));
     int32_t *dg = gather ? to_device(gather, (size_t)g_rows * taps * 4) : NULL;
     int32_t *dgr = grows ? to_device(grows, (size_t)m * 4) : NULL;
@@ -279,7 +283,8 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
         int64_t touched = 0;
         const size_t rb = (size_t)n * dt_size(c->cdt);
         for (int64_t r = 0; r < c_rows; r++)
-            if (!mapped[r] && memcmp((uint8_t *)hc + r * rb, (uint8_t *)hc0 + r * rb, rb)) touched++;
+            if (!mapped[r] && memcmp((uint8_t *)hc + r * rb, (uint8_t *)hc0 + r * rb, rb))
+                touched++;
         CHECK_MSG(touched == 0, "%s: %lld unmapped rows written", what, (long long)touched);
         /* determinism: a second run gives the same bits */
         if (!c->accumulate && m > 0 && (c->gather || m >= 1000)) {
@@ -388,7 +393,7 @@ static void test_gathered(vc_rng *rng)
     int count = 0;
     double worst[NMODES] = {0};
     for (int mo = 0; mo < NMODES; mo++)
-        for (int s = 0; s < nshapes; s++)
+        for (int s = 0; s < nshapes; s += g_small ? 3 : 1)
             for (int v = 0; v < 6; v++) {
                 int taps = v % 2 ? 27 : 1;
                 int64_t m = g_small ? 33 + v * 50 : (v == 4 ? 33 : 1000 + 700 * v);
@@ -451,7 +456,8 @@ static void test_per_offset(vc_rng *rng)
         float *dC = to_device(NULL, (size_t)n_out * n * 4);
         CUDA_OK(cudaMemset(dC, 0, (size_t)n_out * n * 4));
         int32_t *in_rows = malloc((size_t)n_out * 4), *out_rows = malloc((size_t)n_out * 4);
-        int32_t *d_in = to_device(NULL, (size_t)n_out * 4), *d_out = to_device(NULL, (size_t)n_out * 4);
+        int32_t *d_in = to_device(NULL, (size_t)n_out * 4);
+        int32_t *d_out = to_device(NULL, (size_t)n_out * 4);
         int ok = 1;
         for (int32_t t = 0; t < K; t++) {
             int32_t *p = perm(rng, n_out);
