@@ -398,6 +398,7 @@ static void test_gathered(vc_rng *rng)
                 int taps = v % 2 ? 27 : 1;
                 int64_t m = g_small ? 33 + v * 50 : (v == 4 ? 33 : 1000 + 700 * v);
                 if (shapes[s][0] * shapes[s][1] > 16384) m /= 2;
+                if (shapes[s][0] * shapes[s][1] > 32768) m /= 2;
                 int cdt = v % 3 == 0 ? VC_GEMM_F32 : (v % 3 == 1 ? VC_GEMM_F16 : VC_GEMM_BF16);
                 gcase c = base(m, shapes[s][1], shapes[s][0], kModes[mo].ab, kModes[mo].math, cdt);
                 c.gather = 1;
