@@ -46,8 +46,8 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s)
 {
     using C = vcg::MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB>;
     auto kern = vcg::mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB>;
-    const int max_dyn = C::SMEM + BM * (vcg::kGatherChunk + 1) * 4;
-    const int dyn = C::SMEM + (p.gather ? BM * p.gstride * 4 : 0);
+    const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (vcg::kGatherChunk + 1) * 4;
+    const int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
     // Shared memory past 48 KB needs the opt-in, once per device (a benign race: concurrent
     // callers set the same value).
     static unsigned long long set_on = 0;
@@ -169,31 +169,27 @@ int find(const char *name)
     return -1;
 }
 
-// The configuration for these arguments, by dtype, load width, n_cols and row count.
+// The configuration for these arguments, by dtype, load width, n_cols and row count (chosen
+// from the H100 measurements in gemm/NOTES.md).
 int pick(const vc_gemm_args *a)
 {
     const int64_t ctas_128 = (a->m + 127) / 128;
-    const int sms_x2 = 2 * 132; // enough CTAs to fill an H100 twice over
+    const int sms_x2 = 2 * 132; // enough tiles to fill an H100 twice over
+    char why[8];
     if (a->ab_dtype == VC_GEMM_F32) {
         if (a->math != VC_GEMM_MATH_TF32) return find("f32_64x64x16_fma");
-        char why[8];
-        int vec = find(ctas_128 * ((a->n_cols + 63) / 64) >= sms_x2 ? "tf32_128x64x16_s4"
-                                                                    : "tf32_64x64x16_s4");
+        int vec = find(a->n_cols <= 64 ? "tf32_64x64x16_s4" : "tf32_128x64x16_s4");
         if (fits(kTable[vec], a, why, sizeof why)) return vec;
         return find("tf32_64x64x16_s4_a4");
     }
     const bool h = a->ab_dtype == VC_GEMM_F16;
-    char why[8];
     const char *name;
     if (a->n_cols <= 32)
         name = h ? "f16_128x32x32_s4" : "bf16_128x32x32_s4";
-    else if (a->n_cols <= 64)
-        name = ctas_128 >= sms_x2 ? (h ? "f16_128x64x32_s4" : "bf16_128x64x32_s4")
-                                  : (h ? "f16_64x64x32_s4" : "bf16_64x64x32_s4");
-    else if (ctas_128 * ((a->n_cols + 127) / 128) >= sms_x2)
-        name = h ? "f16_128x128x32_s3" : "bf16_128x128x32_s3";
-    else
+    else if (a->n_cols <= 64 || ctas_128 * ((a->n_cols + 127) / 128) < sms_x2)
         name = h ? "f16_64x64x32_s4" : "bf16_64x64x32_s4";
+    else
+        name = h ? "f16_128x128x32_s3" : "bf16_128x128x32_s3";
     int i = find(name);
     if (fits(kTable[i], a, why, sizeof why)) return i;
     return find(h ? "f16_64x64x16_s3_scalar" : "bf16_64x64x16_s3_scalar");
@@ -287,6 +283,8 @@ extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstrea
     p.slope = a->slope;
     p.pair_store = (a->n_cols % 2 == 0) && aligned(a->c, 2 * dtype_size(a->c_dtype)) &&
                    (!a->residual || aligned(a->residual, 2 * dtype_size(a->residual_dtype)));
+    p.vec8 = (a->n_cols % 8 == 0) && aligned(a->c, 16) &&
+             (!a->residual || aligned(a->residual, 16)) && (!a->bias || aligned(a->bias, 16));
     const int64_t n_tiles = (a->n_cols + e.cfg.tile_n - 1) / e.cfg.tile_n;
     const int64_t m_tiles = (a->m + e.cfg.tile_m - 1) / e.cfg.tile_m;
     if (m_tiles * n_tiles > INT32_MAX) {

@@ -37,6 +37,7 @@ struct Params {
     int32_t res_dtype, act;
     float slope;
     int32_t pair_store; // C (and residual) rows allow 2-element vector accesses
+    int32_t vec8;       // n_cols % 8 == 0 and C, residual, bias 16-byte aligned
     int32_t n_tiles;    // tiles along n; tile b covers n tile b % n_tiles, m tile b / n_tiles
     int64_t m_tiles;    // tiles along m
     int32_t gchunk;     // taps of gather indices a tensor-core CTA keeps in shared memory
@@ -89,23 +90,24 @@ __device__ __forceinline__ uint32_t to_tf32(uint32_t x)
     return y;
 }
 
-// D += A * B for one warp; T picks the instruction (k16 for 16-bit types, k8 for tf32).
+// D += A * B for one warp; T picks the instruction (k16 for 16-bit types, k8 for tf32). Not
+// volatile: a register-only operation the compiler may schedule among the shared loads.
 template <typename T>
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                     uint32_t b1)
 {
     if constexpr (sizeof(T) == 4) {
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
                      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     } else if constexpr (std::is_same<T, __half>::value) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     } else {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -204,6 +206,93 @@ __device__ __forceinline__ void epilogue2(const Params &p, int64_t r, int n, flo
     }
 }
 
+// Eight fp32 values from / to a buffer of dtype dt at element i (16-byte aligned).
+__device__ __forceinline__ void load_any8(const void *p, int dt, int64_t i, float (&v)[8])
+{
+    if (dt == VC_GEMM_F32) {
+        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
+        float4 a = q[0], b = q[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+        v[7] = b.w;
+        return;
+    }
+    uint4 u = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p) + i);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 f;
+        if (dt == VC_GEMM_F16)
+            f = __half22float2(*reinterpret_cast<const __half2 *>(&w[e]));
+        else
+            f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[e]));
+        v[2 * e] = f.x;
+        v[2 * e + 1] = f.y;
+    }
+}
+
+__device__ __forceinline__ void store_any8(void *p, int dt, int64_t i, const float (&v)[8])
+{
+    if (dt == VC_GEMM_F32) {
+        float4 *q = reinterpret_cast<float4 *>(static_cast<float *>(p) + i);
+        q[0] = make_float4(v[0], v[1], v[2], v[3]);
+        q[1] = make_float4(v[4], v[5], v[6], v[7]);
+        return;
+    }
+    uint32_t w[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        if (dt == VC_GEMM_F16) {
+            __half2 h = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
+            w[e] = *reinterpret_cast<uint32_t *>(&h);
+        } else {
+            __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+            w[e] = *reinterpret_cast<uint32_t *>(&h);
+        }
+    }
+    *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(p) + i) =
+        make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// The epilogue of outputs (r, n .. n + 7), n % 8 == 0, n < n_cols: 16-byte accesses when the
+// eight are inside the row and p.vec8, else element by element.
+__device__ __forceinline__ void epilogue8(const Params &p, int64_t r, int n, float (&v)[8])
+{
+    const int64_t at = r * p.n_cols + n;
+    if (p.vec8 && n + 8 <= p.n_cols) {
+        float x[8];
+        if (p.accumulate) {
+            load_any8(p.c, VC_GEMM_F32, at, x);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] += x[e];
+        }
+        if (p.bias) {
+            load_any8(p.bias, VC_GEMM_F32, n, x);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] += x[e];
+        }
+        if (p.residual) {
+            load_any8(p.residual, p.res_dtype, at, x);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] += x[e];
+        }
+        if (p.act != VC_GEMM_ACT_NONE) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = activate(p, v[e]);
+        }
+        store_any8(p.c, p.c_dtype, at, v);
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        if (n + e >= p.n_cols) break;
+        float x = v[e];
+        if (p.accumulate) x += static_cast<const float *>(p.c)[at + e];
+        if (p.bias) x += p.bias[n + e];
+        if (p.residual) x += load_any(p.residual, p.res_dtype, at + e);
+        store_any(p.c, p.c_dtype, at + e, activate(p, x));
+    }
+}
+
 // ---- CTA set-up shared by both kernels -------------------------------------------------------
 
 // Row gather index g (-1: row past m) and output row r of each of the CTA's BM rows; the OR of
@@ -283,12 +372,15 @@ struct MmaCfg {
     static constexpr int A_LOADS = BM / ROWS_PER_PASS, B_LOADS = BN / ROWS_PER_PASS;
     static constexpr int STAGE_BYTES = (BM + BN) * ROWB;
     static constexpr int SMEM = STAGES * STAGE_BYTES;
+    static constexpr int EPI_LD = WTN + 4;                   // staging row stride, floats
+    static constexpr int EPI_BYTES = WM * WN * 16 * EPI_LD * 4; // a 16-row slab per warp
     static_assert(ROWB % 32 == 0 && UNITS <= 8, "shared rows of 32..128 bytes");
     static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile of 16 x 16 at least");
     static_assert(THREADS % LPR == 0 && BM % ROWS_PER_PASS == 0 && BN % ROWS_PER_PASS == 0,
                   "load mapping");
     static_assert(LB != 2 || ES == 2, "scalar loads are for 16-bit types");
     static_assert(STAGES >= 2, "two stages at least");
+    static_assert(WTN % 16 == 0, "the staged epilogue reads 8-column chunks, 32 a warp");
 };
 
 // Byte offset of 16-byte unit u of row `row` in a tile with UNITS units per row.
@@ -315,7 +407,8 @@ __global__ void __launch_bounds__(WM *WN * 32)
     __shared__ int64_t row_out[STAGES][BM];
     __shared__ int32_t tile_iters[STAGES];
     __shared__ uint32_t tile_mask[kMaxMaskWords];
-    int32_t *gidx = reinterpret_cast<int32_t *>(smem + C::SMEM); // [BM][p.gstride]
+    float *stage = reinterpret_cast<float *>(smem + C::SMEM);    // epilogue staging
+    int32_t *gidx = reinterpret_cast<int32_t *>(smem + C::SMEM + C::EPI_BYTES); // [BM][gstride]
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t n_total = p.m_tiles * p.n_tiles;
@@ -554,20 +647,38 @@ __global__ void __launch_bounds__(WM *WN * 32)
         }
         if (++c_iter < c_iters) continue;
 
-        // Epilogue straight from the fragments: lane holds rows g, g + 8, columns 2q, 2q + 1.
-        const int g = lane >> 2, q = lane & 3;
-        const int n0 = (int)(c_tile % p.n_tiles) * BN;
+        // Epilogue: each warp stages a 16-row slab of its fragments (lane: rows g, g + 8,
+        // columns 2q, 2q + 1) in shared memory and reads it back as 8-column chunks, so that
+        // the epilogue runs once per 8 outputs with 16-byte accesses.
+        {
+            const int g = lane >> 2, q = lane & 3;
+            const int n0 = (int)(c_tile % p.n_tiles) * BN;
+            float *ws = stage + warp * 16 * C::EPI_LD;
+            constexpr int CPR = C::WTN / 8; // chunks per slab row
 #pragma unroll
-        for (int i = 0; i < C::MI; i++) {
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int64_t r = row_out[c_slot][wm0 + i * 16 + g + h * 8];
-                if (r < 0) continue;
+            for (int i = 0; i < C::MI; i++) {
 #pragma unroll
                 for (int j = 0; j < C::NI; j++) {
-                    int n = n0 + wn0 + j * 8 + 2 * q;
-                    if (n < p.n_cols) epilogue2(p, r, n, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                    *reinterpret_cast<float2 *>(ws + g * C::EPI_LD + j * 8 + 2 * q) =
+                        make_float2(acc[i][j][0], acc[i][j][1]);
+                    *reinterpret_cast<float2 *>(ws + (g + 8) * C::EPI_LD + j * 8 + 2 * q) =
+                        make_float2(acc[i][j][2], acc[i][j][3]);
                 }
+                __syncwarp();
+#pragma unroll
+                for (int u = 0; u < 16 * CPR / 32; u++) {
+                    const int c = lane + 32 * u, row = c / CPR, col = (c % CPR) * 8;
+                    const int64_t r = row_out[c_slot][wm0 + i * 16 + row];
+                    const int n = n0 + wn0 + col;
+                    if (r >= 0 && n < p.n_cols) {
+                        const float4 *src = reinterpret_cast<const float4 *>(
+                            ws + row * C::EPI_LD + col);
+                        float4 a = src[0], b = src[1];
+                        float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                        epilogue8(p, r, n, v);
+                    }
+                }
+                __syncwarp();
             }
         }
 #pragma unroll
