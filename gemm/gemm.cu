@@ -84,16 +84,14 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s)
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
 // rows (64x64), narrow n (128x32), and a tile for k that is not a multiple of the 16-byte load.
+// (128x256 tiles were measured and dropped: 238 registers, one CTA per SM, slower everywhere.)
 const Entry kTable[] = {
-    MMA("f16_128x256x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 256, 32, 2, 4, 3, 16),
     MMA("f16_128x128x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2, 4, 3, 16),
     MMA("f16_128x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2, 4, 16),
     MMA("f16_64x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 4, 16),
     MMA("f16_128x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1, 4, 16),
     MMA("f16_64x64x16_s3_scalar", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 16, 2, 2, 3,
         2),
-    MMA("bf16_128x256x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 256, 32, 2,
-        4, 3, 16),
     MMA("bf16_128x128x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2,
         4, 3, 16),
     MMA("bf16_128x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2,
@@ -178,7 +176,8 @@ int pick(const vc_gemm_args *a)
     char why[8];
     if (a->ab_dtype == VC_GEMM_F32) {
         if (a->math != VC_GEMM_MATH_TF32) return find("f32_64x64x16_fma");
-        int vec = find(a->n_cols <= 64 ? "tf32_64x64x16_s4" : "tf32_128x64x16_s4");
+        const bool small = (a->k <= 16 && a->n_cols <= 64) || ctas_128 < sms_x2;
+        int vec = find(small ? "tf32_64x64x16_s4" : "tf32_128x64x16_s4");
         if (fits(kTable[vec], a, why, sizeof why)) return vec;
         return find("tf32_64x64x16_s4_a4");
     }
@@ -186,8 +185,10 @@ int pick(const vc_gemm_args *a)
     const char *name;
     if (a->n_cols <= 32)
         name = h ? "f16_128x32x32_s4" : "bf16_128x32x32_s4";
-    else if (a->n_cols <= 64 || ctas_128 * ((a->n_cols + 127) / 128) < sms_x2)
-        name = h ? "f16_64x64x32_s4" : "bf16_64x64x32_s4";
+    else if (ctas_128 * ((a->n_cols + 127) / 128) < sms_x2)
+        name = h ? "f16_64x64x32_s4" : "bf16_64x64x32_s4"; // few rows: more, smaller tiles
+    else if (a->n_cols <= 64)
+        name = h ? "f16_128x64x32_s4" : "bf16_128x64x32_s4";
     else
         name = h ? "f16_128x128x32_s3" : "bf16_128x128x32_s3";
     int i = find(name);
