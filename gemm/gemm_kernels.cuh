@@ -1,0 +1,819 @@
+// gemm/gemm_kernels.cuh - the device code of gemm/gemm.cu: the launch parameters, the per-CTA
+// set-up (row gather/scatter indices, OR of the rows' tap masks), the fused epilogue, the
+// tensor-core kernel (mma.sync m16n8k16 fp16/bf16, m16n8k8 tf32; ldmatrix; multi-stage cp.async
+// with zero-fill) and the exact fp32 FMA kernel. Included by gemm/gemm.cu only.
+#ifndef VC_GEMM_KERNELS_CUH
+#define VC_GEMM_KERNELS_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "gemm/gemm.h"
+
+namespace vcg {
+
+// Largest mask word count whose OR a CTA keeps; with more words (taps > 1024) masks are ignored,
+// which gives the same result (a masked tap has only -1 gathers) at the cost of the skipping.
+constexpr int kMaxMaskWords = 32;
+
+struct Params {
+    int64_t m;
+    int32_t n_cols, k, taps;
+    const void *a;
+    int64_t a_rows;
+    const int32_t *gather, *gather_rows, *row_map;
+    const uint32_t *masks; // NULL when not used
+    int32_t mask_words;
+    const void *w;
+    int32_t b_taps, b_tap0;
+    void *c;
+    int32_t c_dtype, accumulate;
+    const float *bias;
+    const void *residual;
+    int32_t res_dtype, act;
+    float slope;
+    int32_t pair_store; // C (and residual) rows allow 2-element vector accesses
+    int32_t vec8;       // n_cols % 8 == 0 and C, residual, bias 16-byte aligned
+    int32_t n_tiles;    // tiles along n; tile b covers n tile b % n_tiles, m tile b / n_tiles
+    int64_t m_tiles;    // tiles along m
+    int32_t gchunk;     // taps of gather indices a tensor-core CTA keeps in shared memory
+    int32_t gstride;    // their row stride in int32 (odd: no bank conflicts)
+};
+
+// The tensor-core kernel's gather-index chunk: all taps up to 32, else 32 at a time.
+constexpr int kGatherChunk = 32;
+
+// ---- small PTX helpers ---------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// cp.async of LB bytes (16: .cg, 8/4: .ca); src_bytes 0 zero-fills the destination.
+template <int LB>
+__device__ __forceinline__ void cp_async(uint32_t dst, const void *src, int src_bytes)
+{
+    size_t g = __cvta_generic_to_global(src);
+    if constexpr (LB == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(g),
+                     "r"(src_bytes));
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(g),
+                     "n"(LB), "r"(src_bytes));
+    }
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ uint32_t to_tf32(uint32_t x)
+{
+    uint32_t y;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(y) : "f"(__uint_as_float(x)));
+    return y;
+}
+
+// D += A * B for one warp; T picks the instruction (k16 for 16-bit types, k8 for tf32). Not
+// volatile: a register-only operation the compiler may schedule among the shared loads.
+template <typename T>
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1)
+{
+    if constexpr (sizeof(T) == 4) {
+        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else if constexpr (std::is_same<T, __half>::value) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+// ---- element access by run-time dtype --------------------------------------------------------
+
+__device__ __forceinline__ float load_any(const void *p, int dt, int64_t i)
+{
+    if (dt == VC_GEMM_F16) return __half2float(static_cast<const __half *>(p)[i]);
+    if (dt == VC_GEMM_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+    return static_cast<const float *>(p)[i];
+}
+
+__device__ __forceinline__ void load_any2(const void *p, int dt, int64_t i, float &x, float &y)
+{
+    if (dt == VC_GEMM_F16) {
+        float2 f = __half22float2(*reinterpret_cast<const __half2 *>(
+            static_cast<const __half *>(p) + i));
+        x = f.x;
+        y = f.y;
+    } else if (dt == VC_GEMM_BF16) {
+        float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(
+            static_cast<const __nv_bfloat16 *>(p) + i));
+        x = f.x;
+        y = f.y;
+    } else {
+        float2 f = *reinterpret_cast<const float2 *>(static_cast<const float *>(p) + i);
+        x = f.x;
+        y = f.y;
+    }
+}
+
+__device__ __forceinline__ void store_any(void *p, int dt, int64_t i, float v)
+{
+    if (dt == VC_GEMM_F16)
+        static_cast<__half *>(p)[i] = __float2half_rn(v);
+    else if (dt == VC_GEMM_BF16)
+        static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+    else
+        static_cast<float *>(p)[i] = v;
+}
+
+__device__ __forceinline__ void store_any2(void *p, int dt, int64_t i, float x, float y)
+{
+    if (dt == VC_GEMM_F16)
+        *reinterpret_cast<__half2 *>(static_cast<__half *>(p) + i) = __floats2half2_rn(x, y);
+    else if (dt == VC_GEMM_BF16)
+        *reinterpret_cast<__nv_bfloat162 *>(static_cast<__nv_bfloat16 *>(p) + i) =
+            __floats2bfloat162_rn(x, y);
+    else
+        *reinterpret_cast<float2 *>(static_cast<float *>(p) + i) = make_float2(x, y);
+}
+
+__device__ __forceinline__ float activate(const Params &p, float v)
+{
+    if (p.act == VC_GEMM_ACT_RELU) return v > 0.f ? v : 0.f;
+    if (p.act == VC_GEMM_ACT_LEAKY) return v > 0.f ? v : v * p.slope;
+    return v;
+}
+
+// The epilogue of two adjacent outputs (r, n) and (r, n + 1); n is even, n < n_cols.
+__device__ __forceinline__ void epilogue2(const Params &p, int64_t r, int n, float v0, float v1)
+{
+    const int64_t at = r * p.n_cols + n;
+    const bool two = n + 1 < p.n_cols;
+    if (two && p.pair_store) {
+        if (p.accumulate) {
+            float2 c = *reinterpret_cast<const float2 *>(static_cast<const float *>(p.c) + at);
+            v0 += c.x;
+            v1 += c.y;
+        }
+        if (p.bias) {
+            v0 += p.bias[n];
+            v1 += p.bias[n + 1];
+        }
+        if (p.residual) {
+            float x, y;
+            load_any2(p.residual, p.res_dtype, at, x, y);
+            v0 += x;
+            v1 += y;
+        }
+        store_any2(p.c, p.c_dtype, at, activate(p, v0), activate(p, v1));
+        return;
+    }
+    float v[2] = {v0, v1};
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        if (j == 1 && !two) break;
+        float x = v[j];
+        if (p.accumulate) x += static_cast<const float *>(p.c)[at + j];
+        if (p.bias) x += p.bias[n + j];
+        if (p.residual) x += load_any(p.residual, p.res_dtype, at + j);
+        store_any(p.c, p.c_dtype, at + j, activate(p, x));
+    }
+}
+
+// Eight fp32 values from / to a buffer of dtype dt at element i (16-byte aligned).
+__device__ __forceinline__ void load_any8(const void *p, int dt, int64_t i, float (&v)[8])
+{
+    if (dt == VC_GEMM_F32) {
+        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
+        float4 a = q[0], b = q[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+        v[7] = b.w;
+        return;
+    }
+    uint4 u = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p) + i);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 f;
+        if (dt == VC_GEMM_F16)
+            f = __half22float2(*reinterpret_cast<const __half2 *>(&w[e]));
+        else
+            f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[e]));
+        v[2 * e] = f.x;
+        v[2 * e + 1] = f.y;
+    }
+}
+
+__device__ __forceinline__ void store_any8(void *p, int dt, int64_t i, const float (&v)[8])
+{
+    if (dt == VC_GEMM_F32) {
+        float4 *q = reinterpret_cast<float4 *>(static_cast<float *>(p) + i);
+        q[0] = make_float4(v[0], v[1], v[2], v[3]);
+        q[1] = make_float4(v[4], v[5], v[6], v[7]);
+        return;
+    }
+    uint32_t w[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        if (dt == VC_GEMM_F16) {
+            __half2 h = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
+            w[e] = *reinterpret_cast<uint32_t *>(&h);
+        } else {
+            __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+            w[e] = *reinterpret_cast<uint32_t *>(&h);
+        }
+    }
+    *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(p) + i) =
+        make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// The epilogue of outputs (r, n .. n + 7), n % 8 == 0, n < n_cols: 16-byte accesses when the
+// eight are inside the row and p.vec8, else element by element.
+__device__ __forceinline__ void epilogue8(const Params &p, int64_t r, int n, float (&v)[8])
+{
+    const int64_t at = r * p.n_cols + n;
+    if (p.vec8 && n + 8 <= p.n_cols) {
+        float x[8];
+        if (p.accumulate) {
+            load_any8(p.c, VC_GEMM_F32, at, x);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] += x[e];
+        }
+        if (p.bias) {
+            load_any8(p.bias, VC_GEMM_F32, n, x);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] += x[e];
+        }
+        if (p.residual) {
+            load_any8(p.residual, p.res_dtype, at, x);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] += x[e];
+        }
+        if (p.act != VC_GEMM_ACT_NONE) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = activate(p, v[e]);
+        }
+        store_any8(p.c, p.c_dtype, at, v);
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        if (n + e >= p.n_cols) break;
+        float x = v[e];
+        if (p.accumulate) x += static_cast<const float *>(p.c)[at + e];
+        if (p.bias) x += p.bias[n + e];
+        if (p.residual) x += load_any(p.residual, p.res_dtype, at + e);
+        store_any(p.c, p.c_dtype, at + e, activate(p, x));
+    }
+}
+
+// ---- CTA set-up shared by both kernels -------------------------------------------------------
+
+// Row gather index g (-1: row past m) and output row r of each of the CTA's BM rows; the OR of
+// the rows' tap masks (when used). Returns the number of taps the CTA computes.
+template <int BM, int THREADS>
+__device__ __forceinline__ int cta_setup(const Params &p, int64_t m0, int64_t *row_g,
+                                         int64_t *row_out, uint32_t *tile_mask)
+{
+    const int tid = threadIdx.x;
+    for (int i = tid; i < BM; i += THREADS) {
+        int64_t gi = m0 + i, g = -1, r = -1;
+        if (gi < p.m) {
+            g = p.gather_rows ? (int64_t)p.gather_rows[gi] : gi;
+            r = p.row_map ? (int64_t)p.row_map[gi] : gi;
+        }
+        row_g[i] = g;
+        row_out[i] = r;
+    }
+    const int words = (p.taps + 31) >> 5;
+    if (p.masks) {
+        for (int w = tid; w < words; w += THREADS) tile_mask[w] = 0u;
+        __syncthreads();
+        for (int i = tid; i < BM; i += THREADS) {
+            int64_t r = row_out[i];
+            if (r < 0) continue;
+            const uint32_t *mr = p.masks + r * p.mask_words;
+            for (int w = 0; w < words; w++) {
+                uint32_t v = mr[w];
+                if (v) atomicOr(&tile_mask[w], v);
+            }
+        }
+    }
+    __syncthreads();
+    if (!p.masks) return p.taps;
+    int n = 0;
+    for (int w = 0; w < words; w++) {
+        uint32_t v = tile_mask[w];
+        if (w == words - 1 && (p.taps & 31)) v &= (1u << (p.taps & 31)) - 1u;
+        n += __popc(v);
+    }
+    return n;
+}
+
+// The first tap >= t that the CTA computes (taps when none).
+__device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_mask, int t)
+{
+    if (!p.masks) return t;
+    while (t < p.taps) {
+        uint32_t v = tile_mask[t >> 5] >> (t & 31);
+        if (v) return t + __ffs(v) - 1;
+        t = (t | 31) + 1;
+    }
+    return p.taps;
+}
+
+// ---- the tensor-core kernel -------------------------------------------------------------------
+//
+// T: __half, __nv_bfloat16 or float (tf32). Tile BM x BN x BK (BK in elements), WM x WN warps,
+// STAGES shared-memory stages. LB: bytes per global load: 16/8/4 through cp.async (k must be a
+// multiple of LB / sizeof(T) and the A and W bases LB-aligned), 2 = 16-bit scalar loads through
+// registers (any k). Shared tiles are rows of BK elements; 16-byte units are XOR-swizzled so
+// that ldmatrix and the copies are free of bank conflicts.
+
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB>
+struct MmaCfg {
+    static constexpr int THREADS = WM * WN * 32;
+    static constexpr int ES = (int)sizeof(T);
+    static constexpr int ROWB = BK * ES;              // bytes per shared row
+    static constexpr int UNITS = ROWB / 16;           // 16-byte units per row
+    static constexpr int RPL = UNITS >= 8 ? 1 : 8 / UNITS; // rows per 128-byte line
+    static constexpr int KSTEPS = ROWB / 32;          // mma k-steps (32 bytes each) per tile
+    static constexpr int WTM = BM / WM, WTN = BN / WN;
+    static constexpr int MI = WTM / 16, NI = WTN / 8;
+    static constexpr int E = LB / ES > 0 ? LB / ES : 1; // elements per load
+    static constexpr int LPR = BK / E;                // loads per row
+    static constexpr int ROWS_PER_PASS = THREADS / LPR;
+    static constexpr int A_LOADS = BM / ROWS_PER_PASS, B_LOADS = BN / ROWS_PER_PASS;
+    static constexpr int STAGE_BYTES = (BM + BN) * ROWB;
+    static constexpr int SMEM = STAGES * STAGE_BYTES;
+    static constexpr int EPI_LD = WTN + 4;                   // staging row stride, floats
+    static constexpr int EPI_BYTES = WM * WN * 16 * EPI_LD * 4; // a 16-row slab per warp
+    static_assert(ROWB % 32 == 0 && UNITS <= 8, "shared rows of 32..128 bytes");
+    static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile of 16 x 16 at least");
+    static_assert(THREADS % LPR == 0 && BM % ROWS_PER_PASS == 0 && BN % ROWS_PER_PASS == 0,
+                  "load mapping");
+    static_assert(LB != 2 || ES == 2, "scalar loads are for 16-bit types");
+    static_assert(STAGES >= 2, "two stages at least");
+    static_assert(WTN % 16 == 0, "the staged epilogue reads 8-column chunks, 32 a warp");
+};
+
+// Byte offset of 16-byte unit u of row `row` in a tile with UNITS units per row.
+template <int UNITS, int RPL>
+__device__ __forceinline__ uint32_t swz(int row, int u)
+{
+    return (uint32_t)(row * UNITS * 16 + ((u ^ ((row / RPL) % UNITS)) << 4));
+}
+
+// Persistent: CTA b computes tiles b, b + gridDim.x, ... (n fastest), and one cp.async pipeline
+// runs across its tiles, so the loads of the next tile are in flight during the epilogue of
+// this one. The producer (the loads, STAGES - 1 iterations ahead) sets each tile up when it
+// reaches it: gather rows, output rows (a ring of STAGES slots, read by the epilogue), the OR of
+// the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
+// taps are all masked runs one iteration of zeros, so every tile has at least one iteration
+// and the producer is never more than STAGES - 1 tiles ahead.
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB>
+__global__ void __launch_bounds__(WM *WN * 32)
+    mma_kernel(const Params p)
+{
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB>;
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ int64_t row_g[BM];
+    __shared__ int64_t row_out[STAGES][BM];
+    __shared__ int32_t tile_iters[STAGES];
+    __shared__ uint32_t tile_mask[kMaxMaskWords];
+    float *stage = reinterpret_cast<float *>(smem + C::SMEM);    // epilogue staging
+    int32_t *gidx = reinterpret_cast<int32_t *>(smem + C::SMEM + C::EPI_BYTES); // [BM][gstride]
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t n_total = p.m_tiles * p.n_tiles;
+    const int kc_per_tap = (p.k + BK - 1) / BK;
+    const int words = (p.taps + 31) >> 5;
+    const T *A = static_cast<const T *>(p.a);
+    const T *W = static_cast<const T *>(p.w);
+    const uint32_t s_base = smem_addr(smem);
+
+    // Load mapping: this thread's load column (fixed) and rows lrow + j * ROWS_PER_PASS.
+    const int lcol = tid % C::LPR, lrow = tid / C::LPR;
+    const int byte_in_row = lcol * C::E * C::ES;
+    const int unit = byte_in_row >> 4, within = byte_in_row & 15;
+
+    // Producer state.
+    int64_t ld_tile = blockIdx.x;
+    int ld_slot = -1, ld_iter = 0, ld_iters = 0, ld_tap = 0, ld_kc = 0, cur_tap = -1;
+    int g_t0 = 0, g_n = 0; // taps [g_t0, g_t0 + g_n) are in gidx
+    bool dummy = false;
+    int64_t a_off[C::A_LOADS]; // element offset of the A row for the current tap, -1 = zero
+    int64_t b_off[C::B_LOADS]; // element offset of W[n, b_tap0, 0], -1 = past n_cols
+    int ld_stage = 0;
+
+    auto setup_tile = [&]() {
+        __syncthreads(); // nobody still reads the previous tile's producer data
+        ld_slot = ld_slot + 1 == STAGES ? 0 : ld_slot + 1;
+        const int64_t m0 = (ld_tile / p.n_tiles) * BM;
+        const int n0 = (int)(ld_tile % p.n_tiles) * BN;
+        for (int i = tid; i < BM; i += C::THREADS) {
+            int64_t gi = m0 + i, g = -1, r = -1;
+            if (gi < p.m) {
+                g = p.gather_rows ? (int64_t)p.gather_rows[gi] : gi;
+                r = p.row_map ? (int64_t)p.row_map[gi] : gi;
+            }
+            row_g[i] = g;
+            row_out[ld_slot][i] = r;
+        }
+        if (p.masks) {
+            for (int w = tid; w < words; w += C::THREADS) tile_mask[w] = 0u;
+            __syncthreads();
+            for (int i = tid; i < BM; i += C::THREADS) {
+                int64_t r = row_out[ld_slot][i];
+                if (r < 0) continue;
+                const uint32_t *mr = p.masks + r * p.mask_words;
+                for (int w = 0; w < words; w++) {
+                    uint32_t v = __ldg(mr + w);
+                    if (v) atomicOr(&tile_mask[w], v);
+                }
+            }
+        }
+        __syncthreads();
+        int active = p.taps;
+        if (p.masks) {
+            active = 0;
+            for (int w = 0; w < words; w++) {
+                uint32_t v = tile_mask[w];
+                if (w == words - 1 && (p.taps & 31)) v &= (1u << (p.taps & 31)) - 1u;
+                active += __popc(v);
+            }
+        }
+        ld_iters = active * kc_per_tap;
+        dummy = ld_iters == 0;
+        if (dummy) ld_iters = 1;
+        if (tid == 0) tile_iters[ld_slot] = ld_iters;
+        ld_iter = 0;
+        ld_kc = 0;
+        ld_tap = dummy ? 0 : next_tap(p, tile_mask, 0);
+        cur_tap = -1;
+        g_n = 0;
+#pragma unroll
+        for (int j = 0; j < C::B_LOADS; j++) {
+            int n = n0 + lrow + j * C::ROWS_PER_PASS;
+            b_off[j] = n < p.n_cols ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : -1;
+        }
+        __syncthreads(); // tile_iters and row_out visible to every thread
+    };
+
+    // Gather indices of taps [t, t + gchunk) for the tile's rows into gidx (plain loads, eight
+    // in flight per thread).
+    auto load_gidx = [&](int t) {
+        __syncthreads();
+        g_t0 = t;
+        g_n = min(p.gchunk, p.taps - t);
+        const int total = BM * g_n;
+        for (int e0 = 0; e0 < total; e0 += 8 * C::THREADS) {
+            int32_t v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int e = e0 + u * C::THREADS + tid;
+                v[u] = -1;
+                if (e < total) {
+                    int64_t g = row_g[e / g_n];
+                    if (g >= 0) v[u] = __ldg(p.gather + g * p.taps + t + e % g_n);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int e = e0 + u * C::THREADS + tid;
+                if (e < total) gidx[(e / g_n) * p.gstride + e % g_n] = v[u];
+            }
+        }
+        __syncthreads();
+    };
+
+    // Issues the loads of the producer's next iteration into stage ld_stage.
+    auto load_stage = [&]() {
+        if (ld_iter == 0) setup_tile();
+        if (ld_tap != cur_tap) {
+            cur_tap = ld_tap;
+            if (p.gather && !dummy && (cur_tap < g_t0 || cur_tap >= g_t0 + g_n))
+                load_gidx(cur_tap);
+#pragma unroll
+            for (int j = 0; j < C::A_LOADS; j++) {
+                const int row = lrow + j * C::ROWS_PER_PASS;
+                int64_t g = row_g[row], off = -1;
+                if (g >= 0 && !dummy) {
+                    int64_t idx = p.gather ? (int64_t)gidx[row * p.gstride + cur_tap - g_t0] : g;
+                    if (idx >= 0 && idx < p.a_rows) off = idx * p.k;
+                }
+                a_off[j] = off;
+            }
+        }
+        const int col = ld_kc * BK + lcol * C::E;
+        const bool col_ok = col < p.k && !dummy; // k % E == 0 on the cp.async paths
+        const int64_t w_tap = (int64_t)cur_tap * p.k + col;
+        const uint32_t sa = s_base + ld_stage * C::STAGE_BYTES;
+        const uint32_t sb = sa + BM * C::ROWB;
+        if constexpr (LB >= 4) {
+#pragma unroll
+            for (int j = 0; j < C::A_LOADS; j++) {
+                int row = lrow + j * C::ROWS_PER_PASS;
+                bool ok = col_ok && a_off[j] >= 0;
+                const T *src = ok ? A + a_off[j] + col : A;
+                cp_async<LB>(sa + swz<C::UNITS, C::RPL>(row, unit) + within, src, ok ? LB : 0);
+            }
+#pragma unroll
+            for (int j = 0; j < C::B_LOADS; j++) {
+                int row = lrow + j * C::ROWS_PER_PASS;
+                bool ok = col_ok && b_off[j] >= 0;
+                const T *src = ok ? W + b_off[j] + w_tap : W;
+                cp_async<LB>(sb + swz<C::UNITS, C::RPL>(row, unit) + within, src, ok ? LB : 0);
+            }
+        } else {
+            const uint16_t *A16 = reinterpret_cast<const uint16_t *>(A);
+            const uint16_t *W16 = reinterpret_cast<const uint16_t *>(W);
+            uint16_t va[C::A_LOADS], vb[C::B_LOADS];
+#pragma unroll
+            for (int j = 0; j < C::A_LOADS; j++)
+                va[j] = (col_ok && a_off[j] >= 0) ? __ldg(A16 + a_off[j] + col) : (uint16_t)0;
+#pragma unroll
+            for (int j = 0; j < C::B_LOADS; j++)
+                vb[j] = (col_ok && b_off[j] >= 0) ? __ldg(W16 + b_off[j] + w_tap) : (uint16_t)0;
+#pragma unroll
+            for (int j = 0; j < C::A_LOADS; j++) {
+                int row = lrow + j * C::ROWS_PER_PASS;
+                uint32_t d = sa + swz<C::UNITS, C::RPL>(row, unit) + within;
+                asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(d), "h"(va[j]));
+            }
+#pragma unroll
+            for (int j = 0; j < C::B_LOADS; j++) {
+                int row = lrow + j * C::ROWS_PER_PASS;
+                uint32_t d = sb + swz<C::UNITS, C::RPL>(row, unit) + within;
+                asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(d), "h"(vb[j]));
+            }
+        }
+        ld_stage = ld_stage + 1 == STAGES ? 0 : ld_stage + 1;
+        if (++ld_iter == ld_iters) {
+            ld_iter = 0;
+            ld_tile += gridDim.x;
+        } else if (++ld_kc == kc_per_tap) {
+            ld_kc = 0;
+            ld_tap = next_tap(p, tile_mask, ld_tap + 1);
+        }
+    };
+
+    float acc[C::MI][C::NI][4];
+#pragma unroll
+    for (int i = 0; i < C::MI; i++)
+#pragma unroll
+        for (int j = 0; j < C::NI; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+
+    const int wm0 = (warp / WN) * C::WTM, wn0 = (warp % WN) * C::WTN;
+
+#pragma unroll 1
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (ld_tile < n_total) load_stage();
+        cp_async_commit();
+    }
+    // Consumer state: the tile, its ring slot, the iteration within it.
+    int64_t c_tile = blockIdx.x;
+    int c_slot = 0, c_iter = 0, c_iters = tile_iters[0], c_stage = 0;
+    for (;;) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (ld_tile < n_total) load_stage();
+        cp_async_commit();
+
+        const uint32_t sa = s_base + c_stage * C::STAGE_BYTES;
+        const uint32_t sb = sa + BM * C::ROWB;
+        c_stage = c_stage + 1 == STAGES ? 0 : c_stage + 1;
+#pragma unroll
+        for (int ks = 0; ks < C::KSTEPS; ks++) {
+            uint32_t af[C::MI][4], bf[C::NI][2];
+#pragma unroll
+            for (int i = 0; i < C::MI; i++) {
+                int row = wm0 + i * 16 + (lane & 15);
+                ldmatrix_x4(af[i], sa + swz<C::UNITS, C::RPL>(row, ks * 2 + (lane >> 4)));
+            }
+#pragma unroll
+            for (int j = 0; j < C::NI; j += 2) {
+                int row = wn0 + j * 8 + (lane & 7) + ((lane >> 4) << 3);
+                uint32_t r[4];
+                ldmatrix_x4(r, sb + swz<C::UNITS, C::RPL>(row, ks * 2 + ((lane >> 3) & 1)));
+                bf[j][0] = r[0];
+                bf[j][1] = r[1];
+                bf[j + 1][0] = r[2];
+                bf[j + 1][1] = r[3];
+            }
+            if constexpr (sizeof(T) == 4) {
+#pragma unroll
+                for (int i = 0; i < C::MI; i++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) af[i][e] = to_tf32(af[i][e]);
+#pragma unroll
+                for (int j = 0; j < C::NI; j++) {
+                    bf[j][0] = to_tf32(bf[j][0]);
+                    bf[j][1] = to_tf32(bf[j][1]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < C::MI; i++)
+#pragma unroll
+                for (int j = 0; j < C::NI; j++) mma<T>(acc[i][j], af[i], bf[j][0], bf[j][1]);
+        }
+        if (++c_iter < c_iters) continue;
+
+        // Epilogue: each warp stages a 16-row slab of its fragments (lane: rows g, g + 8,
+        // columns 2q, 2q + 1) in shared memory and reads it back as 8-column chunks, so that
+        // the epilogue runs once per 8 outputs with 16-byte accesses.
+        {
+            const int g = lane >> 2, q = lane & 3;
+            const int n0 = (int)(c_tile % p.n_tiles) * BN;
+            float *ws = stage + warp * 16 * C::EPI_LD;
+            constexpr int CPR = C::WTN / 8; // chunks per slab row
+#pragma unroll
+            for (int i = 0; i < C::MI; i++) {
+#pragma unroll
+                for (int j = 0; j < C::NI; j++) {
+                    *reinterpret_cast<float2 *>(ws + g * C::EPI_LD + j * 8 + 2 * q) =
+                        make_float2(acc[i][j][0], acc[i][j][1]);
+                    *reinterpret_cast<float2 *>(ws + (g + 8) * C::EPI_LD + j * 8 + 2 * q) =
+                        make_float2(acc[i][j][2], acc[i][j][3]);
+                }
+                __syncwarp();
+#pragma unroll
+                for (int u = 0; u < 16 * CPR / 32; u++) {
+                    const int c = lane + 32 * u, row = c / CPR, col = (c % CPR) * 8;
+                    const int64_t r = row_out[c_slot][wm0 + i * 16 + row];
+                    const int n = n0 + wn0 + col;
+                    if (r >= 0 && n < p.n_cols) {
+                        const float4 *src = reinterpret_cast<const float4 *>(
+                            ws + row * C::EPI_LD + col);
+                        float4 a = src[0], b = src[1];
+                        float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                        epilogue8(p, r, n, v);
+                    }
+                }
+                __syncwarp();
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < C::MI; i++)
+#pragma unroll
+            for (int j = 0; j < C::NI; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+        c_tile += gridDim.x;
+        if (c_tile >= n_total) break;
+        c_slot = c_slot + 1 == STAGES ? 0 : c_slot + 1;
+        c_iter = 0;
+        c_iters = tile_iters[c_slot];
+    }
+    cp_async_wait<0>();
+}
+
+// ---- the exact fp32 kernel ------------------------------------------------------------------
+//
+// BM x BN tile, BK-deep k chunks, each thread TM x TN outputs accumulated with fmaf. Each k chunk
+// is summed into a fresh partial before it joins the total (shorter rounding chains for long
+// k * taps). Loads go through registers one chunk ahead of the compute.
+
+template <int BM, int BN, int BK, int TM, int TN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+    simt_kernel(const Params p)
+{
+    constexpr int THREADS = (BM / TM) * (BN / TN);
+    constexpr int ROWS_PER_PASS = THREADS / BK;
+    constexpr int A_LOADS = BM / ROWS_PER_PASS, B_LOADS = BN / ROWS_PER_PASS;
+    static_assert(THREADS % BK == 0 && BM % ROWS_PER_PASS == 0 && BN % ROWS_PER_PASS == 0,
+                  "load mapping");
+    __shared__ __align__(16) float As[BK][BM + 4];
+    __shared__ __align__(16) float Bs[BK][BN + 4];
+    __shared__ int64_t row_g[BM], row_out[BM];
+    __shared__ uint32_t tile_mask[kMaxMaskWords];
+
+    const int tid = threadIdx.x;
+    const int n_tile = (int)(blockIdx.x % (unsigned)p.n_tiles);
+    const int64_t m0 = (int64_t)(blockIdx.x / (unsigned)p.n_tiles) * BM;
+    const int n0 = n_tile * BN;
+    const int active = cta_setup<BM, THREADS>(p, m0, row_g, row_out, tile_mask);
+    const int kc_per_tap = (p.k + BK - 1) / BK;
+    const int total = active * kc_per_tap;
+
+    const float *A = static_cast<const float *>(p.a);
+    const float *W = static_cast<const float *>(p.w);
+    const int lcol = tid % BK, lrow = tid / BK;
+    int64_t a_off[A_LOADS], b_off[B_LOADS];
+#pragma unroll
+    for (int j = 0; j < B_LOADS; j++) {
+        int n = n0 + lrow + j * ROWS_PER_PASS;
+        b_off[j] = n < p.n_cols ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : -1;
+    }
+    int ld_tap = next_tap(p, tile_mask, 0), ld_kc = 0, cur_tap = -1;
+    float ra[A_LOADS], rb[B_LOADS];
+    auto load_regs = [&]() {
+        if (ld_tap != cur_tap) {
+            cur_tap = ld_tap;
+#pragma unroll
+            for (int j = 0; j < A_LOADS; j++) {
+                int64_t g = row_g[lrow + j * ROWS_PER_PASS], off = -1;
+                if (g >= 0) {
+                    int64_t idx = p.gather ? (int64_t)__ldg(p.gather + g * p.taps + cur_tap) : g;
+                    if (idx >= 0 && idx < p.a_rows) off = idx * p.k;
+                }
+                a_off[j] = off;
+            }
+        }
+        const int col = ld_kc * BK + lcol;
+        const bool col_ok = col < p.k;
+        const int64_t w_tap = (int64_t)cur_tap * p.k + col;
+#pragma unroll
+        for (int j = 0; j < A_LOADS; j++)
+            ra[j] = (col_ok && a_off[j] >= 0) ? __ldg(A + a_off[j] + col) : 0.f;
+#pragma unroll
+        for (int j = 0; j < B_LOADS; j++)
+            rb[j] = (col_ok && b_off[j] >= 0) ? __ldg(W + b_off[j] + w_tap) : 0.f;
+        if (++ld_kc == kc_per_tap) {
+            ld_kc = 0;
+            ld_tap = next_tap(p, tile_mask, ld_tap + 1);
+        }
+    };
+
+    const int tm0 = (tid / (BN / TN)) * TM, tn0 = (tid % (BN / TN)) * TN;
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) acc[i][j] = 0.f;
+
+    if (total > 0) load_regs();
+    for (int it = 0; it < total; it++) {
+#pragma unroll
+        for (int j = 0; j < A_LOADS; j++) As[lcol][lrow + j * ROWS_PER_PASS] = ra[j];
+#pragma unroll
+        for (int j = 0; j < B_LOADS; j++) Bs[lcol][lrow + j * ROWS_PER_PASS] = rb[j];
+        __syncthreads();
+        if (it + 1 < total) load_regs();
+        float part[TM][TN];
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < TN; j++) part[i][j] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < BK; kk++) {
+            float av[TM], bv[TN];
+#pragma unroll
+            for (int i = 0; i < TM; i++) av[i] = As[kk][tm0 + i];
+#pragma unroll
+            for (int j = 0; j < TN; j++) bv[j] = Bs[kk][tn0 + j];
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) part[i][j] = fmaf(av[i], bv[j], part[i][j]);
+        }
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < TN; j++) acc[i][j] += part[i][j];
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        int64_t r = row_out[tm0 + i];
+        if (r < 0) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j += 2) {
+            int n = n0 + tn0 + j;
+            if (n < p.n_cols) epilogue2(p, r, n, acc[i][j], acc[i][j + 1]);
+        }
+    }
+}
+
+} // namespace vcg
+
+#endif
