@@ -1,0 +1,275 @@
+// gemm/gemm.cu - vc_gemm_run and vc_gemm_configs (gemm/gemm.h): argument checks, the table of
+// compiled tile configurations, the choice of one by shape and dtype, and the launch. The
+// kernels are in gemm/gemm_kernels.cuh. Never synchronises, never prints.
+#include <cuda_runtime.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gemm/gemm.h"
+#include "gemm/gemm_kernels.cuh"
+
+namespace {
+
+using vcg::Params;
+
+typedef cudaError_t (*launch_fn)(const Params &p, unsigned grid, cudaStream_t s);
+
+// One compiled configuration: its public description, how it loads (bytes per global load; 2 =
+// 16-bit scalar loads; 0 = the fp32 FMA kernel's scalar loads) and its launcher.
+struct Entry {
+    vc_gemm_config cfg;
+    int load_bytes;
+    launch_fn launch;
+};
+
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB>
+cudaError_t launch_mma(const Params &p, unsigned grid, cudaStream_t s)
+{
+    using C = vcg::MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB>;
+    auto kern = vcg::mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB>;
+    // Dynamic plus static shared memory past 48 KB needs the opt-in, once per device (a benign
+    // race: concurrent callers set the same value).
+    static unsigned long long set_on = 0;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
+    if (!(set_on & bit)) {
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+        if (e != cudaSuccess) return e;
+        set_on |= bit;
+    }
+    kern<<<grid, C::THREADS, C::SMEM, s>>>(p);
+    return cudaGetLastError();
+}
+
+template <int BM, int BN, int BK, int TM, int TN>
+cudaError_t launch_simt(const Params &p, unsigned grid, cudaStream_t s)
+{
+    vcg::simt_kernel<BM, BN, BK, TM, TN><<<grid, (BM / TM) * (BN / TN), 0, s>>>(p);
+    return cudaGetLastError();
+}
+
+#define MMA(name, T, dt, math, BM, BN, BK, WM, WN, S, LB)                                      \
+    {{name, BM, BN, BK, S, WM * WN, dt, math}, LB, launch_mma<T, BM, BN, BK, WM, WN, S, LB>}
+
+// The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
+// rows (64x64), narrow n (128x32), and a tile for k that is not a multiple of the 16-byte load.
+const Entry kTable[] = {
+    MMA("f16_128x128x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2, 4, 3, 16),
+    MMA("f16_128x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2, 4, 16),
+    MMA("f16_64x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 4, 16),
+    MMA("f16_128x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1, 4, 16),
+    MMA("f16_64x64x16_s3_scalar", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 16, 2, 2, 3,
+        2),
+    MMA("bf16_128x128x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2,
+        4, 3, 16),
+    MMA("bf16_128x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2,
+        4, 16),
+    MMA("bf16_64x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2,
+        4, 16),
+    MMA("bf16_128x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1,
+        4, 16),
+    MMA("bf16_64x64x16_s3_scalar", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 16,
+        2, 2, 3, 2),
+    MMA("tf32_128x64x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 64, 16, 2, 2, 4, 16),
+    MMA("tf32_64x64x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 16),
+    MMA("tf32_64x64x16_s4_a4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 4),
+    {{"f32_64x64x16_fma", 64, 64, 16, 1, 8, VC_GEMM_F32, VC_GEMM_MATH_FP32}, 0,
+     launch_simt<64, 64, 16, 4, 4>},
+};
+const int kTableSize = (int)(sizeof kTable / sizeof kTable[0]);
+
+#undef MMA
+
+void set_msg(char *msg, int32_t len, const char *fmt, ...)
+{
+    if (!msg || len <= 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, (size_t)len, fmt, ap);
+    va_end(ap);
+}
+
+bool valid_dtype(int d) { return d == VC_GEMM_F32 || d == VC_GEMM_F16 || d == VC_GEMM_BF16; }
+
+int dtype_size(int d) { return d == VC_GEMM_F32 ? 4 : 2; }
+
+bool aligned(const void *p, int bytes) { return ((uintptr_t)p % (uintptr_t)bytes) == 0; }
+
+// Whether entry e can run these arguments (dtype, math, load width against k and alignment).
+// Writes the reason into why when it cannot.
+bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
+{
+    const bool f32 = a->ab_dtype == VC_GEMM_F32;
+    if (e.cfg.ab_dtype != a->ab_dtype) {
+        snprintf(why, why_len, "configuration %s is for another dtype", e.cfg.name);
+        return false;
+    }
+    if (f32) {
+        const bool tf32 = a->math == VC_GEMM_MATH_TF32;
+        if ((e.cfg.math == VC_GEMM_MATH_TF32) != tf32) {
+            snprintf(why, why_len, "configuration %s is for %s math", e.cfg.name,
+                     tf32 ? "exact fp32" : "tf32");
+            return false;
+        }
+    }
+    if (e.load_bytes >= 4) {
+        const int per = e.load_bytes / dtype_size(a->ab_dtype);
+        if (a->k % per != 0 || !aligned(a->a, e.load_bytes) || !aligned(a->w, e.load_bytes)) {
+            snprintf(why, why_len,
+                     "configuration %s loads %d bytes: needs k %% %d == 0 (k = %d) and A, W "
+                     "aligned to %d bytes",
+                     e.cfg.name, e.load_bytes, per, a->k, e.load_bytes);
+            return false;
+        }
+    }
+    return true;
+}
+
+int find(const char *name)
+{
+    for (int i = 0; i < kTableSize; i++) {
+        const char *s = kTable[i].cfg.name, *t = name;
+        while (*s && *s == *t) s++, t++;
+        if (*s == 0 && *t == 0) return i;
+    }
+    return -1;
+}
+
+// The configuration for these arguments, by dtype, load width, n_cols and row count.
+int pick(const vc_gemm_args *a)
+{
+    const int64_t ctas_128 = (a->m + 127) / 128;
+    const int sms_x2 = 2 * 132; // enough CTAs to fill an H100 twice over
+    if (a->ab_dtype == VC_GEMM_F32) {
+        if (a->math != VC_GEMM_MATH_TF32) return find("f32_64x64x16_fma");
+        char why[8];
+        int vec = find(ctas_128 * ((a->n_cols + 63) / 64) >= sms_x2 ? "tf32_128x64x16_s4"
+                                                                    : "tf32_64x64x16_s4");
+        if (fits(kTable[vec], a, why, sizeof why)) return vec;
+        return find("tf32_64x64x16_s4_a4");
+    }
+    const bool h = a->ab_dtype == VC_GEMM_F16;
+    char why[8];
+    const char *name;
+    if (a->n_cols <= 32)
+        name = h ? "f16_128x32x32_s4" : "bf16_128x32x32_s4";
+    else if (a->n_cols <= 64)
+        name = ctas_128 >= sms_x2 ? (h ? "f16_128x64x32_s4" : "bf16_128x64x32_s4")
+                                  : (h ? "f16_64x64x32_s4" : "bf16_64x64x32_s4");
+    else if (ctas_128 * ((a->n_cols + 127) / 128) >= sms_x2)
+        name = h ? "f16_128x128x32_s3" : "bf16_128x128x32_s3";
+    else
+        name = h ? "f16_64x64x32_s4" : "bf16_64x64x32_s4";
+    int i = find(name);
+    if (fits(kTable[i], a, why, sizeof why)) return i;
+    return find(h ? "f16_64x64x16_s3_scalar" : "bf16_64x64x16_s3_scalar");
+}
+
+} // namespace
+
+extern "C" int32_t vc_gemm_configs(const vc_gemm_config **table)
+{
+    static vc_gemm_config cfgs[sizeof kTable / sizeof kTable[0]];
+    static bool init = false;
+    if (!init) { // idempotent: every caller writes the same values
+        for (int i = 0; i < kTableSize; i++) cfgs[i] = kTable[i].cfg;
+        init = true;
+    }
+    if (table) *table = cfgs;
+    return kTableSize;
+}
+
+extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstream_st *stream,
+                           char *msg, int32_t msg_len)
+{
+#define BAD(...)                                                                               \
+    do {                                                                                       \
+        set_msg(msg, msg_len, "vc_gemm_run: " __VA_ARGS__);                                    \
+        return -1;                                                                             \
+    } while (0)
+    if (!a) BAD("args is NULL");
+    if (a->m < 0) BAD("m = %lld is negative", (long long)a->m);
+    if (a->n_cols < 1) BAD("n_cols = %d must be >= 1", a->n_cols);
+    if (a->k < 1) BAD("k = %d must be >= 1", a->k);
+    if (a->taps < 1) BAD("taps = %d must be >= 1", a->taps);
+    if (!valid_dtype(a->ab_dtype)) BAD("ab_dtype %d is not a dtype", (int)a->ab_dtype);
+    if (!valid_dtype(a->c_dtype)) BAD("c_dtype %d is not a dtype", (int)a->c_dtype);
+    if (a->math != VC_GEMM_MATH_DEFAULT && a->math != VC_GEMM_MATH_TF32 &&
+        a->math != VC_GEMM_MATH_FP32)
+        BAD("math %d is not a vc_gemm_math", (int)a->math);
+    if (a->act != VC_GEMM_ACT_NONE && a->act != VC_GEMM_ACT_RELU && a->act != VC_GEMM_ACT_LEAKY)
+        BAD("act %d is not a vc_gemm_act", (int)a->act);
+    if (a->residual && !valid_dtype(a->residual_dtype))
+        BAD("residual_dtype %d is not a dtype", (int)a->residual_dtype);
+    if (a->accumulate && a->c_dtype != VC_GEMM_F32)
+        BAD("accumulate needs an fp32 C (c_dtype %d)", (int)a->c_dtype);
+    if (a->a_rows < 0) BAD("a_rows = %lld is negative", (long long)a->a_rows);
+    if (a->b_taps < 1) BAD("b_taps = %d must be >= 1", a->b_taps);
+    if (a->b_tap0 < 0 || (int64_t)a->b_tap0 + a->taps > a->b_taps)
+        BAD("taps [%d, %d) fall outside the weights' %d taps", a->b_tap0, a->b_tap0 + a->taps,
+            a->b_taps);
+    if (!a->gather && a->taps != 1) BAD("a dense GEMM (gather NULL) needs taps == 1");
+    if (!a->gather && !a->gather_rows && a->m > a->a_rows)
+        BAD("dense rows: m = %lld exceeds a_rows = %lld", (long long)a->m, (long long)a->a_rows);
+    if (a->masks && a->mask_words < (a->taps + 31) / 32)
+        BAD("mask_words = %d cannot hold %d taps", a->mask_words, a->taps);
+    if (config < -1 || config >= kTableSize)
+        BAD("config %d is not -1 or an index below %d", config, kTableSize);
+    if (a->m == 0) return 0;
+    if (!a->a || !a->w || !a->c) BAD("A, W and C must not be NULL");
+
+    int idx = config;
+    if (idx < 0) idx = pick(a);
+    char why[160];
+    if (idx < 0 || !fits(kTable[idx], a, why, sizeof why)) {
+        set_msg(msg, msg_len, "vc_gemm_run: %s", idx < 0 ? "no configuration" : why);
+        return -2;
+    }
+    const Entry &e = kTable[idx];
+
+    Params p;
+    p.m = a->m;
+    p.n_cols = a->n_cols;
+    p.k = a->k;
+    p.taps = a->taps;
+    p.a = a->a;
+    p.a_rows = a->a_rows;
+    p.gather = a->gather;
+    p.gather_rows = a->gather_rows;
+    p.row_map = a->row_map;
+    // Masks only skip work (a masked tap has -1 gathers): past what a CTA keeps, ignore them.
+    p.masks = (a->masks && (a->taps + 31) / 32 <= vcg::kMaxMaskWords) ? a->masks : nullptr;
+    p.mask_words = a->mask_words;
+    p.w = a->w;
+    p.b_taps = a->b_taps;
+    p.b_tap0 = a->b_tap0;
+    p.c = a->c;
+    p.c_dtype = a->c_dtype;
+    p.accumulate = a->accumulate ? 1 : 0;
+    p.bias = a->bias;
+    p.residual = a->residual;
+    p.res_dtype = a->residual ? a->residual_dtype : VC_GEMM_F32;
+    p.act = a->act;
+    p.slope = a->slope;
+    p.pair_store = (a->n_cols % 2 == 0) && aligned(a->c, 2 * dtype_size(a->c_dtype)) &&
+                   (!a->residual || aligned(a->residual, 2 * dtype_size(a->residual_dtype)));
+    const int64_t n_tiles = (a->n_cols + e.cfg.tile_n - 1) / e.cfg.tile_n;
+    const int64_t m_tiles = (a->m + e.cfg.tile_m - 1) / e.cfg.tile_m;
+    if (m_tiles * n_tiles > INT32_MAX) {
+        set_msg(msg, msg_len, "vc_gemm_run: %lld x %lld tiles of %s exceed one launch",
+                (long long)m_tiles, (long long)n_tiles, e.cfg.name);
+        return -2;
+    }
+    p.n_tiles = (int32_t)n_tiles;
+    cudaError_t err = e.launch(p, (unsigned)(m_tiles * n_tiles), (cudaStream_t)stream);
+    if (err != cudaSuccess) {
+        set_msg(msg, msg_len, "vc_gemm_run: launch of %s failed: %s", e.cfg.name,
+                cudaGetErrorString(err));
+        return -3;
+    }
+    return 0;
+#undef BAD
+}

@@ -1,0 +1,589 @@
+// gemm/gemm_kernels.cuh - the device code of gemm/gemm.cu: the launch parameters, the per-CTA
+// set-up (row gather/scatter indices, OR of the rows' tap masks), the fused epilogue, the
+// tensor-core kernel (mma.sync m16n8k16 fp16/bf16, m16n8k8 tf32; ldmatrix; multi-stage cp.async
+// with zero-fill) and the exact fp32 FMA kernel. Included by gemm/gemm.cu only.
+#ifndef VC_GEMM_KERNELS_CUH
+#define VC_GEMM_KERNELS_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "gemm/gemm.h"
+
+namespace vcg {
+
+// Largest mask word count whose OR a CTA keeps; with more words (taps > 1024) masks are ignored,
+// which gives the same result (a masked tap has only -1 gathers) at the cost of the skipping.
+constexpr int kMaxMaskWords = 32;
+
+struct Params {
+    int64_t m;
+    int32_t n_cols, k, taps;
+    const void *a;
+    int64_t a_rows;
+    const int32_t *gather, *gather_rows, *row_map;
+    const uint32_t *masks; // NULL when not used
+    int32_t mask_words;
+    const void *w;
+    int32_t b_taps, b_tap0;
+    void *c;
+    int32_t c_dtype, accumulate;
+    const float *bias;
+    const void *residual;
+    int32_t res_dtype, act;
+    float slope;
+    int32_t pair_store; // C (and residual) rows allow 2-element vector accesses
+    int32_t n_tiles;    // CTAs along n; block b covers n tile b % n_tiles, m tile b / n_tiles
+};
+
+// ---- small PTX helpers ---------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// cp.async of LB bytes (16: .cg, 8/4: .ca); src_bytes 0 zero-fills the destination.
+template <int LB>
+__device__ __forceinline__ void cp_async(uint32_t dst, const void *src, int src_bytes)
+{
+    size_t g = __cvta_generic_to_global(src);
+    if constexpr (LB == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(g),
+                     "r"(src_bytes));
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(g),
+                     "n"(LB), "r"(src_bytes));
+    }
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ uint32_t to_tf32(uint32_t x)
+{
+    uint32_t y;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(y) : "f"(__uint_as_float(x)));
+    return y;
+}
+
+// D += A * B for one warp; T picks the instruction (k16 for 16-bit types, k8 for tf32).
+template <typename T>
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1)
+{
+    if constexpr (sizeof(T) == 4) {
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else if constexpr (std::is_same<T, __half>::value) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+// ---- element access by run-time dtype --------------------------------------------------------
+
+__device__ __forceinline__ float load_any(const void *p, int dt, int64_t i)
+{
+    if (dt == VC_GEMM_F16) return __half2float(static_cast<const __half *>(p)[i]);
+    if (dt == VC_GEMM_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+    return static_cast<const float *>(p)[i];
+}
+
+__device__ __forceinline__ void load_any2(const void *p, int dt, int64_t i, float &x, float &y)
+{
+    if (dt == VC_GEMM_F16) {
+        float2 f = __half22float2(*reinterpret_cast<const __half2 *>(
+            static_cast<const __half *>(p) + i));
+        x = f.x;
+        y = f.y;
+    } else if (dt == VC_GEMM_BF16) {
+        float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(
+            static_cast<const __nv_bfloat16 *>(p) + i));
+        x = f.x;
+        y = f.y;
+    } else {
+        float2 f = *reinterpret_cast<const float2 *>(static_cast<const float *>(p) + i);
+        x = f.x;
+        y = f.y;
+    }
+}
+
+__device__ __forceinline__ void store_any(void *p, int dt, int64_t i, float v)
+{
+    if (dt == VC_GEMM_F16)
+        static_cast<__half *>(p)[i] = __float2half_rn(v);
+    else if (dt == VC_GEMM_BF16)
+        static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+    else
+        static_cast<float *>(p)[i] = v;
+}
+
+__device__ __forceinline__ void store_any2(void *p, int dt, int64_t i, float x, float y)
+{
+    if (dt == VC_GEMM_F16)
+        *reinterpret_cast<__half2 *>(static_cast<__half *>(p) + i) = __floats2half2_rn(x, y);
+    else if (dt == VC_GEMM_BF16)
+        *reinterpret_cast<__nv_bfloat162 *>(static_cast<__nv_bfloat16 *>(p) + i) =
+            __floats2bfloat162_rn(x, y);
+    else
+        *reinterpret_cast<float2 *>(static_cast<float *>(p) + i) = make_float2(x, y);
+}
+
+__device__ __forceinline__ float activate(const Params &p, float v)
+{
+    if (p.act == VC_GEMM_ACT_RELU) return v > 0.f ? v : 0.f;
+    if (p.act == VC_GEMM_ACT_LEAKY) return v > 0.f ? v : v * p.slope;
+    return v;
+}
+
+// The epilogue of two adjacent outputs (r, n) and (r, n + 1); n is even, n < n_cols.
+__device__ __forceinline__ void epilogue2(const Params &p, int64_t r, int n, float v0, float v1)
+{
+    const int64_t at = r * p.n_cols + n;
+    const bool two = n + 1 < p.n_cols;
+    if (two && p.pair_store) {
+        if (p.accumulate) {
+            float2 c = *reinterpret_cast<const float2 *>(static_cast<const float *>(p.c) + at);
+            v0 += c.x;
+            v1 += c.y;
+        }
+        if (p.bias) {
+            v0 += p.bias[n];
+            v1 += p.bias[n + 1];
+        }
+        if (p.residual) {
+            float x, y;
+            load_any2(p.residual, p.res_dtype, at, x, y);
+            v0 += x;
+            v1 += y;
+        }
+        store_any2(p.c, p.c_dtype, at, activate(p, v0), activate(p, v1));
+        return;
+    }
+    float v[2] = {v0, v1};
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        if (j == 1 && !two) break;
+        float x = v[j];
+        if (p.accumulate) x += static_cast<const float *>(p.c)[at + j];
+        if (p.bias) x += p.bias[n + j];
+        if (p.residual) x += load_any(p.residual, p.res_dtype, at + j);
+        store_any(p.c, p.c_dtype, at + j, activate(p, x));
+    }
+}
+
+// ---- CTA set-up shared by both kernels -------------------------------------------------------
+
+// Row gather index g (-1: row past m) and output row r of each of the CTA's BM rows; the OR of
+// the rows' tap masks (when used). Returns the number of taps the CTA computes.
+template <int BM, int THREADS>
+__device__ __forceinline__ int cta_setup(const Params &p, int64_t m0, int64_t *row_g,
+                                         int64_t *row_out, uint32_t *tile_mask)
+{
+    const int tid = threadIdx.x;
+    for (int i = tid; i < BM; i += THREADS) {
+        int64_t gi = m0 + i, g = -1, r = -1;
+        if (gi < p.m) {
+            g = p.gather_rows ? (int64_t)p.gather_rows[gi] : gi;
+            r = p.row_map ? (int64_t)p.row_map[gi] : gi;
+        }
+        row_g[i] = g;
+        row_out[i] = r;
+    }
+    const int words = (p.taps + 31) >> 5;
+    if (p.masks) {
+        for (int w = tid; w < words; w += THREADS) tile_mask[w] = 0u;
+        __syncthreads();
+        for (int i = tid; i < BM; i += THREADS) {
+            int64_t r = row_out[i];
+            if (r < 0) continue;
+            const uint32_t *mr = p.masks + r * p.mask_words;
+            for (int w = 0; w < words; w++) {
+                uint32_t v = mr[w];
+                if (v) atomicOr(&tile_mask[w], v);
+            }
+        }
+    }
+    __syncthreads();
+    if (!p.masks) return p.taps;
+    int n = 0;
+    for (int w = 0; w < words; w++) {
+        uint32_t v = tile_mask[w];
+        if (w == words - 1 && (p.taps & 31)) v &= (1u << (p.taps & 31)) - 1u;
+        n += __popc(v);
+    }
+    return n;
+}
+
+// The first tap >= t that the CTA computes (taps when none).
+__device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_mask, int t)
+{
+    if (!p.masks) return t;
+    while (t < p.taps) {
+        uint32_t v = tile_mask[t >> 5] >> (t & 31);
+        if (v) return t + __ffs(v) - 1;
+        t = (t | 31) + 1;
+    }
+    return p.taps;
+}
+
+// ---- the tensor-core kernel -------------------------------------------------------------------
+//
+// T: __half, __nv_bfloat16 or float (tf32). Tile BM x BN x BK (BK in elements), WM x WN warps,
+// STAGES shared-memory stages. LB: bytes per global load: 16/8/4 through cp.async (k must be a
+// multiple of LB / sizeof(T) and the A and W bases LB-aligned), 2 = 16-bit scalar loads through
+// registers (any k). Shared tiles are rows of BK elements; 16-byte units are XOR-swizzled so
+// that ldmatrix and the copies are free of bank conflicts.
+
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB>
+struct MmaCfg {
+    static constexpr int THREADS = WM * WN * 32;
+    static constexpr int ES = (int)sizeof(T);
+    static constexpr int ROWB = BK * ES;              // bytes per shared row
+    static constexpr int UNITS = ROWB / 16;           // 16-byte units per row
+    static constexpr int RPL = UNITS >= 8 ? 1 : 8 / UNITS; // rows per 128-byte line
+    static constexpr int KSTEPS = ROWB / 32;          // mma k-steps (32 bytes each) per tile
+    static constexpr int WTM = BM / WM, WTN = BN / WN;
+    static constexpr int MI = WTM / 16, NI = WTN / 8;
+    static constexpr int E = LB / ES > 0 ? LB / ES : 1; // elements per load
+    static constexpr int LPR = BK / E;                // loads per row
+    static constexpr int ROWS_PER_PASS = THREADS / LPR;
+    static constexpr int A_LOADS = BM / ROWS_PER_PASS, B_LOADS = BN / ROWS_PER_PASS;
+    static constexpr int STAGE_BYTES = (BM + BN) * ROWB;
+    static constexpr int SMEM = STAGES * STAGE_BYTES;
+    static_assert(ROWB % 32 == 0 && UNITS <= 8, "shared rows of 32..128 bytes");
+    static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile of 16 x 16 at least");
+    static_assert(THREADS % LPR == 0 && BM % ROWS_PER_PASS == 0 && BN % ROWS_PER_PASS == 0,
+                  "load mapping");
+    static_assert(LB != 2 || ES == 2, "scalar loads are for 16-bit types");
+    static_assert(STAGES >= 2, "two stages at least");
+};
+
+// Byte offset of 16-byte unit u of row `row` in a tile with UNITS units per row.
+template <int UNITS, int RPL>
+__device__ __forceinline__ uint32_t swz(int row, int u)
+{
+    return (uint32_t)(row * UNITS * 16 + ((u ^ ((row / RPL) % UNITS)) << 4));
+}
+
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB>
+__global__ void __launch_bounds__(WM *WN * 32)
+    mma_kernel(const Params p)
+{
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB>;
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ int64_t row_g[BM], row_out[BM];
+    __shared__ uint32_t tile_mask[kMaxMaskWords];
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int n_tile = (int)(blockIdx.x % (unsigned)p.n_tiles);
+    const int64_t m0 = (int64_t)(blockIdx.x / (unsigned)p.n_tiles) * BM;
+    const int n0 = n_tile * BN;
+
+    const int active = cta_setup<BM, C::THREADS>(p, m0, row_g, row_out, tile_mask);
+    const int kc_per_tap = (p.k + BK - 1) / BK;
+    const int total = active * kc_per_tap;
+
+    // Load mapping: this thread's load column (fixed) and rows lrow + j * ROWS_PER_PASS.
+    const int lcol = tid % C::LPR, lrow = tid / C::LPR;
+    const T *A = static_cast<const T *>(p.a);
+    const T *W = static_cast<const T *>(p.w);
+    int64_t a_off[C::A_LOADS]; // element offset of the A row for the current tap, -1 = zero
+    int64_t b_off[C::B_LOADS]; // element offset of W[n, b_tap0, 0], -1 = past n_cols
+#pragma unroll
+    for (int j = 0; j < C::B_LOADS; j++) {
+        int n = n0 + lrow + j * C::ROWS_PER_PASS;
+        b_off[j] = n < p.n_cols ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : -1;
+    }
+    const uint32_t s_base = smem_addr(smem);
+
+    // Producer state: the (tap, k chunk) of the next stage to load.
+    int ld_tap = next_tap(p, tile_mask, 0), ld_kc = 0, cur_tap = -1;
+    auto load_stage = [&](int slot) {
+        if (ld_tap != cur_tap) {
+            cur_tap = ld_tap;
+#pragma unroll
+            for (int j = 0; j < C::A_LOADS; j++) {
+                int64_t g = row_g[lrow + j * C::ROWS_PER_PASS], off = -1;
+                if (g >= 0) {
+                    int64_t idx = p.gather ? (int64_t)__ldg(p.gather + g * p.taps + cur_tap) : g;
+                    if (idx >= 0 && idx < p.a_rows) off = idx * p.k;
+                }
+                a_off[j] = off;
+            }
+        }
+        const int col = ld_kc * BK + lcol * C::E;
+        const bool col_ok = col < p.k; // k % E == 0 on the cp.async paths
+        const int64_t w_tap = (int64_t)cur_tap * p.k + col;
+        const uint32_t sa = s_base + slot * C::STAGE_BYTES;
+        const uint32_t sb = sa + BM * C::ROWB;
+        const int byte_in_row = lcol * C::E * C::ES;
+        const int unit = byte_in_row >> 4, within = byte_in_row & 15;
+        if constexpr (LB >= 4) {
+#pragma unroll
+            for (int j = 0; j < C::A_LOADS; j++) {
+                int row = lrow + j * C::ROWS_PER_PASS;
+                bool ok = col_ok && a_off[j] >= 0;
+                const T *src = ok ? A + a_off[j] + col : A;
+                cp_async<LB>(sa + swz<C::UNITS, C::RPL>(row, unit) + within, src, ok ? LB : 0);
+            }
+#pragma unroll
+            for (int j = 0; j < C::B_LOADS; j++) {
+                int row = lrow + j * C::ROWS_PER_PASS;
+                bool ok = col_ok && b_off[j] >= 0;
+                const T *src = ok ? W + b_off[j] + w_tap : W;
+                cp_async<LB>(sb + swz<C::UNITS, C::RPL>(row, unit) + within, src, ok ? LB : 0);
+            }
+        } else {
+            const uint16_t *A16 = reinterpret_cast<const uint16_t *>(A);
+            const uint16_t *W16 = reinterpret_cast<const uint16_t *>(W);
+            uint16_t va[C::A_LOADS], vb[C::B_LOADS];
+#pragma unroll
+            for (int j = 0; j < C::A_LOADS; j++)
+                va[j] = (col_ok && a_off[j] >= 0) ? __ldg(A16 + a_off[j] + col) : (uint16_t)0;
+#pragma unroll
+            for (int j = 0; j < C::B_LOADS; j++)
+                vb[j] = (col_ok && b_off[j] >= 0) ? __ldg(W16 + b_off[j] + w_tap) : (uint16_t)0;
+#pragma unroll
+            for (int j = 0; j < C::A_LOADS; j++) {
+                int row = lrow + j * C::ROWS_PER_PASS;
+                uint32_t d = sa + swz<C::UNITS, C::RPL>(row, unit) + within;
+                asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(d), "h"(va[j]));
+            }
+#pragma unroll
+            for (int j = 0; j < C::B_LOADS; j++) {
+                int row = lrow + j * C::ROWS_PER_PASS;
+                uint32_t d = sb + swz<C::UNITS, C::RPL>(row, unit) + within;
+                asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(d), "h"(vb[j]));
+            }
+        }
+        if (++ld_kc == kc_per_tap) {
+            ld_kc = 0;
+            ld_tap = next_tap(p, tile_mask, ld_tap + 1);
+        }
+    };
+
+    float acc[C::MI][C::NI][4];
+#pragma unroll
+    for (int i = 0; i < C::MI; i++)
+#pragma unroll
+        for (int j = 0; j < C::NI; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+
+    const int wm0 = (warp / WN) * C::WTM, wn0 = (warp % WN) * C::WTN;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < total) load_stage(s);
+        cp_async_commit();
+    }
+    for (int it = 0; it < total; it++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (it + STAGES - 1 < total) load_stage((it + STAGES - 1) % STAGES);
+        cp_async_commit();
+
+        const uint32_t sa = s_base + (it % STAGES) * C::STAGE_BYTES;
+        const uint32_t sb = sa + BM * C::ROWB;
+#pragma unroll
+        for (int ks = 0; ks < C::KSTEPS; ks++) {
+            uint32_t af[C::MI][4], bf[C::NI][2];
+#pragma unroll
+            for (int i = 0; i < C::MI; i++) {
+                int row = wm0 + i * 16 + (lane & 15);
+                ldmatrix_x4(af[i], sa + swz<C::UNITS, C::RPL>(row, ks * 2 + (lane >> 4)));
+            }
+#pragma unroll
+            for (int j = 0; j < C::NI; j += 2) {
+                int row = wn0 + j * 8 + (lane & 7) + ((lane >> 4) << 3);
+                uint32_t r[4];
+                ldmatrix_x4(r, sb + swz<C::UNITS, C::RPL>(row, ks * 2 + ((lane >> 3) & 1)));
+                bf[j][0] = r[0];
+                bf[j][1] = r[1];
+                bf[j + 1][0] = r[2];
+                bf[j + 1][1] = r[3];
+            }
+            if constexpr (sizeof(T) == 4) {
+#pragma unroll
+                for (int i = 0; i < C::MI; i++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) af[i][e] = to_tf32(af[i][e]);
+#pragma unroll
+                for (int j = 0; j < C::NI; j++) {
+                    bf[j][0] = to_tf32(bf[j][0]);
+                    bf[j][1] = to_tf32(bf[j][1]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < C::MI; i++)
+#pragma unroll
+                for (int j = 0; j < C::NI; j++) mma<T>(acc[i][j], af[i], bf[j][0], bf[j][1]);
+        }
+    }
+    cp_async_wait<0>();
+
+    // Epilogue straight from the fragments: lane holds rows g, g + 8 and columns 2q, 2q + 1.
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int i = 0; i < C::MI; i++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int64_t r = row_out[wm0 + i * 16 + g + h * 8];
+            if (r < 0) continue;
+#pragma unroll
+            for (int j = 0; j < C::NI; j++) {
+                int n = n0 + wn0 + j * 8 + 2 * q;
+                if (n < p.n_cols) epilogue2(p, r, n, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+            }
+        }
+    }
+}
+
+// ---- the exact fp32 kernel ------------------------------------------------------------------
+//
+// BM x BN tile, BK-deep k chunks, each thread TM x TN outputs accumulated with fmaf. Each k chunk
+// is summed into a fresh partial before it joins the total (shorter rounding chains for long
+// k * taps). Loads go through registers one chunk ahead of the compute.
+
+template <int BM, int BN, int BK, int TM, int TN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+    simt_kernel(const Params p)
+{
+    constexpr int THREADS = (BM / TM) * (BN / TN);
+    constexpr int ROWS_PER_PASS = THREADS / BK;
+    constexpr int A_LOADS = BM / ROWS_PER_PASS, B_LOADS = BN / ROWS_PER_PASS;
+    static_assert(THREADS % BK == 0 && BM % ROWS_PER_PASS == 0 && BN % ROWS_PER_PASS == 0,
+                  "load mapping");
+    __shared__ __align__(16) float As[BK][BM + 4];
+    __shared__ __align__(16) float Bs[BK][BN + 4];
+    __shared__ int64_t row_g[BM], row_out[BM];
+    __shared__ uint32_t tile_mask[kMaxMaskWords];
+
+    const int tid = threadIdx.x;
+    const int n_tile = (int)(blockIdx.x % (unsigned)p.n_tiles);
+    const int64_t m0 = (int64_t)(blockIdx.x / (unsigned)p.n_tiles) * BM;
+    const int n0 = n_tile * BN;
+    const int active = cta_setup<BM, THREADS>(p, m0, row_g, row_out, tile_mask);
+    const int kc_per_tap = (p.k + BK - 1) / BK;
+    const int total = active * kc_per_tap;
+
+    const float *A = static_cast<const float *>(p.a);
+    const float *W = static_cast<const float *>(p.w);
+    const int lcol = tid % BK, lrow = tid / BK;
+    int64_t a_off[A_LOADS], b_off[B_LOADS];
+#pragma unroll
+    for (int j = 0; j < B_LOADS; j++) {
+        int n = n0 + lrow + j * ROWS_PER_PASS;
+        b_off[j] = n < p.n_cols ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : -1;
+    }
+    int ld_tap = next_tap(p, tile_mask, 0), ld_kc = 0, cur_tap = -1;
+    float ra[A_LOADS], rb[B_LOADS];
+    auto load_regs = [&]() {
+        if (ld_tap != cur_tap) {
+            cur_tap = ld_tap;
+#pragma unroll
+            for (int j = 0; j < A_LOADS; j++) {
+                int64_t g = row_g[lrow + j * ROWS_PER_PASS], off = -1;
+                if (g >= 0) {
+                    int64_t idx = p.gather ? (int64_t)__ldg(p.gather + g * p.taps + cur_tap) : g;
+                    if (idx >= 0 && idx < p.a_rows) off = idx * p.k;
+                }
+                a_off[j] = off;
+            }
+        }
+        const int col = ld_kc * BK + lcol;
+        const bool col_ok = col < p.k;
+        const int64_t w_tap = (int64_t)cur_tap * p.k + col;
+#pragma unroll
+        for (int j = 0; j < A_LOADS; j++)
+            ra[j] = (col_ok && a_off[j] >= 0) ? __ldg(A + a_off[j] + col) : 0.f;
+#pragma unroll
+        for (int j = 0; j < B_LOADS; j++)
+            rb[j] = (col_ok && b_off[j] >= 0) ? __ldg(W + b_off[j] + w_tap) : 0.f;
+        if (++ld_kc == kc_per_tap) {
+            ld_kc = 0;
+            ld_tap = next_tap(p, tile_mask, ld_tap + 1);
+        }
+    };
+
+    const int tm0 = (tid / (BN / TN)) * TM, tn0 = (tid % (BN / TN)) * TN;
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) acc[i][j] = 0.f;
+
+    if (total > 0) load_regs();
+    for (int it = 0; it < total; it++) {
+#pragma unroll
+        for (int j = 0; j < A_LOADS; j++) As[lcol][lrow + j * ROWS_PER_PASS] = ra[j];
+#pragma unroll
+        for (int j = 0; j < B_LOADS; j++) Bs[lcol][lrow + j * ROWS_PER_PASS] = rb[j];
+        __syncthreads();
+        if (it + 1 < total) load_regs();
+        float part[TM][TN];
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < TN; j++) part[i][j] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < BK; kk++) {
+            float av[TM], bv[TN];
+#pragma unroll
+            for (int i = 0; i < TM; i++) av[i] = As[kk][tm0 + i];
+#pragma unroll
+            for (int j = 0; j < TN; j++) bv[j] = Bs[kk][tn0 + j];
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) part[i][j] = fmaf(av[i], bv[j], part[i][j]);
+        }
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < TN; j++) acc[i][j] += part[i][j];
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        int64_t r = row_out[tm0 + i];
+        if (r < 0) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j += 2) {
+            int n = n0 + tn0 + j;
+            if (n < p.n_cols) epilogue2(p, r, n, acc[i][j], acc[i][j + 1]);
+        }
+    }
+}
+
+} // namespace vcg
+
+#endif

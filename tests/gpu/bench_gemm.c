@@ -1,0 +1,523 @@
+/* tests/gpu/bench_gemm.c - benchmark of vc_gemm_run (gemm/gemm.h) against cuBLAS (not a ctest).
+ * Usage: bench_gemm [runs] [tune]
+ *   - ceilings first: a device-to-device copy (bytes read + written) and cuBLAS 8192^3 in fp16,
+ *     bf16 and tf32; they give each row's floor, max(FLOPs / cuBLAS 8192^3 rate, bytes / copy
+ *     bandwidth);
+ *   - dense C[M, n] = A[M, k] W[n, k]^T for M in {100k, 1M}, (k, n) in {(16,16), (32,32),
+ *     (64,64), (128,128), (256,256), (64,96), (256,384)} and 8192^3, in fp16, bf16 (C in the
+ *     same dtype) and tf32 (C fp32): ours (config -1) and cublasGemmEx with the same dtypes;
+ *   - a gathered GEMM like a subm k3 layer: ~100k voxels of a half-filled height field (3-8
+ *     neighbours each), out_in [N, 27] as the gather, C in fp16, with and without the per-output
+ *     masks; useful FLOPs = 2 x pairs x k x n;
+ *   - with `tune`: every configuration of the table on the fp16 and tf32 suite shapes.
+ * Timing: CUDA events around a batch that cycles over enough input sets to pass twice the L2
+ * (so no launch finds its inputs in the cache); 3 warm-up batches; the median over `runs`
+ * (default 25, at least 20) batches, divided by the batch length. Prints a markdown table last. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv/dtype.h"
+#include "gemm/gemm.h"
+#include "testutil.h"
+
+#ifdef VOXCONV_HAVE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#define WARMUP 3
+
+static int g_runs = 25;
+static cudaStream_t g_stream;
+static cublasHandle_t g_blas;
+static double g_bw = 3.0e12;                   /* measured copy bandwidth, bytes/s */
+static double g_peak[3] = {748e12, 748e12, 374e12}; /* measured cuBLAS 8192^3 per dtype mode */
+
+#define DIE_IF(cond, ...)                                                                      \
+    do {                                                                                       \
+        if (cond) {                                                                            \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define CUDA_CHECK(call)                                                                       \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        DIE_IF(e_ != cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                    \
+    } while (0)
+#define BLAS_CHECK(call)                                                                       \
+    do {                                                                                       \
+        cublasStatus_t s_ = (call);                                                            \
+        DIE_IF(s_ != CUBLAS_STATUS_SUCCESS, "%s: cublas status %d", #call, (int)s_);           \
+    } while (0)
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static float median(float *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_float);
+    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- random device data ---------------------------------------------------------------------- */
+
+#define PATTERN_BYTES ((size_t)32 << 20)
+static uint8_t *g_pattern[3]; /* host: 32 MB of random values of each dtype in [-1, 1) */
+
+static void make_patterns(void)
+{
+    vc_rng rng = {0x1234567887654321ull};
+    for (int d = 0; d < 3; d++) {
+        g_pattern[d] = malloc(PATTERN_BYTES);
+        size_t n = PATTERN_BYTES / (d == VC_GEMM_F32 ? 4 : 2);
+        for (size_t i = 0; i < n; i++)
+            vc_store_f32(g_pattern[d], (vc_dtype)d, (int64_t)i, vc_rng_float(&rng));
+    }
+}
+
+/* A device buffer of `bytes` filled with random values of dtype d (the pattern tiled, shifted). */
+static void *rand_device(int d, size_t bytes, size_t shift)
+{
+    void *p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 16));
+    shift = (shift * 4096) % (PATTERN_BYTES / 2);
+    for (size_t at = 0; at < bytes;) {
+        size_t len = bytes - at < PATTERN_BYTES - shift ? bytes - at : PATTERN_BYTES - shift;
+        CUDA_CHECK(cudaMemcpy((uint8_t *)p + at, g_pattern[d] + shift, len,
+                              cudaMemcpyHostToDevice));
+        at += len;
+        shift = 0;
+    }
+    return p;
+}
+
+/* ---- timing -------------------------------------------------------------------------------- */
+
+typedef void (*run_fn)(void *ctx, int set);
+
+/* Median seconds per call of fn over `sets` rotating input sets. */
+static double time_it(run_fn fn, void *ctx, int sets)
+{
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    int per = sets < 4 ? 4 : sets; /* calls per batch */
+    float *ms = malloc((size_t)g_runs * sizeof *ms);
+    for (int r = -WARMUP; r < g_runs; r++) {
+        CUDA_CHECK(cudaEventRecord(e0, g_stream));
+        for (int i = 0; i < per; i++) fn(ctx, i % sets);
+        CUDA_CHECK(cudaEventRecord(e1, g_stream));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[r], e0, e1));
+    }
+    CUDA_CHECK(cudaGetLastError());
+    double t = median(ms, g_runs) / per * 1e-3;
+    free(ms);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return t;
+}
+
+/* ---- dense problems ------------------------------------------------------------------------- */
+
+enum { MODE_F16, MODE_BF16, MODE_TF32 };
+static const char *mode_name[3] = {"fp16", "bf16", "tf32"};
+
+typedef struct dense {
+    int mode;
+    int64_t M;
+    int32_t k, n;
+    int sets;
+    void *A[64], *W[64], *C[64];
+    int config;
+    int bad; /* vc_gemm_run failed */
+    char msg[200];
+} dense;
+
+static int ab_of(int mode)
+{
+    return mode == MODE_F16 ? VC_GEMM_F16 : mode == MODE_BF16 ? VC_GEMM_BF16 : VC_GEMM_F32;
+}
+static size_t es_of(int mode) { return mode == MODE_TF32 ? 4 : 2; }
+
+static void dense_alloc(dense *d)
+{
+    const size_t es = es_of(d->mode);
+    const size_t bytes = ((size_t)d->M * d->k + (size_t)d->n * d->k + (size_t)d->M * d->n) * es;
+    d->sets = (int)((2 * 50e6 * 2) / (double)bytes) + 1; /* twice the 50 MB L2, with margin */
+    if (d->sets > 64) d->sets = 64;
+    int ab = ab_of(d->mode);
+    for (int s = 0; s < d->sets; s++) {
+        d->A[s] = rand_device(ab, (size_t)d->M * d->k * es, (size_t)s * 7 + 1);
+        d->W[s] = rand_device(ab, (size_t)d->n * d->k * es, (size_t)s * 13 + 5);
+        CUDA_CHECK(cudaMalloc(&d->C[s], (size_t)d->M * d->n * es));
+    }
+}
+
+static void dense_free(dense *d)
+{
+    for (int s = 0; s < d->sets; s++) {
+        cudaFree(d->A[s]);
+        cudaFree(d->W[s]);
+        cudaFree(d->C[s]);
+    }
+}
+
+static void run_ours(void *ctx, int s)
+{
+    dense *d = ctx;
+    vc_gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.m = d->M;
+    a.n_cols = d->n;
+    a.k = d->k;
+    a.taps = 1;
+    a.a = d->A[s];
+    a.a_rows = d->M;
+    a.w = d->W[s];
+    a.b_taps = 1;
+    a.ab_dtype = (vc_gemm_dtype)ab_of(d->mode);
+    a.math = d->mode == MODE_TF32 ? VC_GEMM_MATH_TF32 : VC_GEMM_MATH_DEFAULT;
+    a.c = d->C[s];
+    a.c_dtype = a.ab_dtype;
+    if (vc_gemm_run(&a, d->config, g_stream, d->msg, sizeof d->msg) != 0) d->bad = 1;
+}
+
+static void run_cublas(void *ctx, int s)
+{
+    dense *d = ctx;
+    /* row-major C[M, n] = A[M, k] W[n, k]^T is column-major C' (n x M) = op_T(W')(n x k) A'
+     * (k x M), where W' and A' are the column-major views (k x n, k x M) of W and A */
+    cudaDataType_t t = d->mode == MODE_F16    ? CUDA_R_16F
+                       : d->mode == MODE_BF16 ? CUDA_R_16BF
+                                              : CUDA_R_32F;
+    cublasComputeType_t ct =
+        d->mode == MODE_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const float one = 1.f, zero = 0.f;
+    BLAS_CHECK(cublasGemmEx(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, d->n, (int)d->M, d->k, &one,
+                            d->W[s], t, d->k, d->A[s], t, d->k, &zero, d->C[s], t, d->n, ct,
+                            CUBLAS_GEMM_DEFAULT));
+}
+
+typedef struct row {
+    char shape[48];
+    const char *dtype;
+    double ours, blas, floor_s, flops, bytes;
+    int config;
+} row;
+
+static row g_rows[128];
+static int g_nrows;
+
+static void bench_dense(int mode, int64_t M, int32_t k, int32_t n)
+{
+    dense d;
+    memset(&d, 0, sizeof d);
+    d.mode = mode;
+    d.M = M;
+    d.k = k;
+    d.n = n;
+    d.config = -1;
+    dense_alloc(&d);
+    const double es = (double)es_of(mode);
+    double flops = 2.0 * M * k * n, bytes = ((double)M * k + (double)n * k + (double)M * n) * es;
+    double t_ours = time_it(run_ours, &d, d.sets);
+    DIE_IF(d.bad, "vc_gemm_run failed: %s", d.msg);
+    double t_blas = time_it(run_cublas, &d, d.sets);
+    double fl = flops / g_peak[mode], by = bytes / g_bw;
+    row *r = &g_rows[g_nrows++];
+    if (M == 8192 && k == 8192)
+        snprintf(r->shape, sizeof r->shape, "8192^3");
+    else
+        snprintf(r->shape, sizeof r->shape, "M=%lldk k=%d n=%d", (long long)(M / 1000), k, n);
+    r->dtype = mode_name[mode];
+    r->ours = t_ours;
+    r->blas = t_blas;
+    r->floor_s = fl > by ? fl : by;
+    r->flops = flops;
+    r->bytes = bytes;
+    printf("%-22s %-5s ours %9.1f us %7.1f TFLOP/s %7.0f GB/s | cuBLAS %9.1f us | floor %8.1f"
+           " us | ours/cuBLAS %5.1f%%\n",
+           r->shape, r->dtype, t_ours * 1e6, flops / t_ours * 1e-12, bytes / t_ours * 1e-9,
+           t_blas * 1e6, r->floor_s * 1e6, 100.0 * t_blas / t_ours);
+    fflush(stdout);
+    dense_free(&d);
+}
+
+/* Every fitting configuration on one shape (tune mode). */
+static void tune_dense(int mode, int64_t M, int32_t k, int32_t n)
+{
+    const vc_gemm_config *t;
+    int32_t nc = vc_gemm_configs(&t);
+    dense d;
+    memset(&d, 0, sizeof d);
+    d.mode = mode;
+    d.M = M;
+    d.k = k;
+    d.n = n;
+    dense_alloc(&d);
+    const double es = (double)es_of(mode);
+    double bytes = ((double)M * k + (double)n * k + (double)M * n) * es;
+    printf("tune %s M=%lld k=%d n=%d:", mode_name[mode], (long long)M, k, n);
+    d.config = -1;
+    double t_auto = time_it(run_ours, &d, d.sets);
+    printf(" auto %.1f us;", t_auto * 1e6);
+    for (int32_t i = 0; i < nc; i++) {
+        if ((int)t[i].ab_dtype != ab_of(mode)) continue;
+        if (mode == MODE_TF32 && t[i].math != VC_GEMM_MATH_TF32) continue;
+        d.config = i;
+        d.bad = 0;
+        run_ours(&d, 0);
+        if (d.bad) continue;
+        double ti = time_it(run_ours, &d, d.sets);
+        printf(" %s %.1f us (%.0f GB/s);", t[i].name, ti * 1e6, bytes / ti * 1e-9);
+    }
+    printf("\n");
+    fflush(stdout);
+    dense_free(&d);
+}
+
+/* ---- the gathered (subm k3) problem --------------------------------------------------------- */
+
+typedef struct gathered {
+    int64_t n_vox;
+    int32_t k, n;
+    void *A[8], *W, *C[8];
+    int32_t *out_in[8];
+    uint32_t *masks[8];
+    int sets, use_masks;
+    char msg[200];
+    int bad;
+} gathered;
+
+static void run_gathered(void *ctx, int s)
+{
+    gathered *g = ctx;
+    vc_gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.m = g->n_vox;
+    a.n_cols = g->n;
+    a.k = g->k;
+    a.taps = 27;
+    a.a = g->A[s];
+    a.a_rows = g->n_vox;
+    a.gather = g->out_in[s];
+    a.masks = g->use_masks ? g->masks[s] : NULL;
+    a.mask_words = 1;
+    a.w = g->W;
+    a.b_taps = 27;
+    a.ab_dtype = VC_GEMM_F16;
+    a.c = g->C[s];
+    a.c_dtype = VC_GEMM_F16;
+    if (vc_gemm_run(&a, -1, g_stream, g->msg, sizeof g->msg) != 0) g->bad = 1;
+}
+
+/* A half-filled height field of about 2 x target sites in raster order: out_in of its subm k3
+ * map, masks, and the number of (output, tap) pairs. */
+static int64_t make_field(vc_rng *rng, int64_t target, int32_t **out_in, uint32_t **masks,
+                          int64_t *n_vox)
+{
+    int side = (int)ceil(sqrt(2.0 * target));
+    int32_t *id = malloc((size_t)side * side * 4);
+    int32_t *zs = malloc((size_t)side * side * 4);
+    int64_t n = 0;
+    for (int y = 0; y < side; y++)
+        for (int x = 0; x < side; x++) {
+            int on = vc_rng_next(rng) % 2 == 0;
+            id[y * side + x] = on ? (int32_t)n++ : -1;
+            zs[y * side + x] = (int32_t)floor(8 + 3 * sin(x / 9.0) + 2 * cos(y / 11.0));
+        }
+    int32_t *oi = malloc((size_t)n * 27 * 4);
+    uint32_t *mk = calloc((size_t)n, 4);
+    int64_t pairs = 0;
+    for (int y = 0; y < side; y++)
+        for (int x = 0; x < side; x++) {
+            int32_t i = id[y * side + x];
+            if (i < 0) continue;
+            for (int t = 0; t < 27; t++) {
+                int dz = t / 9 - 1, dy = (t / 3) % 3 - 1, dx = t % 3 - 1;
+                int yy = y + dy, xx = x + dx;
+                int32_t j = -1;
+                if (yy >= 0 && yy < side && xx >= 0 && xx < side && id[yy * side + xx] >= 0 &&
+                    zs[yy * side + xx] == zs[y * side + x] + dz)
+                    j = id[yy * side + xx];
+                oi[(int64_t)i * 27 + t] = j;
+                if (j >= 0) {
+                    mk[i] |= 1u << t;
+                    pairs++;
+                }
+            }
+        }
+    free(id);
+    free(zs);
+    *out_in = oi;
+    *masks = mk;
+    *n_vox = n;
+    return pairs;
+}
+
+static void bench_gathered(int32_t k, int32_t n, int use_masks)
+{
+    vc_rng rng = {0xfeedfacecafebeefull};
+    gathered g;
+    memset(&g, 0, sizeof g);
+    int32_t *oi;
+    uint32_t *mk;
+    int64_t pairs = make_field(&rng, 100000, &oi, &mk, &g.n_vox);
+    g.k = k;
+    g.n = n;
+    g.use_masks = use_masks;
+    g.sets = 8;
+    g.W = rand_device(VC_GEMM_F16, (size_t)n * 27 * k * 2, 3);
+    for (int s = 0; s < g.sets; s++) {
+        g.A[s] = rand_device(VC_GEMM_F16, (size_t)g.n_vox * k * 2, (size_t)s * 11 + 2);
+        CUDA_CHECK(cudaMalloc((void **)&g.C[s], (size_t)g.n_vox * n * 2));
+        CUDA_CHECK(cudaMalloc((void **)&g.out_in[s], (size_t)g.n_vox * 27 * 4));
+        CUDA_CHECK(cudaMemcpy(g.out_in[s], oi, (size_t)g.n_vox * 27 * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMalloc((void **)&g.masks[s], (size_t)g.n_vox * 4));
+        CUDA_CHECK(cudaMemcpy(g.masks[s], mk, (size_t)g.n_vox * 4, cudaMemcpyHostToDevice));
+    }
+    double t = time_it(run_gathered, &g, g.sets);
+    DIE_IF(g.bad, "vc_gemm_run failed: %s", g.msg);
+    /* the yardstick: cuBLAS on a dense GEMM over as many rows as pairs */
+    dense d;
+    memset(&d, 0, sizeof d);
+    d.mode = MODE_F16;
+    d.M = pairs;
+    d.k = k;
+    d.n = n;
+    dense_alloc(&d);
+    double tb = time_it(run_cublas, &d, d.sets);
+    dense_free(&d);
+    double flops = 2.0 * pairs * k * n;
+    double bytes = ((double)g.n_vox * (k + n) + 27.0 * k * n) * 2 + g.n_vox * 27.0 * 4 +
+                   (use_masks ? g.n_vox * 4.0 : 0);
+    row *r = &g_rows[g_nrows++];
+    snprintf(r->shape, sizeof r->shape, "subm k3 %lldk %.1f nb %d->%d%s",
+             (long long)(g.n_vox / 1000), (double)pairs / g.n_vox, k, n, use_masks ? " mask" : "");
+    r->dtype = "fp16";
+    r->ours = t;
+    r->blas = tb;
+    double fl = flops / g_peak[MODE_F16], by = bytes / g_bw;
+    r->floor_s = fl > by ? fl : by;
+    r->flops = flops;
+    r->bytes = bytes;
+    printf("%-34s ours %8.1f us, useful %6.1f TFLOP/s, %6.0f GB/s (min bytes) | cuBLAS dense "
+           "M=pairs %8.1f us | floor %6.1f us\n",
+           r->shape, t * 1e6, flops / t * 1e-12, bytes / t * 1e-9, tb * 1e6, r->floor_s * 1e6);
+    fflush(stdout);
+    for (int s = 0; s < g.sets; s++) {
+        cudaFree(g.A[s]);
+        cudaFree(g.C[s]);
+        cudaFree(g.out_in[s]);
+        cudaFree(g.masks[s]);
+    }
+    cudaFree(g.W);
+    free(oi);
+    free(mk);
+}
+
+/* ---- ceilings ------------------------------------------------------------------------------- */
+
+static void *g_cp_src, *g_cp_dst;
+static size_t g_cp_bytes;
+static void run_copy(void *ctx, int s)
+{
+    (void)ctx;
+    (void)s;
+    CUDA_CHECK(cudaMemcpyAsync(g_cp_dst, g_cp_src, g_cp_bytes, cudaMemcpyDeviceToDevice, g_stream));
+}
+
+static void measure_ceilings(void)
+{
+    g_cp_bytes = (size_t)1 << 30;
+    CUDA_CHECK(cudaMalloc(&g_cp_src, g_cp_bytes));
+    CUDA_CHECK(cudaMalloc(&g_cp_dst, g_cp_bytes));
+    CUDA_CHECK(cudaMemset(g_cp_src, 1, g_cp_bytes));
+    double t = time_it(run_copy, NULL, 1);
+    g_bw = 2.0 * g_cp_bytes / t;
+    cudaFree(g_cp_src);
+    cudaFree(g_cp_dst);
+    printf("device-to-device copy: %.0f GB/s (bytes read + written)\n", g_bw * 1e-9);
+    for (int mode = 0; mode < 3; mode++) {
+        dense d;
+        memset(&d, 0, sizeof d);
+        d.mode = mode;
+        d.M = d.k = d.n = 8192;
+        dense_alloc(&d);
+        double tb = time_it(run_cublas, &d, d.sets);
+        g_peak[mode] = 2.0 * 8192.0 * 8192.0 * 8192.0 / tb;
+        printf("cuBLAS 8192^3 %s: %.1f TFLOP/s\n", mode_name[mode], g_peak[mode] * 1e-12);
+        dense_free(&d);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        printf("bench_gemm: no CUDA device\n");
+        return 77;
+    }
+    int tune = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "tune"))
+            tune = 1;
+        else
+            g_runs = atoi(argv[i]) < 20 ? 20 : atoi(argv[i]);
+    }
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs, L2 %d MB; runs %d (median), warm-up %d\n", prop.name,
+           prop.multiProcessorCount, prop.l2CacheSize >> 20, g_runs, WARMUP);
+    CUDA_CHECK(cudaStreamCreate(&g_stream));
+    BLAS_CHECK(cublasCreate(&g_blas));
+    BLAS_CHECK(cublasSetStream(g_blas, g_stream));
+    make_patterns();
+    measure_ceilings();
+
+    static const int32_t kn[][2] = {{16, 16}, {32, 32}, {64, 64}, {128, 128},
+                                    {256, 256}, {64, 96}, {256, 384}};
+    const int nkn = (int)(sizeof kn / sizeof kn[0]);
+    const int64_t Ms[] = {100000, 1000000};
+    if (tune)
+        for (int mode = 0; mode < 3; mode += 2)
+            for (int mi = 0; mi < 2; mi++)
+                for (int s = 0; s < nkn; s++) tune_dense(mode, Ms[mi], kn[s][0], kn[s][1]);
+    for (int mode = 0; mode < 3; mode++) {
+        for (int mi = 0; mi < 2; mi++)
+            for (int s = 0; s < nkn; s++) bench_dense(mode, Ms[mi], kn[s][0], kn[s][1]);
+        bench_dense(mode, 8192, 8192, 8192);
+    }
+    bench_gathered(32, 32, 0);
+    bench_gathered(32, 32, 1);
+    bench_gathered(64, 64, 0);
+    bench_gathered(64, 64, 1);
+
+    printf("\n| problem | dtype | ours us | TFLOP/s | GB/s | cuBLAS us | floor us | ours/cuBLAS | "
+           "ours/floor |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int i = 0; i < g_nrows; i++) {
+        row *r = &g_rows[i];
+        printf("| %s | %s | %.1f | %.1f | %.0f | %.1f | %.1f | %.0f%% | %.0f%% |\n", r->shape,
+               r->dtype, r->ours * 1e6, r->flops / r->ours * 1e-12, r->bytes / r->ours * 1e-9,
+               r->blas * 1e6, r->floor_s * 1e6, 100.0 * r->blas / r->ours,
+               100.0 * r->floor_s / r->ours);
+    }
+    cublasDestroy(g_blas);
+    cudaStreamDestroy(g_stream);
+    return 0;
+}
+
+#else
+int main(void)
+{
+    printf("bench_gemm: built without CUDA\n");
+    return 77;
+}
+#endif

@@ -1,0 +1,655 @@
+/* tests/gpu/test_gpu_gemm.c - vc_gemm_run (gemm/gemm.h) against a CPU double-precision
+ * reference written here, on inputs rounded to the stored dtype.
+ *   - dense GEMMs over k, n_cols in {1, 3, 4, 5, 8, 16, 17, 32, 64, 96, 128, 256, 384} for fp16,
+ *     bf16, fp32 through tf32 and exact fp32; m in {0, 1, 31, 33, 1000, 100000};
+ *   - gathered GEMMs with taps 1 and 27, random -1 holes (whole taps absent over runs of rows so
+ *     that CTA masks skip work), gather_rows and row_map permutations, masks (the result must
+ *     equal the unmasked one), accumulate, every epilogue option, C in fp32/fp16/bf16, residual
+ *     in every dtype; per-offset gather-GEMM-scatter (taps 1, b_tap0 = t, accumulate);
+ *   - every compiled configuration, the -2 answer of one that does not fit, misaligned A;
+ *   - bad arguments: -1 and a message.
+ * C is poisoned with NaN before each run (random values for accumulate); rows that no logical row
+ * maps to must keep their bits. Tolerances (relative Frobenius norm): fp32 1e-6, tf32 5e-4,
+ * fp16/bf16 1e-2, raised to the rounding of a 16-bit C. Prints its seed (VC_TEST_SEED replays);
+ * VC_SANITIZE=1 shrinks the sizes for compute-sanitizer. Exits 77 without a usable device. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv/dtype.h"
+#include "gemm/gemm.h"
+#include "testutil.h"
+
+#ifdef VOXCONV_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+static cudaStream_t g_stream;
+static int g_small; /* VC_SANITIZE: small sizes only */
+static int g_cases;
+
+#define CUDA_OK(call)                                                                          \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
+    } while (0)
+
+static const char *dt_name(int d)
+{
+    return d == VC_GEMM_F16 ? "f16" : d == VC_GEMM_BF16 ? "bf16" : "f32";
+}
+static size_t dt_size(int d) { return d == VC_GEMM_F32 ? 4 : 2; }
+
+static float round_to(int d, float v)
+{
+    if (d == VC_GEMM_F16) return vc_f16_to_f32(vc_f32_to_f16(v));
+    if (d == VC_GEMM_BF16) return vc_bf16_to_f32(vc_f32_to_bf16(v));
+    return v;
+}
+
+/* Packs n floats into a host buffer of dtype d. */
+static void *pack(int d, const float *v, int64_t n)
+{
+    void *b = malloc((size_t)n * dt_size(d) + 16);
+    for (int64_t i = 0; i < n; i++) vc_store_f32(b, (vc_dtype)d, i, v[i]);
+    return b;
+}
+
+static void *to_device(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
+    if (bytes && host) CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* Random values in [-1, 1) rounded to dtype d. */
+static float *rand_vals(vc_rng *rng, int d, int64_t n)
+{
+    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    for (int64_t i = 0; i < n; i++) v[i] = round_to(d, vc_rng_float(rng));
+    return v;
+}
+
+/* A random permutation of [0, n). */
+static int32_t *perm(vc_rng *rng, int64_t n)
+{
+    int32_t *p = malloc((size_t)(n > 0 ? n : 1) * 4);
+    for (int64_t i = 0; i < n; i++) p[i] = (int32_t)i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = vc_rng_int(rng, i + 1);
+        int32_t t = p[i];
+        p[i] = p[j];
+        p[j] = t;
+    }
+    return p;
+}
+
+typedef struct gcase {
+    int64_t m;
+    int32_t n, k, taps, b_taps, b_tap0;
+    int ab, math, cdt;
+    int gather;      /* gather table with holes */
+    double present;  /* probability that a tap of a row is present */
+    int grows;       /* gather_rows: random rows of the gather table */
+    int rmap;        /* row_map: a permutation into more C rows than m */
+    int masks;       /* per-output masks built from the gather table */
+    int accumulate, bias, residual, res_dt, act;
+    float slope;
+    int config;      /* -1: the library picks */
+    int misalign;    /* A and W start one element past an aligned address */
+} gcase;
+
+static gcase base(int64_t m, int32_t n, int32_t k, int ab, int math, int cdt)
+{
+    gcase c;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.n = n;
+    c.k = k;
+    c.taps = 1;
+    c.b_taps = 1;
+    c.ab = ab;
+    c.math = math;
+    c.cdt = cdt;
+    c.present = 1.0;
+    c.config = -1;
+    c.res_dt = VC_GEMM_F32;
+    c.slope = 0.1f;
+    return c;
+}
+
+static double tol_of(const gcase *c)
+{
+    double t = c->ab == VC_GEMM_F32 ? (c->math == VC_GEMM_MATH_TF32 ? 5e-4 : 1e-6) : 1e-2;
+    double tc = c->cdt == VC_GEMM_F16 ? 1e-3 : c->cdt == VC_GEMM_BF16 ? 8e-3 : 0;
+    return t > tc ? t : tc;
+}
+
+static void describe(const gcase *c, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "m %lld n %d k %d taps %d (b %d/%d) ab %s math %d c %s gather %d(%.2f) grows %d "
+             "rmap %d masks %d acc %d bias %d res %d(%s) act %d cfg %d mis %d",
+             (long long)c->m, c->n, c->k, c->taps, c->b_tap0, c->b_taps, dt_name(c->ab), c->math,
+             dt_name(c->cdt), c->gather, c->present, c->grows, c->rmap, c->masks, c->accumulate,
+             c->bias, c->residual, dt_name(c->res_dt), c->act, c->config, c->misalign);
+}
+
+/* Runs one case; returns the relative error (or -1 when vc_gemm_run did not return 0). */
+static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
+{
+    char what[400];
+    describe(c, what, sizeof what);
+    g_cases++;
+    const int64_t m = c->m;
+    const int32_t n = c->n, k = c->k, taps = c->taps;
+    const int64_t g_rows = c->grows ? m + 5 : m;
+    int64_t a_rows = c->gather ? (m / 2 + 3) : (c->grows ? g_rows : m + 3);
+    const int64_t c_rows = c->rmap ? m + m / 3 + 7 : m;
+
+    float *A = rand_vals(rng, c->ab, a_rows * k);
+    float *W = rand_vals(rng, c->ab, (int64_t)n * c->b_taps * k);
+    int32_t *gather = NULL, *grows = NULL, *rmap = NULL;
+    uint32_t *masks = NULL;
+    int32_t mask_words = (taps + 31) / 32 + (c->masks == 2);
+    if (c->gather) {
+        gather = malloc((size_t)(g_rows * taps > 0 ? g_rows * taps : 1) * 4);
+        for (int64_t g = 0; g < g_rows; g++)
+            for (int32_t t = 0; t < taps; t++) {
+                /* whole taps absent over runs of 256 rows, random holes elsewhere */
+                int absent = taps > 1 && ((g / 256) + t) % 3 == 0;
+                int on = !absent && (vc_rng_next(rng) >> 11) * (1.0 / 9007199254740992.0) <
+                                        c->present;
+                gather[g * taps + t] = on ? (int32_t)vc_rng_int(rng, a_rows) : -1;
+            }
+    }
+    if (c->grows) {
+        grows = malloc((size_t)(m > 0 ? m : 1) * 4);
+        for (int64_t i = 0; i < m; i++) grows[i] = (int32_t)vc_rng_int(rng, g_rows);
+    }
+    if (c->rmap) rmap = perm(rng, c_rows);
+    if (c->masks) {
+        masks = malloc((size_t)c_rows * mask_words * 4);
+        for (int64_t i = 0; i < c_rows * mask_words; i++) masks[i] = (uint32_t)vc_rng_next(rng);
+        for (int64_t i = 0; i < m; i++) {
+            int64_t r = rmap ? rmap[i] : i, g = grows ? grows[i] : i;
+            uint32_t *mr = masks + r * mask_words;
+            memset(mr, 0, (size_t)mask_words * 4);
+            for (int32_t t = 0; t < taps; t++)
+                if (gather[g * taps + t] >= 0) mr[t >> 5] |= 1u << (t & 31);
+        }
+    }
+    float *bias = c->bias ? rand_vals(rng, VC_GEMM_F32, n) : NULL;
+    float *res = c->residual ? rand_vals(rng, c->res_dt, c_rows * n) : NULL;
+    /* C before the run: poison (NaN) or random fp32 values to accumulate into */
+    float *c0 = malloc((size_t)(c_rows * n > 0 ? c_rows * n : 1) * 4);
+    for (int64_t i = 0; i < c_rows * n; i++) c0[i] = c->accumulate ? vc_rng_float(rng) : NAN;
+
+    /* the reference, in double */
+    double *ref = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof *ref);
+    double *acc = malloc((size_t)n * sizeof *acc);
+    for (int64_t i = 0; i < m; i++) {
+        int64_t r = rmap ? rmap[i] : i, g = grows ? grows[i] : i;
+        for (int32_t j = 0; j < n; j++) acc[j] = 0;
+        for (int32_t t = 0; t < taps; t++) {
+            int64_t idx = gather ? gather[g * taps + t] : g;
+            if (idx < 0) continue;
+            const float *ar = A + idx * k;
+            for (int32_t j = 0; j < n; j++) {
+                const float *wr = W + ((int64_t)j * c->b_taps + c->b_tap0 + t) * k;
+                double s = 0;
+                for (int32_t q = 0; q < k; q++) s += (double)ar[q] * wr[q];
+                acc[j] += s;
+            }
+        }
+        for (int32_t j = 0; j < n; j++) {
+            double v = acc[j];
+            if (c->accumulate) v += c0[r * n + j];
+            if (bias) v += bias[j];
+            if (res) v += res[r * n + j];
+            if (c->act == VC_GEMM_ACT_RELU && v < 0) v = 0;
+            if (c->act == VC_GEMM_ACT_LEAKY && v < 0) v *= c->slope;
+            ref[i * n + j] = v;
+        }
+    }
+
+    /* device buffers */
+    const size_t es = dt_size(c->ab), off = c->misalign ? es : 0;
+    void *hA = pack(c->ab, A, a_rows * k), *hW = pack(c->ab, W, (int64_t)n * c->b_taps * k);
+    uint8_t *dA = to_device(NULL, (size_t)a_rows * k * es + 16);
+    uint8_t *dW = to_device(NULL, (size_t)n * c->b_taps * k * es + 16);
+    if (a_rows > 0)
+        CUDA_OK(cudaMemcpy(dA + off, hA, (size_t)a_rows * k * es, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dW + off, hW, (size_t)n * c->b_taps * k * es, cudaMemcpyHostToDevice));
+    int32_t *dg = gather ? to_device(gather, (size_t)g_rows * taps * 4) : NULL;
+    int32_t *dgr = grows ? to_device(grows, (size_t)m * 4) : NULL;
+    int32_t *drm = rmap ? to_device(rmap, (size_t)m * 4) : NULL;
+    uint32_t *dmk = masks ? to_device(masks, (size_t)c_rows * mask_words * 4) : NULL;
+    float *dbias = bias ? to_device(bias, (size_t)n * 4) : NULL;
+    void *hres = res ? pack(c->res_dt, res, c_rows * n) : NULL;
+    void *dres = res ? to_device(hres, (size_t)c_rows * n * dt_size(c->res_dt)) : NULL;
+    const size_t cbytes = (size_t)c_rows * n * dt_size(c->cdt);
+    void *hc0 = pack(c->cdt, c0, c_rows * n);
+    void *dC = to_device(hc0, cbytes);
+
+    vc_gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.m = m;
+    a.n_cols = n;
+    a.k = k;
+    a.taps = taps;
+    a.a = dA + off;
+    a.a_rows = a_rows;
+    a.gather = dg;
+    a.gather_rows = dgr;
+    a.row_map = drm;
+    a.masks = dmk;
+    a.mask_words = mask_words;
+    a.w = dW + off;
+    a.b_taps = c->b_taps;
+    a.b_tap0 = c->b_tap0;
+    a.ab_dtype = (vc_gemm_dtype)c->ab;
+    a.math = (vc_gemm_math)c->math;
+    a.c = dC;
+    a.c_dtype = (vc_gemm_dtype)c->cdt;
+    a.accumulate = c->accumulate;
+    a.bias = dbias;
+    a.residual = dres;
+    a.residual_dtype = (vc_gemm_dtype)c->res_dt;
+    a.act = (vc_gemm_act)c->act;
+    a.slope = c->slope;
+
+    double err = -1;
+    char msg[256] = "";
+    int rc = vc_gemm_run(&a, c->config, g_stream, msg, sizeof msg);
+    CHECK_MSG(rc == expect_rc, "%s: rc %d, expected %d (%s)", what, rc, expect_rc, msg);
+    if (rc == 0 && expect_rc == 0) {
+        CUDA_OK(cudaStreamSynchronize(g_stream));
+        CUDA_OK(cudaGetLastError());
+        void *hc = malloc(cbytes + 16);
+        CUDA_OK(cudaMemcpy(hc, dC, cbytes, cudaMemcpyDeviceToHost));
+        float *got = malloc((size_t)(m * n > 0 ? m * n : 1) * 4);
+        char *mapped = calloc((size_t)c_rows + 1, 1);
+        for (int64_t i = 0; i < m; i++) {
+            int64_t r = rmap ? rmap[i] : i;
+            mapped[r] = 1;
+            for (int32_t j = 0; j < n; j++)
+                got[i * n + j] = vc_load_f32(hc, (vc_dtype)c->cdt, r * n + j);
+        }
+        err = vc_rel_err(got, ref, m * n);
+        CHECK_MSG(err <= tol_of(c), "%s: rel err %.3g > %.3g", what, err, tol_of(c));
+        /* rows outside the map keep their bits */
+        int64_t touched = 0;
+        const size_t rb = (size_t)n * dt_size(c->cdt);
+        for (int64_t r = 0; r < c_rows; r++)
+            if (!mapped[r] && memcmp((uint8_t *)hc + r * rb, (uint8_t *)hc0 + r * rb, rb))
+                touched++;
+        CHECK_MSG(touched == 0, "%s: %lld unmapped rows written", what, (long long)touched);
+        /* determinism: a second run gives the same bits */
+        if (!c->accumulate && m > 0 && (c->gather || m >= 1000)) {
+            CHECK(vc_gemm_run(&a, c->config, g_stream, msg, sizeof msg) == 0);
+            void *hc2 = malloc(cbytes + 16);
+            CUDA_OK(cudaMemcpy(hc2, dC, cbytes, cudaMemcpyDeviceToHost));
+            CHECK_MSG(memcmp(hc, hc2, cbytes) == 0, "%s: second run differs", what);
+            free(hc2);
+        }
+        free(hc);
+        free(got);
+        free(mapped);
+    }
+    cudaFree(dA);
+    cudaFree(dW);
+    cudaFree(dg);
+    cudaFree(dgr);
+    cudaFree(drm);
+    cudaFree(dmk);
+    cudaFree(dbias);
+    cudaFree(dres);
+    cudaFree(dC);
+    free(A);
+    free(W);
+    free(gather);
+    free(grows);
+    free(rmap);
+    free(masks);
+    free(bias);
+    free(res);
+    free(hres);
+    free(c0);
+    free(hc0);
+    free(hA);
+    free(hW);
+    free(ref);
+    free(acc);
+    return err;
+}
+
+static const int32_t kDims[] = {1, 3, 4, 5, 8, 16, 17, 32, 64, 96, 128, 256, 384};
+#define NDIMS ((int)(sizeof kDims / sizeof kDims[0]))
+
+typedef struct abmode {
+    int ab, math;
+} abmode;
+static const abmode kModes[] = {{VC_GEMM_F16, VC_GEMM_MATH_DEFAULT},
+                                {VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT},
+                                {VC_GEMM_F32, VC_GEMM_MATH_TF32},
+                                {VC_GEMM_F32, VC_GEMM_MATH_FP32}};
+#define NMODES 4
+
+/* Dense GEMMs over every (k, n) pair, each dtype; m varies with the pair. */
+static void test_dense_sweep(vc_rng *rng)
+{
+    const int64_t ms[] = {1, 31, 33, 257, 1000};
+    double worst[NMODES] = {0};
+    int step = g_small ? 3 : 1;
+    for (int mo = 0; mo < NMODES; mo++)
+        for (int ki = 0; ki < NDIMS; ki += step)
+            for (int ni = 0; ni < NDIMS; ni += step) {
+                int64_t m = ms[(ki + ni + mo) % 5];
+                int cdt = (ki + ni) % 3 == 0 ? VC_GEMM_F32 : kModes[mo].ab;
+                gcase c = base(m, kDims[ni], kDims[ki], kModes[mo].ab, kModes[mo].math, cdt);
+                double e = run_case(rng, &c, 0);
+                if (e > worst[mo]) worst[mo] = e;
+            }
+    printf("dense sweep: worst rel err f16 %.2e bf16 %.2e tf32 %.2e fp32 %.2e\n", worst[0],
+           worst[1], worst[2], worst[3]);
+}
+
+/* m = 0 returns 0 and writes nothing; m = 100000 dense and gathered. */
+static void test_sizes(vc_rng *rng)
+{
+    for (int mo = 0; mo < NMODES; mo++) {
+        gcase c = base(0, 64, 64, kModes[mo].ab, kModes[mo].math, VC_GEMM_F32);
+        run_case(rng, &c, 0);
+        c.gather = 1;
+        c.taps = c.b_taps = 27;
+        run_case(rng, &c, 0);
+    }
+    if (g_small) return;
+    for (int mo = 0; mo < NMODES; mo++) {
+        gcase c = base(100000, 64, 64, kModes[mo].ab, kModes[mo].math, kModes[mo].ab);
+        double e = run_case(rng, &c, 0);
+        gcase g = base(100000, 32, 32, kModes[mo].ab, kModes[mo].math, VC_GEMM_F32);
+        g.gather = g.masks = g.grows = g.rmap = 1;
+        g.taps = g.b_taps = 27;
+        g.present = 0.25;
+        g.bias = g.residual = 1;
+        g.res_dt = kModes[mo].ab;
+        g.act = VC_GEMM_ACT_RELU;
+        double eg = run_case(rng, &g, 0);
+        printf("m 100000 %s%s: dense 64x64 %.2e, gathered 27 taps 32x32 %.2e\n",
+               dt_name(kModes[mo].ab), kModes[mo].math == VC_GEMM_MATH_TF32 ? "/tf32" : "", e,
+               eg);
+    }
+}
+
+/* Gathered GEMMs: taps 1 and 27, holes, permutations, masks, every epilogue option. */
+static void test_gathered(vc_rng *rng)
+{
+    const int32_t shapes[][2] = {{4, 32}, {3, 16}, {5, 17}, {16, 16}, {17, 5}, {32, 64},
+                                 {64, 96}, {96, 128}, {128, 128}, {1, 8}, {64, 384}, {256, 256}};
+    const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+    int count = 0;
+    double worst[NMODES] = {0};
+    for (int mo = 0; mo < NMODES; mo++)
+        for (int s = 0; s < nshapes; s += g_small ? 3 : 1)
+            for (int v = 0; v < 6; v++) {
+                int taps = v % 2 ? 27 : 1;
+                int64_t m = g_small ? 33 + v * 50 : (v == 4 ? 33 : 1000 + 700 * v);
+                if (shapes[s][0] * shapes[s][1] > 16384) m /= 2;
+                int cdt = v % 3 == 0 ? VC_GEMM_F32 : (v % 3 == 1 ? VC_GEMM_F16 : VC_GEMM_BF16);
+                gcase c = base(m, shapes[s][1], shapes[s][0], kModes[mo].ab, kModes[mo].math, cdt);
+                c.gather = 1;
+                c.taps = taps;
+                c.b_taps = taps == 1 ? 27 : 27 + v;
+                c.b_tap0 = taps == 1 ? (s * 7 + v) % 27 : v;
+                c.present = taps == 1 ? 0.8 : 0.3;
+                c.grows = (v + s) % 2;
+                c.rmap = (v / 2 + s) % 2;
+                c.masks = taps > 1 ? 1 + (v == 5) : (v == 2);
+                c.accumulate = cdt == VC_GEMM_F32 && (s % 3 == 1);
+                c.bias = (v + s) % 3 != 0;
+                c.residual = (v + s) % 4 == 1 || v == 3;
+                c.res_dt = (s + v) % 3;
+                c.act = (v + s + mo) % 3;
+                c.slope = 0.2f;
+                double e = run_case(rng, &c, 0);
+                if (e > worst[mo]) worst[mo] = e;
+                count++;
+            }
+    printf("gathered: %d cases, worst rel err f16 %.2e bf16 %.2e tf32 %.2e fp32 %.2e\n", count,
+           worst[0], worst[1], worst[2], worst[3]);
+}
+
+/* Masks do not change the result: the same case with and without masks. */
+static void test_masks_equal(vc_rng *rng)
+{
+    for (int mo = 0; mo < NMODES; mo++) {
+        uint64_t save = rng->s;
+        gcase c = base(g_small ? 300 : 3000, 32, 32, kModes[mo].ab, kModes[mo].math, VC_GEMM_F32);
+        c.gather = 1;
+        c.taps = c.b_taps = 27;
+        c.present = 0.15;
+        c.rmap = 1;
+        double e0 = run_case(rng, &c, 0);
+        rng->s = save; /* same inputs */
+        c.masks = 1;
+        double e1 = run_case(rng, &c, 0);
+        CHECK_MSG(e0 == e1, "masks changed the result (%s): %.3g vs %.3g", dt_name(c.ab), e0,
+                  e1);
+    }
+}
+
+/* Gather-GEMM-scatter: one launch per offset into an fp32 C, accumulate. Uses one C buffer. */
+static void test_per_offset(vc_rng *rng)
+{
+    for (int mo = 0; mo < NMODES; mo++) {
+        const int64_t n_in = g_small ? 200 : 5000, n_out = n_in;
+        const int32_t k = 32, n = 48, K = 27;
+        int ab = kModes[mo].ab;
+        float *A = rand_vals(rng, ab, n_in * k), *W = rand_vals(rng, ab, (int64_t)n * K * k);
+        double *ref = calloc((size_t)n_out * n, sizeof *ref);
+        void *hA = pack(ab, A, n_in * k), *hW = pack(ab, W, (int64_t)n * K * k);
+        void *dA = to_device(hA, (size_t)n_in * k * dt_size(ab));
+        void *dW = to_device(hW, (size_t)n * K * k * dt_size(ab));
+        float *dC = to_device(NULL, (size_t)n_out * n * 4);
+        CUDA_OK(cudaMemset(dC, 0, (size_t)n_out * n * 4));
+        int32_t *in_rows = malloc((size_t)n_out * 4), *out_rows = malloc((size_t)n_out * 4);
+        int32_t *d_in = to_device(NULL, (size_t)n_out * 4);
+        int32_t *d_out = to_device(NULL, (size_t)n_out * 4);
+        int ok = 1;
+        for (int32_t t = 0; t < K; t++) {
+            int32_t *p = perm(rng, n_out);
+            int64_t cnt = vc_rng_int(rng, n_out / 2 + 1);
+            if (t == 13) cnt = n_out;
+            for (int64_t i = 0; i < cnt; i++) {
+                out_rows[i] = p[i];
+                in_rows[i] = (int32_t)vc_rng_int(rng, n_in);
+                for (int32_t j = 0; j < n; j++) {
+                    double s = 0;
+                    for (int32_t q = 0; q < k; q++)
+                        s += (double)A[(int64_t)in_rows[i] * k + q] *
+                             W[((int64_t)j * K + t) * k + q];
+                    ref[(int64_t)p[i] * n + j] += s;
+                }
+            }
+            free(p);
+            CUDA_OK(cudaMemcpy(d_in, in_rows, (size_t)cnt * 4, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaMemcpy(d_out, out_rows, (size_t)cnt * 4, cudaMemcpyHostToDevice));
+            vc_gemm_args a;
+            memset(&a, 0, sizeof a);
+            a.m = cnt;
+            a.n_cols = n;
+            a.k = k;
+            a.taps = 1;
+            a.a = dA;
+            a.a_rows = n_in;
+            a.gather = d_in;
+            a.row_map = d_out;
+            a.w = dW;
+            a.b_taps = K;
+            a.b_tap0 = t;
+            a.ab_dtype = (vc_gemm_dtype)ab;
+            a.math = (vc_gemm_math)kModes[mo].math;
+            a.c = dC;
+            a.c_dtype = VC_GEMM_F32;
+            a.accumulate = 1;
+            char msg[200];
+            if (vc_gemm_run(&a, -1, g_stream, msg, sizeof msg) != 0) {
+                ok = 0;
+                fprintf(stderr, "per-offset t %d: %s\n", t, msg);
+            }
+            /* the index buffers are rewritten next iteration */
+            CUDA_OK(cudaStreamSynchronize(g_stream));
+        }
+        CHECK(ok);
+        float *got = malloc((size_t)n_out * n * 4);
+        CUDA_OK(cudaMemcpy(got, dC, (size_t)n_out * n * 4, cudaMemcpyDeviceToHost));
+        gcase c = base(1, n, k, ab, kModes[mo].math, VC_GEMM_F32);
+        double e = vc_rel_err(got, ref, n_out * n);
+        CHECK_MSG(e <= tol_of(&c), "per-offset %s: rel err %.3g", dt_name(ab), e);
+        printf("per-offset scatter %s%s: rel err %.2e\n", dt_name(ab),
+               kModes[mo].math == VC_GEMM_MATH_TF32 ? "/tf32" : "", e);
+        free(A), free(W), free(ref), free(hA), free(hW), free(in_rows), free(out_rows), free(got);
+        cudaFree(dA), cudaFree(dW), cudaFree(dC), cudaFree(d_in), cudaFree(d_out);
+    }
+}
+
+/* Every configuration of the table on a case it fits, and -2 where it does not. */
+static void test_configs(vc_rng *rng)
+{
+    const vc_gemm_config *t = NULL;
+    int32_t nc = vc_gemm_configs(&t);
+    CHECK(nc > 0 && t != NULL);
+    for (int32_t i = 0; i < nc; i++) {
+        CHECK(t[i].name && t[i].tile_m > 0 && t[i].tile_n > 0 && t[i].tile_k > 0);
+        int math = t[i].ab_dtype != VC_GEMM_F32 ? VC_GEMM_MATH_DEFAULT : t[i].math;
+        int32_t ks[] = {64, 3, 24, 8};
+        for (int j = 0; j < 4; j++) {
+            gcase c = base(g_small ? 100 : 777, 40 + 24 * j, ks[j], t[i].ab_dtype, math,
+                           VC_GEMM_F32);
+            c.config = i;
+            c.gather = j % 2;
+            c.taps = c.b_taps = j % 2 ? 27 : 1;
+            c.present = 0.4;
+            c.masks = j == 1;
+            c.bias = 1;
+            int narrow = strstr(t[i].name, "scalar") || strstr(t[i].name, "_a4") ||
+                         strstr(t[i].name, "fma");
+            int fits = narrow || ks[j] % (t[i].ab_dtype == VC_GEMM_F32 ? 4 : 8) == 0;
+            double e = run_case(rng, &c, fits ? 0 : -2);
+            if (j == 0) printf("config %2d %-26s k %d: rel err %.2e\n", i, t[i].name, ks[j], e);
+        }
+    }
+    /* misaligned A and W: the library must pick a path that fits */
+    for (int mo = 0; mo < NMODES; mo++) {
+        gcase c = base(500, 64, 64, kModes[mo].ab, kModes[mo].math, VC_GEMM_F32);
+        c.misalign = 1;
+        run_case(rng, &c, 0);
+    }
+}
+
+static void test_bad_args(void)
+{
+    static char buf[64];
+    vc_gemm_args ok;
+    memset(&ok, 0, sizeof ok);
+    ok.m = 10;
+    ok.n_cols = 8;
+    ok.k = 8;
+    ok.taps = 1;
+    ok.a = buf;
+    ok.a_rows = 10;
+    ok.w = buf;
+    ok.b_taps = 1;
+    ok.c = buf;
+    ok.ab_dtype = VC_GEMM_F16;
+    ok.c_dtype = VC_GEMM_F32;
+    struct {
+        const char *what;
+        vc_gemm_args a;
+        int config;
+    } bad[24];
+    int nb = 0;
+#define BAD_CASE(name, field_stmt)                                                            \
+    do {                                                                                       \
+        bad[nb].what = name;                                                                   \
+        bad[nb].a = ok;                                                                        \
+        bad[nb].config = -1;                                                                   \
+        {                                                                                      \
+            vc_gemm_args *x = &bad[nb].a;                                                      \
+            field_stmt;                                                                        \
+        }                                                                                      \
+        nb++;                                                                                  \
+    } while (0)
+    BAD_CASE("m < 0", x->m = -1);
+    BAD_CASE("n_cols 0", x->n_cols = 0);
+    BAD_CASE("k 0", x->k = 0);
+    BAD_CASE("taps 0", x->taps = 0);
+    BAD_CASE("ab dtype", x->ab_dtype = (vc_gemm_dtype)7);
+    BAD_CASE("c dtype", x->c_dtype = (vc_gemm_dtype)-2);
+    BAD_CASE("math", x->math = (vc_gemm_math)9);
+    BAD_CASE("act", x->act = (vc_gemm_act)5);
+    BAD_CASE("accumulate f16 C", (x->accumulate = 1, x->c_dtype = VC_GEMM_F16));
+    BAD_CASE("b_tap0 past b_taps", (x->b_taps = 4, x->b_tap0 = 4));
+    BAD_CASE("taps past b_taps", (x->gather = (const int32_t *)buf, x->taps = 3, x->b_taps = 2));
+    BAD_CASE("dense taps 2", (x->taps = 2, x->b_taps = 2));
+    BAD_CASE("dense m > a_rows", x->a_rows = 5);
+    BAD_CASE("mask words",
+             (x->gather = (const int32_t *)buf, x->taps = 40, x->b_taps = 40,
+              x->masks = (const uint32_t *)buf, x->mask_words = 1));
+    BAD_CASE("A NULL", x->a = NULL);
+    BAD_CASE("W NULL", x->w = NULL);
+    BAD_CASE("C NULL", x->c = NULL);
+    BAD_CASE("residual dtype", (x->residual = buf, x->residual_dtype = (vc_gemm_dtype)3));
+    BAD_CASE("a_rows < 0", x->a_rows = -3);
+    BAD_CASE("config too big", (void)x);
+    bad[nb - 1].config = 1000;
+    BAD_CASE("config -2", (void)x);
+    bad[nb - 1].config = -2;
+#undef BAD_CASE
+    for (int i = 0; i < nb; i++) {
+        char msg[200] = "";
+        int rc = vc_gemm_run(&bad[i].a, bad[i].config, g_stream, msg, sizeof msg);
+        CHECK_MSG(rc == -1 && msg[0], "%s: rc %d msg '%s'", bad[i].what, rc, msg);
+    }
+    char msg[200] = "";
+    CHECK(vc_gemm_run(NULL, -1, g_stream, msg, sizeof msg) == -1 && msg[0]);
+    CHECK(vc_gemm_run(NULL, -1, g_stream, NULL, 0) == -1); /* NULL msg is fine */
+    char shortmsg[8] = "1234567";
+    CHECK(vc_gemm_run(&bad[0].a, -1, g_stream, shortmsg, 4) == -1 && strlen(shortmsg) == 3 &&
+          shortmsg[4] == '5'); /* a short buffer is not overrun */
+    printf("bad arguments: %d cases, e.g. '%s'\n", nb, msg);
+    CUDA_OK(cudaGetLastError());
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        printf("test_gpu_gemm: no CUDA device, skipped\n");
+        return 77;
+    }
+    g_small = getenv("VC_SANITIZE") != NULL;
+    vc_rng rng = vc_test_rng("test_gpu_gemm");
+    CUDA_OK(cudaStreamCreate(&g_stream));
+    test_bad_args();
+    test_configs(&rng);
+    test_masks_equal(&rng);
+    test_per_offset(&rng);
+    test_gathered(&rng);
+    test_dense_sweep(&rng);
+    test_sizes(&rng);
+    cudaStreamDestroy(g_stream);
+    printf("test_gpu_gemm: %d cases\n", g_cases);
+    TEST_END();
+}
+
+#else
+int main(void)
+{
+    printf("test_gpu_gemm: built without CUDA, skipped\n");
+    return 77;
+}
+#endif
