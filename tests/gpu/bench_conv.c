@@ -177,7 +177,7 @@ static int parse_net(const char *text, const char *name, net *out)
             fprintf(stderr, "bench_conv: %s line %d malformed: '%s'\n", name, line, buf);
             return -1;
         }
-        snprintf(l->name, sizeof l->name, "%s", nm);
+        snprintf(l->name, sizeof l->name, "%.31s", nm);
         l->type = t;
         l->cin = ci;
         l->cout = co;
@@ -390,7 +390,8 @@ static vc_map_desc desc_of(int type, const int k[3], const int s[3], const int p
     return d;
 }
 
-/* Finds or builds the map of (level, type, k, s, p) (or the inverse of entry fwd). */
+/* Finds or builds the map of (level, type, k, s, p) (or the inverse of entry fwd); -1 when the
+ * build fails (e.g. a kernel that no longer fits a coarse level). */
 static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int s[3],
                    const int p[3], int fwd)
 {
@@ -417,14 +418,18 @@ static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int
         const level *li = &fs->lv[f->in_level];
         e->in_level = f->out_level;
         e->out_level = f->in_level;
-        DIE_IF(vc_kmap_inverse_gpu(&f->m, li->shape, 1, g_s, &e->m, &err) != VC_OK,
-               "inverse map: %s", err.msg);
+        if (vc_kmap_inverse_gpu(&f->m, li->shape, 1, g_s, &e->m, &err) != VC_OK) {
+            printf("inverse map: %s\n", err.msg);
+            return -1;
+        }
     } else {
         const level *l = &fs->lv[lvl];
         vc_map_desc d = desc_of(type, k, s, p);
         e->in_level = lvl;
-        DIE_IF(vc_kmap_build_gpu(l->coords, l->n, l->shape, 1, &d, g_s, &e->m, &err) != VC_OK,
-               "map build: %s", err.msg);
+        if (vc_kmap_build_gpu(l->coords, l->n, l->shape, 1, &d, g_s, &e->m, &err) != VC_OK) {
+            printf("map build: %s\n", err.msg);
+            return -1;
+        }
         if (type == VC_MAP_SUBM) {
             e->out_level = lvl;
         } else {
@@ -438,16 +443,19 @@ static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int
     return fs->nmaps++;
 }
 
-/* Resolves every layer of a net to a map index per frame (walking the level stack). */
-static void resolve_net(const net *nt, frame_state *fs, int *map_of)
+/* Resolves every layer of a net to a map index per frame (walking the level stack); returns 0,
+ * or -1 when a map cannot be built. */
+static int resolve_net(const net *nt, frame_state *fs, int *map_of)
 {
     int cur = 0, stack[MAX_LAYERS], sp = 0;
     for (int i = 0; i < nt->n; i++) {
         const layer *l = &nt->l[i];
+        /* pools use Minkowski semantics (ceil(in / 2) per axis): on a 41-high grid spconv's
+           strided k2s2 pool would run out of z after five pools */
         int type = l->type == L_SUBM ? VC_MAP_SUBM
-                   : l->type == L_STRIDED || l->type == L_MAXPOOL || l->type == L_AVGPOOL
-                       ? VC_MAP_STRIDED
-                   : l->type == L_DOWN ? VC_MAP_DOWNSAMPLE
+                   : l->type == L_STRIDED ? VC_MAP_STRIDED
+                   : l->type == L_DOWN || l->type == L_MAXPOOL || l->type == L_AVGPOOL
+                       ? VC_MAP_DOWNSAMPLE
                    : l->type == L_TRANSPOSED ? VC_MAP_TRANSPOSED : VC_MAP_INVERSE;
         int e;
         if (type == VC_MAP_INVERSE) {
@@ -455,11 +463,17 @@ static void resolve_net(const net *nt, frame_state *fs, int *map_of)
             e = get_map(fs, cur, type, l->k, l->s, l->p, stack[--sp]);
         } else {
             e = get_map(fs, cur, type, l->k, l->s, l->p, -1);
-            if (type != VC_MAP_SUBM && type != VC_MAP_TRANSPOSED) stack[sp++] = e;
+            if (e >= 0 && type != VC_MAP_SUBM && type != VC_MAP_TRANSPOSED) stack[sp++] = e;
+        }
+        if (e < 0) {
+            printf("%s: layer %s cannot be built on this scene; network skipped\n", nt->name,
+                   l->name);
+            return -1;
         }
         map_of[i] = e;
         cur = fs->maps[e].out_level;
     }
+    return 0;
 }
 
 /* ---- timing ------------------------------------------------------------------------------ */
@@ -855,12 +869,15 @@ int main(int argc, char **argv)
             fs[f].nlv = 1;
         }
         /* every map of every network first, then buffers of the largest layer */
-        int *map_of[4][NFRAMES];
+        int *map_of[4][NFRAMES], ok[4] = {1, 1, 1, 1};
         int64_t in_max = 1, out_max = 1;
         for (int i = 0; i < 4; i++)
             for (int f = 0; f < sc->nframes; f++) {
                 map_of[i][f] = malloc(sizeof(int) * (size_t)nets[i].n);
-                resolve_net(&nets[i], &fs[f], map_of[i][f]);
+                if (!ok[i] || resolve_net(&nets[i], &fs[f], map_of[i][f]) != 0) {
+                    ok[i] = 0;
+                    continue;
+                }
                 for (int j = 0; j < nets[i].n; j++) {
                     const vc_kmap_data *m = &fs[f].maps[map_of[i][f][j]].m;
                     if ((m->n_in + 1) * nets[i].l[j].cin > in_max)
@@ -905,7 +922,8 @@ int main(int argc, char **argv)
             CUDA_CHECK(cudaMalloc((void **)&b.bias, sizeof hb));
             CUDA_CHECK(cudaMemcpy(b.bias, hb, sizeof hb, cudaMemcpyHostToDevice));
         }
-        for (int i = 0; i < 4; i++) bench_net(sc, fs, &nets[i], map_of[i], &b);
+        for (int i = 0; i < 4; i++)
+            if (ok[i]) bench_net(sc, fs, &nets[i], map_of[i], &b);
         for (int i = 0; i < 4; i++)
             for (int f = 0; f < sc->nframes; f++) free(map_of[i][f]);
         for (int f = 0; f < sc->nframes; f++) {
