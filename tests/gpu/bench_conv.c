@@ -272,7 +272,7 @@ static double ray_box(const double o[3], const double d[3], const box *b)
 }
 
 /* One sweep of a 128-beam spinning LiDAR 1.73 m above the ground (elevations -24.8..+2 deg,
- * 2048 azimuth steps) among buildings, walls and cars; voxels of 0.05 x 0.05 x 0.1 m over
+ * 6144 azimuth steps, ~100k voxels) among buildings, walls and cars; voxels of 0.05 x 0.05 x 0.1 m over
  * x [0, 70.4), y [-40, 40), z [-3, 1) in the sensor frame (the KITTI / SECOND grid). */
 static void gen_lidar(vc_rng *rng, int frame, int32_t **rows, int64_t *n, const int32_t shape[3])
 {
@@ -294,8 +294,8 @@ static void gen_lidar(vc_rng *rng, int frame, int32_t **rows, int64_t *n, const 
     const double yaw = 0.0007 * frame;
     for (int beam = 0; beam < 128; beam++) {
         double el = (-24.8 + 26.8 * beam / 127.0) * pi / 180.0;
-        for (int s = 0; s < 2048; s++) {
-            double az = yaw + 2 * pi * s / 2048.0;
+        for (int s = 0; s < 6144; s++) {
+            double az = yaw + 2 * pi * s / 6144.0;
             double d[3] = {cos(el) * cos(az), cos(el) * sin(az), sin(el)};
             double o[3] = {0, 0, h0};
             double best = 80.0;
