@@ -272,8 +272,8 @@ static double ray_box(const double o[3], const double d[3], const box *b)
 }
 
 /* One sweep of a 128-beam spinning LiDAR 1.73 m above the ground (elevations -24.8..+2 deg,
- * 6144 azimuth steps, ~100k voxels) among buildings, walls and cars; voxels of 0.05 x 0.05 x 0.1 m over
- * x [0, 70.4), y [-40, 40), z [-3, 1) in the sensor frame (the KITTI / SECOND grid). */
+ * 6144 azimuth steps, ~100k voxels) among buildings, walls and cars; voxels of 0.05 x 0.05 x
+ * 0.1 m over x [0, 70.4), y [-40, 40), z [-3, 1) in the sensor frame (the KITTI / SECOND grid). */
 static void gen_lidar(vc_rng *rng, int frame, int32_t **rows, int64_t *n, const int32_t shape[3])
 {
     box boxes[64];
