@@ -13,7 +13,7 @@ namespace {
 
 using vcg::Params;
 
-typedef cudaError_t (*launch_fn)(const Params &p, unsigned grid, cudaStream_t s);
+typedef cudaError_t (*launch_fn)(const Params &p, cudaStream_t s);
 
 // One compiled configuration: its public description, how it loads (bytes per global load; 2 =
 // 16-bit scalar loads; 0 = the fp32 FMA kernel's scalar loads) and its launcher.
@@ -23,30 +23,58 @@ struct Entry {
     launch_fn launch;
 };
 
+// Multiprocessor count of the current device, cached per device.
+cudaError_t sm_count(int *count)
+{
+    static int cache[64];
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    if (dev < 64 && cache[dev] > 0) {
+        *count = cache[dev];
+        return cudaSuccess;
+    }
+    e = cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess && dev < 64) cache[dev] = *count;
+    return e;
+}
+
+// The tensor-core kernel runs a persistent grid: as many CTAs as fit on the device at once, or
+// the tile count if smaller.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB>
-cudaError_t launch_mma(const Params &p, unsigned grid, cudaStream_t s)
+cudaError_t launch_mma(const Params &p, cudaStream_t s)
 {
     using C = vcg::MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB>;
     auto kern = vcg::mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB>;
-    // Dynamic plus static shared memory past 48 KB needs the opt-in, once per device (a benign
-    // race: concurrent callers set the same value).
+    const int max_dyn = C::SMEM + BM * (vcg::kGatherChunk + 1) * 4;
+    const int dyn = C::SMEM + (p.gather ? BM * p.gstride * 4 : 0);
+    // Shared memory past 48 KB needs the opt-in, once per device (a benign race: concurrent
+    // callers set the same value).
     static unsigned long long set_on = 0;
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return e;
     const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
     if (!(set_on & bit)) {
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dyn);
         if (e != cudaSuccess) return e;
         set_on |= bit;
     }
-    kern<<<grid, C::THREADS, C::SMEM, s>>>(p);
+    int sms = 0, per_sm = 0;
+    if ((e = sm_count(&sms)) != cudaSuccess) return e;
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, C::THREADS, dyn);
+    if (e != cudaSuccess) return e;
+    if (per_sm < 1) per_sm = 1;
+    const int64_t tiles = p.m_tiles * p.n_tiles;
+    const int64_t grid = tiles < (int64_t)sms * per_sm ? tiles : (int64_t)sms * per_sm;
+    kern<<<(unsigned)grid, C::THREADS, dyn, s>>>(p);
     return cudaGetLastError();
 }
 
 template <int BM, int BN, int BK, int TM, int TN>
-cudaError_t launch_simt(const Params &p, unsigned grid, cudaStream_t s)
+cudaError_t launch_simt(const Params &p, cudaStream_t s)
 {
+    const unsigned grid = (unsigned)(p.m_tiles * p.n_tiles);
     vcg::simt_kernel<BM, BN, BK, TM, TN><<<grid, (BM / TM) * (BN / TN), 0, s>>>(p);
     return cudaGetLastError();
 }
@@ -57,12 +85,15 @@ cudaError_t launch_simt(const Params &p, unsigned grid, cudaStream_t s)
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
 // rows (64x64), narrow n (128x32), and a tile for k that is not a multiple of the 16-byte load.
 const Entry kTable[] = {
+    MMA("f16_128x256x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 256, 32, 2, 4, 3, 16),
     MMA("f16_128x128x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2, 4, 3, 16),
     MMA("f16_128x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2, 4, 16),
     MMA("f16_64x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 4, 16),
     MMA("f16_128x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1, 4, 16),
     MMA("f16_64x64x16_s3_scalar", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 16, 2, 2, 3,
         2),
+    MMA("bf16_128x256x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 256, 32, 2,
+        4, 3, 16),
     MMA("bf16_128x128x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2,
         4, 3, 16),
     MMA("bf16_128x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2,
@@ -264,7 +295,10 @@ extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstrea
         return -2;
     }
     p.n_tiles = (int32_t)n_tiles;
-    cudaError_t err = e.launch(p, (unsigned)(m_tiles * n_tiles), (cudaStream_t)stream);
+    p.m_tiles = m_tiles;
+    p.gchunk = a->taps < vcg::kGatherChunk ? a->taps : vcg::kGatherChunk;
+    p.gstride = p.gchunk | 1;
+    cudaError_t err = e.launch(p, (cudaStream_t)stream);
     if (err != cudaSuccess) {
         set_msg(msg, msg_len, "vc_gemm_run: launch of %s failed: %s", e.cfg.name,
                 cudaGetErrorString(err));

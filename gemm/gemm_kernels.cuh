@@ -37,8 +37,14 @@ struct Params {
     int32_t res_dtype, act;
     float slope;
     int32_t pair_store; // C (and residual) rows allow 2-element vector accesses
-    int32_t n_tiles;    // CTAs along n; block b covers n tile b % n_tiles, m tile b / n_tiles
+    int32_t n_tiles;    // tiles along n; tile b covers n tile b % n_tiles, m tile b / n_tiles
+    int64_t m_tiles;    // tiles along m
+    int32_t gchunk;     // taps of gather indices a tensor-core CTA keeps in shared memory
+    int32_t gstride;    // their row stride in int32 (odd: no bank conflicts)
 };
+
+// The tensor-core kernel's gather-index chunk: all taps up to 32, else 32 at a time.
+constexpr int kGatherChunk = 32;
 
 // ---- small PTX helpers ---------------------------------------------------------------------
 
@@ -292,59 +298,151 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
     return (uint32_t)(row * UNITS * 16 + ((u ^ ((row / RPL) % UNITS)) << 4));
 }
 
+// Persistent: CTA b computes tiles b, b + gridDim.x, ... (n fastest), and one cp.async pipeline
+// runs across its tiles, so the loads of the next tile are in flight during the epilogue of
+// this one. The producer (the loads, STAGES - 1 iterations ahead) sets each tile up when it
+// reaches it: gather rows, output rows (a ring of STAGES slots, read by the epilogue), the OR of
+// the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
+// taps are all masked runs one iteration of zeros, so every tile has at least one iteration
+// and the producer is never more than STAGES - 1 tiles ahead.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB>
 __global__ void __launch_bounds__(WM *WN * 32)
     mma_kernel(const Params p)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB>;
     extern __shared__ __align__(128) uint8_t smem[];
-    __shared__ int64_t row_g[BM], row_out[BM];
+    __shared__ int64_t row_g[BM];
+    __shared__ int64_t row_out[STAGES][BM];
+    __shared__ int32_t tile_iters[STAGES];
     __shared__ uint32_t tile_mask[kMaxMaskWords];
+    int32_t *gidx = reinterpret_cast<int32_t *>(smem + C::SMEM); // [BM][p.gstride]
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int n_tile = (int)(blockIdx.x % (unsigned)p.n_tiles);
-    const int64_t m0 = (int64_t)(blockIdx.x / (unsigned)p.n_tiles) * BM;
-    const int n0 = n_tile * BN;
-
-    const int active = cta_setup<BM, C::THREADS>(p, m0, row_g, row_out, tile_mask);
+    const int64_t n_total = p.m_tiles * p.n_tiles;
     const int kc_per_tap = (p.k + BK - 1) / BK;
-    const int total = active * kc_per_tap;
+    const int words = (p.taps + 31) >> 5;
+    const T *A = static_cast<const T *>(p.a);
+    const T *W = static_cast<const T *>(p.w);
+    const uint32_t s_base = smem_addr(smem);
 
     // Load mapping: this thread's load column (fixed) and rows lrow + j * ROWS_PER_PASS.
     const int lcol = tid % C::LPR, lrow = tid / C::LPR;
-    const T *A = static_cast<const T *>(p.a);
-    const T *W = static_cast<const T *>(p.w);
+    const int byte_in_row = lcol * C::E * C::ES;
+    const int unit = byte_in_row >> 4, within = byte_in_row & 15;
+
+    // Producer state.
+    int64_t ld_tile = blockIdx.x;
+    int ld_slot = -1, ld_iter = 0, ld_iters = 0, ld_tap = 0, ld_kc = 0, cur_tap = -1;
+    int g_t0 = 0, g_n = 0; // taps [g_t0, g_t0 + g_n) are in gidx
+    bool dummy = false;
     int64_t a_off[C::A_LOADS]; // element offset of the A row for the current tap, -1 = zero
     int64_t b_off[C::B_LOADS]; // element offset of W[n, b_tap0, 0], -1 = past n_cols
-#pragma unroll
-    for (int j = 0; j < C::B_LOADS; j++) {
-        int n = n0 + lrow + j * C::ROWS_PER_PASS;
-        b_off[j] = n < p.n_cols ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : -1;
-    }
-    const uint32_t s_base = smem_addr(smem);
+    int ld_stage = 0;
 
-    // Producer state: the (tap, k chunk) of the next stage to load.
-    int ld_tap = next_tap(p, tile_mask, 0), ld_kc = 0, cur_tap = -1;
-    auto load_stage = [&](int slot) {
+    auto setup_tile = [&]() {
+        __syncthreads(); // nobody still reads the previous tile's producer data
+        ld_slot = ld_slot + 1 == STAGES ? 0 : ld_slot + 1;
+        const int64_t m0 = (ld_tile / p.n_tiles) * BM;
+        const int n0 = (int)(ld_tile % p.n_tiles) * BN;
+        for (int i = tid; i < BM; i += C::THREADS) {
+            int64_t gi = m0 + i, g = -1, r = -1;
+            if (gi < p.m) {
+                g = p.gather_rows ? (int64_t)p.gather_rows[gi] : gi;
+                r = p.row_map ? (int64_t)p.row_map[gi] : gi;
+            }
+            row_g[i] = g;
+            row_out[ld_slot][i] = r;
+        }
+        if (p.masks) {
+            for (int w = tid; w < words; w += C::THREADS) tile_mask[w] = 0u;
+            __syncthreads();
+            for (int i = tid; i < BM; i += C::THREADS) {
+                int64_t r = row_out[ld_slot][i];
+                if (r < 0) continue;
+                const uint32_t *mr = p.masks + r * p.mask_words;
+                for (int w = 0; w < words; w++) {
+                    uint32_t v = __ldg(mr + w);
+                    if (v) atomicOr(&tile_mask[w], v);
+                }
+            }
+        }
+        __syncthreads();
+        int active = p.taps;
+        if (p.masks) {
+            active = 0;
+            for (int w = 0; w < words; w++) {
+                uint32_t v = tile_mask[w];
+                if (w == words - 1 && (p.taps & 31)) v &= (1u << (p.taps & 31)) - 1u;
+                active += __popc(v);
+            }
+        }
+        ld_iters = active * kc_per_tap;
+        dummy = ld_iters == 0;
+        if (dummy) ld_iters = 1;
+        if (tid == 0) tile_iters[ld_slot] = ld_iters;
+        ld_iter = 0;
+        ld_kc = 0;
+        ld_tap = dummy ? 0 : next_tap(p, tile_mask, 0);
+        cur_tap = -1;
+        g_n = 0;
+#pragma unroll
+        for (int j = 0; j < C::B_LOADS; j++) {
+            int n = n0 + lrow + j * C::ROWS_PER_PASS;
+            b_off[j] = n < p.n_cols ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : -1;
+        }
+        __syncthreads(); // tile_iters and row_out visible to every thread
+    };
+
+    // Gather indices of taps [t, t + gchunk) for the tile's rows into gidx (plain loads, eight
+    // in flight per thread).
+    auto load_gidx = [&](int t) {
+        __syncthreads();
+        g_t0 = t;
+        g_n = min(p.gchunk, p.taps - t);
+        const int total = BM * g_n;
+        for (int e0 = 0; e0 < total; e0 += 8 * C::THREADS) {
+            int32_t v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int e = e0 + u * C::THREADS + tid;
+                v[u] = -1;
+                if (e < total) {
+                    int64_t g = row_g[e / g_n];
+                    if (g >= 0) v[u] = __ldg(p.gather + g * p.taps + t + e % g_n);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int e = e0 + u * C::THREADS + tid;
+                if (e < total) gidx[(e / g_n) * p.gstride + e % g_n] = v[u];
+            }
+        }
+        __syncthreads();
+    };
+
+    // Issues the loads of the producer's next iteration into stage ld_stage.
+    auto load_stage = [&]() {
+        if (ld_iter == 0) setup_tile();
         if (ld_tap != cur_tap) {
             cur_tap = ld_tap;
+            if (p.gather && !dummy && (cur_tap < g_t0 || cur_tap >= g_t0 + g_n))
+                load_gidx(cur_tap);
 #pragma unroll
             for (int j = 0; j < C::A_LOADS; j++) {
-                int64_t g = row_g[lrow + j * C::ROWS_PER_PASS], off = -1;
-                if (g >= 0) {
-                    int64_t idx = p.gather ? (int64_t)__ldg(p.gather + g * p.taps + cur_tap) : g;
+                const int row = lrow + j * C::ROWS_PER_PASS;
+                int64_t g = row_g[row], off = -1;
+                if (g >= 0 && !dummy) {
+                    int64_t idx = p.gather ? (int64_t)gidx[row * p.gstride + cur_tap - g_t0] : g;
                     if (idx >= 0 && idx < p.a_rows) off = idx * p.k;
                 }
                 a_off[j] = off;
             }
         }
         const int col = ld_kc * BK + lcol * C::E;
-        const bool col_ok = col < p.k; // k % E == 0 on the cp.async paths
+        const bool col_ok = col < p.k && !dummy; // k % E == 0 on the cp.async paths
         const int64_t w_tap = (int64_t)cur_tap * p.k + col;
-        const uint32_t sa = s_base + slot * C::STAGE_BYTES;
+        const uint32_t sa = s_base + ld_stage * C::STAGE_BYTES;
         const uint32_t sb = sa + BM * C::ROWB;
-        const int byte_in_row = lcol * C::E * C::ES;
-        const int unit = byte_in_row >> 4, within = byte_in_row & 15;
         if constexpr (LB >= 4) {
 #pragma unroll
             for (int j = 0; j < C::A_LOADS; j++) {
@@ -383,7 +481,11 @@ __global__ void __launch_bounds__(WM *WN * 32)
                 asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(d), "h"(vb[j]));
             }
         }
-        if (++ld_kc == kc_per_tap) {
+        ld_stage = ld_stage + 1 == STAGES ? 0 : ld_stage + 1;
+        if (++ld_iter == ld_iters) {
+            ld_iter = 0;
+            ld_tile += gridDim.x;
+        } else if (++ld_kc == kc_per_tap) {
             ld_kc = 0;
             ld_tap = next_tap(p, tile_mask, ld_tap + 1);
         }
@@ -399,19 +501,23 @@ __global__ void __launch_bounds__(WM *WN * 32)
 
     const int wm0 = (warp / WN) * C::WTM, wn0 = (warp % WN) * C::WTN;
 
-#pragma unroll
+#pragma unroll 1
     for (int s = 0; s < STAGES - 1; s++) {
-        if (s < total) load_stage(s);
+        if (ld_tile < n_total) load_stage();
         cp_async_commit();
     }
-    for (int it = 0; it < total; it++) {
+    // Consumer state: the tile, its ring slot, the iteration within it.
+    int64_t c_tile = blockIdx.x;
+    int c_slot = 0, c_iter = 0, c_iters = tile_iters[0], c_stage = 0;
+    for (;;) {
         cp_async_wait<STAGES - 2>();
         __syncthreads();
-        if (it + STAGES - 1 < total) load_stage((it + STAGES - 1) % STAGES);
+        if (ld_tile < n_total) load_stage();
         cp_async_commit();
 
-        const uint32_t sa = s_base + (it % STAGES) * C::STAGE_BYTES;
+        const uint32_t sa = s_base + c_stage * C::STAGE_BYTES;
         const uint32_t sb = sa + BM * C::ROWB;
+        c_stage = c_stage + 1 == STAGES ? 0 : c_stage + 1;
 #pragma unroll
         for (int ks = 0; ks < C::KSTEPS; ks++) {
             uint32_t af[C::MI][4], bf[C::NI][2];
@@ -446,24 +552,37 @@ __global__ void __launch_bounds__(WM *WN * 32)
 #pragma unroll
                 for (int j = 0; j < C::NI; j++) mma<T>(acc[i][j], af[i], bf[j][0], bf[j][1]);
         }
-    }
-    cp_async_wait<0>();
+        if (++c_iter < c_iters) continue;
 
-    // Epilogue straight from the fragments: lane holds rows g, g + 8 and columns 2q, 2q + 1.
-    const int g = lane >> 2, q = lane & 3;
+        // Epilogue straight from the fragments: lane holds rows g, g + 8, columns 2q, 2q + 1.
+        const int g = lane >> 2, q = lane & 3;
+        const int n0 = (int)(c_tile % p.n_tiles) * BN;
 #pragma unroll
-    for (int i = 0; i < C::MI; i++) {
+        for (int i = 0; i < C::MI; i++) {
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int64_t r = row_out[wm0 + i * 16 + g + h * 8];
-            if (r < 0) continue;
+            for (int h = 0; h < 2; h++) {
+                int64_t r = row_out[c_slot][wm0 + i * 16 + g + h * 8];
+                if (r < 0) continue;
 #pragma unroll
-            for (int j = 0; j < C::NI; j++) {
-                int n = n0 + wn0 + j * 8 + 2 * q;
-                if (n < p.n_cols) epilogue2(p, r, n, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                for (int j = 0; j < C::NI; j++) {
+                    int n = n0 + wn0 + j * 8 + 2 * q;
+                    if (n < p.n_cols) epilogue2(p, r, n, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                }
             }
         }
+#pragma unroll
+        for (int i = 0; i < C::MI; i++)
+#pragma unroll
+            for (int j = 0; j < C::NI; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+        c_tile += gridDim.x;
+        if (c_tile >= n_total) break;
+        c_slot = c_slot + 1 == STAGES ? 0 : c_slot + 1;
+        c_iter = 0;
+        c_iters = tile_iters[c_slot];
     }
+    cp_async_wait<0>();
 }
 
 // ---- the exact fp32 kernel ------------------------------------------------------------------

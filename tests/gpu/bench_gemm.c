@@ -8,7 +8,8 @@
  *     same dtype) and tf32 (C fp32): ours (config -1) and cublasGemmEx with the same dtypes;
  *   - a gathered GEMM like a subm k3 layer: ~100k voxels of a half-filled height field (3-8
  *     neighbours each), out_in [N, 27] as the gather, C in fp16, with and without the per-output
- *     masks; useful FLOPs = 2 x pairs x k x n;
+ *     masks, and with masks and the rows sorted by mask (gather_rows = row_map = the sorting
+ *     permutation, as the implicit GEMM runs); useful FLOPs = 2 x pairs x k x n;
  *   - with `tune`: every configuration of the table on the fp16 and tf32 suite shapes.
  * Timing: CUDA events around a batch that cycles over enough input sets to pass twice the L2
  * (so no launch finds its inputs in the cache); 3 warm-up batches; the median over `runs`
@@ -289,7 +290,7 @@ typedef struct gathered {
     int64_t n_vox;
     int32_t k, n;
     void *A[8], *W, *C[8];
-    int32_t *out_in[8];
+    int32_t *out_in[8], *perm;
     uint32_t *masks[8];
     int sets, use_masks;
     char msg[200];
@@ -308,6 +309,8 @@ static void run_gathered(void *ctx, int s)
     a.a = g->A[s];
     a.a_rows = g->n_vox;
     a.gather = g->out_in[s];
+    a.gather_rows = g->perm;
+    a.row_map = g->perm;
     a.masks = g->use_masks ? g->masks[s] : NULL;
     a.mask_words = 1;
     a.w = g->W;
@@ -362,6 +365,16 @@ static int64_t make_field(vc_rng *rng, int64_t target, int32_t **out_in, uint32_
     return pairs;
 }
 
+static const uint32_t *g_sort_masks;
+static int cmp_by_mask(const void *a, const void *b)
+{
+    uint32_t x = g_sort_masks[*(const int32_t *)a], y = g_sort_masks[*(const int32_t *)b];
+    if (x != y) return x < y ? -1 : 1;
+    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    return (i > j) - (i < j);
+}
+
+/* use_masks: 0 none, 1 masks, 2 masks and rows sorted by mask (gather_rows = row_map = perm) */
 static void bench_gathered(int32_t k, int32_t n, int use_masks)
 {
     vc_rng rng = {0xfeedfacecafebeefull};
@@ -383,6 +396,15 @@ static void bench_gathered(int32_t k, int32_t n, int use_masks)
         CUDA_CHECK(cudaMalloc((void **)&g.masks[s], (size_t)g.n_vox * 4));
         CUDA_CHECK(cudaMemcpy(g.masks[s], mk, (size_t)g.n_vox * 4, cudaMemcpyHostToDevice));
     }
+    int32_t *perm = NULL;
+    if (use_masks == 2) {
+        perm = malloc((size_t)g.n_vox * 4);
+        for (int64_t i = 0; i < g.n_vox; i++) perm[i] = (int32_t)i;
+        g_sort_masks = mk;
+        qsort(perm, (size_t)g.n_vox, 4, cmp_by_mask);
+        CUDA_CHECK(cudaMalloc((void **)&g.perm, (size_t)g.n_vox * 4));
+        CUDA_CHECK(cudaMemcpy(g.perm, perm, (size_t)g.n_vox * 4, cudaMemcpyHostToDevice));
+    }
     double t = time_it(run_gathered, &g, g.sets);
     DIE_IF(g.bad, "vc_gemm_run failed: %s", g.msg);
     /* the yardstick: cuBLAS on a dense GEMM over as many rows as pairs */
@@ -397,10 +419,11 @@ static void bench_gathered(int32_t k, int32_t n, int use_masks)
     dense_free(&d);
     double flops = 2.0 * pairs * k * n;
     double bytes = ((double)g.n_vox * (k + n) + 27.0 * k * n) * 2 + g.n_vox * 27.0 * 4 +
-                   (use_masks ? g.n_vox * 4.0 : 0);
+                   (use_masks ? g.n_vox * 4.0 : 0) + (use_masks == 2 ? g.n_vox * 8.0 : 0);
     row *r = &g_rows[g_nrows++];
     snprintf(r->shape, sizeof r->shape, "subm k3 %lldk %.1f nb %d->%d%s",
-             (long long)(g.n_vox / 1000), (double)pairs / g.n_vox, k, n, use_masks ? " mask" : "");
+             (long long)(g.n_vox / 1000), (double)pairs / g.n_vox, k, n,
+             use_masks == 2 ? " mask sorted" : use_masks ? " mask" : "");
     r->dtype = "fp16";
     r->ours = t;
     r->blas = tb;
@@ -419,6 +442,8 @@ static void bench_gathered(int32_t k, int32_t n, int use_masks)
         cudaFree(g.masks[s]);
     }
     cudaFree(g.W);
+    cudaFree(g.perm);
+    free(perm);
     free(oi);
     free(mk);
 }
@@ -497,8 +522,10 @@ int main(int argc, char **argv)
     }
     bench_gathered(32, 32, 0);
     bench_gathered(32, 32, 1);
+    bench_gathered(32, 32, 2);
     bench_gathered(64, 64, 0);
     bench_gathered(64, 64, 1);
+    bench_gathered(64, 64, 2);
 
     printf("\n| problem | dtype | ours us | TFLOP/s | GB/s | cuBLAS us | floor us | ours/cuBLAS | "
            "ours/floor |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");

@@ -10,8 +10,10 @@
  *   - bad arguments: -1 and a message.
  * C is poisoned with NaN before each run (random values for accumulate); rows that no logical row
  * maps to must keep their bits. Tolerances (relative Frobenius norm): fp32 1e-6, tf32 5e-4,
- * fp16/bf16 1e-2, raised to the rounding of a 16-bit C. Prints its seed (VC_TEST_SEED replays);
- * VC_SANITIZE=1 shrinks the sizes for compute-sanitizer. Exits 77 without a usable device. */
+ * fp16/bf16 1e-2, raised to the rounding of a 16-bit C. The TF32 reference rounds its operands
+ * to tf32 as cvt.rna does (a tiny output, m = 1, can otherwise miss 5e-4 by chance alone).
+ * Prints its seed (VC_TEST_SEED replays); VC_SANITIZE=1 shrinks the sizes for
+ * compute-sanitizer. Exits 77 without a usable device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,20 @@ static float round_to(int d, float v)
     if (d == VC_GEMM_F16) return vc_f16_to_f32(vc_f32_to_f16(v));
     if (d == VC_GEMM_BF16) return vc_bf16_to_f32(vc_f32_to_bf16(v));
     return v;
+}
+
+/* fp32 -> tf32 as cvt.rna does (nearest, ties away from zero); the reference of TF32 math uses
+ * operands rounded this way, so the comparison sees the accumulation error only. */
+static float round_tf32(float v)
+{
+    uint32_t u = vc_f32_bits(v);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    return vc_bits_f32(u);
+}
+
+static void round_tf32_all(float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) v[i] = round_tf32(v[i]);
 }
 
 /* Packs n floats into a host buffer of dtype d. */
@@ -186,6 +202,13 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
     float *c0 = malloc((size_t)(c_rows * n > 0 ? c_rows * n : 1) * 4);
     for (int64_t i = 0; i < c_rows * n; i++) c0[i] = c->accumulate ? vc_rng_float(rng) : NAN;
 
+    const size_t es = dt_size(c->ab), off = c->misalign ? es : 0;
+    void *hA = pack(c->ab, A, a_rows * k), *hW = pack(c->ab, W, (int64_t)n * c->b_taps * k);
+    if (c->ab == VC_GEMM_F32 && c->math == VC_GEMM_MATH_TF32) {
+        round_tf32_all(A, a_rows * k);
+        round_tf32_all(W, (int64_t)n * c->b_taps * k);
+    }
+
     /* the reference, in double */
     double *ref = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof *ref);
     double *acc = malloc((size_t)n * sizeof *acc);
@@ -215,8 +238,6 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
     }
 
     /* device buffers */
-    const size_t es = dt_size(c->ab), off = c->misalign ? es : 0;
-    void *hA = pack(c->ab, A, a_rows * k), *hW = pack(c->ab, W, (int64_t)n * c->b_taps * k);
     uint8_t *dA = to_device(NULL, (size_t)a_rows * k * es + 16);
     uint8_t *dW = to_device(NULL, (size_t)n * c->b_taps * k * es + 16);
     if (a_rows > 0)
@@ -378,9 +399,52 @@ static void test_sizes(vc_rng *rng)
         g.res_dt = kModes[mo].ab;
         g.act = VC_GEMM_ACT_RELU;
         double eg = run_case(rng, &g, 0);
-        printf("m 100000 %s%s: dense 64x64 %.2e, gathered 27 taps 32x32 %.2e\n",
+        /* one iteration per tile, many tiles per CTA of the persistent grid */
+        gcase d = base(100000, 16, 16, kModes[mo].ab, kModes[mo].math, kModes[mo].ab);
+        double e16 = run_case(rng, &d, 0);
+        d.k = 3;
+        d.n = 5;
+        d.rmap = d.grows = 1;
+        double e3 = run_case(rng, &d, 0);
+        /* taps = 1 with a gather (one offset of gather-GEMM-scatter) over many tiles */
+        gcase o = base(100000, 64, 32, kModes[mo].ab, kModes[mo].math, VC_GEMM_F32);
+        o.gather = o.rmap = o.accumulate = 1;
+        o.b_taps = 27;
+        o.b_tap0 = 26;
+        o.present = 0.9;
+        double eo = run_case(rng, &o, 0);
+        printf("m 100000 %s%s: dense 64x64 %.2e, 16x16 %.2e, 3x5 %.2e; gathered 27 taps 32x32 "
+               "%.2e, one offset %.2e\n",
                dt_name(kModes[mo].ab), kModes[mo].math == VC_GEMM_MATH_TF32 ? "/tf32" : "", e,
-               eg);
+               e16, e3, eg, eo);
+    }
+}
+
+/* Many taps (gather indices reloaded 32 taps at a time; 11 mask words) and tiles whose taps are
+ * all masked (one iteration of zeros, then the epilogue). */
+static void test_many_taps(vc_rng *rng)
+{
+    for (int mo = 0; mo < NMODES; mo++) {
+        const int32_t taps[] = {64, 125, 343};
+        for (int i = 0; i < 3; i++) {
+            gcase c = base(g_small ? 200 : 3000, 8 + 8 * i, 8 * (i + 1), kModes[mo].ab,
+                           kModes[mo].math, VC_GEMM_F32);
+            c.gather = c.masks = 1;
+            c.taps = c.b_taps = taps[i];
+            c.present = 0.05;
+            c.rmap = i == 1;
+            c.bias = 1;
+            run_case(rng, &c, 0);
+        }
+        gcase z = base(g_small ? 300 : 2000, 24, 16, kModes[mo].ab, kModes[mo].math,
+                       kModes[mo].ab);
+        z.gather = z.masks = z.bias = z.residual = 1;
+        z.taps = z.b_taps = 27;
+        z.present = 0;
+        z.act = VC_GEMM_ACT_LEAKY;
+        run_case(rng, &z, 0);
+        z.present = 0.02; /* a few rows with taps, most tiles empty or nearly */
+        run_case(rng, &z, 0);
     }
 }
 
@@ -398,6 +462,7 @@ static void test_gathered(vc_rng *rng)
                 int taps = v % 2 ? 27 : 1;
                 int64_t m = g_small ? 33 + v * 50 : (v == 4 ? 33 : 1000 + 700 * v);
                 if (shapes[s][0] * shapes[s][1] > 16384) m /= 2;
+                if (shapes[s][0] * shapes[s][1] > 32768) m /= 2;
                 int cdt = v % 3 == 0 ? VC_GEMM_F32 : (v % 3 == 1 ? VC_GEMM_F16 : VC_GEMM_BF16);
                 gcase c = base(m, shapes[s][1], shapes[s][0], kModes[mo].ab, kModes[mo].math, cdt);
                 c.gather = 1;
@@ -451,6 +516,10 @@ static void test_per_offset(vc_rng *rng)
         float *A = rand_vals(rng, ab, n_in * k), *W = rand_vals(rng, ab, (int64_t)n * K * k);
         double *ref = calloc((size_t)n_out * n, sizeof *ref);
         void *hA = pack(ab, A, n_in * k), *hW = pack(ab, W, (int64_t)n * K * k);
+        if (kModes[mo].math == VC_GEMM_MATH_TF32) {
+            round_tf32_all(A, n_in * k);
+            round_tf32_all(W, (int64_t)n * K * k);
+        }
         void *dA = to_device(hA, (size_t)n_in * k * dt_size(ab));
         void *dW = to_device(hW, (size_t)n * K * k * dt_size(ab));
         float *dC = to_device(NULL, (size_t)n_out * n * 4);
@@ -640,6 +709,7 @@ int main(void)
     test_per_offset(&rng);
     test_gathered(&rng);
     test_dense_sweep(&rng);
+    test_many_taps(&rng);
     test_sizes(&rng);
     cudaStreamDestroy(g_stream);
     printf("test_gpu_gemm: %d cases\n", g_cases);
