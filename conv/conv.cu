@@ -201,18 +201,19 @@ vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32)
 } // namespace
 
 // Planner for VC_ALGO_AUTO: implicit GEMM for every layer.
-// Evidence (tests/gpu/bench_conv, H100 SXM, fp16, bias + ReLU, L2 flushed, medians of 25): GGS
-// lost on every one of the ~60 distinct layers of the subm sweep, CenterPoint, MinkUNet and
-// spconv's net, on a synthetic 65.6k-voxel 128-beam scan (5.8 neighbours per voxel), the real
-// VLP-16 sweep (19.4k voxels, 2.6 neighbours: the sparsest map we have) and the OctoMap scan
-// (36k voxels, 6.0). GGS / implicit was 3.4x at subm k3 256->256 on 65.6k voxels (1.20 vs
-// 0.35 ms), 4.5-6x at 96-128 channels, 6-11x on small levels and strided / downsample / inverse
-// maps; whole networks, layers back to back: CenterPoint 1.06 vs 8.96 ms, MinkUNet 2.78 vs
-// 20.5 ms, spconv net 0.94 vs 6.47 ms (VLP-16: 2.56 vs 19.5 ms for MinkUNet). GGS pays a fixed
-// ~0.1-0.4 ms per layer (K launches, the host read-back of the pair counts, the fp32
-// accumulator's memset, K read-modify-writes of it and the epilogue pass), which its per-offset
-// dense GEMMs never win back at these sizes; the gap narrows as channels grow, so very wide
-// layers (C >= 1024) on million-voxel scenes might flip, but nothing measured does.
+// Evidence (tests/gpu/bench_conv, H100 SXM, fp16, bias + ReLU, L2 flushed, medians of 25; the
+// tables are in docs/benchmarks.md): GGS lost on all 267 conv layers timed - the subm k3 sweep
+// 16..256 channels, CenterPoint, MinkUNet and spconv's net on a synthetic 100.6k-voxel 128-beam
+// scan (7.8 neighbours per voxel), the real VLP-16 sweep (19.4k voxels, 2.6 neighbours: the
+// sparsest map we have) and the OctoMap scan (36k voxels, 6.0). GGS / implicit was 2.5x at best
+// (subm 256->256 on the OctoMap scan, 0.82 vs 0.33 ms), 3.2x at subm 256->256 on the synthetic
+// scan (2.19 vs 0.68 ms) and 5-13x on narrow layers, coarse levels and strided / downsample /
+// inverse maps; whole networks, layers back to back: CenterPoint 1.22 vs 9.60 ms, MinkUNet 3.51
+// vs 23.9 ms, spconv net 1.13 vs 7.35 ms. GGS pays a fixed ~0.1-0.4 ms per layer (K launches,
+// the host read-back of the pair counts, the fp32 accumulator's memset, K read-modify-writes of
+// it and the epilogue pass), which its per-offset GEMMs never won back; the gap narrows as
+// channels grow, so very wide layers (C >= 1024) on million-voxel scenes might flip, but nothing
+// measured does.
 extern "C" vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out,
                                     vc_dtype dtype)
 {

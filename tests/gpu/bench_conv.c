@@ -668,7 +668,8 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                r->diff > 1e-2 ? " MISMATCH" : "",
                is_pool(l) ? "pool" : r->plan == VC_ALGO_GATHER_GEMM_SCATTER ? "ggs" : "impl");
         if (g_csv)
-            fprintf(g_csv, "%s,%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%.5f,%.5f,%.5f,%.3g\n",
+            fprintf(g_csv, "\"%s\",\"%s\",%s,%s,\"%s\",\"%s\",%lld,%lld,%lld,%lld,%lld,"
+                    "%.5f,%.5f,%.5f,%.3g\n",
                     sc->name, nt->name, l->name, kTypeNames[l->type], ks, ss,
                     (long long)r->n_in, (long long)r->n_out, (long long)r->pairs,
                     (long long)l->cin, (long long)l->cout, r->ms[0], r->ms[1], floor_ms,
