@@ -1,7 +1,8 @@
 /* conv/conv_gpu.h - convolution and pooling on the GPU, with the semantics of the CPU twins in
  * conv/conv.h (the tests compare against them). Every pointer in the arguments, the map's arrays
  * included (a vc_kmap_data from vc_kmap_build_gpu), is a DEVICE pointer. Work is queued on
- * `stream`; none of these calls synchronises the host. */
+ * `stream`; no call synchronises the host except where its comment says so (gather-GEMM-scatter
+ * reads the pair counts back; global pooling reads its batch-index check back). */
 #ifndef VC_CONV_CONV_GPU_H
 #define VC_CONV_CONV_GPU_H
 
@@ -17,16 +18,27 @@ struct CUstream_st;
  * outputs in mask order, CTA mask skipping, fused epilogue, no atomics), VC_ALGO_GATHER_GEMM_SCATTER
  * (per-offset GEMMs into an fp32 accumulator, then the epilogue), or VC_ALGO_AUTO (the planner
  * picks from the map and the channels). Deterministic for a given algo. a->num_threads is
- * ignored. fp32 features use exact fp32 arithmetic unless `tf32` is set. */
+ * ignored. fp32 features use exact fp32 arithmetic unless `tf32` is set. Weights in another
+ * dtype than the features are converted to the features' dtype on the device.
+ * Synchronisation: VC_ALGO_IMPLICIT_GEMM never waits for the device. VC_ALGO_GATHER_GEMM_SCATTER
+ * reads the map's K+1 pair offsets back to size its per-offset launches: ONE stream
+ * synchronisation per call (the only one); AUTO synchronises only when it picks GGS. */
 vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32, struct CUstream_st *stream,
                       vc_err *err);
 
-/* Pooling over a device map; out has the input's dtype and channels. */
+/* The algorithm VC_ALGO_AUTO runs for this map, channels and feature dtype (never AUTO). */
+vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out, vc_dtype dtype);
+
+/* Pooling over a device map; out has the input's dtype and channels. The map's entries are
+ * trusted (as built by vc_kmap_build_gpu); an entry outside [-1, n_in) is skipped, never read.
+ * No host synchronisation. */
 vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in, vc_dtype dtype,
                       int64_t channels, void *out, struct CUstream_st *stream, vc_err *err);
 
 /* Global pooling into dst [batch_size, channels] fp32 (device). Deterministic (no float
- * atomics). */
+ * atomics). Synchronises once: the batch indices are checked on the device and the first bad
+ * row is read back before anything is written, so a bad index gives VC_ERR_OUT_OF_RANGE and
+ * leaves dst as it was, as on the CPU. */
 vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_t batch_size,
                              vc_pool_mode mode, const void *in, vc_dtype dtype, int64_t channels,
                              float *dst, struct CUstream_st *stream, vc_err *err);

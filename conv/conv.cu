@@ -1,0 +1,342 @@
+// conv/conv.cu - sparse convolution on the GPU (DESIGN §4): the dispatcher behind vc_conv_gpu.
+// Both algorithms run on the one GEMM family of gemm/gemm.h; the CPU twin is vc_conv_cpu.
+//
+//  - IMPLICIT GEMM: one vc_gemm_run over all n_out outputs, output-stationary: the GEMM gathers
+//    the K taps of each output through out_in in its main loop, walks the outputs in mask order
+//    (perm, which the map sorted by neighbour mask) so a CTA skips the taps none of its rows
+//    has, and applies the epilogue (bias, residual, activation, output dtype) before its single
+//    write of each output row. No atomics, no scratch besides converted weights.
+//  - GATHER-GEMM-SCATTER (GGS): an fp32 accumulator [n_out, c_out] set to zero, one GEMM per
+//    offset k with pairs (gather in_rows, scatter-add into out_rows; the rows of one offset are
+//    distinct, and the launches are ordered on one stream, so no atomics), then an epilogue
+//    kernel. Every output element sums its offsets in k order, as the CPU twin does.
+//    SYNC POINT: the launch sizes are the per-offset pair counts, which live on the device
+//    (map->offsets); GGS copies the K+1 offsets to the host and waits for the stream once per
+//    call. It is the only host synchronisation in this file; implicit GEMM has none.
+//
+// Weights in a dtype other than the features' are converted on the device into stream-ordered
+// scratch (the GEMM takes A and W in one dtype). Scratch is cudaMallocAsync / cudaFreeAsync on
+// the caller's stream and is released on every path.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "conv_gpu.h"
+#include "gemm/gemm.h"
+
+namespace {
+
+const int kThreads = 256;
+
+unsigned grid_for(int64_t n)
+{
+    int64_t blocks = (n + kThreads - 1) / kThreads;
+    if (blocks < 1) blocks = 1;
+    return (unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8);
+}
+
+#define GRID_LOOP(i, n)                                                                        \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                  \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float load_f32(const void *p, int t, int64_t i)
+{
+    if (t == VC_DTYPE_FP16) return __half2float(static_cast<const __half *>(p)[i]);
+    if (t == VC_DTYPE_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+    return static_cast<const float *>(p)[i];
+}
+
+__device__ __forceinline__ void store_f32(void *p, int t, int64_t i, float v)
+{
+    if (t == VC_DTYPE_FP16)
+        static_cast<__half *>(p)[i] = __float2half_rn(v);
+    else if (t == VC_DTYPE_BF16)
+        static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+    else
+        static_cast<float *>(p)[i] = v;
+}
+
+// Weight conversion to the feature dtype (round to nearest even, as vc_store_f32).
+__global__ void cast_kernel(const void *src, int st, void *dst, int dt, int64_t n)
+{
+    GRID_LOOP(i, n) store_f32(dst, dt, i, load_f32(src, st, i));
+}
+
+// out[p, co] = act(acc[p, co] + bias[co] + residual[p, co]) as out dtype; acc NULL reads zeros
+// (a map without pairs). Same order of operations as vc_conv_cpu's epilogue.
+__global__ void epilogue_kernel(const float *acc, int64_t total, int64_t c_out, const float *bias,
+                                const void *res, int res_dtype, int act, float slope, void *out,
+                                int out_dtype)
+{
+    GRID_LOOP(i, total)
+    {
+        float v = acc ? acc[i] : 0.0f;
+        if (bias) v += bias[i % c_out];
+        if (res) v += load_f32(res, res_dtype, i);
+        if (act == VC_ACT_RELU) v = v < 0.0f ? 0.0f : v;
+        else if (act == VC_ACT_LEAKY_RELU) v = v < 0.0f ? v * slope : v;
+        store_f32(out, out_dtype, i, v);
+    }
+}
+
+// ---- host helpers ------------------------------------------------------------------------
+
+vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
+{
+    cudaGetLastError(); // clear a non-sticky error so later calls start clean
+    if (e == cudaErrorMemoryAllocation)
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "conv: out of device memory (%s)", what);
+    return vc_fail(err, VC_ERR_CUDA, "conv: %s: %s", what, cudaGetErrorString(e));
+}
+
+vc_status gemm_fail(vc_err *err, int rc, const char *msg, const char *what)
+{
+    if (rc == -3) {
+        cudaGetLastError();
+        return vc_fail(err, VC_ERR_CUDA, "conv: %s: GEMM launch failed: %s", what, msg);
+    }
+    if (rc == -2)
+        return vc_fail(err, VC_ERR_UNSUPPORTED, "conv: %s: no compiled GEMM fits: %s", what,
+                       msg);
+    return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: %s: GEMM rejected its arguments: %s",
+                   what, msg);
+}
+
+size_t dtype_bytes(vc_dtype t) { return t == VC_DTYPE_FP32 ? 4 : 2; }
+
+int is_float(vc_dtype t)
+{
+    return t == VC_DTYPE_FP32 || t == VC_DTYPE_FP16 || t == VC_DTYPE_BF16;
+}
+
+vc_gemm_act gemm_act(vc_activation a)
+{
+    return a == VC_ACT_RELU ? VC_GEMM_ACT_RELU
+                            : a == VC_ACT_LEAKY_RELU ? VC_GEMM_ACT_LEAKY : VC_GEMM_ACT_NONE;
+}
+
+// Host-side checks (the map's arrays are on the device and are trusted, as built by
+// vc_kmap_build_gpu / vc_kmap_inverse_gpu); mirrors vc_conv_cpu's check_args.
+vc_status check_args(const vc_conv_args *a, vc_algo algo, vc_err *err)
+{
+    if (!a || !a->map)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: NULL arguments or kernel map");
+    const vc_kmap_data *m = a->map;
+    if (m->volume < 1 || m->volume > 343 || m->n_in < 0 || m->n_out < 0 || m->n_pairs < 0 ||
+        m->n_in > VC_MAX_ROWS || m->n_out > VC_MAX_ROWS)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "conv: bad kernel map (volume %d, n_in %lld, n_out %lld, pairs %lld)",
+                       (int)m->volume, (long long)m->n_in, (long long)m->n_out,
+                       (long long)m->n_pairs);
+    if (algo != VC_ALGO_AUTO && algo != VC_ALGO_IMPLICIT_GEMM &&
+        algo != VC_ALGO_GATHER_GEMM_SCATTER)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: unknown algorithm %d", (int)algo);
+    if (a->c_in < 1 || a->c_in > VC_MAX_CHANNELS || a->c_out < 1 || a->c_out > VC_MAX_CHANNELS)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "conv: channels must be in 1..%lld (c_in %lld, c_out %lld)",
+                       (long long)VC_MAX_CHANNELS, (long long)a->c_in, (long long)a->c_out);
+    if (!is_float(a->in_dtype) || !is_float(a->out_dtype) || !is_float(a->w_dtype) ||
+        (a->residual && !is_float(a->res_dtype)))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "conv: input, output, weight and residual dtypes must be fp32/fp16/bf16");
+    if (a->act != VC_ACT_NONE && a->act != VC_ACT_RELU && a->act != VC_ACT_LEAKY_RELU)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: unknown activation %d", (int)a->act);
+    if (!a->weights)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: weights are NULL");
+    if (m->n_in > 0 && !a->in)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: input features are NULL");
+    if (m->n_out > 0 && !a->out)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: output buffer is NULL");
+    int64_t t;
+    if (vc_mul_overflow_i64(m->n_out, a->c_out, &t) || t > INT64_MAX / 8 ||
+        vc_mul_overflow_i64(m->n_in, a->c_in, &t) ||
+        vc_mul_overflow_i64(a->c_in, a->c_out, &t) || vc_mul_overflow_i64(t, m->volume, &t) ||
+        t > INT64_MAX / 8)
+        return vc_fail(err, VC_ERR_LIMIT, "conv: sizes overflow (n_out %lld x c_out %lld, "
+                       "K %d x c_in %lld x c_out %lld)", (long long)m->n_out,
+                       (long long)a->c_out, (int)m->volume, (long long)a->c_in,
+                       (long long)a->c_out);
+    if (m->n_out > 0 && m->n_pairs > 0) {
+        if (!m->out_in || !m->perm || !m->masks || m->mask_words != (m->volume + 31) / 32)
+            return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                           "conv: kernel map lacks out_in, masks or perm (mask words %d)",
+                           (int)m->mask_words);
+        if (!m->offsets || !m->in_rows || !m->out_rows)
+            return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: kernel map has no pair lists");
+    }
+    return VC_OK;
+}
+
+#define CU(call, what)                                                                         \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            st = cuda_fail(err, e_, what);                                                     \
+            goto done;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+#define LAUNCHED(what) CU(cudaGetLastError(), what)
+
+// The GEMM arguments both algorithms share.
+vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32)
+{
+    vc_gemm_args g;
+    memset(&g, 0, sizeof g);
+    const vc_kmap_data *m = a->map;
+    g.n_cols = (int32_t)a->c_out;
+    g.k = (int32_t)a->c_in;
+    g.a = a->in;
+    g.a_rows = m->n_in;
+    g.w = w;
+    g.b_taps = m->volume;
+    g.ab_dtype = (vc_gemm_dtype)a->in_dtype;
+    g.math = a->in_dtype != VC_DTYPE_FP32 ? VC_GEMM_MATH_DEFAULT
+                                          : tf32 ? VC_GEMM_MATH_TF32 : VC_GEMM_MATH_FP32;
+    return g;
+}
+
+} // namespace
+
+// Planner for VC_ALGO_AUTO: implicit GEMM for every layer.
+// Evidence (tests/gpu/bench_conv, H100 SXM, fp16, bias + ReLU, L2 flushed, medians of 25; the
+// tables are in docs/benchmarks.md): GGS lost on all 267 conv layers timed - the subm k3 sweep
+// 16..256 channels, CenterPoint, MinkUNet and spconv's net on a synthetic 100.6k-voxel 128-beam
+// scan (7.8 neighbours per voxel), the real VLP-16 sweep (19.4k voxels, 2.6 neighbours: the
+// sparsest map we have) and the OctoMap scan (36k voxels, 6.0). GGS / implicit was 2.5x at best
+// (subm 256->256 on the OctoMap scan, 0.82 vs 0.33 ms), 3.2x at subm 256->256 on the synthetic
+// scan (2.19 vs 0.68 ms) and 5-13x on narrow layers, coarse levels and strided / downsample /
+// inverse maps; whole networks, layers back to back: CenterPoint 1.22 vs 9.60 ms, MinkUNet 3.51
+// vs 23.9 ms, spconv net 1.13 vs 7.35 ms. GGS pays a fixed ~0.1-0.4 ms per layer (K launches,
+// the host read-back of the pair counts, the fp32 accumulator's memset, K read-modify-writes of
+// it and the epilogue pass), which its per-offset GEMMs never won back; the gap narrows as
+// channels grow, so very wide layers (C >= 1024) on million-voxel scenes might flip, but nothing
+// measured does.
+extern "C" vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out,
+                                    vc_dtype dtype)
+{
+    (void)map;
+    (void)c_in;
+    (void)c_out;
+    (void)dtype;
+    return VC_ALGO_IMPLICIT_GEMM;
+}
+
+extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
+                                 struct CUstream_st *stream, vc_err *err)
+{
+    vc_status st = check_args(a, algo, err);
+    if (st != VC_OK) return st;
+    const vc_kmap_data *m = a->map;
+    const int64_t n_out = m->n_out, c_in = a->c_in, c_out = a->c_out;
+    const int32_t K = m->volume;
+    if (n_out == 0) return VC_OK;
+    cudaStream_t s = stream;
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    void *w_conv = NULL;
+    float *acc = NULL;
+    const void *w = a->weights;
+    char msg[256] = {0};
+    int rc;
+
+    if (m->n_in == 0 || m->n_pairs == 0) {
+        // No input reaches any output: the result is the epilogue of zeros.
+        epilogue_kernel<<<grid_for(n_out * c_out), kThreads, 0, s>>>(
+            NULL, n_out * c_out, c_out, a->bias, a->residual, (int)a->res_dtype, (int)a->act,
+            a->slope, a->out, (int)a->out_dtype);
+        LAUNCHED("epilogue kernel");
+        goto done;
+    }
+    if (algo == VC_ALGO_AUTO) algo = vc_conv_gpu_plan(m, c_in, c_out, a->in_dtype);
+
+    if (a->w_dtype != a->in_dtype) {
+        const int64_t nw = c_out * (int64_t)K * c_in;
+        CU(cudaMallocAsync(&w_conv, (size_t)nw * dtype_bytes(a->in_dtype), s),
+           "allocating converted weights");
+        cast_kernel<<<grid_for(nw), kThreads, 0, s>>>(a->weights, (int)a->w_dtype, w_conv,
+                                                      (int)a->in_dtype, nw);
+        LAUNCHED("weight conversion kernel");
+        w = w_conv;
+    }
+
+    if (algo == VC_ALGO_IMPLICIT_GEMM) {
+        vc_gemm_args g = base_args(a, w, tf32);
+        g.m = n_out;
+        g.taps = K;
+        g.gather = m->out_in;
+        g.gather_rows = m->perm;
+        g.row_map = m->perm;
+        g.masks = m->masks;
+        g.mask_words = m->mask_words;
+        g.b_tap0 = 0;
+        g.c = a->out;
+        g.c_dtype = (vc_gemm_dtype)a->out_dtype;
+        g.accumulate = 0;
+        g.bias = a->bias;
+        g.residual = a->residual;
+        g.residual_dtype = (vc_gemm_dtype)(a->residual ? a->res_dtype : VC_DTYPE_FP32);
+        g.act = gemm_act(a->act);
+        g.slope = a->slope;
+        rc = vc_gemm_run(&g, -1, s, msg, (int32_t)sizeof msg);
+        if (rc != 0) {
+            st = gemm_fail(err, rc, msg, "implicit GEMM");
+            goto done;
+        }
+    } else {
+        // SYNC POINT (documented in conv_gpu.h): the per-offset pair counts.
+        int64_t off[344];
+        CU(cudaMemcpyAsync(off, m->offsets, ((size_t)K + 1) * sizeof(int64_t),
+                           cudaMemcpyDeviceToHost, s), "reading the pair offsets");
+        CU(cudaStreamSynchronize(s), "reading the pair offsets");
+        if (off[0] != 0 || off[K] != m->n_pairs) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "conv: kernel map pair offsets are inconsistent "
+                         "(offsets[0] %lld, offsets[K] %lld, n_pairs %lld)", (long long)off[0],
+                         (long long)off[K], (long long)m->n_pairs);
+            goto done;
+        }
+        for (int32_t k = 0; k < K; k++)
+            if (off[k + 1] < off[k]) {
+                st = vc_fail(err, VC_ERR_INTERNAL, "conv: kernel map offsets decrease at %d",
+                             (int)k);
+                goto done;
+            }
+        CU(cudaMallocAsync((void **)&acc, (size_t)(n_out * c_out) * sizeof(float), s),
+           "allocating the fp32 accumulator");
+        CU(cudaMemsetAsync(acc, 0, (size_t)(n_out * c_out) * sizeof(float), s),
+           "zeroing the accumulator");
+        for (int32_t k = 0; k < K; k++) {
+            const int64_t np = off[k + 1] - off[k];
+            if (np == 0) continue;
+            vc_gemm_args g = base_args(a, w, tf32);
+            g.m = np;
+            g.taps = 1;
+            g.gather = m->in_rows + off[k];
+            g.gather_rows = NULL;
+            g.row_map = m->out_rows + off[k];
+            g.masks = NULL;
+            g.mask_words = 0;
+            g.b_tap0 = k;
+            g.c = acc;
+            g.c_dtype = VC_GEMM_F32;
+            g.accumulate = 1;
+            g.act = VC_GEMM_ACT_NONE;
+            g.residual_dtype = VC_GEMM_F32;
+            rc = vc_gemm_run(&g, -1, s, msg, (int32_t)sizeof msg);
+            if (rc != 0) {
+                st = gemm_fail(err, rc, msg, "gather-GEMM-scatter");
+                goto done;
+            }
+        }
+        epilogue_kernel<<<grid_for(n_out * c_out), kThreads, 0, s>>>(
+            acc, n_out * c_out, c_out, a->bias, a->residual, (int)a->res_dtype, (int)a->act,
+            a->slope, a->out, (int)a->out_dtype);
+        LAUNCHED("epilogue kernel");
+    }
+
+done:
+    if (w_conv) cudaFreeAsync(w_conv, s);
+    if (acc) cudaFreeAsync(acc, s);
+    return st;
+}

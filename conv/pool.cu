@@ -1,0 +1,368 @@
+// conv/pool.cu - pooling on the GPU, with the semantics of the CPU twin conv/pool_cpu.c.
+//  - vc_pool_gpu: one thread per (output row, channel), channels fastest so a warp reads whole
+//    input rows; the K taps of out_in are visited in k order exactly as on the CPU (max keeps the
+//    first NaN it meets; the mean sums in fp32 in k order and divides by the count), so results
+//    are bit-identical to the CPU twin. Rows with no input give 0. No host synchronisation.
+//  - vc_global_pool_gpu: rows are grouped by batch item with a stable radix sort of the batch
+//    indices (skipped for batch size 1), each item's rows are cut into S fixed slices, each
+//    (channel tile, item, slice) block reduces its slice in a fixed pattern (lane y takes rows
+//    y, y+8, ...; lanes combined in order), and a last kernel combines the S slices in order.
+//    Sums are in double, like the CPU's; nothing depends on scheduling, so the result is the same
+//    run after run. The batch indices are checked first and the first bad row is read back
+//    (one synchronisation) so that a bad index fails before dst is touched, as on the CPU.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "conv_gpu.h"
+
+namespace {
+
+const int kThreads = 256;
+const int kTileC = 32;   // channels per global-pool block (threadIdx.x)
+const int kLanes = 8;    // row lanes per global-pool block (threadIdx.y)
+
+unsigned grid_for(int64_t n)
+{
+    int64_t blocks = (n + kThreads - 1) / kThreads;
+    if (blocks < 1) blocks = 1;
+    return (unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8);
+}
+
+#define GRID_LOOP(i, n)                                                                        \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                  \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float load_f32(const void *p, int t, int64_t i)
+{
+    if (t == VC_DTYPE_FP16) return __half2float(static_cast<const __half *>(p)[i]);
+    if (t == VC_DTYPE_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+    return static_cast<const float *>(p)[i];
+}
+
+__device__ __forceinline__ void store_f32(void *p, int t, int64_t i, float v)
+{
+    if (t == VC_DTYPE_FP16)
+        static_cast<__half *>(p)[i] = __float2half_rn(v);
+    else if (t == VC_DTYPE_BF16)
+        static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+    else
+        static_cast<float *>(p)[i] = v;
+}
+
+__global__ void pool_kernel(const int32_t *out_in, int64_t n_out, int32_t K, int64_t n_in,
+                            const void *in, int dtype, int64_t channels, int mode, void *out)
+{
+    GRID_LOOP(i, n_out * channels)
+    {
+        const int64_t p = i / channels, c = i - p * channels;
+        const int32_t *row = out_in + p * K;
+        float v = 0.0f;
+        int64_t count = 0;
+        for (int32_t k = 0; k < K; k++) {
+            const int32_t r = row[k];
+            if (r < 0 || r >= n_in) continue;
+            const float x = load_f32(in, dtype, (int64_t)r * channels + c);
+            if (mode == VC_POOL_AVG) {
+                v += x;
+            } else if (count == 0 || (!isnan(v) && (x > v || isnan(x)))) {
+                v = x; // a NaN, once seen, stays
+            }
+            count++;
+        }
+        if (mode == VC_POOL_AVG && count > 0) v /= (float)count;
+        store_f32(out, dtype, i, v);
+    }
+}
+
+// ---- global pooling ----------------------------------------------------------------------
+
+// Smallest row whose batch index is outside [0, batch_size); the batch keys for the sort.
+__global__ void batch_check_kernel(const int32_t *coords, int64_t n, int32_t batch_size,
+                                   long long *bad, uint32_t *keys)
+{
+    GRID_LOOP(i, n)
+    {
+        const int32_t b = coords[4 * i];
+        if (b < 0 || b >= batch_size) atomicMin(bad, (long long)i);
+        if (keys) keys[i] = (uint32_t)b;
+    }
+}
+
+__global__ void iota_kernel(int32_t *v, int64_t n)
+{
+    GRID_LOOP(i, n) v[i] = (int32_t)i;
+}
+
+// seg[b] = first sorted position of batch b, b in [0, batch_size]; sorted NULL: one item.
+__global__ void segments_kernel(const uint32_t *sorted, int64_t n, int32_t batch_size,
+                                int64_t *seg)
+{
+    GRID_LOOP(b, (int64_t)batch_size + 1)
+    {
+        int64_t lo = 0, hi = n;
+        if (!sorted) {
+            lo = b == 0 ? 0 : n;
+        } else {
+            while (lo < hi) {
+                const int64_t mid = (lo + hi) >> 1;
+                if ((int64_t)sorted[mid] < b) lo = mid + 1;
+                else hi = mid;
+            }
+        }
+        seg[b] = lo;
+    }
+}
+
+// Combines (v, cnt) with (o, ocnt) in a fixed order; max keeps the first NaN.
+__device__ __forceinline__ void combine(double &v, int64_t &cnt, double o, int64_t ocnt,
+                                        int mode)
+{
+    if (ocnt == 0) return;
+    if (mode == VC_POOL_AVG) {
+        v += o;
+    } else if (cnt == 0 || (!isnan(v) && (o > v || isnan(o)))) {
+        v = o;
+    }
+    cnt += ocnt;
+}
+
+// Block (item b * tiles + channel tile, slice s): reduces rows [lo, hi) of item b's rows.
+__global__ void global_slice_kernel(const void *in, int dtype, int64_t channels,
+                                    const int32_t *order, const int64_t *seg, int32_t slices,
+                                    int mode, double *part, int64_t *part_cnt)
+{
+    __shared__ double sv[kLanes][kTileC];
+    __shared__ int64_t sc[kLanes][kTileC];
+    const int32_t tiles = (int32_t)((channels + kTileC - 1) / kTileC);
+    const int64_t c = (int64_t)(blockIdx.x % tiles) * kTileC + threadIdx.x;
+    const int32_t b = (int32_t)(blockIdx.x / tiles), s = blockIdx.y;
+    const int64_t beg = seg[b], len = seg[b + 1] - beg;
+    const int64_t lo = beg + len * s / slices, hi = beg + len * (s + 1) / slices;
+    double v = 0.0;
+    int64_t cnt = 0;
+    if (c < channels) {
+        for (int64_t j = lo + threadIdx.y; j < hi; j += kLanes) {
+            const int64_t row = order ? order[j] : j;
+            combine(v, cnt, (double)load_f32(in, dtype, row * channels + c), 1, mode);
+        }
+    }
+    sv[threadIdx.y][threadIdx.x] = v;
+    sc[threadIdx.y][threadIdx.x] = cnt;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < channels) {
+        for (int y = 1; y < kLanes; y++) combine(v, cnt, sv[y][threadIdx.x], sc[y][threadIdx.x],
+                                                 mode);
+        const int64_t at = ((int64_t)b * slices + s) * channels + c;
+        part[at] = v;
+        part_cnt[at] = cnt;
+    }
+}
+
+__global__ void global_final_kernel(const double *part, const int64_t *part_cnt,
+                                    int32_t batch_size, int32_t slices, int64_t channels,
+                                    int mode, float *dst)
+{
+    GRID_LOOP(i, (int64_t)batch_size * channels)
+    {
+        const int64_t b = i / channels, c = i - b * channels;
+        double v = 0.0;
+        int64_t cnt = 0;
+        for (int32_t s = 0; s < slices; s++) {
+            const int64_t at = (b * slices + s) * channels + c;
+            combine(v, cnt, part[at], part_cnt[at], mode);
+        }
+        if (cnt == 0) v = 0.0;
+        else if (mode == VC_POOL_AVG) v /= (double)cnt;
+        dst[i] = (float)v;
+    }
+}
+
+vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
+{
+    cudaGetLastError(); // clear a non-sticky error so later calls start clean
+    if (e == cudaErrorMemoryAllocation)
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "pool: out of device memory (%s)", what);
+    return vc_fail(err, VC_ERR_CUDA, "pool: %s: %s", what, cudaGetErrorString(e));
+}
+
+int is_float(vc_dtype t)
+{
+    return t == VC_DTYPE_FP32 || t == VC_DTYPE_FP16 || t == VC_DTYPE_BF16;
+}
+
+#define CU(call, what)                                                                         \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            st = cuda_fail(err, e_, what);                                                     \
+            goto done;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+#define LAUNCHED(what) CU(cudaGetLastError(), what)
+
+} // namespace
+
+extern "C" vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in,
+                                 vc_dtype dtype, int64_t channels, void *out,
+                                 struct CUstream_st *stream, vc_err *err)
+{
+    vc_status st = VC_OK;
+    if (!map) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "pool: kernel map is NULL");
+    if (mode != VC_POOL_MAX && mode != VC_POOL_AVG)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "pool: unknown mode %d", (int)mode);
+    if (!is_float(dtype))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "pool: dtype must be fp32, fp16 or bf16");
+    if (channels < 1 || channels > VC_MAX_CHANNELS)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "pool: channels %lld not in 1..%lld",
+                       (long long)channels, (long long)VC_MAX_CHANNELS);
+    const int64_t n_in = map->n_in, n_out = map->n_out;
+    const int64_t K = map->volume;
+    int64_t t;
+    if (K < 1 || K > 343 || n_in < 0 || n_out < 0)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "pool: bad kernel map (volume %lld, n_in %lld, n_out %lld)",
+                       (long long)K, (long long)n_in, (long long)n_out);
+    if (vc_mul_overflow_i64(n_out, K, &t) || vc_mul_overflow_i64(n_out, channels, &t) ||
+        vc_mul_overflow_i64(n_in, channels, &t))
+        return vc_fail(err, VC_ERR_LIMIT, "pool: sizes overflow (n_in %lld, n_out %lld, volume "
+                       "%lld, channels %lld)", (long long)n_in, (long long)n_out, (long long)K,
+                       (long long)channels);
+    if (n_out == 0) return VC_OK;
+    if (!map->out_in || !out || (n_in > 0 && !in))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "pool: NULL map table, input or output");
+    cudaStream_t s = stream;
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    pool_kernel<<<grid_for(n_out * channels), kThreads, 0, s>>>(
+        map->out_in, n_out, (int32_t)K, n_in, in, (int)dtype, channels, (int)mode, out);
+    LAUNCHED("pool kernel");
+done:
+    return st;
+}
+
+extern "C" vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_t batch_size,
+                                        vc_pool_mode mode, const void *in, vc_dtype dtype,
+                                        int64_t channels, float *dst,
+                                        struct CUstream_st *stream, vc_err *err)
+{
+    vc_status st = VC_OK;
+    if (mode != VC_POOL_MAX && mode != VC_POOL_AVG)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "global pool: unknown mode %d", (int)mode);
+    if (!is_float(dtype))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "global pool: dtype must be fp32, fp16 or bf16");
+    if (channels < 1 || channels > VC_MAX_CHANNELS || batch_size < 1 || n < 0)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "global pool: bad sizes (rows %lld, batch %d, channels %lld)",
+                       (long long)n, (int)batch_size, (long long)channels);
+    int64_t t;
+    if (vc_mul_overflow_i64(n, channels, &t) || vc_mul_overflow_i64(batch_size, channels, &t) ||
+        n > VC_MAX_ROWS || (int64_t)batch_size * ((channels + kTileC - 1) / kTileC) > INT32_MAX)
+        return vc_fail(err, VC_ERR_LIMIT, "global pool: sizes overflow");
+    if (!dst || (n > 0 && (!coords || !in)))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "global pool: NULL coordinates, input or output");
+    cudaStream_t s = stream;
+    cudaGetLastError();
+    long long *bad = NULL;
+    uint32_t *keys = NULL, *keys_sorted = NULL;
+    int32_t *rows = NULL, *order = NULL;
+    int64_t *seg = NULL, *part_cnt = NULL;
+    double *part = NULL;
+    void *tmp = NULL;
+    size_t tmp_bytes = 0;
+    long long host_bad = 0;
+    int32_t host_batch = 0;
+    const int32_t tiles = (int32_t)((channels + kTileC - 1) / kTileC);
+    int32_t slices = 1;
+
+    if (n == 0) {
+        CU(cudaMemsetAsync(dst, 0, (size_t)(batch_size * channels) * sizeof(float), s),
+           "zeroing the result");
+        goto done;
+    }
+    CU(cudaMallocAsync((void **)&bad, sizeof(long long), s), "allocating the check flag");
+    CU(cudaMemsetAsync(bad, 0x7f, sizeof(long long), s), "initialising the check flag");
+    if (batch_size > 1)
+        CU(cudaMallocAsync((void **)&keys, (size_t)n * sizeof(uint32_t), s),
+           "allocating sort keys");
+    batch_check_kernel<<<grid_for(n), kThreads, 0, s>>>(coords, n, batch_size, bad, keys);
+    LAUNCHED("batch check kernel");
+    // SYNC POINT: the first bad row, before anything is written to dst.
+    CU(cudaMemcpyAsync(&host_bad, bad, sizeof host_bad, cudaMemcpyDeviceToHost, s),
+       "reading the batch check");
+    CU(cudaStreamSynchronize(s), "checking batch indices");
+    if (host_bad < n) {
+        CU(cudaMemcpy(&host_batch, coords + 4 * host_bad, sizeof host_batch,
+                      cudaMemcpyDeviceToHost), "reading a bad batch index");
+        st = vc_fail(err, VC_ERR_OUT_OF_RANGE,
+                     "global pool: row %lld has batch index %d outside [0, %d)", host_bad,
+                     (int)host_batch, (int)batch_size);
+        goto done;
+    }
+
+    if (batch_size > 1) {
+        int end_bit = 1;
+        while (end_bit < 32 && ((int64_t)1 << end_bit) < (int64_t)batch_size) end_bit++;
+        CU(cudaMallocAsync((void **)&keys_sorted, (size_t)n * sizeof(uint32_t), s),
+           "allocating sort keys");
+        CU(cudaMallocAsync((void **)&rows, (size_t)n * sizeof(int32_t), s),
+           "allocating sort values");
+        CU(cudaMallocAsync((void **)&order, (size_t)n * sizeof(int32_t), s),
+           "allocating sort values");
+        iota_kernel<<<grid_for(n), kThreads, 0, s>>>(rows, n);
+        LAUNCHED("iota kernel");
+        CU(cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, keys, keys_sorted, rows, order,
+                                           (int)n, 0, end_bit, s), "batch sort");
+        CU(cudaMallocAsync(&tmp, tmp_bytes ? tmp_bytes : 16, s), "allocating sort storage");
+        CU(cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, keys, keys_sorted, rows, order,
+                                           (int)n, 0, end_bit, s), "batch sort");
+    }
+    {
+        // Enough (tile, item, slice) blocks to fill the GPU; a fixed function of the sizes.
+        const int64_t blocks = (int64_t)tiles * batch_size;
+        int64_t sl = (4 * 132 + blocks - 1) / blocks;
+        const int64_t by_rows = (n + 1023) / 1024; // at least ~1024 rows per slice overall
+        if (sl > by_rows) sl = by_rows;
+        if (sl > 256) sl = 256;
+        if (sl < 1) sl = 1;
+        slices = (int32_t)sl;
+    }
+    CU(cudaMallocAsync((void **)&seg, ((size_t)batch_size + 1) * sizeof(int64_t), s),
+       "allocating segments");
+    CU(cudaMallocAsync((void **)&part, (size_t)batch_size * slices * channels * sizeof(double),
+                       s), "allocating partial results");
+    CU(cudaMallocAsync((void **)&part_cnt,
+                       (size_t)batch_size * slices * channels * sizeof(int64_t), s),
+       "allocating partial counts");
+    segments_kernel<<<grid_for((int64_t)batch_size + 1), kThreads, 0, s>>>(
+        batch_size > 1 ? keys_sorted : NULL, n, batch_size, seg);
+    LAUNCHED("segments kernel");
+    {
+        dim3 grid((unsigned)((int64_t)tiles * batch_size), (unsigned)slices);
+        dim3 block(kTileC, kLanes);
+        global_slice_kernel<<<grid, block, 0, s>>>(in, (int)dtype, channels,
+                                                   batch_size > 1 ? order : NULL, seg, slices,
+                                                   (int)mode, part, part_cnt);
+        LAUNCHED("global pool kernel");
+    }
+    global_final_kernel<<<grid_for((int64_t)batch_size * channels), kThreads, 0, s>>>(
+        part, part_cnt, batch_size, slices, channels, (int)mode, dst);
+    LAUNCHED("global pool final kernel");
+
+done:
+    if (bad) cudaFreeAsync(bad, s);
+    if (keys) cudaFreeAsync(keys, s);
+    if (keys_sorted) cudaFreeAsync(keys_sorted, s);
+    if (rows) cudaFreeAsync(rows, s);
+    if (order) cudaFreeAsync(order, s);
+    if (tmp) cudaFreeAsync(tmp, s);
+    if (seg) cudaFreeAsync(seg, s);
+    if (part) cudaFreeAsync(part, s);
+    if (part_cnt) cudaFreeAsync(part_cnt, s);
+    return st;
+}

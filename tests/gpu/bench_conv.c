@@ -1,0 +1,965 @@
+/* tests/gpu/bench_conv.c - benchmark of the GPU convolution layers (not a ctest).
+ * Usage: bench_conv [--runs N] [--layers DIR] [--csv FILE] [scan.bin|.pcd ...]
+ *
+ * Scenes: a synthetic spinning 128-beam LiDAR sweep over a ground plane, walls and parked cars
+ * (fixed seed, ~100k voxels at 0.05 x 0.05 x 0.1 m on the SECOND / KITTI grid 41x1600x1408;
+ * three frames with different yaw and noise, rotated between runs), plus every scan given on
+ * the command line (read with vc_cloud_read, voxelized on the host at the same voxel size; one
+ * frame).
+ * Layers: the suites in datasets/layers/ (format in datasets/layers/README.md; built-in
+ * copies when the folder is absent): subm k3 C->C at 16..256, MinkUNet, CenterPoint
+ * VoxelResBackBone8x, spconv's benchmark net. fp16 features and weights, bias + ReLU epilogue.
+ * For each distinct layer and each algorithm (implicit GEMM, gather-GEMM-scatter): median time
+ * of `runs` (default 25, at least 20) after 3 warm-up runs, CUDA events around the one call
+ * (GGS's internal read-back of the pair counts included), L2 flushed (a 256 MB memset) before
+ * every run and the 3 frames rotated; useful TFLOP/s = 2 * pairs * Cin * Cout / time; GB/s =
+ * the fewest bytes (input features, output features, weights, out_in, all once) / time; the
+ * floor = max(FLOPs / 650 TFLOP/s mma.sync peak, bytes / 3.0 TB/s) (ANCHORS §3). The implicit
+ * and GGS outputs of frame 0 are compared (relative Frobenius) as a sanity check.
+ * Map builds are timed apart (vc_kmap_build_gpu_timed, median). Each network is also run as a
+ * whole (layers back to back on one stream, maps prebuilt, L2 flushed before the network) per
+ * algorithm and with the best algorithm per layer. The summary tables come last. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv/conv.h"
+#include "conv/conv_gpu.h"
+#include "conv/dtype.h"
+#include "conv/kmap.h"
+#include "conv/kmap_gpu.h"
+#include "hash/hash.h"
+#include "testutil.h"
+#include "voxconv.h"
+
+#ifdef VOXCONV_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#define NFRAMES 3
+#define WARMUP 3
+#define MAX_LAYERS 96
+#define MAX_MAPS 64
+#define MAX_LEVELS 16
+#define MAX_NETS 16
+#define MAX_SCENES 8
+#define PEAK_FLOPS 650e12
+#define PEAK_BYTES 3.0e12
+
+static int g_runs = 25;
+static cudaStream_t g_s;
+static void *g_flush;
+static const size_t kFlushBytes = (size_t)256 << 20;
+static FILE *g_csv;
+
+#define DIE_IF(cond, ...)                                                                      \
+    do {                                                                                       \
+        if (cond) {                                                                            \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define CUDA_CHECK(call)                                                                       \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        DIE_IF(e_ != cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                    \
+    } while (0)
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static float median(float *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_float);
+    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void flush_l2(void) { CUDA_CHECK(cudaMemsetAsync(g_flush, (int)(rand() & 0xff),
+                                                        kFlushBytes, g_s)); }
+
+/* ---- layer suites ------------------------------------------------------------------------ */
+
+enum { L_SUBM, L_STRIDED, L_DOWN, L_INVERSE, L_TRANSPOSED, L_MAXPOOL, L_AVGPOOL };
+static const char *const kTypeNames[] = {"subm",       "strided", "downsample", "inverse",
+                                         "transposed", "maxpool", "avgpool"};
+
+typedef struct layer {
+    char name[32];
+    int type;
+    int k[3], s[3], p[3];
+    int64_t cin, cout;
+} layer;
+
+typedef struct net {
+    char name[64];
+    layer l[MAX_LAYERS];
+    int n;
+} net;
+
+static const char *kBuiltinSweep =
+    "subm16 subm 3 1 0 16 16\nsubm32 subm 3 1 0 32 32\nsubm64 subm 3 1 0 64 64\n"
+    "subm128 subm 3 1 0 128 128\nsubm256 subm 3 1 0 256 256\n";
+static const char *kBuiltinMink =
+    "stem1 subm 3 1 0 4 32\nstem2 subm 3 1 0 32 32\ndown1 downsample 2 2 0 32 32\n"
+    "s1b1c1 subm 3 1 0 32 32\ns1b1c2 subm 3 1 0 32 32\ns1b2c1 subm 3 1 0 32 32\n"
+    "s1b2c2 subm 3 1 0 32 32\ndown2 downsample 2 2 0 32 32\ns2b1c1 subm 3 1 0 32 64\n"
+    "s2b1c2 subm 3 1 0 64 64\ns2b1sc subm 1 1 0 32 64\ns2b2c1 subm 3 1 0 64 64\n"
+    "s2b2c2 subm 3 1 0 64 64\ndown3 downsample 2 2 0 64 64\ns3b1c1 subm 3 1 0 64 128\n"
+    "s3b1c2 subm 3 1 0 128 128\ns3b1sc subm 1 1 0 64 128\ns3b2c1 subm 3 1 0 128 128\n"
+    "s3b2c2 subm 3 1 0 128 128\ndown4 downsample 2 2 0 128 128\ns4b1c1 subm 3 1 0 128 256\n"
+    "s4b1c2 subm 3 1 0 256 256\ns4b1sc subm 1 1 0 128 256\ns4b2c1 subm 3 1 0 256 256\n"
+    "s4b2c2 subm 3 1 0 256 256\nup1 inverse 2 2 0 256 256\nu1b1c1 subm 3 1 0 384 256\n"
+    "u1b1c2 subm 3 1 0 256 256\nu1b1sc subm 1 1 0 384 256\nu1b2c1 subm 3 1 0 256 256\n"
+    "u1b2c2 subm 3 1 0 256 256\nup2 inverse 2 2 0 256 128\nu2b1c1 subm 3 1 0 192 128\n"
+    "u2b1c2 subm 3 1 0 128 128\nu2b1sc subm 1 1 0 192 128\nu2b2c1 subm 3 1 0 128 128\n"
+    "u2b2c2 subm 3 1 0 128 128\nup3 inverse 2 2 0 128 96\nu3b1c1 subm 3 1 0 128 96\n"
+    "u3b1c2 subm 3 1 0 96 96\nu3b1sc subm 1 1 0 128 96\nu3b2c1 subm 3 1 0 96 96\n"
+    "u3b2c2 subm 3 1 0 96 96\nup4 inverse 2 2 0 96 96\nu4b1c1 subm 3 1 0 128 96\n"
+    "u4b1c2 subm 3 1 0 96 96\nu4b1sc subm 1 1 0 128 96\nu4b2c1 subm 3 1 0 96 96\n"
+    "u4b2c2 subm 3 1 0 96 96\n";
+static const char *kBuiltinCenter =
+    "conv_in subm 3 1 0 5 16\nc1b1c1 subm 3 1 0 16 16\nc1b1c2 subm 3 1 0 16 16\n"
+    "c1b2c1 subm 3 1 0 16 16\nc1b2c2 subm 3 1 0 16 16\nconv2 strided 3 2 1 16 32\n"
+    "c2b1c1 subm 3 1 0 32 32\nc2b1c2 subm 3 1 0 32 32\nc2b2c1 subm 3 1 0 32 32\n"
+    "c2b2c2 subm 3 1 0 32 32\nconv3 strided 3 2 1 32 64\nc3b1c1 subm 3 1 0 64 64\n"
+    "c3b1c2 subm 3 1 0 64 64\nc3b2c1 subm 3 1 0 64 64\nc3b2c2 subm 3 1 0 64 64\n"
+    "conv4 strided 3 2 0,1,1 64 128\nc4b1c1 subm 3 1 0 128 128\nc4b1c2 subm 3 1 0 128 128\n"
+    "c4b2c1 subm 3 1 0 128 128\nc4b2c2 subm 3 1 0 128 128\n"
+    "conv_out strided 3,1,1 2,1,1 0 128 128\n";
+static const char *kBuiltinSpconv =
+    "c1 subm 3 1 0 3 64\nc2 subm 3 1 0 64 64\np1 maxpool 2 2 0 64 64\n"
+    "c3 subm 3 1 0 64 96\nc4 subm 3 1 0 96 96\np2 maxpool 2 2 0 96 96\n"
+    "c5 subm 3 1 0 96 128\nc6 subm 3 1 0 128 128\np3 maxpool 2 2 0 128 128\n"
+    "c7 subm 3 1 0 128 160\nc8 subm 3 1 0 160 160\np4 maxpool 2 2 0 160 160\n"
+    "c9 subm 3 1 0 160 192\nc10 subm 3 1 0 192 192\np5 maxpool 2 2 0 192 192\n"
+    "c11 subm 3 1 0 192 224\nc12 subm 3 1 0 224 224\np6 maxpool 2 2 0 224 224\n"
+    "c13 subm 3 1 0 224 256\nc14 subm 3 1 0 256 256\n";
+
+static int parse_triple(const char *s, int v[3])
+{
+    int n = sscanf(s, "%d,%d,%d", &v[0], &v[1], &v[2]);
+    if (n == 1) v[1] = v[2] = v[0];
+    return n == 1 || n == 3 ? 0 : -1;
+}
+
+/* Parses the suite text; returns 0 or -1 (with a message) on a malformed line. */
+static int parse_net(const char *text, const char *name, net *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    const char *p = text;
+    int line = 0;
+    while (*p) {
+        char buf[256];
+        size_t len = strcspn(p, "\n");
+        if (len >= sizeof buf) len = sizeof buf - 1;
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        p += strcspn(p, "\n");
+        if (*p) p++;
+        line++;
+        char *hash = strchr(buf, '#');
+        if (hash) *hash = 0;
+        char nm[64], ty[32], k[32], s[32], pd[32];
+        long long ci, co;
+        int got = sscanf(buf, "%63s %31s %31s %31s %31s %lld %lld", nm, ty, k, s, pd, &ci, &co);
+        if (got <= 0) continue;
+        layer *l = &out->l[out->n];
+        int t = -1;
+        for (int i = 0; i < 7; i++)
+            if (!strcmp(ty, kTypeNames[i])) t = i;
+        if (got != 7 || t < 0 || parse_triple(k, l->k) || parse_triple(s, l->s) ||
+            parse_triple(pd, l->p) || ci < 1 || co < 1 || out->n >= MAX_LAYERS) {
+            fprintf(stderr, "bench_conv: %s line %d malformed: '%s'\n", name, line, buf);
+            return -1;
+        }
+        snprintf(l->name, sizeof l->name, "%.31s", nm);
+        l->type = t;
+        l->cin = ci;
+        l->cout = co;
+        out->n++;
+    }
+    return 0;
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *t = malloc((size_t)n + 1);
+    if (fread(t, 1, (size_t)n, f) != (size_t)n) n = 0;
+    t[n] = 0;
+    fclose(f);
+    return t;
+}
+
+/* ---- scenes ------------------------------------------------------------------------------ */
+
+typedef struct scene {
+    char name[256];
+    int32_t shape[3];
+    int32_t *rows[NFRAMES];
+    int64_t n[NFRAMES];
+    int nframes;
+} scene;
+
+typedef struct voxel_set {
+    int32_t *rows;
+    int64_t n, cap;
+    vc_hash seen;
+    vc_keypack kp;
+} voxel_set;
+
+static void vs_init(voxel_set *v, const int32_t shape[3], int64_t expected)
+{
+    v->n = 0;
+    v->cap = expected > 16 ? expected : 16;
+    v->rows = malloc((size_t)v->cap * 16);
+    vc_hash_init(&v->seen, v->cap);
+    vc_keypack_init(&v->kp, 1, shape);
+}
+
+static void vs_add(voxel_set *v, int32_t z, int32_t y, int32_t x)
+{
+    if (!vc_key_in_range(&v->kp, 0, z, y, x)) return;
+    if (vc_hash_insert_grow(&v->seen, vc_key_pack(&v->kp, 0, z, y, x), 0, NULL) !=
+        VC_HASH_INSERTED)
+        return;
+    if (v->n == v->cap) {
+        v->cap *= 2;
+        v->rows = realloc(v->rows, (size_t)v->cap * 16);
+    }
+    int32_t *r = v->rows + 4 * v->n++;
+    r[0] = 0;
+    r[1] = z;
+    r[2] = y;
+    r[3] = x;
+}
+
+/* Obstacles: axis-aligned boxes (x0, x1, y0, y1, height) standing on the ground. */
+typedef struct box {
+    double x0, x1, y0, y1, h;
+} box;
+
+/* Ray (origin o, direction d) against a box: entry distance or -1. */
+static double ray_box(const double o[3], const double d[3], const box *b)
+{
+    double lo[3] = {b->x0, b->y0, 0.0}, hi[3] = {b->x1, b->y1, b->h};
+    double t0 = 0.0, t1 = 1e30;
+    for (int a = 0; a < 3; a++) {
+        if (fabs(d[a]) < 1e-12) {
+            if (o[a] < lo[a] || o[a] > hi[a]) return -1;
+            continue;
+        }
+        double ta = (lo[a] - o[a]) / d[a], tb = (hi[a] - o[a]) / d[a];
+        if (ta > tb) {
+            double t = ta;
+            ta = tb;
+            tb = t;
+        }
+        if (ta > t0) t0 = ta;
+        if (tb < t1) t1 = tb;
+        if (t0 > t1) return -1;
+    }
+    return t0 > 0 ? t0 : -1;
+}
+
+/* One sweep of a 128-beam spinning LiDAR 1.73 m above the ground (elevations -24.8..+2 deg,
+ * 6144 azimuth steps, ~100k voxels) among buildings, walls and cars; voxels of 0.05 x 0.05 x
+ * 0.1 m over x [0, 70.4), y [-40, 40), z [-3, 1) in the sensor frame (the KITTI / SECOND grid). */
+static void gen_lidar(vc_rng *rng, int frame, int32_t **rows, int64_t *n, const int32_t shape[3])
+{
+    box boxes[64];
+    int nb = 0;
+    vc_rng g = {0xC0FFEEull + 1}; /* the scene is the same in every frame */
+    const box fixed[] = {{18, 21, -16, -5, 6},  {10, 40, 12, 13, 8},  {45, 46, -30, 30, 10},
+                         {5, 60, -19, -18, 5},  {30, 34, 6, 10, 7}};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) boxes[nb++] = fixed[i];
+    while (nb < 40) { /* cars: 4.2 x 1.8 x 1.5 m, parked along both sides */
+        double x = 4 + 60 * (vc_rng_float(&g) * 0.5 + 0.5);
+        double y = (vc_rng_int(&g, 2) ? 1 : -1) * (4 + 3 * (vc_rng_float(&g) * 0.5 + 0.5));
+        box b = {x, x + 4.2, y, y + 1.8, 1.5};
+        boxes[nb++] = b;
+    }
+    voxel_set v;
+    vs_init(&v, shape, 1 << 17);
+    const double pi = 3.14159265358979323846, h0 = 1.73;
+    const double yaw = 0.0007 * frame;
+    for (int beam = 0; beam < 128; beam++) {
+        double el = (-24.8 + 26.8 * beam / 127.0) * pi / 180.0;
+        for (int s = 0; s < 6144; s++) {
+            double az = yaw + 2 * pi * s / 6144.0;
+            double d[3] = {cos(el) * cos(az), cos(el) * sin(az), sin(el)};
+            double o[3] = {0, 0, h0};
+            double best = 80.0;
+            if (d[2] < 0) best = -h0 / d[2];
+            for (int b = 0; b < nb; b++) {
+                double t = ray_box(o, d, &boxes[b]);
+                if (t > 0 && t < best) best = t;
+            }
+            if (best >= 80.0) continue;
+            double x = best * d[0] + 0.02 * vc_rng_float(rng);
+            double y = best * d[1] + 0.02 * vc_rng_float(rng);
+            double z = h0 + best * d[2] - h0 + 0.02 * vc_rng_float(rng);
+            vs_add(&v, (int32_t)floor((z + 3.0) / 0.1), (int32_t)floor((y + 40.0) / 0.05),
+                   (int32_t)floor(x / 0.05));
+        }
+    }
+    vc_hash_free(&v.seen);
+    *rows = v.rows;
+    *n = v.n;
+}
+
+static int load_scan(const char *path, scene *sc)
+{
+    vc_cloud pc;
+    memset(&pc, 0, sizeof pc);
+    if (vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &pc) != VC_OK) return -1;
+    float mn[3] = {1e30f, 1e30f, 1e30f}, mx[3] = {-1e30f, -1e30f, -1e30f};
+    for (int64_t i = 0; i < pc.count; i++)
+        for (int a = 0; a < 3; a++) {
+            float v = pc.data[i * pc.dim + a];
+            if (!isfinite(v)) continue;
+            if (v < mn[a]) mn[a] = v;
+            if (v > mx[a]) mx[a] = v;
+        }
+    vc_voxelize_desc vd = VC_VOXELIZE_DESC_INIT;
+    vd.voxel_size[0] = 0.05f;
+    vd.voxel_size[1] = 0.05f;
+    vd.voxel_size[2] = 0.1f;
+    for (int a = 0; a < 3; a++) {
+        vd.range[a] = mn[a] - 0.5f;
+        vd.range[3 + a] = mx[a] + 0.5f;
+    }
+    vc_points pts = {pc.data, pc.count, pc.dim, NULL, VC_MEMORY_HOST};
+    vc_voxels vox;
+    memset(&vox, 0, sizeof vox);
+    vc_err err = {{0}};
+    vc_status st = vc_voxelize_cpu(&vd, &pts, &vox, NULL, &err);
+    vc_cloud_free(&pc);
+    if (st != VC_OK || vox.n == 0) return -1;
+    snprintf(sc->name, sizeof sc->name, "%s", path);
+    memcpy(sc->shape, vox.shape, sizeof sc->shape);
+    sc->rows[0] = vox.coords;
+    sc->n[0] = vox.n;
+    sc->nframes = 1;
+    vox.coords = NULL;
+    vc_voxels_free(&vox);
+    return 0;
+}
+
+/* ---- per-frame state: coordinate levels and maps ----------------------------------------- */
+
+typedef struct level {
+    const int32_t *coords; /* device */
+    int64_t n;
+    int32_t shape[3];
+} level;
+
+typedef struct map_entry {
+    int in_level, out_level;
+    int type; /* vc_map_type */
+    int k[3], s[3], p[3];
+    int fwd;  /* INVERSE: the forward entry */
+    vc_kmap_data m;
+} map_entry;
+
+typedef struct frame_state {
+    level lv[MAX_LEVELS];
+    int nlv;
+    map_entry maps[MAX_MAPS];
+    int nmaps;
+} frame_state;
+
+static vc_map_desc desc_of(int type, const int k[3], const int s[3], const int p[3])
+{
+    vc_map_desc d = VC_MAP_DESC_INIT;
+    d.type = (vc_map_type)type;
+    for (int a = 0; a < 3; a++) {
+        d.kernel[a] = k[a];
+        d.stride[a] = s[a];
+        d.padding[a] = p[a];
+    }
+    return d;
+}
+
+/* Finds or builds the map of (level, type, k, s, p) (or the inverse of entry fwd); -1 when the
+ * build fails (e.g. a kernel that no longer fits a coarse level). */
+static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int s[3],
+                   const int p[3], int fwd)
+{
+    for (int i = 0; i < fs->nmaps; i++) {
+        map_entry *e = &fs->maps[i];
+        if (type == VC_MAP_INVERSE) {
+            if (e->type == VC_MAP_INVERSE && e->fwd == fwd) return i;
+        } else if (e->type == type && e->in_level == lvl && !memcmp(e->k, k, sizeof e->k) &&
+                   !memcmp(e->s, s, sizeof e->s) && !memcmp(e->p, p, sizeof e->p)) {
+            return i;
+        }
+    }
+    DIE_IF(fs->nmaps >= MAX_MAPS || fs->nlv >= MAX_LEVELS, "too many maps or levels");
+    map_entry *e = &fs->maps[fs->nmaps];
+    memset(e, 0, sizeof *e);
+    e->type = type;
+    e->fwd = fwd;
+    memcpy(e->k, k, sizeof e->k);
+    memcpy(e->s, s, sizeof e->s);
+    memcpy(e->p, p, sizeof e->p);
+    vc_err err = {{0}};
+    if (type == VC_MAP_INVERSE) {
+        const map_entry *f = &fs->maps[fwd];
+        const level *li = &fs->lv[f->in_level];
+        e->in_level = f->out_level;
+        e->out_level = f->in_level;
+        if (vc_kmap_inverse_gpu(&f->m, li->shape, 1, g_s, &e->m, &err) != VC_OK) {
+            printf("inverse map: %s\n", err.msg);
+            return -1;
+        }
+    } else {
+        const level *l = &fs->lv[lvl];
+        vc_map_desc d = desc_of(type, k, s, p);
+        e->in_level = lvl;
+        if (vc_kmap_build_gpu(l->coords, l->n, l->shape, 1, &d, g_s, &e->m, &err) != VC_OK) {
+            printf("map build: %s\n", err.msg);
+            return -1;
+        }
+        if (type == VC_MAP_SUBM) {
+            e->out_level = lvl;
+        } else {
+            level *o = &fs->lv[fs->nlv];
+            o->coords = e->m.out_coords;
+            o->n = e->m.n_out;
+            memcpy(o->shape, e->m.out_shape, sizeof o->shape);
+            e->out_level = fs->nlv++;
+        }
+    }
+    return fs->nmaps++;
+}
+
+/* Resolves every layer of a net to a map index per frame (walking the level stack); returns 0,
+ * or -1 when a map cannot be built. */
+static int resolve_net(const net *nt, frame_state *fs, int *map_of)
+{
+    int cur = 0, stack[MAX_LAYERS], sp = 0;
+    for (int i = 0; i < nt->n; i++) {
+        const layer *l = &nt->l[i];
+        /* pools use Minkowski semantics (ceil(in / 2) per axis): on a 41-high grid spconv's
+           strided k2s2 pool would run out of z after five pools */
+        int type = l->type == L_SUBM ? VC_MAP_SUBM
+                   : l->type == L_STRIDED ? VC_MAP_STRIDED
+                   : l->type == L_DOWN || l->type == L_MAXPOOL || l->type == L_AVGPOOL
+                       ? VC_MAP_DOWNSAMPLE
+                   : l->type == L_TRANSPOSED ? VC_MAP_TRANSPOSED : VC_MAP_INVERSE;
+        int e;
+        if (type == VC_MAP_INVERSE) {
+            DIE_IF(sp == 0, "%s: layer %s inverts nothing", nt->name, l->name);
+            e = get_map(fs, cur, type, l->k, l->s, l->p, stack[--sp]);
+        } else {
+            e = get_map(fs, cur, type, l->k, l->s, l->p, -1);
+            if (e >= 0 && type != VC_MAP_SUBM && type != VC_MAP_TRANSPOSED) stack[sp++] = e;
+        }
+        if (e < 0) {
+            printf("%s: layer %s cannot be built on this scene; network skipped\n", nt->name,
+                   l->name);
+            return -1;
+        }
+        map_of[i] = e;
+        cur = fs->maps[e].out_level;
+    }
+    return 0;
+}
+
+/* ---- timing ------------------------------------------------------------------------------ */
+
+typedef struct buffers {
+    void *in[NFRAMES], *out[NFRAMES], *out2, *w;
+    float *bias;
+    int64_t in_elems, out_elems;
+} buffers;
+
+static vc_conv_args conv_args(const vc_kmap_data *m, const buffers *b, int f, const layer *l)
+{
+    vc_conv_args a;
+    memset(&a, 0, sizeof a);
+    a.map = m;
+    a.in = b->in[f];
+    a.in_dtype = VC_DTYPE_FP16;
+    a.c_in = l->cin;
+    a.out = b->out[f];
+    a.out_dtype = VC_DTYPE_FP16;
+    a.c_out = l->cout;
+    a.weights = b->w;
+    a.w_dtype = VC_DTYPE_FP16;
+    a.bias = b->bias;
+    a.act = VC_ACT_RELU;
+    return a;
+}
+
+static int is_pool(const layer *l) { return l->type == L_MAXPOOL || l->type == L_AVGPOOL; }
+
+static vc_status run_layer(const vc_kmap_data *m, const buffers *b, int f, const layer *l,
+                           vc_algo algo, vc_err *err)
+{
+    if (is_pool(l))
+        return vc_pool_gpu(m, l->type == L_MAXPOOL ? VC_POOL_MAX : VC_POOL_AVG, b->in[f],
+                           VC_DTYPE_FP16, l->cin, b->out[f], g_s, err);
+    vc_conv_args a = conv_args(m, b, f, l);
+    return vc_conv_gpu(&a, algo, 0, g_s, err);
+}
+
+static float time_layer(frame_state *fs, int nf, int *const *map_of, int li,
+                        const layer *l, const buffers *b, vc_algo algo)
+{
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    float *t = malloc(sizeof(float) * (size_t)g_runs);
+    for (int r = -WARMUP; r < g_runs; r++) {
+        int f = (r + WARMUP) % nf;
+        const vc_kmap_data *m = &fs[f].maps[map_of[f][li]].m;
+        flush_l2();
+        vc_err err = {{0}};
+        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        vc_status st = run_layer(m, b, f, l, algo, &err);
+        DIE_IF(st != VC_OK, "layer %s: %s", l->name, err.msg);
+        CUDA_CHECK(cudaEventRecord(e1, g_s));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+    }
+    float med = median(t, g_runs);
+    free(t);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return med;
+}
+
+/* Relative Frobenius difference of two fp16 device buffers. */
+static double rel_diff(const void *a, const void *b, int64_t n)
+{
+    uint16_t *ha = malloc((size_t)n * 2 + 2), *hb = malloc((size_t)n * 2 + 2);
+    CUDA_CHECK(cudaMemcpy(ha, a, (size_t)n * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(hb, b, (size_t)n * 2, cudaMemcpyDeviceToHost));
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = vc_f16_to_f32(ha[i]), y = vc_f16_to_f32(hb[i]);
+        if (isnan(x) || isnan(y)) {
+            num = INFINITY;
+            break;
+        }
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    free(ha);
+    free(hb);
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+typedef struct layer_result {
+    float ms[2];        /* implicit, ggs                                                      */
+    double diff;        /* implicit vs ggs on frame 0                                         */
+    int dup_of;         /* -1, or the earlier identical layer                                 */
+    int64_t n_in, n_out, pairs;
+    vc_algo plan;
+} layer_result;
+
+/* Summary rows gathered over scenes and nets. */
+typedef struct summary {
+    char scene[64], net[64];
+    int layers;
+    float ms_impl, ms_ggs, ms_best, ms_auto, e2e[3], floor_ms, build_ms;
+} summary;
+
+static summary g_sum[MAX_SCENES * MAX_NETS];
+static int g_nsum;
+
+static void fill_random_f16(void *dev, int64_t n, uint64_t seed)
+{
+    uint16_t *h = malloc((size_t)n * 2 + 2);
+    vc_rng r = {seed * 0x9E3779B97F4A7C15ull + 7};
+    for (int64_t i = 0; i < n; i++) h[i] = vc_f32_to_f16(vc_rng_float(&r));
+    CUDA_CHECK(cudaMemcpy(dev, h, (size_t)n * 2, cudaMemcpyHostToDevice));
+    free(h);
+}
+
+/* Times one network on one scene; map_of[f][i] is layer i's map in frame f. */
+static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *const *map_of,
+                      const buffers *b)
+{
+    const int nf = sc->nframes;
+    layer_result *res = calloc((size_t)nt->n, sizeof *res);
+    printf("\n### %s on %s\n\n", nt->name, sc->name);
+    printf("| layer | type | k | s | voxels in -> out | pairs | Cin->Cout | implicit ms | ggs ms |"
+           " impl TFLOP/s | impl GB/s | floor ms | impl/floor | ggs/impl | impl vs ggs |"
+           " auto |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    double sum_impl = 0, sum_ggs = 0, sum_best = 0, sum_auto = 0, sum_floor = 0;
+    for (int i = 0; i < nt->n; i++) {
+        const layer *l = &nt->l[i];
+        layer_result *r = &res[i];
+        int dup = -1;
+        for (int j = 0; j < i && dup < 0; j++)
+            if (map_of[0][j] == map_of[0][i] && nt->l[j].cin == l->cin &&
+                nt->l[j].cout == l->cout && nt->l[j].type == l->type)
+                dup = j;
+        const vc_kmap_data *m0 = &fs[0].maps[map_of[0][i]].m;
+        r->n_in = m0->n_in;
+        r->n_out = m0->n_out;
+        r->pairs = m0->n_pairs;
+        const double K = m0->volume;
+        double flops = 2.0 * (double)r->pairs * (double)l->cin * (double)l->cout;
+        double bytes = 2.0 * ((double)r->n_in * l->cin + (double)r->n_out * l->cout +
+                              K * l->cin * l->cout) + 4.0 * (double)r->n_out * K;
+        if (is_pool(l)) {
+            flops = 0;
+            bytes = 2.0 * ((double)r->n_in * l->cin + (double)r->n_out * l->cout) +
+                    4.0 * (double)r->n_out * K;
+        }
+        double floor_ms = 1e3 * fmax(flops / PEAK_FLOPS, bytes / PEAK_BYTES);
+        if (dup >= 0) {
+            *r = res[dup];
+        } else {
+            DIE_IF(l->cin * (int64_t)(r->n_in + 1) > b->in_elems ||
+                       l->cout * (int64_t)(r->n_out + 1) > b->out_elems,
+                   "buffers too small for layer %s", l->name);
+            r->plan = is_pool(l) ? VC_ALGO_IMPLICIT_GEMM
+                                 : vc_conv_gpu_plan(m0, l->cin, l->cout, VC_DTYPE_FP16);
+            r->ms[0] = time_layer(fs, nf, map_of, i, l, b, VC_ALGO_IMPLICIT_GEMM);
+            r->ms[1] = is_pool(l) ? r->ms[0]
+                                  : time_layer(fs, nf, map_of, i, l, b,
+                                               VC_ALGO_GATHER_GEMM_SCATTER);
+            r->diff = 0;
+            if (!is_pool(l)) {
+                /* frame 0: implicit into out[0], GGS into out2 */
+                vc_err err = {{0}};
+                DIE_IF(run_layer(m0, b, 0, l, VC_ALGO_IMPLICIT_GEMM, &err) != VC_OK, "%s",
+                       err.msg);
+                vc_conv_args a = conv_args(m0, b, 0, l);
+                a.out = b->out2;
+                DIE_IF(vc_conv_gpu(&a, VC_ALGO_GATHER_GEMM_SCATTER, 0, g_s, &err) != VC_OK,
+                       "%s", err.msg);
+                CUDA_CHECK(cudaStreamSynchronize(g_s));
+                r->diff = rel_diff(b->out[0], b->out2, r->n_out * l->cout);
+            }
+        }
+        r->dup_of = dup;
+        const float best = r->ms[0] < r->ms[1] ? r->ms[0] : r->ms[1];
+        sum_impl += r->ms[0];
+        sum_ggs += r->ms[1];
+        sum_best += best;
+        sum_auto += r->plan == VC_ALGO_GATHER_GEMM_SCATTER ? r->ms[1] : r->ms[0];
+        sum_floor += floor_ms;
+        char ks[32], ss[32];
+        snprintf(ks, sizeof ks, "%d,%d,%d", l->k[0], l->k[1], l->k[2]);
+        snprintf(ss, sizeof ss, "%d,%d,%d", l->s[0], l->s[1], l->s[2]);
+        printf("| %s%s | %s | %s | %s | %lld -> %lld | %lld | %lld->%lld | %.4f | %.4f | %.1f |"
+               " %.0f | %.4f | %.1f | %.2f | %.1e%s | %s |\n",
+               l->name, r->dup_of >= 0 ? " (=)" : "", kTypeNames[l->type], ks, ss,
+               (long long)r->n_in, (long long)r->n_out, (long long)r->pairs,
+               (long long)l->cin, (long long)l->cout, r->ms[0], r->ms[1],
+               flops / (r->ms[0] * 1e-3) * 1e-12, bytes / (r->ms[0] * 1e-3) * 1e-9, floor_ms,
+               r->ms[0] / floor_ms, r->ms[1] / r->ms[0], r->diff,
+               r->diff > 1e-2 ? " MISMATCH" : "",
+               is_pool(l) ? "pool" : r->plan == VC_ALGO_GATHER_GEMM_SCATTER ? "ggs" : "impl");
+        if (g_csv)
+            fprintf(g_csv, "\"%s\",\"%s\",%s,%s,\"%s\",\"%s\",%lld,%lld,%lld,%lld,%lld,"
+                    "%.5f,%.5f,%.5f,%.3g\n",
+                    sc->name, nt->name, l->name, kTypeNames[l->type], ks, ss,
+                    (long long)r->n_in, (long long)r->n_out, (long long)r->pairs,
+                    (long long)l->cin, (long long)l->cout, r->ms[0], r->ms[1], floor_ms,
+                    r->diff);
+    }
+
+    /* whole network, layers back to back: implicit, ggs, best per layer */
+    float e2e[3];
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    float *t = malloc(sizeof(float) * (size_t)g_runs);
+    for (int mode = 0; mode < 3; mode++) {
+        for (int r = -WARMUP; r < g_runs; r++) {
+            int f = (r + WARMUP) % nf;
+            flush_l2();
+            CUDA_CHECK(cudaEventRecord(e0, g_s));
+            for (int i = 0; i < nt->n; i++) {
+                vc_algo algo = mode == 0 ? VC_ALGO_IMPLICIT_GEMM
+                               : mode == 1 ? VC_ALGO_GATHER_GEMM_SCATTER
+                               : res[i].ms[1] < res[i].ms[0] ? VC_ALGO_GATHER_GEMM_SCATTER
+                                                             : VC_ALGO_IMPLICIT_GEMM;
+                vc_err err = {{0}};
+                DIE_IF(run_layer(&fs[f].maps[map_of[f][i]].m, b, f, &nt->l[i], algo, &err) !=
+                           VC_OK, "%s: %s", nt->l[i].name, err.msg);
+            }
+            CUDA_CHECK(cudaEventRecord(e1, g_s));
+            CUDA_CHECK(cudaEventSynchronize(e1));
+            if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+        }
+        e2e[mode] = median(t, g_runs);
+    }
+    free(t);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+
+    /* map builds of this network (frame 0): every distinct map it uses, median of runs */
+    double build = 0;
+    {
+        int seen[MAX_MAPS] = {0};
+        for (int i = 0; i < nt->n; i++) {
+            int e = map_of[0][i];
+            if (seen[e]) continue;
+            seen[e] = 1;
+            const map_entry *me = &fs[0].maps[e];
+            float *tb = malloc(sizeof(float) * (size_t)g_runs);
+            for (int r = -1; r < g_runs; r++) {
+                vc_kmap_data m;
+                vc_kmap_gpu_timing tm;
+                vc_err err = {{0}};
+                vc_status st;
+                if (me->type == VC_MAP_INVERSE) {
+                    const map_entry *fw = &fs[0].maps[me->fwd];
+                    cudaEvent_t a0, a1;
+                    CUDA_CHECK(cudaEventCreate(&a0));
+                    CUDA_CHECK(cudaEventCreate(&a1));
+                    CUDA_CHECK(cudaEventRecord(a0, g_s));
+                    st = vc_kmap_inverse_gpu(&fw->m, fs[0].lv[fw->in_level].shape, 1, g_s, &m,
+                                             &err);
+                    CUDA_CHECK(cudaEventRecord(a1, g_s));
+                    CUDA_CHECK(cudaEventSynchronize(a1));
+                    CUDA_CHECK(cudaEventElapsedTime(&tm.total_ms, a0, a1));
+                    cudaEventDestroy(a0);
+                    cudaEventDestroy(a1);
+                } else {
+                    const level *lv = &fs[0].lv[me->in_level];
+                    vc_map_desc d = desc_of(me->type, me->k, me->s, me->p);
+                    st = vc_kmap_build_gpu_timed(lv->coords, lv->n, lv->shape, 1, &d, g_s, &m,
+                                                 &tm, &err);
+                }
+                DIE_IF(st != VC_OK, "map build: %s", err.msg);
+                vc_kmap_data_free_gpu(&m);
+                if (r >= 0) tb[r] = tm.total_ms;
+            }
+            build += median(tb, g_runs);
+            free(tb);
+        }
+    }
+    printf("\nwhole network, layers back to back (maps prebuilt): implicit %.3f ms, ggs %.3f "
+           "ms, best per layer %.3f ms; sum of layer medians: implicit %.3f, ggs %.3f, best "
+           "%.3f, auto %.3f, floor %.3f ms; map builds %.3f ms\n", e2e[0], e2e[1], e2e[2],
+           sum_impl, sum_ggs, sum_best, sum_auto, sum_floor, build);
+    if (g_nsum < MAX_SCENES * MAX_NETS) {
+        summary *s = &g_sum[g_nsum++];
+        snprintf(s->scene, sizeof s->scene, "%.63s", sc->name);
+        snprintf(s->net, sizeof s->net, "%s", nt->name);
+        s->layers = nt->n;
+        s->ms_impl = (float)sum_impl;
+        s->ms_ggs = (float)sum_ggs;
+        s->ms_best = (float)sum_best;
+        s->ms_auto = (float)sum_auto;
+        s->floor_ms = (float)sum_floor;
+        s->build_ms = (float)build;
+        memcpy(s->e2e, e2e, sizeof e2e);
+    }
+    free(res);
+}
+
+int main(int argc, char **argv)
+{
+    (void)vc_t_pass;
+    (void)vc_t_fail;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        printf("bench_conv: no CUDA device\n");
+        return 77;
+    }
+    const char *layers_dir = NULL, *csv = NULL;
+    const char *files[MAX_SCENES];
+    int nfiles = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
+            g_runs = atoi(argv[++i]);
+            if (g_runs < 20) g_runs = 20;
+        } else if (!strcmp(argv[i], "--layers") && i + 1 < argc) {
+            layers_dir = argv[++i];
+        } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
+            csv = argv[++i];
+        } else if (nfiles < MAX_SCENES - 1) {
+            files[nfiles++] = argv[i];
+        }
+    }
+    if (csv) {
+        g_csv = fopen(csv, "w");
+        if (g_csv)
+            fprintf(g_csv, "scene,net,layer,type,kernel,stride,n_in,n_out,pairs,cin,cout,"
+                    "implicit_ms,ggs_ms,floor_ms,impl_vs_ggs\n");
+    }
+    CUDA_CHECK(cudaStreamCreate(&g_s));
+    CUDA_CHECK(cudaMalloc(&g_flush, kFlushBytes));
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    int clock_khz = 0, mem_khz = 0;
+    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
+    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, 0);
+    printf("# bench_conv\n\ndevice: %s, %d SMs, L2 %d MB, max SM clock %d MHz, memory clock %d "
+           "MHz; fp16, bias + ReLU; median of %d runs after %d warm-up, CUDA events, L2 flushed "
+           "before each run, %d frames rotated\n", prop.name, prop.multiProcessorCount,
+           prop.l2CacheSize >> 20, clock_khz / 1000, mem_khz / 1000, g_runs, WARMUP, NFRAMES);
+
+    /* suites */
+    const char *fnames[4] = {"subm_sweep.txt", "centerpoint.txt", "minkunet.txt",
+                             "spconv_bench.txt"};
+    const char *netnames[4] = {"subm k3 sweep", "CenterPoint VoxelResBackBone8x",
+                               "MinkUNet (SparseResUNet42)", "spconv benchmark net"};
+    const char *builtin[4] = {kBuiltinSweep, kBuiltinCenter, kBuiltinMink, kBuiltinSpconv};
+    static net nets[4];
+    const char *dirs[] = {layers_dir ? layers_dir : "", "datasets/layers", "../datasets/layers",
+                          "../../datasets/layers"};
+    for (int i = 0; i < 4; i++) {
+        char *text = NULL;
+        char path[1024];
+        for (size_t d = 0; d < sizeof dirs / sizeof dirs[0] && !text; d++) {
+            if (!dirs[d][0]) continue;
+            snprintf(path, sizeof path, "%s/%s", dirs[d], fnames[i]);
+            text = read_text(path);
+        }
+        int rc = parse_net(text ? text : builtin[i], netnames[i], &nets[i]);
+        DIE_IF(rc != 0, "bad layer suite %s", fnames[i]);
+        printf("suite %s: %d layers from %s\n", netnames[i], nets[i].n,
+               text ? path : "the built-in copy");
+        free(text);
+    }
+
+    /* scenes */
+    static scene scenes[MAX_SCENES];
+    int ns = 0;
+    {
+        scene *s = &scenes[ns++];
+        snprintf(s->name, sizeof s->name, "synthetic 128-beam LiDAR");
+        s->shape[0] = 41;
+        s->shape[1] = 1600;
+        s->shape[2] = 1408;
+        s->nframes = NFRAMES;
+        vc_rng rng = {0x5eed5eed12345ull};
+        for (int f = 0; f < NFRAMES; f++) gen_lidar(&rng, f, &s->rows[f], &s->n[f], s->shape);
+    }
+    for (int i = 0; i < nfiles; i++) {
+        if (load_scan(files[i], &scenes[ns]) != 0) {
+            fprintf(stderr, "bench_conv: cannot read %s, skipped\n", files[i]);
+            continue;
+        }
+        ns++;
+    }
+
+    for (int si = 0; si < ns; si++) {
+        scene *sc = &scenes[si];
+        static frame_state fs[NFRAMES];
+        for (int f = 0; f < sc->nframes; f++) {
+            memset(&fs[f], 0, sizeof fs[f]);
+            int32_t *d = NULL;
+            CUDA_CHECK(cudaMalloc((void **)&d, (size_t)(sc->n[f] + 1) * 16));
+            CUDA_CHECK(cudaMemcpy(d, sc->rows[f], (size_t)sc->n[f] * 16,
+                                  cudaMemcpyHostToDevice));
+            fs[f].lv[0].coords = d;
+            fs[f].lv[0].n = sc->n[f];
+            memcpy(fs[f].lv[0].shape, sc->shape, sizeof sc->shape);
+            fs[f].nlv = 1;
+        }
+        /* every map of every network first, then buffers of the largest layer */
+        int *map_of[4][NFRAMES], ok[4] = {1, 1, 1, 1};
+        int64_t in_max = 1, out_max = 1;
+        for (int i = 0; i < 4; i++)
+            for (int f = 0; f < sc->nframes; f++) {
+                map_of[i][f] = malloc(sizeof(int) * (size_t)nets[i].n);
+                if (!ok[i] || resolve_net(&nets[i], &fs[f], map_of[i][f]) != 0) {
+                    ok[i] = 0;
+                    continue;
+                }
+                for (int j = 0; j < nets[i].n; j++) {
+                    const vc_kmap_data *m = &fs[f].maps[map_of[i][f][j]].m;
+                    if ((m->n_in + 1) * nets[i].l[j].cin > in_max)
+                        in_max = (m->n_in + 1) * nets[i].l[j].cin;
+                    if ((m->n_out + 1) * nets[i].l[j].cout > out_max)
+                        out_max = (m->n_out + 1) * nets[i].l[j].cout;
+                }
+            }
+        {
+            vc_map_desc d = VC_MAP_DESC_INIT;
+            vc_kmap_data m;
+            vc_err err = {{0}};
+            DIE_IF(vc_kmap_build_gpu(fs[0].lv[0].coords, sc->n[0], sc->shape, 1, &d, g_s, &m,
+                                     &err) != VC_OK, "%s", err.msg);
+            printf("\n## Scene: %s, %lld voxels (frame 0), grid %dx%dx%d, subm k3: %.2f "
+                   "neighbours per voxel (centre included)\n", sc->name, (long long)sc->n[0],
+                   (int)sc->shape[0], (int)sc->shape[1], (int)sc->shape[2],
+                   (double)m.n_pairs / (double)(sc->n[0] > 0 ? sc->n[0] : 1));
+            vc_kmap_data_free_gpu(&m);
+        }
+        buffers b;
+        memset(&b, 0, sizeof b);
+        b.in_elems = in_max;
+        b.out_elems = out_max;
+        for (int f = 0; f < sc->nframes; f++) {
+            CUDA_CHECK(cudaMalloc(&b.in[f], (size_t)b.in_elems * 2));
+            CUDA_CHECK(cudaMalloc(&b.out[f], (size_t)b.out_elems * 2));
+            fill_random_f16(b.in[f], b.in_elems, 11 + (uint64_t)f);
+        }
+        CUDA_CHECK(cudaMalloc(&b.out2, (size_t)b.out_elems * 2));
+        CUDA_CHECK(cudaMalloc(&b.w, (size_t)27 * 384 * 384 * 2));
+        /* weights ~ 1/sqrt(27 * C) keep fp16 outputs O(1) */
+        {
+            int64_t nw = 27 * 384 * 384;
+            uint16_t *h = malloc((size_t)nw * 2);
+            vc_rng r = {0xbadc0ffeeull};
+            for (int64_t i = 0; i < nw; i++) h[i] = vc_f32_to_f16(vc_rng_float(&r) * 0.02f);
+            CUDA_CHECK(cudaMemcpy(b.w, h, (size_t)nw * 2, cudaMemcpyHostToDevice));
+            free(h);
+            float hb[384];
+            for (int i = 0; i < 384; i++) hb[i] = 0.01f * (float)(i % 7);
+            CUDA_CHECK(cudaMalloc((void **)&b.bias, sizeof hb));
+            CUDA_CHECK(cudaMemcpy(b.bias, hb, sizeof hb, cudaMemcpyHostToDevice));
+        }
+        for (int i = 0; i < 4; i++)
+            if (ok[i]) bench_net(sc, fs, &nets[i], map_of[i], &b);
+        for (int i = 0; i < 4; i++)
+            for (int f = 0; f < sc->nframes; f++) free(map_of[i][f]);
+        for (int f = 0; f < sc->nframes; f++) {
+            for (int e = 0; e < fs[f].nmaps; e++) vc_kmap_data_free_gpu(&fs[f].maps[e].m);
+            cudaFree((void *)fs[f].lv[0].coords);
+            cudaFree(b.in[f]);
+            cudaFree(b.out[f]);
+            free(sc->rows[f]);
+        }
+        cudaFree(b.out2);
+        cudaFree(b.w);
+        cudaFree(b.bias);
+    }
+
+    printf("\n## Summary (fp16, ms; layer sums are medians of single layers with L2 flushed; "
+           "'net' runs the layers back to back)\n\n");
+    printf("| scene | network | layers | sum impl | sum ggs | sum best | sum auto | sum floor |"
+           " net impl | net ggs | net best | map builds |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < g_nsum; i++) {
+        const summary *s = &g_sum[i];
+        printf("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f "
+               "|\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs, s->ms_best, s->ms_auto,
+               s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2], s->build_ms);
+    }
+    if (g_csv) fclose(g_csv);
+    cudaFree(g_flush);
+    cudaStreamDestroy(g_s);
+    return 0;
+}
+
+#else
+int main(void)
+{
+    printf("bench_conv: built without CUDA\n");
+    return 77;
+}
+#endif
