@@ -23,6 +23,10 @@
 //  perm     a stable radix sort of (mask, row) descending on the K mask bits (K <= 32), or LSD
 //           passes over the mask words (K > 32), from the identity.
 // Hash tables use 8-byte packed slots when the key layout fits 31 bits (hash_gpu.h).
+// The same steps also run as one cooperative kernel (coop_kernel, below) for K <= 32 and 32-bit
+// output keys, with grid-wide barriers in place of kernel boundaries and a radix sort of its own
+// (decoupled look-back) in place of CUB's: on a GPU where each dependent launch costs
+// microseconds, a build of ~15 launches spends most of its time between kernels.
 // Temporaries are carved from one workspace; arrays of the regular build come from a
 // stream-ordered pool of the library that keeps freed blocks for reuse.
 #include <cuda_runtime.h>
@@ -196,9 +200,10 @@ __device__ __forceinline__ void add_dups(unsigned n_dup, int64_t *scr)
 
 // SUBM: inserts the input rows and clears the upper half (k > centre) of out_in, which the
 // lookup kernel fills only through the symmetry.
-__global__ void subm_insert_kernel(const int32_t *coords, int64_t n, vc_keypack kin,
-                                   vc_hash_gpu_view hin, int32_t K, int32_t *out_in,
-                                   int64_t *scr)
+__device__ __forceinline__ void st_subm_insert(const int32_t *coords, int64_t n,
+                                               const vc_keypack &kin,
+                                               const vc_hash_gpu_view &hin, int32_t K,
+                                               int32_t *out_in, int64_t *scr)
 {
     unsigned n_dup = 0;
     GRID_LOOP(i, n)
@@ -215,10 +220,18 @@ __global__ void subm_insert_kernel(const int32_t *coords, int64_t n, vc_keypack 
     add_dups(n_dup, scr);
 }
 
+__global__ void subm_insert_kernel(const int32_t *coords, int64_t n, vc_keypack kin,
+                                   vc_hash_gpu_view hin, int32_t K, int32_t *out_in,
+                                   int64_t *scr)
+{
+    st_subm_insert(coords, n, kin, hin, K, out_in, scr);
+}
+
 // SUBM: thread (p, k) for k <= centre. k == centre is p itself; otherwise the neighbour q at
 // offset k, written at (p, k) and mirrored at (q, K-1-k).
-__global__ void subm_lookup_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
-                                   vc_hash_gpu_view hin, int32_t *out_in)
+__device__ __forceinline__ void st_subm_lookup(const int32_t *coords, int64_t n, const Geom &g,
+                                               const vc_keypack &kin,
+                                               const vc_hash_gpu_view &hin, int32_t *out_in)
 {
     const int32_t K = g.K, centre = (K - 1) / 2, H = centre + 1;
     GRID_LOOP(i, n * H)
@@ -243,6 +256,12 @@ __global__ void subm_lookup_kernel(const int32_t *coords, int64_t n, Geom g, vc_
         out_in[p * K + k] = v;
         if (v >= 0) out_in[(int64_t)v * K + (K - 1 - k)] = (int32_t)p;
     }
+}
+
+__global__ void subm_lookup_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
+                                   vc_hash_gpu_view hin, int32_t *out_in)
+{
+    st_subm_lookup(coords, n, g, kin, hin, out_in);
 }
 
 // Claims an output key in the output table; a new key is appended to ukeys at a position
@@ -272,10 +291,12 @@ __device__ __forceinline__ void collect_output(const vc_hash_gpu_view &hout, uin
 // STRIDED / DOWNSAMPLE / TRANSPOSED: inserts the input rows, and collects the output keys:
 // DOWNSAMPLE floor(q / s), the others every q's targets.
 template <typename UKey>
-__global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
-                                     vc_hash_gpu_view hin, vc_keypack kout,
-                                     vc_hash_gpu_view hout, UKey *ukeys, int64_t ucap,
-                                     int64_t *scr)
+__device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t n, const Geom &g,
+                                                 const vc_keypack &kin,
+                                                 const vc_hash_gpu_view &hin,
+                                                 const vc_keypack &kout,
+                                                 const vc_hash_gpu_view &hout, UKey *ukeys,
+                                                 int64_t ucap, int64_t *scr)
 {
     unsigned n_dup = 0;
     GRID_LOOP(i, n)
@@ -305,14 +326,22 @@ __global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, v
     add_dups(n_dup, scr);
 }
 
+template <typename UKey>
+__global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
+                                     vc_hash_gpu_view hin, vc_keypack kout,
+                                     vc_hash_gpu_view hout, UKey *ukeys, int64_t ucap,
+                                     int64_t *scr)
+{
+    st_newout_insert(coords, n, g, kin, hin, kout, hout, ukeys, ucap, scr);
+}
+
 // Rank r of the sorted output keys: stored as the key's value, unpacked into out_coords; and
 // out_in cleared to -1 for the scatter.
 template <typename UKey>
-__global__ void rank_kernel(const UKey *sorted, const int64_t *d_n, int64_t rows,
-                            vc_keypack kout, vc_hash_gpu_view hout, int32_t K,
-                            int32_t *out_coords, int32_t *out_in, int64_t *scr)
+__device__ __forceinline__ void st_rank(const UKey *sorted, int64_t n, const vc_keypack &kout,
+                                        const vc_hash_gpu_view &hout, int32_t K,
+                                        int32_t *out_coords, int32_t *out_in, int64_t *scr)
 {
-    const int64_t n = dev_count(d_n, rows);
     GRID_LOOP(r, n)
     {
         const uint64_t key = (uint64_t)sorted[r];
@@ -328,13 +357,21 @@ __global__ void rank_kernel(const UKey *sorted, const int64_t *d_n, int64_t rows
     GRID_LOOP(j, n * K) out_in[j] = -1;
 }
 
+template <typename UKey>
+__global__ void rank_kernel(const UKey *sorted, const int64_t *d_n, int64_t rows,
+                            vc_keypack kout, vc_hash_gpu_view hout, int32_t K,
+                            int32_t *out_coords, int32_t *out_in, int64_t *scr)
+{
+    st_rank(sorted, dev_count(d_n, rows), kout, hout, K, out_coords, out_in, scr);
+}
+
 // STRIDED / DOWNSAMPLE / TRANSPOSED out_in, input-stationary: (p, k) has at most one input q,
 // so every element is written at most once.
-__global__ void scatter_kernel(const int32_t *coords, int64_t n_in, Geom g, vc_keypack kout,
-                               vc_hash_gpu_view hout, const int64_t *d_n, int64_t rows,
-                               int32_t *out_in, int64_t *scr)
+__device__ __forceinline__ void st_scatter(const int32_t *coords, int64_t n_in, const Geom &g,
+                                           const vc_keypack &kout,
+                                           const vc_hash_gpu_view &hout, int64_t n_out,
+                                           int32_t *out_in, int64_t *scr)
 {
-    const int64_t n_out = dev_count(d_n, rows);
     GRID_LOOP(q, n_in)
     {
         const int4 c = reinterpret_cast<const int4 *>(coords)[q];
@@ -364,6 +401,13 @@ __global__ void scatter_kernel(const int32_t *coords, int64_t n_in, Geom g, vc_k
             }
         }
     }
+}
+
+__global__ void scatter_kernel(const int32_t *coords, int64_t n_in, Geom g, vc_keypack kout,
+                               vc_hash_gpu_view hout, const int64_t *d_n, int64_t rows,
+                               int32_t *out_in, int64_t *scr)
+{
+    st_scatter(coords, n_in, g, kout, hout, dev_count(d_n, rows), out_in, scr);
 }
 
 // INVERSE: out_in[q, k] = p for every forward entry (p -> q at k). out_in starts at -1.
@@ -521,6 +565,363 @@ __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int
                                  int32_t words, int32_t w, uint32_t *keys)
 {
     GRID_LOOP(i, n) keys[i] = masks[(int64_t)perm[i] * words + w];
+}
+
+// ---- the cooperative path: a whole build in one kernel ------------------------------------
+//
+// For K <= 32 (one mask word) and 32-bit output keys, one cooperative launch does every step
+// of a build, with grid-wide barriers between them instead of kernel boundaries (each of which
+// costs a launch and a drain of the GPU). Every block stays resident (cooperative launch), so
+// blocks may also wait on each other: the pair counts and the radix sorts take their prefixes
+// across tiles by decoupled look-back (each tile publishes its counts, then the running prefix
+// of its predecessors, which it reads back-to-front) and need no separate scan step. The sorts
+// are stable LSD radix sorts on 8-bit digits over the device count of items.
+
+const int kSortItems = 8;
+const int kTile = kRowThreads * kSortItems; // items per sort tile
+const int kMaxCoopK = 32;
+const int kMaxPasses = 4;
+
+struct Coop {
+    int32_t stages;      // ST_* bits
+    const int32_t *coords;
+    int64_t n_in;
+    Geom g;
+    vc_keypack kin, kout;
+    vc_hash_gpu_view hin, hout;
+    int64_t words_in, words_out; // table words to clear (front)
+    uint32_t *ukeys, *ukeys_alt; // output keys as collected, and the sort's other buffer
+    int64_t ucap;                // entries of ukeys
+    int32_t key_passes;          // 8-bit passes of the output-key sort
+    int32_t perm_passes;         // 8-bit passes of the mask sort
+    int64_t rows;                // capacity of the row arrays
+    int64_t max_pairs;
+    int64_t n_out_init;          // SUBM: n_in (front)
+    int32_t *out_coords, *out_in, *in_rows, *out_rows, *perm;
+    int64_t *offsets;
+    uint32_t *masks;
+    int64_t *scr;
+    int32_t *cnt;                // [chunks][K] pairs per (256-row chunk, offset)
+    int64_t *exc;                // [chunks][K] pairs of the offset in earlier chunks
+    uint32_t *hist;              // [2 * kMaxPasses][256]: key sort, then mask sort
+    unsigned long long *lb;      // look-back words, lb_words of them (cleared by back)
+    int64_t lb_words;
+    unsigned long long *lb_cnt, *lb_key, *lb_perm;
+    int64_t key_stride, perm_stride; // look-back words per sort pass
+    uint32_t *sk_a, *sk_b;       // mask sort keys [rows] x 2
+    int32_t *sv;                 // mask sort values [rows] (the other buffer is perm)
+};
+
+struct CoopSmem {
+    typedef cub::BlockScan<long long, kRowThreads> Scan;
+    typename Scan::TempStorage scan;
+    int32_t wcnt[kRowWarps][256];
+    int32_t wpre[kRowWarps][256];
+    int32_t run[256];
+    long long tbase[256];
+    long long gbase[256];
+    uint32_t shist[kMaxPasses][256];
+    int32_t wc[kRowWarps][kMaxCoopK];
+    long long wp[kRowWarps][kMaxCoopK];
+    long long soff[kMaxCoopK + 1];
+};
+
+const unsigned long long kLbAgg = 1ull << 62, kLbInc = 2ull << 62, kLbVal = (1ull << 62) - 1;
+
+// Decoupled look-back for slot j of tile t (m slots per tile): publishes the tile's count agg,
+// returns the sum of the slot over tiles < t, then publishes the inclusive sum. Tiles are
+// handled in increasing order by each block and every block is resident, so the smallest tile
+// in progress never waits: no deadlock.
+__device__ __forceinline__ long long lookback(unsigned long long *lb, int64_t t, int64_t m,
+                                              int64_t j, long long agg)
+{
+    unsigned long long *mine = lb + t * m + j;
+    if (t == 0) {
+        atomicExch(mine, kLbInc | (unsigned long long)agg);
+        return 0;
+    }
+    atomicExch(mine, kLbAgg | (unsigned long long)agg);
+    long long excl = 0;
+    for (int64_t u = t - 1; u >= 0; u--) {
+        const volatile unsigned long long *w = lb + u * m + j;
+        unsigned long long v;
+        do {
+            v = *w;
+        } while ((v >> 62) == 0);
+        excl += (long long)(v & kLbVal);
+        if ((v >> 62) == 2) break;
+    }
+    atomicExch(mine, kLbInc | (unsigned long long)(excl + agg));
+    return excl;
+}
+
+// Adds the block's digit histograms (passes of them) to the global ones and clears them.
+__device__ __forceinline__ void flush_hist(CoopSmem &sm, uint32_t *hist, int passes)
+{
+    __syncthreads();
+    for (int p = 0; p < passes; p++) {
+        const uint32_t c = sm.shist[p][threadIdx.x];
+        if (c) atomicAdd(&hist[p * 256 + threadIdx.x], c);
+        sm.shist[p][threadIdx.x] = 0;
+    }
+    __syncthreads();
+}
+
+// One stable LSD pass over n items: digit ((key ^ flip) >> shift) & 255 of src_k, values
+// src_v (NULL: the item index) into dst_k (NULL: keys not kept) / dst_v (NULL: none).
+// ghist: the pass's global digit counts; lb: its look-back words [tiles][256].
+__device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t *dst_k,
+                          int32_t *dst_v, int64_t n, uint32_t flip, int shift,
+                          const uint32_t *ghist, unsigned long long *lb, CoopSmem &sm)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    {
+        long long excl;
+        CoopSmem::Scan(sm.scan).ExclusiveSum((long long)__ldcg(&ghist[tid]), excl);
+        sm.gbase[tid] = excl;
+    }
+    const unsigned lt = (1u << lane) - 1u;
+    const int64_t tiles = (n + kTile - 1) / kTile;
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        uint32_t k[kSortItems];
+        int32_t v[kSortItems], dg[kSortItems], lr[kSortItems];
+        sm.run[tid] = 0;
+        for (int w = 0; w < kRowWarps; w++) sm.wcnt[w][tid] = 0;
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < kSortItems; r++) {
+            const int64_t i = t * kTile + r * kRowThreads + tid;
+            const bool ok = i < n;
+            k[r] = ok ? __ldcg(&src_k[i]) : 0u;
+            v[r] = ok ? (src_v ? __ldcg(&src_v[i]) : (int32_t)i) : 0;
+            dg[r] = ok ? (int32_t)(((k[r] ^ flip) >> shift) & 255u) : 256;
+            const unsigned peers = __match_any_sync(0xffffffffu, dg[r]);
+            const int rank = __popc(peers & lt);
+            if (ok && rank == 0) sm.wcnt[warp][dg[r]] = __popc(peers);
+            __syncthreads();
+            {
+                int run = sm.run[tid];
+                for (int w = 0; w < kRowWarps; w++) {
+                    const int c = sm.wcnt[w][tid];
+                    sm.wpre[w][tid] = run;
+                    run += c;
+                    sm.wcnt[w][tid] = 0;
+                }
+                sm.run[tid] = run;
+            }
+            __syncthreads();
+            lr[r] = ok ? sm.wpre[warp][dg[r]] + rank : 0;
+        }
+        const long long excl = lookback(lb, t, 256, tid, sm.run[tid]);
+        sm.tbase[tid] = sm.gbase[tid] + excl;
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < kSortItems; r++) {
+            if (dg[r] == 256) continue;
+            const long long pos = sm.tbase[dg[r]] + lr[r];
+            if (dst_k) dst_k[pos] = k[r];
+            if (dst_v) dst_v[pos] = v[r];
+        }
+        __syncthreads();
+    }
+}
+
+// Masks, the mask sort's digit histograms, and per-(chunk, offset) pair counts with their
+// prefix over chunks (look-back). n rows.
+__device__ void coop_rowpass(const Coop &a, int64_t n, CoopSmem &sm)
+{
+    const int32_t K = a.g.K;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t chunks = (n + kRowThreads - 1) / kRowThreads;
+    for (int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
+        const int64_t p = ch * kRowThreads + tid;
+        const bool valid = p < n;
+        uint32_t m = 0;
+        if (valid) {
+            const int32_t *row = a.out_in + p * K;
+            for (int32_t k = 0; k < K; k++)
+                if (__ldcg(&row[k]) >= 0) m |= 1u << k;
+            a.masks[p] = m;
+            for (int q = 0; q < a.perm_passes; q++)
+                atomicAdd(&sm.shist[q][((~m) >> (8 * q)) & 255u], 1u);
+        }
+        for (int32_t k = 0; k < K; k++) {
+            const unsigned b = __ballot_sync(0xffffffffu, (m >> k) & 1u);
+            if (lane == 0) sm.wc[warp][k] = __popc(b);
+        }
+        __syncthreads();
+        if (tid < K) {
+            int32_t c = 0;
+            for (int w = 0; w < kRowWarps; w++) c += sm.wc[w][tid];
+            a.cnt[ch * K + tid] = c;
+            a.exc[ch * K + tid] = lookback(a.lb_cnt, ch, K, tid, c);
+        }
+        __syncthreads();
+    }
+    flush_hist(sm, a.hist + kMaxPasses * 256, a.perm_passes);
+}
+
+// Offsets, n_pairs, and the pairs: (p, k) at offsets[k] + (pairs of k in earlier chunks) +
+// (in earlier warps of the chunk) + (earlier lanes of the warp).
+__device__ void coop_pairs(const Coop &a, int64_t n, CoopSmem &sm)
+{
+    const int32_t K = a.g.K;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t chunks = (n + kRowThreads - 1) / kRowThreads;
+    if (tid == 0) {
+        long long run = 0;
+        for (int32_t k = 0; k < K; k++) {
+            sm.soff[k] = run;
+            if (chunks > 0)
+                run += __ldcg(&a.exc[(chunks - 1) * K + k]) + __ldcg(&a.cnt[(chunks - 1) * K + k]);
+        }
+        sm.soff[K] = run;
+        if (blockIdx.x == 0) {
+            a.scr[S_N_PAIRS] = run;
+            if (run > a.max_pairs) raise_flag(a.scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
+        }
+    }
+    __syncthreads();
+    if (blockIdx.x == 0 && tid <= K) a.offsets[tid] = sm.soff[tid];
+    const unsigned lt = (1u << lane) - 1u;
+    for (int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
+        const int64_t p = ch * kRowThreads + tid;
+        const bool valid = p < n;
+        const uint32_t m = valid ? __ldcg(&a.masks[p]) : 0u;
+        for (int32_t k = 0; k < K; k++) {
+            const unsigned b = __ballot_sync(0xffffffffu, (m >> k) & 1u);
+            if (lane == 0) sm.wp[warp][k] = __popc(b);
+        }
+        __syncthreads();
+        if (tid < K) {
+            long long run = sm.soff[tid] + __ldcg(&a.exc[ch * K + tid]);
+            for (int w = 0; w < kRowWarps; w++) {
+                const long long t = sm.wp[w][tid];
+                sm.wp[w][tid] = run;
+                run += t;
+            }
+        }
+        __syncthreads();
+        for (int32_t k = 0; k < K; k++) {
+            const unsigned bit = (m >> k) & 1u;
+            const unsigned b = __ballot_sync(0xffffffffu, bit);
+            if (bit) {
+                const long long pos = sm.wp[warp][k] + __popc(b & lt);
+                if (pos < a.max_pairs) {
+                    a.in_rows[pos] = __ldcg(&a.out_in[p * K + k]);
+                    a.out_rows[pos] = (int32_t)p;
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// The mask sort (descending mask, ties by row): passes over ~mask from the least significant
+// digit, values from the identity; the last pass writes perm.
+__device__ void coop_perm(const Coop &a, int64_t n, CoopSmem &sm, cg::grid_group &grid)
+{
+    const int P = a.perm_passes;
+    const uint32_t *src_k = a.masks;
+    const int32_t *src_v = NULL;
+    for (int p = 0; p < P; p++) {
+        const bool last = p == P - 1;
+        uint32_t *dst_k = last ? NULL : (p % 2 == 0 ? a.sk_a : a.sk_b);
+        int32_t *dst_v = ((P - 1 - p) % 2 == 0) ? a.perm : a.sv;
+        sort_pass(src_k, src_v, dst_k, dst_v, n, 0xffffffffu, 8 * p,
+                  a.hist + (kMaxPasses + p) * 256, a.lb_perm + p * a.perm_stride, sm);
+        if (!last) grid.sync();
+        src_k = dst_k;
+        src_v = dst_v;
+    }
+}
+
+// Stages of a cooperative launch (a whole regular SUBM build or bounded build is all of them;
+// the timed build launches them one by one to time them).
+enum { ST_FRONT = 1, ST_KEYS = 2, ST_OUTIN = 4, ST_ROWS = 8, ST_PERM = 16, ST_ALL = 31 };
+
+__global__ void __launch_bounds__(kRowThreads, 4) coop_kernel(Coop a)
+{
+    __shared__ CoopSmem sm;
+    cg::grid_group grid = cg::this_grid();
+    const int st = a.stages;
+    const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int p = 0; p < kMaxPasses; p++) sm.shist[p][threadIdx.x] = 0;
+    if (st & ST_FRONT) {
+        if (t0 == 0) {
+            a.scr[S_BAD_ROW] = INT64_MAX;
+            a.scr[S_FIRST_DUP] = INT64_MAX;
+            a.scr[S_N_DUP] = 0;
+            a.scr[S_N_OUT] = a.n_out_init;
+            a.scr[S_N_PAIRS] = 0;
+            a.scr[S_FLAGS] = 0;
+            a.scr[S_DONE] = 0;
+            a.scr[7] = 0;
+        }
+        for (int64_t i = t0; i < a.words_in; i += step) a.hin.slots[i] = ~0ull;
+        for (int64_t i = t0; i < a.words_out; i += step) a.hout.slots[i] = ~0ull;
+    }
+    if (st & (ST_KEYS | ST_OUTIN | ST_ROWS)) {
+        // the look-back words and histograms of the stages to come
+        for (int64_t i = t0; i < a.lb_words; i += step) a.lb[i] = 0;
+        for (int64_t i = t0; i < 2 * kMaxPasses * 256; i += step) a.hist[i] = 0;
+    }
+    grid.sync();
+    const bool subm = a.g.type == VC_MAP_SUBM;
+    if (st & ST_FRONT) {
+        if (subm)
+            st_subm_insert(a.coords, a.n_in, a.kin, a.hin, a.g.K, a.out_in, a.scr);
+        else
+            st_newout_insert(a.coords, a.n_in, a.g, a.kin, a.hin, a.kout, a.hout, a.ukeys,
+                             a.ucap, a.scr);
+        if (!(st & ~ST_FRONT)) return;
+        grid.sync();
+    }
+    int64_t n = a.n_in;
+    if (!subm) {
+        // the output keys collected (at most ucap of them were kept, and rows fit)
+        n = __ldcg(&a.scr[S_N_OUT]);
+        if (n > a.ucap) n = a.ucap;
+        if (n > a.rows) n = a.rows;
+        if (n < 0) n = 0;
+    }
+    const int KP = a.key_passes;
+    if (st & ST_KEYS) {
+        for (int64_t i = t0; i < n; i += step) {
+            const uint32_t key = __ldcg(&a.ukeys[i]);
+            for (int q = 0; q < KP; q++) atomicAdd(&sm.shist[q][(key >> (8 * q)) & 255u], 1u);
+        }
+        flush_hist(sm, a.hist, KP);
+        grid.sync();
+        const uint32_t *src = a.ukeys;
+        for (int p = 0; p < KP; p++) {
+            uint32_t *dst = (p % 2 == 0) ? a.ukeys_alt : a.ukeys;
+            sort_pass(src, NULL, dst, NULL, n, 0u, 8 * p, a.hist + p * 256,
+                      a.lb_key + p * a.key_stride, sm);
+            grid.sync();
+            src = dst;
+        }
+        st_rank(src, n, a.kout, a.hout, a.g.K, a.out_coords, a.out_in, a.scr);
+        if (!(st & ~(ST_FRONT | ST_KEYS))) return;
+        grid.sync();
+    }
+    if (st & ST_OUTIN) {
+        if (subm)
+            st_subm_lookup(a.coords, n, a.g, a.kin, a.hin, a.out_in);
+        else
+            st_scatter(a.coords, a.n_in, a.g, a.kout, a.hout, n, a.out_in, a.scr);
+        if (!(st & (ST_ROWS | ST_PERM))) return;
+        grid.sync();
+    }
+    if (st & ST_ROWS) {
+        coop_rowpass(a, n, sm);
+        grid.sync();
+        coop_pairs(a, n, sm);
+        if (!(st & ST_PERM)) return;
+        grid.sync();
+    }
+    if (st & ST_PERM) coop_perm(a, n, sm, grid);
 }
 
 // ---- memory ----------------------------------------------------------------------------
@@ -907,8 +1308,12 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     }
     const int64_t nb = row_blocks(rows);
     const int64_t *d_n = b.scr + S_N_OUT;
+    // The LSD passes below alternate between two value buffers, perm and iota: start from the
+    // one that makes the last pass land in perm (no copy, so a captured graph holds kernels
+    // and memsets only).
+    int32_t *ident = (words % 2 == 0) ? m->perm : b.iota;
     rowpass_kernel<<<(unsigned)nb, kRowThreads, 0, s>>>(m->out_in, K, words, d_n, rows, m->masks,
-                                                        b.iota, b.cnt, b.base, m->offsets,
+                                                        ident, b.cnt, b.base, m->offsets,
                                                         max_pairs, b.scr);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     pairs_kernel<<<(unsigned)nb, kRowThreads, 0, s>>>(m->out_in, m->masks, K, words, d_n, rows,
@@ -921,7 +1326,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         return cub::DeviceRadixSort::SortPairsDescending(b.cub, bytes, m->masks, b.keys_a, b.iota,
                                                          m->perm, rows, 0, K, s);
     // Stable LSD passes, least significant word first, from the identity.
-    int32_t *pa = b.iota, *pb = m->perm;
+    int32_t *pa = ident, *pb = ident == m->perm ? b.iota : m->perm;
     for (int32_t w = 0; w < words; w++) {
         mask_word_kernel<<<grid_for(rows), kThreads, 0, s>>>(m->masks, pa, rows, words, w,
                                                              b.keys_a);
@@ -934,10 +1339,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         pa = pb;
         pb = x;
     }
-    if (pa != m->perm)
-        return cudaMemcpyAsync(m->perm, pa, (size_t)rows * sizeof(int32_t),
-                               cudaMemcpyDeviceToDevice, s);
-    return cudaSuccess;
+    return cudaSuccess; // pa == m->perm
 }
 
 // ---- host side ---------------------------------------------------------------------------
@@ -1227,6 +1629,373 @@ fail:
     return st;
 }
 
+// ---- the cooperative path, host side ----------------------------------------------------
+
+std::atomic<int> g_coop_grid[kMaxDevices]; // 0: not asked yet, -1: no cooperative launch
+std::atomic<int> g_coop_enabled(1);        // test hook (vc_kmap_gpu_debug_coop)
+
+// Blocks of a cooperative launch of coop_kernel on the current device (all resident), or -1.
+int coop_grid()
+{
+    if (!g_coop_enabled.load(std::memory_order_relaxed)) return -1;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+        cudaGetLastError();
+        return -1;
+    }
+    int g = g_coop_grid[dev].load(std::memory_order_relaxed);
+    if (g != 0) return g;
+    int sup = 0, sms = 0, per = 0;
+    if (cudaDeviceGetAttribute(&sup, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !sup ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, coop_kernel, kRowThreads, 0) !=
+            cudaSuccess ||
+        per < 1 || sms < 1) {
+        cudaGetLastError();
+        g = -1;
+    } else {
+        g = per * sms;
+    }
+    g_coop_grid[dev].store(g, std::memory_order_relaxed);
+    return g;
+}
+
+// The one-kernel path serves K <= 32 with 32-bit output keys.
+bool coop_ok(const Job &j)
+{
+    return j.K <= kMaxCoopK && (!j.new_out || j.bits_out <= VC_HASH_GPU_PACKED_BITS) &&
+           coop_grid() > 0;
+}
+
+struct CoopSizes {
+    int64_t cap_in, cap_out;
+    int32_t packed_in, packed_out;
+    int64_t ucap;  // the output-key list (tables part)
+    int64_t klist; // the sort's second key buffer (rows part; 0 for SUBM)
+    int64_t rows;  // rows of the row arrays
+    int32_t K, key_passes, perm_passes;
+};
+
+int64_t tiles_of(int64_t n) { return (n + kTile - 1) / kTile; }
+
+// Lays the temporaries of a cooperative build out from `base` (NULL: just the size): the
+// tables part (status block, hash tables, output-key list) and / or the rows part.
+size_t coop_carve(const CoopSizes &z, bool tables, bool rows, char *base, Coop *a)
+{
+    Carver c = {base, 0};
+    if (tables) {
+        a->scr = c.take<int64_t>(S_WORDS);
+        a->words_in = table_words(z.cap_in, z.packed_in);
+        uint64_t *tin = (uint64_t *)c.take<unsigned long long>(a->words_in);
+        a->hin = vc_hash_gpu_make_view(tin, z.cap_in, VC_HASH_DEFAULT_MAX_PROBE, z.packed_in);
+        a->words_out = 0;
+        memset(&a->hout, 0, sizeof a->hout);
+        if (z.cap_out > 0) {
+            a->words_out = table_words(z.cap_out, z.packed_out);
+            uint64_t *tout = (uint64_t *)c.take<unsigned long long>(a->words_out);
+            a->hout = vc_hash_gpu_make_view(tout, z.cap_out, VC_HASH_DEFAULT_MAX_PROBE,
+                                            z.packed_out);
+        }
+        a->ukeys = z.ucap > 0 ? c.take<uint32_t>(z.ucap) : NULL;
+        a->ucap = z.ucap;
+    }
+    if (rows) {
+        const int64_t chunks = row_blocks(z.rows), kt = tiles_of(z.klist), rt = tiles_of(z.rows);
+        const int64_t lcnt = chunks * z.K, lkey = (int64_t)z.key_passes * kt * 256;
+        const int64_t lperm = (int64_t)z.perm_passes * rt * 256;
+        a->ukeys_alt = z.klist > 0 ? c.take<uint32_t>(z.klist) : NULL;
+        a->cnt = c.take<int32_t>(chunks * z.K);
+        a->exc = c.take<int64_t>(chunks * z.K);
+        a->hist = c.take<uint32_t>(2 * kMaxPasses * 256);
+        a->lb = c.take<unsigned long long>(lcnt + lkey + lperm);
+        a->lb_words = lcnt + lkey + lperm;
+        a->lb_cnt = a->lb;
+        a->lb_key = base ? a->lb + lcnt : NULL;
+        a->lb_perm = base ? a->lb + lcnt + lkey : NULL;
+        a->key_stride = kt * 256;
+        a->perm_stride = rt * 256;
+        a->sk_a = c.take<uint32_t>(z.rows);
+        a->sk_b = c.take<uint32_t>(z.rows);
+        a->sv = c.take<int32_t>(z.rows);
+        a->rows = z.rows;
+        a->key_passes = z.key_passes;
+        a->perm_passes = z.perm_passes;
+    }
+    return c.off + 256;
+}
+
+cudaError_t coop_launch(Coop a, int stages, cudaStream_t s)
+{
+    a.stages = stages;
+    void *args[] = {&a};
+    return cudaLaunchCooperativeKernel((const void *)coop_kernel, dim3((unsigned)coop_grid()),
+                                       dim3(kRowThreads), args, 0, s);
+}
+
+void coop_outputs(const vc_kmap_data *m, Coop *a)
+{
+    a->out_coords = m->out_coords;
+    a->out_in = m->out_in;
+    a->in_rows = m->in_rows;
+    a->out_rows = m->out_rows;
+    a->perm = m->perm;
+    a->offsets = m->offsets;
+    a->masks = m->masks;
+}
+
+void coop_input(const Job &j, Coop *a)
+{
+    a->coords = j.d_in;
+    a->n_in = j.n_in;
+    a->g = j.g;
+    a->kin = j.kin;
+    a->kout = j.kout;
+}
+
+// SUBM, regular, one kernel: one launch, one read-back.
+vc_status subm_coop(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_t *ev,
+                    vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int64_t n = j.n_in;
+    const int32_t K = j.K;
+    int64_t n_entries = 0;
+    int64_t stat[S_WORDS];
+    CoopSizes z;
+    Coop a;
+    void *ws = NULL;
+    memset(&z, 0, sizeof z);
+    memset(&a, 0, sizeof a);
+    if (vc_mul_overflow_i64(n, K, &n_entries))
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
+                       (long long)n, (int)K);
+    z.cap_in = vc_hash_capacity_for(n);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.rows = n;
+    z.K = K;
+    z.perm_passes = (K + 7) / 8;
+    CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+    CU(pool_alloc_n(&m->masks, n, s), "allocating masks");
+    CU(pool_alloc_n(&m->perm, n, s), "allocating perm");
+    // Pairs: at most n * K (sized without reading the count back).
+    CU(pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
+    CU(pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
+    coop_input(j, &a);
+    coop_outputs(m, &a);
+    a.max_pairs = n_entries;
+    a.n_out_init = n;
+    for (int attempt = 0;; attempt++) {
+        if (z.cap_in == 0 || z.cap_in > INT64_MAX / 64) {
+            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
+            goto fail;
+        }
+        CU(pool_alloc(&ws, (int64_t)coop_carve(z, true, true, NULL, &a), s),
+           "allocating workspace");
+        coop_carve(z, true, true, (char *)ws, &a);
+        EV(0);
+        if (ev) {
+            CU(coop_launch(a, ST_FRONT, s), "inserting the input keys");
+            EV(1);
+            EV(2);
+            CU(coop_launch(a, ST_OUTIN, s), "looking neighbours up");
+            EV(3);
+            CU(coop_launch(a, ST_ROWS, s), "pairs and masks");
+            EV(4);
+            CU(coop_launch(a, ST_PERM, s), "sorting the masks");
+        } else {
+            CU(coop_launch(a, ST_ALL, s), "building the map");
+        }
+        // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
+        CU(read_status(a.scr, stat, s), "reading the counts back");
+        EV(5);
+        cudaFreeAsync(ws, s);
+        ws = NULL;
+        st = input_error(stat, j.d_in, n, j.shape, j.batch, err);
+        if (st != VC_OK) goto fail;
+        if (stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_IN) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the input hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            z.cap_in *= 2;
+            continue;
+        }
+        if (stat[S_FLAGS] != 0) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: status flags 0x%llx",
+                         (unsigned long long)stat[S_FLAGS]);
+            goto fail;
+        }
+        break;
+    }
+    m->n_out = n;
+    m->n_pairs = stat[S_N_PAIRS];
+    return VC_OK;
+
+fail:
+    if (ws) cudaFreeAsync(ws, s);
+    free_map_arrays(m, true);
+    return st;
+}
+
+// STRIDED / DOWNSAMPLE / TRANSPOSED with 32-bit output keys, regular, two kernels: the front
+// (tables, keys), the read-back of n_out, the rest, the read-back of n_pairs.
+vc_status newout_coop(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_t *ev,
+                      vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int32_t K = j.K;
+    int64_t stat[S_WORDS];
+    int64_t n_out = 0, n_entries = 0, est = 0, pair_bound = 0, reach_total = 0;
+    CoopSizes z;
+    Coop a;
+    void *ws1 = NULL, *ws2 = NULL;
+    memset(&z, 0, sizeof z);
+    memset(&a, 0, sizeof a);
+    if (vc_mul_overflow_i64(j.n_in, j.reach, &reach_total))
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld inputs x %lld offsets overflows",
+                       (long long)j.n_in, (long long)j.reach);
+    est = reach_total; // as newout_regular
+    if (j.desc.type == VC_MAP_DOWNSAMPLE) est = j.n_in;
+    if (j.desc.type == VC_MAP_STRIDED && est > 4 * j.n_in) est = 4 * j.n_in;
+    z.cap_in = vc_hash_capacity_for(j.n_in);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.packed_out = 1;
+    z.cap_out = vc_hash_capacity_for(est);
+    z.K = K;
+    z.key_passes = (j.bits_out + 7) / 8;
+    z.perm_passes = (K + 7) / 8;
+    coop_input(j, &a);
+    a.n_out_init = 0;
+    for (int attempt = 0;; attempt++) {
+        if (z.cap_in == 0 || z.cap_out == 0 || z.cap_in > INT64_MAX / 64 ||
+            z.cap_out > INT64_MAX / 64) {
+            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
+            goto fail;
+        }
+        z.ucap = z.cap_out / 2;
+        if (ws1) cudaFreeAsync(ws1, s);
+        ws1 = NULL;
+        CU(pool_alloc(&ws1, (int64_t)coop_carve(z, true, false, NULL, &a), s),
+           "allocating workspace");
+        coop_carve(z, true, false, (char *)ws1, &a);
+        EV(0);
+        CU(coop_launch(a, ST_FRONT, s), "inserting the keys");
+        // SYNC POINT 1: n_out (sizes the outputs), the checks of the input rows, the flags.
+        CU(read_status(a.scr, stat, s), "reading the output count back");
+        st = input_error(stat, j.d_in, j.n_in, j.shape, j.batch, err);
+        if (st != VC_OK) goto fail;
+        n_out = stat[S_N_OUT];
+        if (stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_IN) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the input hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            z.cap_in *= 2;
+            continue;
+        }
+        if ((stat[S_FLAGS] & (VC_KMAP_GPU_F_PROBE_OUT | VC_KMAP_GPU_F_OUT_OVERFLOW)) ||
+            n_out > z.cap_out / 2) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the output hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            int64_t cap = vc_hash_capacity_for(n_out);
+            if ((stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_OUT) && cap <= z.cap_out) cap = 2 * z.cap_out;
+            z.cap_out = cap;
+            continue;
+        }
+        if (stat[S_FLAGS] != 0) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: status flags 0x%llx",
+                         (unsigned long long)stat[S_FLAGS]);
+            goto fail;
+        }
+        break;
+    }
+    EV(1);
+    if (n_out > VC_MAX_ROWS) {
+        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: more than %lld output rows",
+                     (long long)VC_MAX_ROWS);
+        goto fail;
+    }
+    if (vc_mul_overflow_i64(n_out, K, &n_entries)) {
+        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
+                     (long long)n_out, (int)K);
+        goto fail;
+    }
+    m->n_out = n_out;
+    pair_bound = reach_total < n_entries ? reach_total : n_entries;
+    CU(pool_alloc_n(&m->out_coords, 4 * n_out, s), "allocating output coordinates");
+    CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+    CU(pool_alloc_n(&m->masks, n_out, s), "allocating masks");
+    CU(pool_alloc_n(&m->perm, n_out, s), "allocating perm");
+    CU(pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
+    CU(pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
+    z.klist = n_out;
+    z.rows = n_out;
+    CU(pool_alloc(&ws2, (int64_t)coop_carve(z, false, true, NULL, &a), s),
+       "allocating workspace");
+    coop_carve(z, false, true, (char *)ws2, &a);
+    coop_outputs(m, &a);
+    a.max_pairs = pair_bound;
+    if (ev) {
+        CU(coop_launch(a, ST_KEYS, s), "sorting the output keys");
+        EV(2);
+        CU(coop_launch(a, ST_OUTIN, s), "out_in");
+        EV(3);
+        CU(coop_launch(a, ST_ROWS, s), "pairs and masks");
+        EV(4);
+        CU(coop_launch(a, ST_PERM, s), "sorting the masks");
+    } else {
+        CU(coop_launch(a, ST_KEYS | ST_OUTIN | ST_ROWS | ST_PERM, s), "building the map");
+    }
+    // SYNC POINT 2: n_pairs and the flags.
+    CU(read_status(a.scr, stat, s), "reading the counts back");
+    EV(5);
+    if (stat[S_FLAGS] != 0) {
+        st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: an output key collected in step 2 was "
+                     "not found in step 3 (status flags 0x%llx)",
+                     (unsigned long long)stat[S_FLAGS]);
+        goto fail;
+    }
+    m->n_pairs = stat[S_N_PAIRS];
+    cudaFreeAsync(ws1, s);
+    cudaFreeAsync(ws2, s);
+    return VC_OK;
+
+fail:
+    if (ws1) cudaFreeAsync(ws1, s);
+    if (ws2) cudaFreeAsync(ws2, s);
+    free_map_arrays(m, true);
+    return st;
+}
+
+// Sizes of a bounded cooperative build (the same at create and at every build).
+CoopSizes coop_bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
+{
+    CoopSizes z;
+    memset(&z, 0, sizeof z);
+    z.cap_in = vc_hash_capacity_for(b->max_in);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.K = j.K;
+    z.perm_passes = (j.K + 7) / 8;
+    if (j.new_out) {
+        z.packed_out = 1;
+        z.cap_out = vc_hash_capacity_for(b->max_out);
+        z.ucap = b->max_out;
+        z.klist = b->max_out;
+        z.rows = b->max_out;
+        z.key_passes = (j.bits_out + 7) / 8;
+    } else {
+        z.rows = b->max_in;
+    }
+    return z;
+}
+
 vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
                      int32_t batch_size, const vc_map_desc *d, cudaStream_t s, vc_kmap_data *out,
                      vc_kmap_gpu_timing *timing, vc_err *err)
@@ -1250,7 +2019,10 @@ vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
     }
     vc_kmap_data m;
     init_header(j, &m);
-    st = j.new_out ? newout_regular(j, s, &m, ev, err) : subm_regular(j, s, &m, ev, err);
+    if (coop_ok(j))
+        st = j.new_out ? newout_coop(j, s, &m, ev, err) : subm_coop(j, s, &m, ev, err);
+    else
+        st = j.new_out ? newout_regular(j, s, &m, ev, err) : subm_regular(j, s, &m, ev, err);
     if (st == VC_OK && timing) {
         cudaError_t e = cudaEventSynchronize(evs[5]);
         float *f[6] = {&timing->insert_ms, &timing->out_coords_ms, &timing->out_in_ms,
@@ -1463,11 +2235,15 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     t.max_out = max_out;
     t.max_pairs = max_pairs;
     init_header(j, &t.map);
+    t.coop = coop_ok(j) ? 1 : 0;
     Sizes z = bounded_sizes(j, &t);
+    CoopSizes zc = coop_bounded_sizes(j, &t);
+    Coop ca;
+    memset(&ca, 0, sizeof ca);
     Bufs bf;
     memset(&bf, 0, sizeof bf);
     cudaGetLastError();
-    cudaError_t e = cub_bytes_for(&z);
+    cudaError_t e = t.coop ? cudaSuccess : cub_bytes_for(&z);
     t.sort_bytes = z.cub_bytes;
     if (e == cudaSuccess && j.new_out) e = dev_alloc_n(&t.map.out_coords, 4 * max_out);
     if (e == cudaSuccess) e = dev_alloc_n(&t.map.out_in, n_entries);
@@ -1477,13 +2253,19 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     if (e == cudaSuccess) e = dev_alloc_n(&t.map.masks, n_words);
     if (e == cudaSuccess) e = dev_alloc_n(&t.map.perm, max_out);
     if (e == cudaSuccess) {
-        t.workspace_bytes = carve(z, true, true, NULL, &bf);
+        t.workspace_bytes = t.coop ? coop_carve(zc, true, true, NULL, &ca)
+                                   : carve(z, true, true, NULL, &bf);
         e = cudaMalloc(&t.workspace, t.workspace_bytes);
         if (e != cudaSuccess) t.workspace = NULL;
     }
     if (e == cudaSuccess) {
-        carve(z, true, true, (char *)t.workspace, &bf);
-        t.d_status = bf.scr;
+        if (t.coop) {
+            coop_carve(zc, true, true, (char *)t.workspace, &ca);
+            t.d_status = ca.scr;
+        } else {
+            carve(z, true, true, (char *)t.workspace, &bf);
+            t.d_status = bf.scr;
+        }
         // Clear the status so that a check before any build reports nothing stale.
         e = cudaMemset(t.d_status, 0, S_WORDS * sizeof(int64_t));
     }
@@ -1513,12 +2295,28 @@ extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int
     vc_status st = setup_job(&j, d_in, n_in, b->in_shape, b->batch_size, &b->desc, err);
     if (st != VC_OK) return st;
     cudaStream_t s = (cudaStream_t)stream;
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    vc_kmap_data *m = &b->map;
+    if (b->coop) {
+        // the whole build in one cooperative kernel
+        CoopSizes zc = coop_bounded_sizes(j, b);
+        Coop a;
+        memset(&a, 0, sizeof a);
+        coop_carve(zc, true, true, (char *)b->workspace, &a);
+        coop_input(j, &a);
+        coop_outputs(m, &a);
+        a.max_pairs = b->max_pairs;
+        a.n_out_init = j.new_out ? 0 : n_in;
+        cudaError_t e = coop_launch(a, ST_ALL, s);
+        if (e != cudaSuccess) return cuda_fail(err, e, "queueing the bounded build");
+        b->last_in = d_in;
+        b->last_n_in = n_in;
+        return VC_OK;
+    }
     Sizes z = bounded_sizes(j, b);
     Bufs bf;
     memset(&bf, 0, sizeof bf);
     carve(z, true, true, (char *)b->workspace, &bf);
-    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    vc_kmap_data *m = &b->map;
     cudaError_t e = q_prep(z, bf, j.new_out ? 0 : n_in, s);
     if (e == cudaSuccess) e = q_insert(j, z, bf, m->out_in, s);
     if (!j.new_out) {
@@ -1626,6 +2424,11 @@ extern "C" vc_status vc_kmap_gpu_sorted_keys(const int32_t *d_coords, int64_t n,
     }
     if (ws) cudaFreeAsync(ws, s);
     return e == cudaSuccess ? VC_OK : cuda_fail(err, e, "sorting keys");
+}
+
+extern "C" void vc_kmap_gpu_debug_coop(int enable)
+{
+    g_coop_enabled.store(enable ? 1 : 0, std::memory_order_relaxed);
 }
 
 extern "C" void vc_kmap_gpu_trim(void)

@@ -31,6 +31,16 @@
  *    Device consumers may instead read d_status directly (n_out / n_pairs words) and skip the
  *    check, at their own risk: a nonzero flags word means the map must not be used.
  *
+ * Kernels. Where K <= 32 and the output keys fit 31 bits (SUBM k3, STRIDED k3, DOWNSAMPLE k2 on
+ * the usual grids; vc_kmap_gpu_debug_coop tells which path ran) a whole build is ONE cooperative
+ * kernel (cudaLaunchCooperativeKernel: every block resident, grid-wide barriers between the
+ * steps, pair counts and radix sorts prefixed across tiles by decoupled look-back): the regular
+ * SUBM build is one launch and one read-back, the regular STRIDED / DOWNSAMPLE / TRANSPOSED build
+ * two launches with a read-back after each, a bounded build one launch (one kernel node in a
+ * captured graph). Other maps run a sequence of ordinary kernels and CUB radix sorts (no host
+ * synchronisation between them either). The timed build launches the steps of the cooperative
+ * path one by one so that they can be timed apart.
+ *
  * Work runs on `stream`. No atomics decide a result: they claim hash slots, keep minima, count
  * claims (whose order a sort then removes) or raise flags. */
 #ifndef VC_CONV_KMAP_GPU_H
@@ -117,6 +127,7 @@ typedef struct vc_kmap_gpu_bounded {
     void *workspace;          /* device scratch: hash tables, counts, sort storage             */
     size_t workspace_bytes;
     size_t sort_bytes;        /* internal: sort storage inside the workspace                   */
+    int32_t coop;             /* internal: 1 when builds are one cooperative kernel            */
     const int32_t *last_in;   /* input of the last queued build (the check names bad rows)     */
     int64_t last_n_in;
 } vc_kmap_gpu_bounded;
@@ -165,6 +176,11 @@ vc_status vc_kmap_gpu_sorted_keys(const int32_t *d_coords, int64_t n, const int3
 /* Returns the cached, unused memory of the library's stream-ordered pool on the current
  * device to the driver (the pool keeps up to 1 GiB of freed blocks for reuse otherwise). */
 void vc_kmap_gpu_trim(void);
+
+/* Test hook: 0 makes later builds take the multi-kernel path even where the one-kernel
+ * (cooperative) path applies; 1 (the default) restores the choice. Not thread-safe against
+ * builds running meanwhile. */
+void vc_kmap_gpu_debug_coop(int enable);
 
 /* Test hook: takes `bytes` from the pool, fills them with `value` and gives them back, so that
  * the next builds reuse dirty memory (an element a build forgets to write then shows). */

@@ -236,7 +236,7 @@ static void gen_indoor(vc_rng *rng, int32_t **rows, int64_t *n, const int32_t sh
  * x (the grid has a margin of 3 voxels). Rows come sorted by (b, z, y, x), as voxelized. */
 static int load_scan(const char *arg, scene *s)
 {
-    char path[1024];
+    char path[128];
     double size[3] = {0.05, 0.05, 0.1};
     snprintf(path, sizeof path, "%s", arg);
     char *at = strrchr(path, '@');
@@ -763,6 +763,12 @@ int main(int argc, char **argv)
         bench_build(&scenes[i], d_rows[i], "subm k3", &subm);
         bench_build(&scenes[i], d_rows[i], "strided k3 s2 p1", &strided);
         bench_build(&scenes[i], d_rows[i], "downsample k2 s2", &down);
+        if (i < 2) { /* the synthetic scenes again on the multi-kernel path */
+            vc_kmap_gpu_debug_coop(0);
+            bench_build(&scenes[i], d_rows[i], "subm k3, multi-kernel", &subm);
+            bench_build(&scenes[i], d_rows[i], "strided k3 s2 p1, multi-kernel", &strided);
+            vc_kmap_gpu_debug_coop(1);
+        }
         fflush(stdout);
     }
 

@@ -429,7 +429,14 @@ static void run_sweep(const cloud *c, int big)
     };
     const vc_map_desc *list = big ? few : all;
     size_t count = big ? sizeof few / sizeof few[0] : sizeof all / sizeof all[0];
-    if (g_small && c->n > 1000) count = 12; /* sanitizer runs: the smaller kernels only */
+    if (g_small) {
+        /* sanitizer runs: one of each kind (k3, k7, non-cubic, even kernels, rejected) */
+        static const int pick[] = {0, 3, 5, 8, 10, 15, 17, 18, 22, 27, 28, 29, 30};
+        for (size_t i = 0; i < sizeof pick / sizeof pick[0]; i++)
+            run_case(c, d_rows, &all[pick[i]], 1);
+        cudaFree(d_rows);
+        return;
+    }
     for (size_t i = 0; i < count; i++) {
         /* kernel 7 on thousands of voxels: keep it, but only once per cloud size class */
         run_case(c, d_rows, &list[i], i % 3 == 0 || big);
@@ -556,6 +563,15 @@ int main(void)
         run_sweep(&c, 0);
         free(c.rows);
     }
+    /* the multi-kernel path where the one-kernel (cooperative) path would serve */
+    vc_kmap_gpu_debug_coop(0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].n != (g_small ? 200 : 3000) && cases[i].n != (g_small ? 33 : 2500)) continue;
+        cloud c = make_cloud(&rng, cases[i].n, cases[i].batch, cases[i].shape, cases[i].style);
+        run_sweep(&c, 0);
+        free(c.rows);
+    }
+    vc_kmap_gpu_debug_coop(1);
     if (!g_small) {
         cloud c = make_cloud(&rng, 1000000, 2, big, 3);
         printf("1M cloud: %lld voxels\n", (long long)c.n);
