@@ -844,7 +844,8 @@ __global__ void __launch_bounds__(kRowThreads, 4) coop_kernel(Coop a)
 {
     __shared__ CoopSmem sm;
     cg::grid_group grid = cg::this_grid();
-    const int st = a.stages;
+    const bool subm = a.g.type == VC_MAP_SUBM;
+    const int st = subm ? a.stages & ~ST_KEYS : a.stages; // SUBM has no output keys
     const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int p = 0; p < kMaxPasses; p++) sm.shist[p][threadIdx.x] = 0;
@@ -868,7 +869,6 @@ __global__ void __launch_bounds__(kRowThreads, 4) coop_kernel(Coop a)
         for (int64_t i = t0; i < 2 * kMaxPasses * 256; i += step) a.hist[i] = 0;
     }
     grid.sync();
-    const bool subm = a.g.type == VC_MAP_SUBM;
     if (st & ST_FRONT) {
         if (subm)
             st_subm_insert(a.coords, a.n_in, a.kin, a.hin, a.g.K, a.out_in, a.scr);
@@ -1637,7 +1637,6 @@ std::atomic<int> g_coop_enabled(1);        // test hook (vc_kmap_gpu_debug_coop)
 // Blocks of a cooperative launch of coop_kernel on the current device (all resident), or -1.
 int coop_grid()
 {
-    if (!g_coop_enabled.load(std::memory_order_relaxed)) return -1;
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
         cudaGetLastError();
@@ -1663,8 +1662,8 @@ int coop_grid()
 // The one-kernel path serves K <= 32 with 32-bit output keys.
 bool coop_ok(const Job &j)
 {
-    return j.K <= kMaxCoopK && (!j.new_out || j.bits_out <= VC_HASH_GPU_PACKED_BITS) &&
-           coop_grid() > 0;
+    return g_coop_enabled.load(std::memory_order_relaxed) && j.K <= kMaxCoopK &&
+           (!j.new_out || j.bits_out <= VC_HASH_GPU_PACKED_BITS) && coop_grid() > 0;
 }
 
 struct CoopSizes {
@@ -1728,8 +1727,19 @@ cudaError_t coop_launch(Coop a, int stages, cudaStream_t s)
 {
     a.stages = stages;
     void *args[] = {&a};
-    return cudaLaunchCooperativeKernel((const void *)coop_kernel, dim3((unsigned)coop_grid()),
-                                       dim3(kRowThreads), args, 0, s);
+    for (;;) {
+        const int grid = coop_grid();
+        if (grid < 1) return cudaErrorCooperativeLaunchTooLarge;
+        cudaError_t e = cudaLaunchCooperativeKernel((const void *)coop_kernel, dim3((unsigned)grid),
+                                                    dim3(kRowThreads), args, 0, s);
+        // Fewer blocks fit than the occupancy query said (a tool holding resources, say): any
+        // grid is correct, so halve it and remember.
+        if (e != cudaErrorCooperativeLaunchTooLarge || grid == 1) return e;
+        cudaGetLastError();
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return e;
+        g_coop_grid[dev].store(grid / 2, std::memory_order_relaxed);
+    }
 }
 
 void coop_outputs(const vc_kmap_data *m, Coop *a)

@@ -17,6 +17,7 @@
  *   - the sorted-array alternative for subm k3 (Minuet's idea): keys packed and radix sorted on
  *     the GPU (vc_kmap_gpu_sorted_keys, timed), then one thread per (output, offset) binary-
  *     searches them (compiled at run time with NVRTC); its out_in is checked equal to ours.
+ * VC_BENCH_NO_COOP=1: the multi-kernel path only (no one-kernel cooperative builds).
  * Timing: CUDA events, WARMUP warm-up runs, median of `runs` (default 25, at least 20) runs.
  * Prints markdown tables to stdout. Seeds are fixed. */
 #include <math.h>
@@ -684,6 +685,11 @@ int main(int argc, char **argv)
         if (g_runs < 20) g_runs = 20;
         argi = 2;
     }
+    const char *nc = getenv("VC_BENCH_NO_COOP"); /* the multi-kernel path only */
+    if (nc && atoi(nc) != 0) {
+        printf("VC_BENCH_NO_COOP: multi-kernel path only\n");
+        vc_kmap_gpu_debug_coop(0);
+    }
     CUDA_CHECK(cudaFree(0)); /* creates the primary context the driver API calls use */
     CUDA_CHECK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
     struct cudaDeviceProp prop;
@@ -763,7 +769,7 @@ int main(int argc, char **argv)
         bench_build(&scenes[i], d_rows[i], "subm k3", &subm);
         bench_build(&scenes[i], d_rows[i], "strided k3 s2 p1", &strided);
         bench_build(&scenes[i], d_rows[i], "downsample k2 s2", &down);
-        if (i < 2) { /* the synthetic scenes again on the multi-kernel path */
+        if (i < 2 && !(nc && atoi(nc) != 0)) { /* the synthetic scenes on the other path */
             vc_kmap_gpu_debug_coop(0);
             bench_build(&scenes[i], d_rows[i], "subm k3, multi-kernel", &subm);
             bench_build(&scenes[i], d_rows[i], "strided k3 s2 p1, multi-kernel", &strided);

@@ -22,16 +22,18 @@ say "gpu: $(cat "$OUT/gpu.txt")"
 say "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?') + copied worktree"
 
 left() { [ $((BUDGET - SECONDS)) -gt "$1" ]; }
+last_rc=0
 
 # run NAME TIMEOUT CMD...: logs to $OUT/NAME.log, one summary line
 run() {
     local name=$1 t=$2
     shift 2
-    if ! left 5; then say "$name: skipped (budget)"; return; fi
+    if ! left 5; then say "$name: skipped (budget)"; last_rc=0; return; fi
     [ "$t" -gt $((BUDGET - SECONDS)) ] && t=$((BUDGET - SECONDS))
     local start=$SECONDS
     timeout "$t" "$@" >"$OUT/$name.log" 2>&1
     local rc=$?
+    last_rc=$rc
     local res
     res=$(grep -E "passed, [0-9]+ failed|ERROR SUMMARY" "$OUT/$name.log" | tail -1)
     say "$name: rc=$rc $((SECONDS - start))s ${res}"
@@ -39,23 +41,35 @@ run() {
         sed 's/^/    /' | tee -a "$summary" >/dev/null
 }
 
+coop=1
 case " $what " in *" tests "*)
     run test_gpu_graph 90 "$B/tests/test_gpu_graph"
+    g_rc=$last_rc
     run test_gpu_kmap 150 "$B/tests/test_gpu_kmap"
+    if [ "$g_rc" -ne 0 ] || [ "$last_rc" -ne 0 ]; then
+        # see whether the multi-kernel path alone passes
+        coop=0
+        VC_TEST_NO_COOP=1 run test_gpu_graph_nocoop 90 "$B/tests/test_gpu_graph"
+        VC_TEST_NO_COOP=1 run test_gpu_kmap_nocoop 150 "$B/tests/test_gpu_kmap"
+    fi
     ;;
 esac
 case " $what " in *" bench "*)
     D=datasets/data
-    run bench_kmap 150 "$B/tests/bench_kmap" 25 "$D/table_scene_lms400.pcd@0.003" \
-        "$D/octomap_scan.bin" "$D/vlp16.bin"
+    scans=("$D/table_scene_lms400.pcd@0.003" "$D/octomap_scan.bin" "$D/vlp16.bin")
+    run bench_kmap 150 "$B/tests/bench_kmap" 25 "${scans[@]}"
+    if [ "$last_rc" -ne 0 ]; then
+        VC_BENCH_NO_COOP=1 run bench_kmap_nocoop 150 "$B/tests/bench_kmap" 25 "${scans[@]}"
+    fi
     ;;
 esac
 case " $what " in *" sanitize "*)
     if command -v compute-sanitizer >/dev/null; then
+        nc=$([ "$coop" = 1 ] && echo 0 || echo 1)
         for tool in memcheck racecheck; do
             for t in test_gpu_graph test_gpu_kmap; do
-                VC_SANITIZE=1 run "san_${tool}_$t" 150 compute-sanitizer --tool "$tool" \
-                    --error-exitcode 9 "$B/tests/$t"
+                VC_TEST_NO_COOP=$nc VC_SANITIZE=1 run "san_${tool}_$t" 150 compute-sanitizer \
+                    --tool "$tool" --error-exitcode 9 "$B/tests/$t"
             done
         done
     else
@@ -63,9 +77,11 @@ case " $what " in *" sanitize "*)
     fi
     ;;
 esac
+for f in "$OUT/bench_kmap.log" "$OUT/bench_kmap_nocoop.log"; do
+    if [ -s "$f" ]; then
+        echo "== $(basename "$f")"
+        grep -E "^\||^device|^#|^VC_" "$f"
+    fi
+done
 echo "== summary"
 cat "$summary"
-if [ -s "$OUT/bench_kmap.log" ]; then
-    echo "== bench_kmap"
-    grep -E "^\||^device|^#" "$OUT/bench_kmap.log"
-fi

@@ -9,8 +9,9 @@
  * maps, max_pairs for all) must come back from the check as VC_ERR_CAPACITY with the needed
  * count, and a replay on a cloud with a repeated row / a row outside the shape as
  * VC_ERR_DUPLICATE / VC_ERR_OUT_OF_RANGE, the regular build's verdicts.
- * VC_SANITIZE=1: small clouds (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
- * replays). Exits 77 without a CUDA build or a usable device. */
+ * VC_SANITIZE=1: small clouds (for compute-sanitizer runs). VC_TEST_NO_COOP=1: never the
+ * one-kernel (cooperative) path. Prints its seed (VC_TEST_SEED replays). Exits 77 without a
+ * CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,11 @@ int main(void)
     const char *san = getenv("VC_SANITIZE");
     const int small = san && atoi(san) != 0;
     if (small) printf("VC_SANITIZE: small sizes only\n");
+    const char *nc = getenv("VC_TEST_NO_COOP"); /* the multi-kernel path only */
+    if (nc && atoi(nc) != 0) {
+        printf("VC_TEST_NO_COOP: multi-kernel path only\n");
+        vc_kmap_gpu_debug_coop(0);
+    }
     CUDA_OK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
     const int32_t big[3] = {41, 1600, 1408}, huge[3] = {1000, 2000, 3000};
     struct {

@@ -14,8 +14,9 @@
  * for keys of <= 31 bits, 16-byte slots otherwise), and the maps on a grid whose keys need more
  * than 31 bits too. Each map that also fits a bounded build (vc_kmap_gpu_bounded_*) is built that
  * way with loose bounds and compared as well.
- * VC_SANITIZE=1: a small subset (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
- * replays). Exits 77 without a CUDA build or a usable device. */
+ * VC_SANITIZE=1: a small subset (for compute-sanitizer runs). VC_TEST_NO_COOP=1: never the
+ * one-kernel (cooperative) path. Prints its seed (VC_TEST_SEED replays). Exits 77 without a
+ * CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -526,6 +527,13 @@ int main(void)
     const char *san = getenv("VC_SANITIZE");
     g_small = san && atoi(san) != 0;
     if (g_small) printf("VC_SANITIZE: small sizes only\n");
+    /* VC_TEST_NO_COOP=1: the multi-kernel path throughout */
+    const char *nc = getenv("VC_TEST_NO_COOP");
+    const int no_coop = nc && atoi(nc) != 0;
+    if (no_coop) {
+        printf("VC_TEST_NO_COOP: multi-kernel path only\n");
+        vc_kmap_gpu_debug_coop(0);
+    }
     for (int layout = 0; layout < 2; layout++) {
         const int32_t bits = layout ? 31 : 64;
         const int64_t big_range = layout ? ((int64_t)1 << 31) - 1 : (int64_t)1 << 40;
@@ -565,13 +573,14 @@ int main(void)
     }
     /* the multi-kernel path where the one-kernel (cooperative) path would serve */
     vc_kmap_gpu_debug_coop(0);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (cases[i].n != (g_small ? 200 : 3000) && cases[i].n != (g_small ? 33 : 2500)) continue;
+    const size_t again[2] = {g_small ? 8u : 9u, g_small ? 4u : 11u};
+    for (size_t a = 0; a < 2; a++) {
+        const size_t i = again[a];
         cloud c = make_cloud(&rng, cases[i].n, cases[i].batch, cases[i].shape, cases[i].style);
         run_sweep(&c, 0);
         free(c.rows);
     }
-    vc_kmap_gpu_debug_coop(1);
+    vc_kmap_gpu_debug_coop(no_coop ? 0 : 1);
     if (!g_small) {
         cloud c = make_cloud(&rng, 1000000, 2, big, 3);
         printf("1M cloud: %lld voxels\n", (long long)c.n);
