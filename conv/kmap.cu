@@ -603,10 +603,11 @@ struct Coop {
     int64_t *scr;
     int32_t *cnt;                // [chunks][K] pairs per (256-row chunk, offset)
     int64_t *exc;                // [chunks][K] pairs of the offset in earlier chunks
+    int64_t *tot;                // [K] pairs of each offset
     uint32_t *hist;              // [2 * kMaxPasses][256]: key sort, then mask sort
     unsigned long long *lb;      // look-back words, lb_words of them (cleared by back)
     int64_t lb_words;
-    unsigned long long *lb_cnt, *lb_key, *lb_perm;
+    unsigned long long *lb_key, *lb_perm;
     int64_t key_stride, perm_stride; // look-back words per sort pass
     uint32_t *sk_a, *sk_b;       // mask sort keys [rows] x 2
     int32_t *sv;                 // mask sort values [rows] (the other buffer is perm)
@@ -627,11 +628,12 @@ struct CoopSmem {
 };
 
 const unsigned long long kLbAgg = 1ull << 62, kLbInc = 2ull << 62, kLbVal = (1ull << 62) - 1;
+const int kLbWindow = 4;
 
 // Decoupled look-back for slot j of tile t (m slots per tile): publishes the tile's count agg,
 // returns the sum of the slot over tiles < t, then publishes the inclusive sum. Tiles are
 // handled in increasing order by each block and every block is resident, so the smallest tile
-// in progress never waits: no deadlock.
+// in progress never waits: no deadlock. (Used by the sorts, whose tiles are few: n / 2048.)
 __device__ __forceinline__ long long lookback(unsigned long long *lb, int64_t t, int64_t m,
                                               int64_t j, long long agg)
 {
@@ -641,15 +643,23 @@ __device__ __forceinline__ long long lookback(unsigned long long *lb, int64_t t,
         return 0;
     }
     atomicExch(mine, kLbAgg | (unsigned long long)agg);
+    const volatile unsigned long long *w = lb;
     long long excl = 0;
-    for (int64_t u = t - 1; u >= 0; u--) {
-        const volatile unsigned long long *w = lb + u * m + j;
-        unsigned long long v;
-        do {
-            v = *w;
-        } while ((v >> 62) == 0);
-        excl += (long long)(v & kLbVal);
-        if ((v >> 62) == 2) break;
+    // Walk back kLbWindow tiles at a time (independent loads in flight); tile 0 always holds
+    // an inclusive prefix, so the walk ends there at the latest.
+    for (int64_t u = t - 1;; u -= kLbWindow) {
+        unsigned long long v[kLbWindow];
+#pragma unroll
+        for (int i = 0; i < kLbWindow; i++) v[i] = u - i >= 0 ? w[(u - i) * m + j] : 0;
+        bool done = false;
+#pragma unroll
+        for (int i = 0; i < kLbWindow; i++) {
+            if (done) break;
+            while ((v[i] >> 62) == 0) v[i] = w[(u - i) * m + j];
+            excl += (long long)(v[i] & kLbVal);
+            if ((v[i] >> 62) == 2) done = true;
+        }
+        if (done) break;
     }
     atomicExch(mine, kLbInc | (unsigned long long)(excl + agg));
     return excl;
@@ -754,11 +764,42 @@ __device__ void coop_rowpass(const Coop &a, int64_t n, CoopSmem &sm)
             int32_t c = 0;
             for (int w = 0; w < kRowWarps; w++) c += sm.wc[w][tid];
             a.cnt[ch * K + tid] = c;
-            a.exc[ch * K + tid] = lookback(a.lb_cnt, ch, K, tid, c);
         }
         __syncthreads();
     }
     flush_hist(sm, a.hist + kMaxPasses * 256, a.perm_passes);
+}
+
+// Column scans of the pair counts: exc[ch][k] = pairs of offset k in chunks before ch, and
+// tot[k] = all pairs of offset k; one block per offset.
+__device__ void coop_colscan(const Coop &a, int64_t n, CoopSmem &sm)
+{
+    const int32_t K = a.g.K;
+    const int tid = threadIdx.x;
+    const int64_t chunks = (n + kRowThreads - 1) / kRowThreads;
+    for (int32_t k = blockIdx.x; k < K; k += gridDim.x) {
+        long long carry = 0;
+        for (int64_t start = 0; start < chunks; start += (int64_t)kRowThreads * kScanItems) {
+            long long v[kScanItems], tsum = 0;
+            const int64_t i0 = start + (int64_t)tid * kScanItems;
+#pragma unroll
+            for (int j = 0; j < kScanItems; j++) {
+                v[j] = i0 + j < chunks ? (long long)__ldcg(&a.cnt[(i0 + j) * K + k]) : 0;
+                tsum += v[j];
+            }
+            long long excl, agg;
+            CoopSmem::Scan(sm.scan).ExclusiveSum(tsum, excl, agg);
+            __syncthreads(); // the scan storage is reused by the next chunk
+            long long run = carry + excl;
+#pragma unroll
+            for (int j = 0; j < kScanItems; j++) {
+                if (i0 + j < chunks) a.exc[(i0 + j) * K + k] = run;
+                run += v[j];
+            }
+            carry += agg;
+        }
+        if (tid == 0) a.tot[k] = carry;
+    }
 }
 
 // Offsets, n_pairs, and the pairs: (p, k) at offsets[k] + (pairs of k in earlier chunks) +
@@ -772,8 +813,7 @@ __device__ void coop_pairs(const Coop &a, int64_t n, CoopSmem &sm)
         long long run = 0;
         for (int32_t k = 0; k < K; k++) {
             sm.soff[k] = run;
-            if (chunks > 0)
-                run += __ldcg(&a.exc[(chunks - 1) * K + k]) + __ldcg(&a.cnt[(chunks - 1) * K + k]);
+            if (chunks > 0) run += __ldcg(&a.tot[k]);
         }
         sm.soff[K] = run;
         if (blockIdx.x == 0) {
@@ -840,7 +880,7 @@ __device__ void coop_perm(const Coop &a, int64_t n, CoopSmem &sm, cg::grid_group
 // the timed build launches them one by one to time them).
 enum { ST_FRONT = 1, ST_KEYS = 2, ST_OUTIN = 4, ST_ROWS = 8, ST_PERM = 16, ST_ALL = 31 };
 
-__global__ void __launch_bounds__(kRowThreads, 4) coop_kernel(Coop a)
+__global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
 {
     __shared__ CoopSmem sm;
     cg::grid_group grid = cg::this_grid();
@@ -916,6 +956,8 @@ __global__ void __launch_bounds__(kRowThreads, 4) coop_kernel(Coop a)
     }
     if (st & ST_ROWS) {
         coop_rowpass(a, n, sm);
+        grid.sync();
+        coop_colscan(a, n, sm);
         grid.sync();
         coop_pairs(a, n, sm);
         if (!(st & ST_PERM)) return;
@@ -1700,17 +1742,17 @@ size_t coop_carve(const CoopSizes &z, bool tables, bool rows, char *base, Coop *
     }
     if (rows) {
         const int64_t chunks = row_blocks(z.rows), kt = tiles_of(z.klist), rt = tiles_of(z.rows);
-        const int64_t lcnt = chunks * z.K, lkey = (int64_t)z.key_passes * kt * 256;
+        const int64_t lkey = (int64_t)z.key_passes * kt * 256;
         const int64_t lperm = (int64_t)z.perm_passes * rt * 256;
         a->ukeys_alt = z.klist > 0 ? c.take<uint32_t>(z.klist) : NULL;
         a->cnt = c.take<int32_t>(chunks * z.K);
         a->exc = c.take<int64_t>(chunks * z.K);
+        a->tot = c.take<int64_t>(z.K);
         a->hist = c.take<uint32_t>(2 * kMaxPasses * 256);
-        a->lb = c.take<unsigned long long>(lcnt + lkey + lperm);
-        a->lb_words = lcnt + lkey + lperm;
-        a->lb_cnt = a->lb;
-        a->lb_key = base ? a->lb + lcnt : NULL;
-        a->lb_perm = base ? a->lb + lcnt + lkey : NULL;
+        a->lb = c.take<unsigned long long>(lkey + lperm);
+        a->lb_words = lkey + lperm;
+        a->lb_key = a->lb;
+        a->lb_perm = base ? a->lb + lkey : NULL;
         a->key_stride = kt * 256;
         a->perm_stride = rt * 256;
         a->sk_a = c.take<uint32_t>(z.rows);
