@@ -23,10 +23,10 @@
 //  perm     a stable radix sort of (mask, row) descending on the K mask bits (K <= 32), or LSD
 //           passes over the mask words (K > 32), from the identity.
 // Hash tables use 8-byte packed slots when the key layout fits 31 bits (hash_gpu.h).
-// The same steps also run as one cooperative kernel (coop_kernel, below) for K <= 32 and 32-bit
-// output keys, with grid-wide barriers in place of kernel boundaries and a radix sort of its own
-// (decoupled look-back) in place of CUB's: on a GPU where each dependent launch costs
-// microseconds, a build of ~15 launches spends most of its time between kernels.
+// The same steps can also run as one cooperative kernel (coop_kernel, below) for K <= 32 and
+// 32-bit output keys, with grid-wide barriers in place of kernel boundaries and a radix sort of
+// its own (decoupled look-back) in place of CUB's. It is off by default (measured slower on the
+// H100; see g_coop_enabled) and turned on by vc_kmap_gpu_debug_coop(1).
 // Temporaries are carved from one workspace; arrays of the regular build come from a
 // stream-ordered pool of the library that keeps freed blocks for reuse.
 #include <cuda_runtime.h>
@@ -1674,7 +1674,10 @@ fail:
 // ---- the cooperative path, host side ----------------------------------------------------
 
 std::atomic<int> g_coop_grid[kMaxDevices]; // 0: not asked yet, -1: no cooperative launch
-std::atomic<int> g_coop_enabled(1);        // test hook (vc_kmap_gpu_debug_coop)
+// Off by default: on the H100 measured (docs/benchmarks.md) the cooperative kernel replayed
+// slower than the sequence of ordinary kernels (SUBM k3, 100k voxels: 150 vs 122 us), its grid
+// barriers costing more than the launches they replace. vc_kmap_gpu_debug_coop turns it on.
+std::atomic<int> g_coop_enabled(0);
 
 // Blocks of a cooperative launch of coop_kernel on the current device (all resident), or -1.
 int coop_grid()

@@ -31,15 +31,16 @@
  *    Device consumers may instead read d_status directly (n_out / n_pairs words) and skip the
  *    check, at their own risk: a nonzero flags word means the map must not be used.
  *
- * Kernels. Where K <= 32 and the output keys fit 31 bits (SUBM k3, STRIDED k3, DOWNSAMPLE k2 on
- * the usual grids; vc_kmap_gpu_debug_coop tells which path ran) a whole build is ONE cooperative
- * kernel (cudaLaunchCooperativeKernel: every block resident, grid-wide barriers between the
- * steps, pair counts and radix sorts prefixed across tiles by decoupled look-back): the regular
- * SUBM build is one launch and one read-back, the regular STRIDED / DOWNSAMPLE / TRANSPOSED build
- * two launches with a read-back after each, a bounded build one launch (one kernel node in a
- * captured graph). Other maps run a sequence of ordinary kernels and CUB radix sorts (no host
- * synchronisation between them either). The timed build launches the steps of the cooperative
- * path one by one so that they can be timed apart.
+ * Kernels. A build is a sequence of ordinary kernels and CUB radix sorts (no host
+ * synchronisation between them): SUBM k3 about 15 launches, a captured graph of as many nodes.
+ * Optionally (vc_kmap_gpu_debug_coop(1); off by default because it measured slower on the H100,
+ * docs/benchmarks.md), where K <= 32 and the output keys fit 31 bits, a whole build phase is ONE
+ * cooperative kernel (cudaLaunchCooperativeKernel: every block resident, grid-wide barriers
+ * between the steps, radix sorts prefixed across tiles by decoupled look-back): the regular SUBM
+ * build is then one launch and one read-back, the regular STRIDED / DOWNSAMPLE / TRANSPOSED
+ * build two launches with a read-back after each, a bounded build one kernel node. Both paths
+ * give the same arrays. The timed build launches the steps of the cooperative path one by one
+ * so that they can be timed apart.
  *
  * Work runs on `stream`. No atomics decide a result: they claim hash slots, keep minima, count
  * claims (whose order a sort then removes) or raise flags. */
@@ -177,9 +178,9 @@ vc_status vc_kmap_gpu_sorted_keys(const int32_t *d_coords, int64_t n, const int3
  * device to the driver (the pool keeps up to 1 GiB of freed blocks for reuse otherwise). */
 void vc_kmap_gpu_trim(void);
 
-/* Test hook: 0 makes later builds take the multi-kernel path even where the one-kernel
- * (cooperative) path applies; 1 (the default) restores the choice. Not thread-safe against
- * builds running meanwhile. */
+/* 1 lets later builds (and bounded structs created later) take the one-kernel cooperative path
+ * where it applies; 0 (the default) keeps the multi-kernel path everywhere. For tests and
+ * benchmarks; not thread-safe against builds running meanwhile. */
 void vc_kmap_gpu_debug_coop(int enable);
 
 /* Test hook: takes `bytes` from the pool, fills them with `value` and gives them back, so that

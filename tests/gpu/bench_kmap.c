@@ -17,7 +17,8 @@
  *   - the sorted-array alternative for subm k3 (Minuet's idea): keys packed and radix sorted on
  *     the GPU (vc_kmap_gpu_sorted_keys, timed), then one thread per (output, offset) binary-
  *     searches them (compiled at run time with NVRTC); its out_in is checked equal to ours.
- * VC_BENCH_NO_COOP=1: the multi-kernel path only (no one-kernel cooperative builds).
+ * The main rows use the multi-kernel build path (the default); the synthetic scenes are also
+ * timed on the one-kernel cooperative path. VC_BENCH_COOP=1 swaps the two.
  * Timing: CUDA events, WARMUP warm-up runs, median of `runs` (default 25, at least 20) runs.
  * Prints markdown tables to stdout. Seeds are fixed. */
 #include <math.h>
@@ -685,11 +686,10 @@ int main(int argc, char **argv)
         if (g_runs < 20) g_runs = 20;
         argi = 2;
     }
-    const char *nc = getenv("VC_BENCH_NO_COOP"); /* the multi-kernel path only */
-    if (nc && atoi(nc) != 0) {
-        printf("VC_BENCH_NO_COOP: multi-kernel path only\n");
-        vc_kmap_gpu_debug_coop(0);
-    }
+    const char *nc = getenv("VC_BENCH_COOP"); /* the one-kernel path for the main rows */
+    const int coop = nc && atoi(nc) != 0;
+    if (coop) printf("VC_BENCH_COOP: one-kernel (cooperative) path where it applies\n");
+    vc_kmap_gpu_debug_coop(coop);
     CUDA_CHECK(cudaFree(0)); /* creates the primary context the driver API calls use */
     CUDA_CHECK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
     struct cudaDeviceProp prop;
@@ -769,11 +769,14 @@ int main(int argc, char **argv)
         bench_build(&scenes[i], d_rows[i], "subm k3", &subm);
         bench_build(&scenes[i], d_rows[i], "strided k3 s2 p1", &strided);
         bench_build(&scenes[i], d_rows[i], "downsample k2 s2", &down);
-        if (i < 2 && !(nc && atoi(nc) != 0)) { /* the synthetic scenes on the other path */
-            vc_kmap_gpu_debug_coop(0);
-            bench_build(&scenes[i], d_rows[i], "subm k3, multi-kernel", &subm);
-            bench_build(&scenes[i], d_rows[i], "strided k3 s2 p1, multi-kernel", &strided);
-            vc_kmap_gpu_debug_coop(1);
+        if (i < 2) { /* the synthetic scenes on the other path */
+            vc_kmap_gpu_debug_coop(!coop);
+            bench_build(&scenes[i], d_rows[i],
+                        coop ? "subm k3, multi-kernel" : "subm k3, one-kernel", &subm);
+            bench_build(&scenes[i], d_rows[i],
+                        coop ? "strided k3 s2 p1, multi-kernel" : "strided k3 s2 p1, one-kernel",
+                        &strided);
+            vc_kmap_gpu_debug_coop(coop);
         }
         fflush(stdout);
     }

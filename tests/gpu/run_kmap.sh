@@ -41,35 +41,23 @@ run() {
         sed 's/^/    /' | tee -a "$summary" >/dev/null
 }
 
-coop=1
 case " $what " in *" tests "*)
     run test_gpu_graph 90 "$B/tests/test_gpu_graph"
-    g_rc=$last_rc
     run test_gpu_kmap 150 "$B/tests/test_gpu_kmap"
-    if [ "$g_rc" -ne 0 ] || [ "$last_rc" -ne 0 ]; then
-        # see whether the multi-kernel path alone passes
-        coop=0
-        VC_TEST_NO_COOP=1 run test_gpu_graph_nocoop 90 "$B/tests/test_gpu_graph"
-        VC_TEST_NO_COOP=1 run test_gpu_kmap_nocoop 150 "$B/tests/test_gpu_kmap"
-    fi
     ;;
 esac
 case " $what " in *" bench "*)
     D=datasets/data
-    scans=("$D/table_scene_lms400.pcd@0.003" "$D/octomap_scan.bin" "$D/vlp16.bin")
-    run bench_kmap 150 "$B/tests/bench_kmap" 25 "${scans[@]}"
-    if [ "$last_rc" -ne 0 ]; then
-        VC_BENCH_NO_COOP=1 run bench_kmap_nocoop 150 "$B/tests/bench_kmap" 25 "${scans[@]}"
-    fi
+    run bench_kmap 150 "$B/tests/bench_kmap" 25 "$D/table_scene_lms400.pcd@0.003" \
+        "$D/octomap_scan.bin" "$D/vlp16.bin"
     ;;
 esac
 case " $what " in *" sanitize "*)
     if command -v compute-sanitizer >/dev/null; then
-        nc=$([ "$coop" = 1 ] && echo 0 || echo 1)
         for tool in memcheck racecheck; do
             for t in test_gpu_graph test_gpu_kmap; do
-                VC_TEST_NO_COOP=$nc VC_SANITIZE=1 run "san_${tool}_$t" 150 compute-sanitizer \
-                    --tool "$tool" --error-exitcode 9 "$B/tests/$t"
+                VC_SANITIZE=1 run "san_${tool}_$t" 150 compute-sanitizer --tool "$tool" \
+                    --error-exitcode 9 "$B/tests/$t"
             done
         done
     else
@@ -77,7 +65,7 @@ case " $what " in *" sanitize "*)
     fi
     ;;
 esac
-for f in "$OUT/bench_kmap.log" "$OUT/bench_kmap_nocoop.log"; do
+for f in "$OUT/bench_kmap.log"; do
     if [ -s "$f" ]; then
         echo "== $(basename "$f")"
         grep -E "^\||^device|^#|^VC_" "$f"

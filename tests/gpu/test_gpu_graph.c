@@ -9,9 +9,10 @@
  * maps, max_pairs for all) must come back from the check as VC_ERR_CAPACITY with the needed
  * count, and a replay on a cloud with a repeated row / a row outside the shape as
  * VC_ERR_DUPLICATE / VC_ERR_OUT_OF_RANGE, the regular build's verdicts.
- * VC_SANITIZE=1: small clouds (for compute-sanitizer runs). VC_TEST_NO_COOP=1: never the
- * one-kernel (cooperative) path. Prints its seed (VC_TEST_SEED replays). Exits 77 without a
- * CUDA build or a usable device. */
+ * Everything runs on both build paths: the multi-kernel one (the default) and the one-kernel
+ * cooperative one (vc_kmap_gpu_debug_coop).
+ * VC_SANITIZE=1: small clouds (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
+ * replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,11 +336,7 @@ int main(void)
     const char *san = getenv("VC_SANITIZE");
     const int small = san && atoi(san) != 0;
     if (small) printf("VC_SANITIZE: small sizes only\n");
-    const char *nc = getenv("VC_TEST_NO_COOP"); /* the multi-kernel path only */
-    if (nc && atoi(nc) != 0) {
-        printf("VC_TEST_NO_COOP: multi-kernel path only\n");
-        vc_kmap_gpu_debug_coop(0);
-    }
+
     CUDA_OK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
     const int32_t big[3] = {41, 1600, 1408}, huge[3] = {1000, 2000, 3000};
     struct {
@@ -359,8 +356,14 @@ int main(void)
             frames[f] = make_rows(&rng, n, sets[si].batch, sets[si].shape);
         int32_t *d_in = NULL;
         CUDA_OK(cudaMalloc((void **)&d_in, (size_t)n * 16));
-        for (size_t di = 0; di < sizeof descs / sizeof descs[0]; di++)
-            run_desc(&descs[di], frames, n, sets[si].batch, sets[si].shape, d_in);
+        /* both build paths: multi-kernel (the default), then one-kernel cooperative */
+        for (int coop = 0; coop < 2; coop++) {
+            vc_kmap_gpu_debug_coop(coop);
+            printf("%s path\n", coop ? "one-kernel (cooperative)" : "multi-kernel");
+            for (size_t di = 0; di < sizeof descs / sizeof descs[0]; di++)
+                run_desc(&descs[di], frames, n, sets[si].batch, sets[si].shape, d_in);
+        }
+        vc_kmap_gpu_debug_coop(0);
         cudaFree(d_in);
         for (int f = 0; f < NFRAMES; f++) free(frames[f]);
     }

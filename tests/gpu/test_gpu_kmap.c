@@ -14,9 +14,10 @@
  * for keys of <= 31 bits, 16-byte slots otherwise), and the maps on a grid whose keys need more
  * than 31 bits too. Each map that also fits a bounded build (vc_kmap_gpu_bounded_*) is built that
  * way with loose bounds and compared as well.
- * VC_SANITIZE=1: a small subset (for compute-sanitizer runs). VC_TEST_NO_COOP=1: never the
- * one-kernel (cooperative) path. Prints its seed (VC_TEST_SEED replays). Exits 77 without a
- * CUDA build or a usable device. */
+ * Both build paths are compared: the multi-kernel one (the default) in the main sweep and the
+ * one-kernel cooperative one on two clouds (VC_TEST_COOP=1 swaps them).
+ * VC_SANITIZE=1: a small subset (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
+ * replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -527,13 +528,12 @@ int main(void)
     const char *san = getenv("VC_SANITIZE");
     g_small = san && atoi(san) != 0;
     if (g_small) printf("VC_SANITIZE: small sizes only\n");
-    /* VC_TEST_NO_COOP=1: the multi-kernel path throughout */
-    const char *nc = getenv("VC_TEST_NO_COOP");
-    const int no_coop = nc && atoi(nc) != 0;
-    if (no_coop) {
-        printf("VC_TEST_NO_COOP: multi-kernel path only\n");
-        vc_kmap_gpu_debug_coop(0);
-    }
+    /* VC_TEST_COOP=1: the one-kernel (cooperative) path where it applies, for the main sweep;
+     * the default is the multi-kernel path. A few clouds below take the other path. */
+    const char *ce = getenv("VC_TEST_COOP");
+    const int coop = ce && atoi(ce) != 0;
+    if (coop) printf("VC_TEST_COOP: one-kernel path where it applies\n");
+    vc_kmap_gpu_debug_coop(coop);
     for (int layout = 0; layout < 2; layout++) {
         const int32_t bits = layout ? 31 : 64;
         const int64_t big_range = layout ? ((int64_t)1 << 31) - 1 : (int64_t)1 << 40;
@@ -571,8 +571,8 @@ int main(void)
         run_sweep(&c, 0);
         free(c.rows);
     }
-    /* the multi-kernel path where the one-kernel (cooperative) path would serve */
-    vc_kmap_gpu_debug_coop(0);
+    /* the other path: one-kernel (cooperative) by default, multi-kernel with VC_TEST_COOP */
+    vc_kmap_gpu_debug_coop(!coop);
     const size_t again[2] = {g_small ? 8u : 9u, g_small ? 4u : 11u};
     for (size_t a = 0; a < 2; a++) {
         const size_t i = again[a];
@@ -580,7 +580,7 @@ int main(void)
         run_sweep(&c, 0);
         free(c.rows);
     }
-    vc_kmap_gpu_debug_coop(no_coop ? 0 : 1);
+    vc_kmap_gpu_debug_coop(coop);
     if (!g_small) {
         cloud c = make_cloud(&rng, 1000000, 2, big, 3);
         printf("1M cloud: %lld voxels\n", (long long)c.n);
