@@ -1,37 +1,70 @@
 // conv/kmap.cu - kernel maps on the GPU (DESIGN §3), bit-identical to the CPU twin
-// conv/kmap_cpu.c. Steps: (a) pack and insert the input keys into the GPU hash table (duplicate
-// and range checks); (b) new-output types: one candidate key per (input, offset), radix sort,
-// unique -> the output keys in (b, z, y, x) order, which is the CPU's rank order; a second table
-// maps output key -> rank; (c) out_in by lookups (output-stationary for SUBM and DOWNSAMPLE,
-// input-stationary for STRIDED and TRANSPOSED: each (output, offset) has at most one input, so
-// the writes never collide); (d) pair lists from an exclusive scan of the out_in flags taken in
-// [K, n_out] order; (e) masks, and perm by stable LSD radix sorts of the mask words, least
-// significant word first, from the identity (descending by mask, ties by row ascending).
-// No atomics decide a result: atomics only claim hash slots, keep minima, or raise flags.
-// Host reads: see kmap_gpu.h.
+// conv/kmap_cpu.c. Variants, sync points and the status block: see kmap_gpu.h.
+//
+// Steps (one kernel each unless said):
+//  prep     clears the hash tables (all ones) and the status block;
+//  insert   packs the input rows, checks their range, inserts them (row index as value: a
+//           repeated key keeps its smallest row and records the first repeat, as the CPU's
+//           sequential insert would); SUBM: also writes -1 into the upper half of out_in;
+//           STRIDED / DOWNSAMPLE / TRANSPOSED: also inserts each candidate output key into the
+//           output table and appends the keys it claims (warp-aggregated counter) to a list;
+//  outputs  (new-output types) radix sort of the unique output keys: rank order = (b, z, y, x)
+//           order, the CPU's; a rank kernel stores each key's rank in the output table,
+//           unpacks out_coords and clears out_in to -1;
+//  out_in   SUBM: one thread per (row, offset k <= centre) looks the neighbour up and writes
+//           out_in[p, k] = q and, by the kernel symmetry (q, p, K-1-k), out_in[q, K-1-k] = p:
+//           half the lookups. Others: one thread per input enumerates the offsets that reach
+//           an output (per-axis masks) and writes out_in[p, k] = q; (p, k) has at most one q;
+//  rowpass  one thread per output row: the mask words, per-block per-offset counts (warp
+//           ballots), and in the last block to finish (a counter) the exclusive scan of the
+//           counts in [K][block] order: per-(offset, block) pair bases, offsets[], n_pairs;
+//  pairs    one thread per output row again: ballot ranks, pairs written at base + rank, so the
+//           pairs of an offset are in output-row order, as on the CPU;
+//  perm     a stable radix sort of (mask, row) descending on the K mask bits (K <= 32), or LSD
+//           passes over the mask words (K > 32), from the identity.
+// Hash tables use 8-byte packed slots when the key layout fits 31 bits (hash_gpu.h).
+// The same steps can also run as one cooperative kernel (coop_kernel, below) for K <= 32 and
+// 32-bit output keys, with grid-wide barriers in place of kernel boundaries and a radix sort of
+// its own (decoupled look-back) in place of CUB's. It is off by default (measured slower on the
+// H100; see g_coop_enabled) and turned on by vc_kmap_gpu_debug_coop(1).
+// Temporaries are carved from one workspace; arrays of the regular build come from a
+// stream-ordered pool of the library that keeps freed blocks for reuse.
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <string.h>
 
+#include <atomic>
+
+#include <cooperative_groups.h>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_scan.cuh>
-#include <cub/device/device_select.cuh>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
 
 #include "kmap_gpu.h"
 #include "hash/hash_gpu.h"
 
+namespace cg = cooperative_groups;
+
 namespace {
 
 const int kThreads = 256;
+const int kRowThreads = 256; // row passes: one output row per thread
+const int kRowWarps = kRowThreads / 32;
 const int kMaxKernel = 7;
 const int kMaxVolume = kMaxKernel * kMaxKernel * kMaxKernel;
+const int kScanItems = 8;
+const int kRetries = 6;
+const int kMaxDevices = 64;
 
-// Slots of the per-build device scratch block.
-enum { SCR_BAD_ROW = 0, SCR_N_OUT = 1, SCR_N_PAIRS = 2, SCR_FLAGS = 3, SCR_COUNT = 4 };
-// Bits of SCR_FLAGS.
-enum { FLAG_MISSING = 1, FLAG_BAD_ROW = 2, FLAG_CONFLICT = 4 };
+enum {
+    S_BAD_ROW = VC_KMAP_GPU_BAD_ROW,
+    S_FIRST_DUP = VC_KMAP_GPU_FIRST_DUP,
+    S_N_DUP = VC_KMAP_GPU_N_DUP,
+    S_N_OUT = VC_KMAP_GPU_N_OUT,
+    S_N_PAIRS = VC_KMAP_GPU_N_PAIRS,
+    S_FLAGS = VC_KMAP_GPU_FLAGS,
+    S_DONE = 6, // blocks of the row pass that finished (reset by the last one)
+    S_WORDS = VC_KMAP_GPU_STATUS_WORDS
+};
 
 struct Geom {
     int32_t kernel[3], stride[3], padding[3], dilation[3];
@@ -47,9 +80,22 @@ unsigned grid_for(int64_t n)
     return (unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8);
 }
 
+int64_t row_blocks(int64_t rows) { return (rows + kRowThreads - 1) / kRowThreads; }
+
 #define GRID_LOOP(i, n)                                                                        \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                  \
          i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ void raise_flag(int64_t *scr, unsigned long long f)
+{
+    atomicOr((unsigned long long *)&scr[S_FLAGS], f);
+}
+
+__device__ __forceinline__ int64_t dev_count(const int64_t *d_n, int64_t rows)
+{
+    const int64_t n = *d_n;
+    return n < rows ? (n > 0 ? n : 0) : rows;
+}
 
 // Kernel offset k -> (dz, dy, dx), z slowest and x fastest.
 __device__ __forceinline__ void offset_of(const Geom &g, int32_t k, int32_t d[3])
@@ -60,152 +106,308 @@ __device__ __forceinline__ void offset_of(const Geom &g, int32_t k, int32_t d[3]
     d[0] = t / g.kernel[1];
 }
 
-// STRIDED / TRANSPOSED: the output site input q (z, y, x) writes at offset d, if any.
-__device__ __forceinline__ bool scatter_target(const Geom &g, const int32_t *q, const int32_t d[3],
-                                               int32_t o[3])
+// STRIDED / TRANSPOSED: the output coordinate along axis a that input coordinate c writes at
+// offset d; DOWNSAMPLE: the output whose gather at offset d reads c. False when there is none.
+__device__ __forceinline__ bool target_of(const Geom &g, int a, int32_t c, int32_t d, int32_t *o)
 {
-#pragma unroll
-    for (int a = 0; a < 3; a++) {
-        int64_t c = q[a], s = g.stride[a], pad = g.padding[a], dil = g.dilation[a], t;
-        if (g.type == VC_MAP_STRIDED) {
-            t = c + pad - (int64_t)d[a] * dil;
-            if (t < 0 || t % s != 0) return false;
-            t /= s;
-        } else {
-            t = c * s - pad + (int64_t)d[a] * dil;
-            if (t < 0) return false;
-        }
-        if (t >= g.out_shape[a]) return false;
-        o[a] = (int32_t)t;
+    const int64_t s = g.stride[a], pad = g.padding[a], dil = g.dilation[a];
+    int64_t t;
+    if (g.type == VC_MAP_STRIDED) {
+        // q = p*s - pad + d*dil  <=>  p = (q + pad - d*dil) / s, exactly
+        t = (int64_t)c + pad - (int64_t)d * dil;
+        if (t < 0 || t % s != 0) return false;
+        t /= s;
+    } else if (g.type == VC_MAP_TRANSPOSED) {
+        t = (int64_t)c * s - pad + (int64_t)d * dil;
+        if (t < 0) return false;
+    } else {
+        // DOWNSAMPLE: output p reads input p*s + (d - centre)*dil
+        const int64_t ks = g.kernel[a], centre = (ks % 2 == 1) ? ks / 2 : 0;
+        t = (int64_t)c - ((int64_t)d - centre) * dil;
+        if (t < 0 || t % s != 0) return false;
+        t /= s;
     }
+    if (t >= g.out_shape[a]) return false;
+    *o = (int32_t)t;
     return true;
 }
 
-// SUBM / DOWNSAMPLE: the input site output p (z, y, x) reads at offset d, if inside in_shape.
-__device__ __forceinline__ bool gather_source(const Geom &g, const int32_t *p, const int32_t d[3],
-                                              int32_t c[3])
+// Bit d set when offset d along axis a has a target for coordinate c.
+__device__ __forceinline__ uint32_t axis_mask(const Geom &g, int a, int32_t c)
 {
-#pragma unroll
-    for (int a = 0; a < 3; a++) {
-        int64_t ks = g.kernel[a], dil = g.dilation[a], t;
-        if (g.type == VC_MAP_SUBM) {
-            t = (int64_t)p[a] + ((int64_t)d[a] - ks / 2) * dil;
-        } else {
-            int64_t centre = (ks % 2 == 1) ? ks / 2 : 0;
-            t = (int64_t)p[a] * g.stride[a] + ((int64_t)d[a] - centre) * dil;
-        }
-        if (t < 0 || t >= g.in_shape[a]) return false;
-        c[a] = (int32_t)t;
+    uint32_t m = 0;
+    for (int32_t d = 0; d < g.kernel[a]; d++) {
+        int32_t o;
+        if (target_of(g, a, c, d, &o)) m |= 1u << d;
     }
+    return m;
+}
+
+// ---- kernels ------------------------------------------------------------------------------
+
+struct Fill {
+    unsigned long long *p;
+    int64_t words;
+};
+
+// Clears up to three regions to all ones and resets the status block.
+__global__ void prep_kernel(Fill a, Fill b, Fill c, int64_t *scr, int64_t n_out_init)
+{
+    const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    if (t0 == 0) {
+        scr[S_BAD_ROW] = INT64_MAX;
+        scr[S_FIRST_DUP] = INT64_MAX;
+        scr[S_N_DUP] = 0;
+        scr[S_N_OUT] = n_out_init;
+        scr[S_N_PAIRS] = 0;
+        scr[S_FLAGS] = 0;
+        scr[S_DONE] = 0;
+        scr[7] = 0;
+    }
+    for (int64_t i = t0; i < a.words; i += step) a.p[i] = ~0ull;
+    for (int64_t i = t0; i < b.words; i += step) b.p[i] = ~0ull;
+    for (int64_t i = t0; i < c.words; i += step) c.p[i] = ~0ull;
+}
+
+// Range check and insert of input row i; false for a row outside the limits.
+__device__ __forceinline__ bool insert_input(const vc_keypack &kin, const vc_hash_gpu_view &hin,
+                                             const int4 c, int64_t i, int64_t *scr,
+                                             unsigned &n_dup)
+{
+    if (!vc_key_in_range_d(kin, c.x, c.y, c.z, c.w)) {
+        atomicMin((long long *)&scr[S_BAD_ROW], (long long)i);
+        return false;
+    }
+    int64_t rec;
+    const int r = vc_hash_gpu_insert_d(hin, vc_key_pack_d(kin, c.x, c.y, c.z, c.w), (int32_t)i,
+                                       true, &rec);
+    if (r == VC_HGI_EXISTS)
+        n_dup++;
+    else if (r != VC_HGI_CLAIMED)
+        raise_flag(scr, VC_KMAP_GPU_F_PROBE_IN);
+    if (rec != INT64_MAX) atomicMin((long long *)&scr[S_FIRST_DUP], (long long)rec);
     return true;
 }
 
-__global__ void scratch_init_kernel(int64_t *scr)
+__device__ __forceinline__ void add_dups(unsigned n_dup, int64_t *scr)
 {
-    scr[SCR_BAD_ROW] = INT64_MAX;
-    scr[SCR_N_OUT] = 0;
-    scr[SCR_N_PAIRS] = 0;
-    scr[SCR_FLAGS] = 0;
+    // Every lane of every warp gets here (blockDim is a multiple of 32).
+    n_dup = __reduce_add_sync(0xffffffffu, n_dup);
+    if ((threadIdx.x & 31) == 0 && n_dup)
+        atomicAdd((unsigned long long *)&scr[S_N_DUP], (unsigned long long)n_dup);
 }
 
-// Packs the input rows; a row outside the limits gets VC_HASH_EMPTY (skipped by the insert) and
-// the smallest such row index is kept.
-__global__ void pack_in_kernel(const int32_t *coords, int64_t n, vc_keypack kp, uint64_t *keys,
-                               int64_t *scr)
+// SUBM: inserts the input rows and clears the upper half (k > centre) of out_in, which the
+// lookup kernel fills only through the symmetry.
+__device__ __forceinline__ void st_subm_insert(const int32_t *coords, int64_t n,
+                                               const vc_keypack &kin,
+                                               const vc_hash_gpu_view &hin, int32_t K,
+                                               int32_t *out_in, int64_t *scr)
 {
+    unsigned n_dup = 0;
     GRID_LOOP(i, n)
     {
         const int4 c = reinterpret_cast<const int4 *>(coords)[i];
-        if (vc_key_in_range_d(kp, c.x, c.y, c.z, c.w)) {
-            keys[i] = vc_key_pack_d(kp, c.x, c.y, c.z, c.w);
-        } else {
-            keys[i] = VC_HASH_EMPTY;
-            atomicMin((long long *)&scr[SCR_BAD_ROW], (long long)i);
-        }
+        insert_input(kin, hin, c, i, scr, n_dup);
     }
-}
-
-// Candidate output keys: DOWNSAMPLE one per input, STRIDED / TRANSPOSED one per (input, offset)
-// (VC_HASH_EMPTY where the offset leaves the output shape).
-__global__ void candidates_kernel(const int32_t *coords, int64_t n_cand, Geom g, vc_keypack kout,
-                                  uint64_t *cand)
-{
-    GRID_LOOP(i, n_cand)
+    const int32_t centre = (K - 1) / 2, U = K - centre - 1;
+    GRID_LOOP(j, n * U)
     {
-        uint64_t key = VC_HASH_EMPTY;
-        if (g.type == VC_MAP_DOWNSAMPLE) {
-            const int4 c = reinterpret_cast<const int4 *>(coords)[i];
-            key = vc_key_pack_d(kout, c.x, c.y / g.stride[0], c.z / g.stride[1],
-                                c.w / g.stride[2]);
-        } else {
-            int64_t q = i / g.K;
-            int32_t k = (int32_t)(i - q * g.K);
-            const int4 c = reinterpret_cast<const int4 *>(coords)[q];
-            int32_t qc[3] = {c.y, c.z, c.w}, d[3], o[3];
-            offset_of(g, k, d);
-            if (scatter_target(g, qc, d, o)) key = vc_key_pack_d(kout, c.x, o[0], o[1], o[2]);
-        }
-        cand[i] = key;
+        const int64_t p = j / U;
+        out_in[p * K + centre + 1 + (j - p * U)] = -1;
     }
+    add_dups(n_dup, scr);
 }
 
-// n_out = unique count, less the VC_HASH_EMPTY that sorts last when any candidate was empty.
-__global__ void count_unique_kernel(const uint64_t *uniq, const int64_t *num, int64_t *scr)
+__global__ void subm_insert_kernel(const int32_t *coords, int64_t n, vc_keypack kin,
+                                   vc_hash_gpu_view hin, int32_t K, int32_t *out_in,
+                                   int64_t *scr)
 {
-    int64_t n = *num;
-    if (n > 0 && uniq[n - 1] == VC_HASH_EMPTY) n--;
-    scr[SCR_N_OUT] = n;
+    st_subm_insert(coords, n, kin, hin, K, out_in, scr);
 }
 
-__global__ void unpack_kernel(const uint64_t *keys, int64_t n, vc_keypack kp, int32_t *coords)
+// SUBM: thread (p, k) for k <= centre. k == centre is p itself; otherwise the neighbour q at
+// offset k, written at (p, k) and mirrored at (q, K-1-k).
+__device__ __forceinline__ void st_subm_lookup(const int32_t *coords, int64_t n, const Geom &g,
+                                               const vc_keypack &kin,
+                                               const vc_hash_gpu_view &hin, int32_t *out_in)
 {
-    GRID_LOOP(i, n)
+    const int32_t K = g.K, centre = (K - 1) / 2, H = centre + 1;
+    GRID_LOOP(i, n * H)
     {
-        int32_t c[4];
-        vc_key_unpack_d(kp, keys[i], c);
-        reinterpret_cast<int4 *>(coords)[i] = make_int4(c[0], c[1], c[2], c[3]);
-    }
-}
-
-// Output-stationary out_in (SUBM, DOWNSAMPLE): one thread per (output, offset).
-__global__ void gather_kernel(const int32_t *out_coords, int64_t n_entries, Geom g,
-                              vc_keypack kin, vc_hash_gpu_view hin, int32_t *out_in)
-{
-    GRID_LOOP(i, n_entries)
-    {
-        int64_t p = i / g.K;
-        int32_t k = (int32_t)(i - p * g.K);
-        const int4 pc = reinterpret_cast<const int4 *>(out_coords)[p];
-        int32_t pp[3] = {pc.y, pc.z, pc.w}, d[3], c[3];
-        offset_of(g, k, d);
-        int32_t v = -1;
-        if (gather_source(g, pp, d, c)) v = vc_hash_gpu_lookup(hin, vc_key_pack_d(kin, pc.x, c[0],
-                                                                                 c[1], c[2]));
-        out_in[i] = v;
-    }
-}
-
-// Input-stationary out_in (STRIDED, TRANSPOSED): one thread per (input, offset); (p, k) has at
-// most one input q, so each element is written at most once. out_in starts at -1.
-__global__ void scatter_kernel(const int32_t *in_coords, int64_t n_entries, Geom g,
-                               vc_keypack kout, vc_hash_gpu_view hout, int32_t *out_in,
-                               int64_t *scr)
-{
-    GRID_LOOP(i, n_entries)
-    {
-        int64_t q = i / g.K;
-        int32_t k = (int32_t)(i - q * g.K);
-        const int4 c = reinterpret_cast<const int4 *>(in_coords)[q];
-        int32_t qc[3] = {c.y, c.z, c.w}, d[3], o[3];
-        offset_of(g, k, d);
-        if (!scatter_target(g, qc, d, o)) continue;
-        int32_t p = vc_hash_gpu_lookup(hout, vc_key_pack_d(kout, c.x, o[0], o[1], o[2]));
-        if (p < 0) {
-            atomicOr((unsigned long long *)&scr[SCR_FLAGS], (unsigned long long)FLAG_MISSING);
+        const int64_t p = i / H;
+        const int32_t k = (int32_t)(i - p * H);
+        if (k == centre) {
+            out_in[p * K + k] = (int32_t)p;
             continue;
         }
-        out_in[(int64_t)p * g.K + k] = (int32_t)q;
+        const int4 c = reinterpret_cast<const int4 *>(coords)[p];
+        int32_t d[3];
+        offset_of(g, k, d);
+        const int64_t z = (int64_t)c.y + (int64_t)(d[0] - g.kernel[0] / 2) * g.dilation[0];
+        const int64_t y = (int64_t)c.z + (int64_t)(d[1] - g.kernel[1] / 2) * g.dilation[1];
+        const int64_t x = (int64_t)c.w + (int64_t)(d[2] - g.kernel[2] / 2) * g.dilation[2];
+        int32_t v = -1;
+        if (z >= 0 && z < g.in_shape[0] && y >= 0 && y < g.in_shape[1] && x >= 0 &&
+            x < g.in_shape[2])
+            v = vc_hash_gpu_lookup(hin, vc_key_pack_d(kin, c.x, (int32_t)z, (int32_t)y,
+                                                      (int32_t)x));
+        out_in[p * K + k] = v;
+        if (v >= 0) out_in[(int64_t)v * K + (K - 1 - k)] = (int32_t)p;
     }
+}
+
+__global__ void subm_lookup_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
+                                   vc_hash_gpu_view hin, int32_t *out_in)
+{
+    st_subm_lookup(coords, n, g, kin, hin, out_in);
+}
+
+// Claims an output key in the output table; a new key is appended to ukeys at a position
+// taken from the claim counter (one atomic per group of converged lanes).
+template <typename UKey>
+__device__ __forceinline__ void collect_output(const vc_hash_gpu_view &hout, uint64_t key,
+                                               UKey *ukeys, int64_t ucap, int64_t *scr)
+{
+    int64_t rec;
+    const int r = vc_hash_gpu_insert_d(hout, key, INT32_MAX, false, &rec);
+    if (r == VC_HGI_CLAIMED) {
+        cg::coalesced_group grp = cg::coalesced_threads();
+        unsigned long long first = 0;
+        if (grp.thread_rank() == 0)
+            first = atomicAdd((unsigned long long *)&scr[S_N_OUT], (unsigned long long)grp.size());
+        first = grp.shfl(first, 0);
+        const unsigned long long idx = first + grp.thread_rank();
+        if (idx < (unsigned long long)ucap)
+            ukeys[idx] = (UKey)key;
+        else
+            raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
+    } else if (r != VC_HGI_EXISTS) {
+        raise_flag(scr, VC_KMAP_GPU_F_PROBE_OUT);
+    }
+}
+
+// STRIDED / DOWNSAMPLE / TRANSPOSED: inserts the input rows, and collects the output keys:
+// DOWNSAMPLE floor(q / s), the others every q's targets.
+template <typename UKey>
+__device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t n, const Geom &g,
+                                                 const vc_keypack &kin,
+                                                 const vc_hash_gpu_view &hin,
+                                                 const vc_keypack &kout,
+                                                 const vc_hash_gpu_view &hout, UKey *ukeys,
+                                                 int64_t ucap, int64_t *scr)
+{
+    unsigned n_dup = 0;
+    GRID_LOOP(i, n)
+    {
+        const int4 c = reinterpret_cast<const int4 *>(coords)[i];
+        if (!insert_input(kin, hin, c, i, scr, n_dup)) continue;
+        if (g.type == VC_MAP_DOWNSAMPLE) {
+            collect_output(hout, vc_key_pack_d(kout, c.x, c.y / g.stride[0], c.z / g.stride[1],
+                                               c.w / g.stride[2]),
+                           ukeys, ucap, scr);
+            continue;
+        }
+        const uint32_t mz = axis_mask(g, 0, c.y), my = axis_mask(g, 1, c.z),
+                       mx = axis_mask(g, 2, c.w);
+        for (uint32_t az = mz; az; az &= az - 1) {
+            int32_t oz, oy, ox;
+            target_of(g, 0, c.y, __ffs(az) - 1, &oz);
+            for (uint32_t ay = my; ay; ay &= ay - 1) {
+                target_of(g, 1, c.z, __ffs(ay) - 1, &oy);
+                for (uint32_t ax = mx; ax; ax &= ax - 1) {
+                    target_of(g, 2, c.w, __ffs(ax) - 1, &ox);
+                    collect_output(hout, vc_key_pack_d(kout, c.x, oz, oy, ox), ukeys, ucap, scr);
+                }
+            }
+        }
+    }
+    add_dups(n_dup, scr);
+}
+
+template <typename UKey>
+__global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
+                                     vc_hash_gpu_view hin, vc_keypack kout,
+                                     vc_hash_gpu_view hout, UKey *ukeys, int64_t ucap,
+                                     int64_t *scr)
+{
+    st_newout_insert(coords, n, g, kin, hin, kout, hout, ukeys, ucap, scr);
+}
+
+// Rank r of the sorted output keys: stored as the key's value, unpacked into out_coords; and
+// out_in cleared to -1 for the scatter.
+template <typename UKey>
+__device__ __forceinline__ void st_rank(const UKey *sorted, int64_t n, const vc_keypack &kout,
+                                        const vc_hash_gpu_view &hout, int32_t K,
+                                        int32_t *out_coords, int32_t *out_in, int64_t *scr)
+{
+    GRID_LOOP(r, n)
+    {
+        const uint64_t key = (uint64_t)sorted[r];
+        const int64_t s = vc_hash_gpu_slot_d(hout, key);
+        if (s < 0)
+            raise_flag(scr, VC_KMAP_GPU_F_MISSING);
+        else
+            vc_hash_gpu_set_d(hout, s, key, (int32_t)r);
+        int32_t c[4];
+        vc_key_unpack_d(kout, key, c);
+        reinterpret_cast<int4 *>(out_coords)[r] = make_int4(c[0], c[1], c[2], c[3]);
+    }
+    GRID_LOOP(j, n * K) out_in[j] = -1;
+}
+
+template <typename UKey>
+__global__ void rank_kernel(const UKey *sorted, const int64_t *d_n, int64_t rows,
+                            vc_keypack kout, vc_hash_gpu_view hout, int32_t K,
+                            int32_t *out_coords, int32_t *out_in, int64_t *scr)
+{
+    st_rank(sorted, dev_count(d_n, rows), kout, hout, K, out_coords, out_in, scr);
+}
+
+// STRIDED / DOWNSAMPLE / TRANSPOSED out_in, input-stationary: (p, k) has at most one input q,
+// so every element is written at most once.
+__device__ __forceinline__ void st_scatter(const int32_t *coords, int64_t n_in, const Geom &g,
+                                           const vc_keypack &kout,
+                                           const vc_hash_gpu_view &hout, int64_t n_out,
+                                           int32_t *out_in, int64_t *scr)
+{
+    GRID_LOOP(q, n_in)
+    {
+        const int4 c = reinterpret_cast<const int4 *>(coords)[q];
+        if (c.x < 0 || c.x >= kout.limit[0]) continue; // a bad row: the build fails anyway
+        const uint32_t mz = axis_mask(g, 0, c.y), my = axis_mask(g, 1, c.z),
+                       mx = axis_mask(g, 2, c.w);
+        for (uint32_t az = mz; az; az &= az - 1) {
+            const int32_t dz = __ffs(az) - 1;
+            int32_t oz, oy, ox;
+            target_of(g, 0, c.y, dz, &oz);
+            for (uint32_t ay = my; ay; ay &= ay - 1) {
+                const int32_t dy = __ffs(ay) - 1;
+                target_of(g, 1, c.z, dy, &oy);
+                for (uint32_t ax = mx; ax; ax &= ax - 1) {
+                    const int32_t dx = __ffs(ax) - 1;
+                    target_of(g, 2, c.w, dx, &ox);
+                    const int32_t p =
+                        vc_hash_gpu_lookup(hout, vc_key_pack_d(kout, c.x, oz, oy, ox));
+                    if (p < 0 && g.type == VC_MAP_DOWNSAMPLE) continue; // not an output
+                    if (p < 0 || p >= n_out) {
+                        raise_flag(scr, VC_KMAP_GPU_F_MISSING);
+                        continue;
+                    }
+                    const int32_t k = (dz * g.kernel[1] + dy) * g.kernel[2] + dx;
+                    out_in[(int64_t)p * g.K + k] = (int32_t)q;
+                }
+            }
+        }
+    }
+}
+
+__global__ void scatter_kernel(const int32_t *coords, int64_t n_in, Geom g, vc_keypack kout,
+                               vc_hash_gpu_view hout, const int64_t *d_n, int64_t rows,
+                               int32_t *out_in, int64_t *scr)
+{
+    st_scatter(coords, n_in, g, kout, hout, dev_count(d_n, rows), out_in, scr);
 }
 
 // INVERSE: out_in[q, k] = p for every forward entry (p -> q at k). out_in starts at -1.
@@ -219,78 +421,144 @@ __global__ void inverse_kernel(const int32_t *fwd_out_in, int64_t n_entries, int
         int64_t p = i / K;
         int32_t k = (int32_t)(i - p * K);
         if (q >= fwd_n_in) {
-            atomicOr((unsigned long long *)&scr[SCR_FLAGS], (unsigned long long)FLAG_BAD_ROW);
+            raise_flag(scr, VC_KMAP_GPU_F_BAD_ENTRY);
             continue;
         }
         int32_t old = atomicCAS(&out_in[(int64_t)q * K + k], -1, (int32_t)p);
-        if (old != -1)
-            atomicOr((unsigned long long *)&scr[SCR_FLAGS], (unsigned long long)FLAG_CONFLICT);
+        if (old != -1) raise_flag(scr, VC_KMAP_GPU_F_CONFLICT);
     }
 }
 
-// Flag of element i of out_in taken in [K, n_out] order: 1 when out_in[p, k] >= 0.
-struct PairFlag {
-    const int32_t *out_in;
-    int64_t n;
-    int32_t K;
-    __host__ __device__ int64_t operator()(int64_t i) const
-    {
-        int64_t k = i / n, p = i - k * n;
-        return out_in[p * K + k] >= 0 ? 1 : 0;
-    }
-};
-
-// offsets[k] = scan[k * n] (k < K), offsets[K] = n_pairs (also stored in the scratch block).
-__global__ void offsets_kernel(const int64_t *scan, PairFlag f, int32_t K, int64_t *offsets,
-                               int64_t *scr)
+// One thread per output row p < rows (rows past the device count n get mask 0): mask words,
+// iota for the mask sort, the block's per-offset counts cnt[k * nb + block]; the last block to
+// finish scans cnt into base (pair position of the first pair of (k, block)), offsets and
+// n_pairs.
+__global__ void __launch_bounds__(kRowThreads)
+    rowpass_kernel(const int32_t *out_in, int32_t K, int32_t words, const int64_t *d_n,
+                   int64_t rows, uint32_t *masks, int32_t *iota, int32_t *cnt, int64_t *base,
+                   int64_t *offsets, int64_t max_pairs, int64_t *scr)
 {
-    GRID_LOOP(k, (int64_t)K + 1)
-    {
-        int64_t v;
-        if (k < K) {
-            v = scan[k * f.n];
-        } else {
-            int64_t last = (int64_t)K * f.n - 1;
-            v = scan[last] + f(last);
-            scr[SCR_N_PAIRS] = v;
-        }
-        offsets[k] = v;
-    }
-}
-
-__global__ void pairs_kernel(const int64_t *scan, PairFlag f, int64_t total, int32_t *in_rows,
-                             int32_t *out_rows)
-{
-    GRID_LOOP(i, total)
-    {
-        int64_t k = i / f.n, p = i - k * f.n;
-        int32_t v = f.out_in[p * f.K + k];
-        if (v < 0) continue;
-        int64_t pos = scan[i];
-        in_rows[pos] = v;
-        out_rows[pos] = (int32_t)p;
-    }
-}
-
-__global__ void masks_kernel(const int32_t *out_in, int64_t n, int32_t K, int32_t words,
-                             uint32_t *masks)
-{
-    GRID_LOOP(i, n * words)
-    {
-        int64_t p = i / words;
-        int32_t w = (int32_t)(i - p * words);
-        const int32_t *row = out_in + p * K;
-        int32_t k0 = 32 * w, k1 = k0 + 32 < K ? k0 + 32 : K;
+    typedef cub::BlockScan<long long, kRowThreads> Scan;
+    __shared__ typename Scan::TempStorage scan_tmp;
+    __shared__ int32_t wc[kRowWarps][kMaxVolume];
+    __shared__ int am_last;
+    const int64_t n = dev_count(d_n, rows);
+    const int64_t nb = gridDim.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t p = (int64_t)blockIdx.x * kRowThreads + tid;
+    const bool valid = p < n;
+    for (int32_t w = 0; w < words; w++) {
+        const int32_t k0 = 32 * w, k1 = K < k0 + 32 ? K : k0 + 32;
         uint32_t m = 0;
-        for (int32_t k = k0; k < k1; k++)
-            if (row[k] >= 0) m |= 1u << (k - k0);
-        masks[i] = m;
+        if (valid) {
+            const int32_t *row = out_in + p * K;
+            for (int32_t k = k0; k < k1; k++)
+                if (row[k] >= 0) m |= 1u << (k - k0);
+        }
+        if (p < rows) masks[p * words + w] = m;
+        for (int32_t k = k0; k < k1; k++) {
+            const unsigned b = __ballot_sync(0xffffffffu, (m >> (k - k0)) & 1u);
+            if (lane == 0) wc[warp][k] = __popc(b);
+        }
+    }
+    if (p < rows) iota[p] = (int32_t)p;
+    __syncthreads();
+    for (int32_t k = tid; k < K; k += kRowThreads) {
+        int32_t sum = 0;
+        for (int w = 0; w < kRowWarps; w++) sum += wc[w][k];
+        cnt[(int64_t)k * nb + blockIdx.x] = sum;
+    }
+    // Publish the counts, then count this block done; the last one sees every count.
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        const unsigned long long prev = atomicAdd((unsigned long long *)&scr[S_DONE], 1ull);
+        am_last = prev == (unsigned long long)(nb - 1);
+    }
+    __syncthreads();
+    if (!am_last) return;
+    __threadfence();
+    const int64_t L = (int64_t)K * nb;
+    long long carry = 0;
+    for (int64_t start = 0; start < L; start += (int64_t)kRowThreads * kScanItems) {
+        long long v[kScanItems], tsum = 0;
+        const int64_t i0 = start + (int64_t)tid * kScanItems;
+#pragma unroll
+        for (int j = 0; j < kScanItems; j++) {
+            v[j] = i0 + j < L ? (long long)__ldcg(&cnt[i0 + j]) : 0;
+            tsum += v[j];
+        }
+        long long excl, agg;
+        Scan(scan_tmp).ExclusiveSum(tsum, excl, agg);
+        __syncthreads(); // scan_tmp is reused by the next chunk
+        long long run = carry + excl;
+#pragma unroll
+        for (int j = 0; j < kScanItems; j++) {
+            const int64_t i = i0 + j;
+            if (i < L) {
+                base[i] = run;
+                if (i % nb == 0) offsets[i / nb] = run;
+            }
+            run += v[j];
+        }
+        carry += agg;
+    }
+    if (tid == 0) {
+        offsets[K] = carry;
+        scr[S_N_PAIRS] = carry;
+        if (carry > max_pairs) raise_flag(scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
+        scr[S_DONE] = 0;
     }
 }
 
-__global__ void iota_kernel(int32_t *v, int64_t n)
+// One thread per output row again: pair (p, k) goes to base[k, block] + (set bits of offset k
+// in earlier warps of the block) + (set lanes before p in its warp). Positions >= max_pairs
+// are not written (the overflow flag is already up).
+__global__ void __launch_bounds__(kRowThreads)
+    pairs_kernel(const int32_t *out_in, const uint32_t *masks, int32_t K, int32_t words,
+                 const int64_t *d_n, int64_t rows, const int64_t *base, int64_t max_pairs,
+                 int32_t *in_rows, int32_t *out_rows)
 {
-    GRID_LOOP(i, n) v[i] = (int32_t)i;
+    __shared__ long long wpre[kRowWarps][kMaxVolume];
+    const int64_t n = dev_count(d_n, rows);
+    const int64_t nb = gridDim.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t p = (int64_t)blockIdx.x * kRowThreads + tid;
+    const bool valid = p < n;
+    for (int32_t w = 0; w < words; w++) {
+        const int32_t k0 = 32 * w, k1 = K < k0 + 32 ? K : k0 + 32;
+        const uint32_t m = valid ? masks[p * words + w] : 0u;
+        for (int32_t k = k0; k < k1; k++) {
+            const unsigned b = __ballot_sync(0xffffffffu, (m >> (k - k0)) & 1u);
+            if (lane == 0) wpre[warp][k] = __popc(b);
+        }
+    }
+    __syncthreads();
+    for (int32_t k = tid; k < K; k += kRowThreads) {
+        long long run = base[(int64_t)k * nb + blockIdx.x];
+        for (int w = 0; w < kRowWarps; w++) {
+            const long long t = wpre[w][k];
+            wpre[w][k] = run;
+            run += t;
+        }
+    }
+    __syncthreads();
+    const unsigned lt = (1u << lane) - 1u;
+    for (int32_t w = 0; w < words; w++) {
+        const int32_t k0 = 32 * w, k1 = K < k0 + 32 ? K : k0 + 32;
+        const uint32_t m = valid ? masks[p * words + w] : 0u;
+        for (int32_t k = k0; k < k1; k++) {
+            const unsigned bit = (m >> (k - k0)) & 1u;
+            const unsigned b = __ballot_sync(0xffffffffu, bit);
+            if (bit) {
+                const long long pos = wpre[warp][k] + __popc(b & lt);
+                if (pos < max_pairs) {
+                    in_rows[pos] = out_in[p * K + k];
+                    out_rows[pos] = (int32_t)p;
+                }
+            }
+        }
+    }
 }
 
 __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int64_t n,
@@ -299,206 +567,614 @@ __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int
     GRID_LOOP(i, n) keys[i] = masks[(int64_t)perm[i] * words + w];
 }
 
-// ---- host helpers ------------------------------------------------------------------------
+// ---- the cooperative path: a whole build in one kernel ------------------------------------
+//
+// For K <= 32 (one mask word) and 32-bit output keys, one cooperative launch does every step
+// of a build, with grid-wide barriers between them instead of kernel boundaries (each of which
+// costs a launch and a drain of the GPU). Every block stays resident (cooperative launch), so
+// blocks may also wait on each other: the pair counts and the radix sorts take their prefixes
+// across tiles by decoupled look-back (each tile publishes its counts, then the running prefix
+// of its predecessors, which it reads back-to-front) and need no separate scan step. The sorts
+// are stable LSD radix sorts on 8-bit digits over the device count of items.
 
-vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
-{
-    cudaGetLastError(); // clear a non-sticky error so later calls start clean
-    if (e == cudaErrorMemoryAllocation)
-        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of device memory (%s)", what);
-    return vc_fail(err, VC_ERR_CUDA, "kernel map: %s: %s", what, cudaGetErrorString(e));
-}
+const int kSortItems = 8;
+const int kTile = kRowThreads * kSortItems; // items per sort tile
+const int kMaxCoopK = 32;
+const int kMaxPasses = 4;
 
-vc_status hash_fail(vc_err *err, vc_hash_gpu_status r, const vc_hash_gpu *h, const char *what)
-{
-    switch (r) {
-    case VC_HASH_GPU_NOMEM:
-        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of device memory for the %s "
-                       "hash table", what);
-    case VC_HASH_GPU_PROBE_LIMIT:
-        return vc_fail(err, VC_ERR_CAPACITY, "kernel map: the %s hash table could not place a "
-                       "key within its probe bound, even after growing", what);
-    case VC_HASH_GPU_CUDA:
-        return vc_fail(err, VC_ERR_CUDA, "kernel map: %s hash table: %s", what,
-                       vc_hash_gpu_error_string(h->cuda_error));
-    default:
-        return vc_fail(err, VC_ERR_INTERNAL, "kernel map: %s hash table: bad argument", what);
-    }
-}
-
-// Stream-ordered temporaries, freed together.
-struct Temps {
-    void *p[24];
-    int n;
-    cudaStream_t s;
-    cudaError_t alloc(void **out, int64_t bytes)
-    {
-        *out = NULL;
-        if (n >= 24) return cudaErrorInvalidValue;
-        if (bytes < 16) bytes = 16;
-        cudaError_t e = cudaMallocAsync(out, (size_t)bytes, s);
-        if (e != cudaSuccess) {
-            *out = NULL;
-            return e;
-        }
-        p[n++] = *out;
-        return cudaSuccess;
-    }
-    void release(void *q)
-    {
-        for (int i = 0; i < n; i++)
-            if (p[i] == q) {
-                cudaFreeAsync(q, s);
-                p[i] = p[--n];
-                return;
-            }
-    }
-    void free_all()
-    {
-        for (int i = 0; i < n; i++) cudaFreeAsync(p[i], s);
-        n = 0;
-    }
+struct Coop {
+    int32_t stages;      // ST_* bits
+    const int32_t *coords;
+    int64_t n_in;
+    Geom g;
+    vc_keypack kin, kout;
+    vc_hash_gpu_view hin, hout;
+    int64_t words_in, words_out; // table words to clear (front)
+    uint32_t *ukeys, *ukeys_alt; // output keys as collected, and the sort's other buffer
+    int64_t ucap;                // entries of ukeys
+    int32_t key_passes;          // 8-bit passes of the output-key sort
+    int32_t perm_passes;         // 8-bit passes of the mask sort
+    int64_t rows;                // capacity of the row arrays
+    int64_t max_pairs;
+    int64_t n_out_init;          // SUBM: n_in (front)
+    int32_t *out_coords, *out_in, *in_rows, *out_rows, *perm;
+    int64_t *offsets;
+    uint32_t *masks;
+    int64_t *scr;
+    int32_t *cnt;                // [chunks][K] pairs per (256-row chunk, offset)
+    int64_t *exc;                // [chunks][K] pairs of the offset in earlier chunks
+    int64_t *tot;                // [K] pairs of each offset
+    uint32_t *hist;              // [2 * kMaxPasses][256]: key sort, then mask sort
+    unsigned long long *lb;      // look-back words, lb_words of them (cleared by back)
+    int64_t lb_words;
+    unsigned long long *lb_key, *lb_perm;
+    int64_t key_stride, perm_stride; // look-back words per sort pass
+    uint32_t *sk_a, *sk_b;       // mask sort keys [rows] x 2
+    int32_t *sv;                 // mask sort values [rows] (the other buffer is perm)
 };
 
-// Device allocation of n elements (at least one, so success is never NULL).
-template <typename T> cudaError_t dev_alloc(T **out, int64_t n)
+struct CoopSmem {
+    typedef cub::BlockScan<long long, kRowThreads> Scan;
+    typename Scan::TempStorage scan;
+    int32_t wcnt[kRowWarps][256];
+    int32_t wpre[kRowWarps][256];
+    int32_t run[256];
+    long long tbase[256];
+    long long gbase[256];
+    uint32_t shist[kMaxPasses][256];
+    int32_t wc[kRowWarps][kMaxCoopK];
+    long long wp[kRowWarps][kMaxCoopK];
+    long long soff[kMaxCoopK + 1];
+};
+
+const unsigned long long kLbAgg = 1ull << 62, kLbInc = 2ull << 62, kLbVal = (1ull << 62) - 1;
+const int kLbWindow = 4;
+
+// Decoupled look-back for slot j of tile t (m slots per tile): publishes the tile's count agg,
+// returns the sum of the slot over tiles < t, then publishes the inclusive sum. Tiles are
+// handled in increasing order by each block and every block is resident, so the smallest tile
+// in progress never waits: no deadlock. (Used by the sorts, whose tiles are few: n / 2048.)
+__device__ __forceinline__ long long lookback(unsigned long long *lb, int64_t t, int64_t m,
+                                              int64_t j, long long agg)
 {
-    if (n < 1) n = 1;
-    *out = NULL;
-    cudaError_t e = cudaMalloc((void **)out, (size_t)n * sizeof(T));
-    if (e != cudaSuccess) *out = NULL;
+    unsigned long long *mine = lb + t * m + j;
+    if (t == 0) {
+        atomicExch(mine, kLbInc | (unsigned long long)agg);
+        return 0;
+    }
+    atomicExch(mine, kLbAgg | (unsigned long long)agg);
+    const volatile unsigned long long *w = lb;
+    long long excl = 0;
+    // Walk back kLbWindow tiles at a time (independent loads in flight); tile 0 always holds
+    // an inclusive prefix, so the walk ends there at the latest.
+    for (int64_t u = t - 1;; u -= kLbWindow) {
+        unsigned long long v[kLbWindow];
+#pragma unroll
+        for (int i = 0; i < kLbWindow; i++) v[i] = u - i >= 0 ? w[(u - i) * m + j] : 0;
+        bool done = false;
+#pragma unroll
+        for (int i = 0; i < kLbWindow; i++) {
+            if (done) break;
+            while ((v[i] >> 62) == 0) v[i] = w[(u - i) * m + j];
+            excl += (long long)(v[i] & kLbVal);
+            if ((v[i] >> 62) == 2) done = true;
+        }
+        if (done) break;
+    }
+    atomicExch(mine, kLbInc | (unsigned long long)(excl + agg));
+    return excl;
+}
+
+// Adds the block's digit histograms (passes of them) to the global ones and clears them.
+__device__ __forceinline__ void flush_hist(CoopSmem &sm, uint32_t *hist, int passes)
+{
+    __syncthreads();
+    for (int p = 0; p < passes; p++) {
+        const uint32_t c = sm.shist[p][threadIdx.x];
+        if (c) atomicAdd(&hist[p * 256 + threadIdx.x], c);
+        sm.shist[p][threadIdx.x] = 0;
+    }
+    __syncthreads();
+}
+
+// One stable LSD pass over n items: digit ((key ^ flip) >> shift) & 255 of src_k, values
+// src_v (NULL: the item index) into dst_k (NULL: keys not kept) / dst_v (NULL: none).
+// ghist: the pass's global digit counts; lb: its look-back words [tiles][256].
+__device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t *dst_k,
+                          int32_t *dst_v, int64_t n, uint32_t flip, int shift,
+                          const uint32_t *ghist, unsigned long long *lb, CoopSmem &sm)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    {
+        long long excl;
+        CoopSmem::Scan(sm.scan).ExclusiveSum((long long)__ldcg(&ghist[tid]), excl);
+        sm.gbase[tid] = excl;
+    }
+    const unsigned lt = (1u << lane) - 1u;
+    const int64_t tiles = (n + kTile - 1) / kTile;
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        uint32_t k[kSortItems];
+        int32_t v[kSortItems], dg[kSortItems], lr[kSortItems];
+        sm.run[tid] = 0;
+        for (int w = 0; w < kRowWarps; w++) sm.wcnt[w][tid] = 0;
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < kSortItems; r++) {
+            const int64_t i = t * kTile + r * kRowThreads + tid;
+            const bool ok = i < n;
+            k[r] = ok ? __ldcg(&src_k[i]) : 0u;
+            v[r] = ok ? (src_v ? __ldcg(&src_v[i]) : (int32_t)i) : 0;
+            dg[r] = ok ? (int32_t)(((k[r] ^ flip) >> shift) & 255u) : 256;
+            const unsigned peers = __match_any_sync(0xffffffffu, dg[r]);
+            const int rank = __popc(peers & lt);
+            if (ok && rank == 0) sm.wcnt[warp][dg[r]] = __popc(peers);
+            __syncthreads();
+            {
+                int run = sm.run[tid];
+                for (int w = 0; w < kRowWarps; w++) {
+                    const int c = sm.wcnt[w][tid];
+                    sm.wpre[w][tid] = run;
+                    run += c;
+                    sm.wcnt[w][tid] = 0;
+                }
+                sm.run[tid] = run;
+            }
+            __syncthreads();
+            lr[r] = ok ? sm.wpre[warp][dg[r]] + rank : 0;
+        }
+        const long long excl = lookback(lb, t, 256, tid, sm.run[tid]);
+        sm.tbase[tid] = sm.gbase[tid] + excl;
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < kSortItems; r++) {
+            if (dg[r] == 256) continue;
+            const long long pos = sm.tbase[dg[r]] + lr[r];
+            if (dst_k) dst_k[pos] = k[r];
+            if (dst_v) dst_v[pos] = v[r];
+        }
+        __syncthreads();
+    }
+}
+
+// Masks, the mask sort's digit histograms, and per-(chunk, offset) pair counts with their
+// prefix over chunks (look-back). n rows.
+__device__ void coop_rowpass(const Coop &a, int64_t n, CoopSmem &sm)
+{
+    const int32_t K = a.g.K;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t chunks = (n + kRowThreads - 1) / kRowThreads;
+    for (int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
+        const int64_t p = ch * kRowThreads + tid;
+        const bool valid = p < n;
+        uint32_t m = 0;
+        if (valid) {
+            const int32_t *row = a.out_in + p * K;
+            for (int32_t k = 0; k < K; k++)
+                if (__ldcg(&row[k]) >= 0) m |= 1u << k;
+            a.masks[p] = m;
+            for (int q = 0; q < a.perm_passes; q++)
+                atomicAdd(&sm.shist[q][((~m) >> (8 * q)) & 255u], 1u);
+        }
+        for (int32_t k = 0; k < K; k++) {
+            const unsigned b = __ballot_sync(0xffffffffu, (m >> k) & 1u);
+            if (lane == 0) sm.wc[warp][k] = __popc(b);
+        }
+        __syncthreads();
+        if (tid < K) {
+            int32_t c = 0;
+            for (int w = 0; w < kRowWarps; w++) c += sm.wc[w][tid];
+            a.cnt[ch * K + tid] = c;
+        }
+        __syncthreads();
+    }
+    flush_hist(sm, a.hist + kMaxPasses * 256, a.perm_passes);
+}
+
+// Column scans of the pair counts: exc[ch][k] = pairs of offset k in chunks before ch, and
+// tot[k] = all pairs of offset k; one block per offset.
+__device__ void coop_colscan(const Coop &a, int64_t n, CoopSmem &sm)
+{
+    const int32_t K = a.g.K;
+    const int tid = threadIdx.x;
+    const int64_t chunks = (n + kRowThreads - 1) / kRowThreads;
+    for (int32_t k = blockIdx.x; k < K; k += gridDim.x) {
+        long long carry = 0;
+        for (int64_t start = 0; start < chunks; start += (int64_t)kRowThreads * kScanItems) {
+            long long v[kScanItems], tsum = 0;
+            const int64_t i0 = start + (int64_t)tid * kScanItems;
+#pragma unroll
+            for (int j = 0; j < kScanItems; j++) {
+                v[j] = i0 + j < chunks ? (long long)__ldcg(&a.cnt[(i0 + j) * K + k]) : 0;
+                tsum += v[j];
+            }
+            long long excl, agg;
+            CoopSmem::Scan(sm.scan).ExclusiveSum(tsum, excl, agg);
+            __syncthreads(); // the scan storage is reused by the next chunk
+            long long run = carry + excl;
+#pragma unroll
+            for (int j = 0; j < kScanItems; j++) {
+                if (i0 + j < chunks) a.exc[(i0 + j) * K + k] = run;
+                run += v[j];
+            }
+            carry += agg;
+        }
+        if (tid == 0) a.tot[k] = carry;
+    }
+}
+
+// Offsets, n_pairs, and the pairs: (p, k) at offsets[k] + (pairs of k in earlier chunks) +
+// (in earlier warps of the chunk) + (earlier lanes of the warp).
+__device__ void coop_pairs(const Coop &a, int64_t n, CoopSmem &sm)
+{
+    const int32_t K = a.g.K;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t chunks = (n + kRowThreads - 1) / kRowThreads;
+    if (tid == 0) {
+        long long run = 0;
+        for (int32_t k = 0; k < K; k++) {
+            sm.soff[k] = run;
+            if (chunks > 0) run += __ldcg(&a.tot[k]);
+        }
+        sm.soff[K] = run;
+        if (blockIdx.x == 0) {
+            a.scr[S_N_PAIRS] = run;
+            if (run > a.max_pairs) raise_flag(a.scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
+        }
+    }
+    __syncthreads();
+    if (blockIdx.x == 0 && tid <= K) a.offsets[tid] = sm.soff[tid];
+    const unsigned lt = (1u << lane) - 1u;
+    for (int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
+        const int64_t p = ch * kRowThreads + tid;
+        const bool valid = p < n;
+        const uint32_t m = valid ? __ldcg(&a.masks[p]) : 0u;
+        for (int32_t k = 0; k < K; k++) {
+            const unsigned b = __ballot_sync(0xffffffffu, (m >> k) & 1u);
+            if (lane == 0) sm.wp[warp][k] = __popc(b);
+        }
+        __syncthreads();
+        if (tid < K) {
+            long long run = sm.soff[tid] + __ldcg(&a.exc[ch * K + tid]);
+            for (int w = 0; w < kRowWarps; w++) {
+                const long long t = sm.wp[w][tid];
+                sm.wp[w][tid] = run;
+                run += t;
+            }
+        }
+        __syncthreads();
+        for (int32_t k = 0; k < K; k++) {
+            const unsigned bit = (m >> k) & 1u;
+            const unsigned b = __ballot_sync(0xffffffffu, bit);
+            if (bit) {
+                const long long pos = sm.wp[warp][k] + __popc(b & lt);
+                if (pos < a.max_pairs) {
+                    a.in_rows[pos] = __ldcg(&a.out_in[p * K + k]);
+                    a.out_rows[pos] = (int32_t)p;
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// The mask sort (descending mask, ties by row): passes over ~mask from the least significant
+// digit, values from the identity; the last pass writes perm.
+__device__ void coop_perm(const Coop &a, int64_t n, CoopSmem &sm, cg::grid_group &grid)
+{
+    const int P = a.perm_passes;
+    const uint32_t *src_k = a.masks;
+    const int32_t *src_v = NULL;
+    for (int p = 0; p < P; p++) {
+        const bool last = p == P - 1;
+        uint32_t *dst_k = last ? NULL : (p % 2 == 0 ? a.sk_a : a.sk_b);
+        int32_t *dst_v = ((P - 1 - p) % 2 == 0) ? a.perm : a.sv;
+        sort_pass(src_k, src_v, dst_k, dst_v, n, 0xffffffffu, 8 * p,
+                  a.hist + (kMaxPasses + p) * 256, a.lb_perm + p * a.perm_stride, sm);
+        if (!last) grid.sync();
+        src_k = dst_k;
+        src_v = dst_v;
+    }
+}
+
+// Stages of a cooperative launch (a whole regular SUBM build or bounded build is all of them;
+// the timed build launches them one by one to time them).
+enum { ST_FRONT = 1, ST_KEYS = 2, ST_OUTIN = 4, ST_ROWS = 8, ST_PERM = 16, ST_ALL = 31 };
+
+__global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
+{
+    __shared__ CoopSmem sm;
+    cg::grid_group grid = cg::this_grid();
+    const bool subm = a.g.type == VC_MAP_SUBM;
+    const int st = subm ? a.stages & ~ST_KEYS : a.stages; // SUBM has no output keys
+    const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int p = 0; p < kMaxPasses; p++) sm.shist[p][threadIdx.x] = 0;
+    if (st & ST_FRONT) {
+        if (t0 == 0) {
+            a.scr[S_BAD_ROW] = INT64_MAX;
+            a.scr[S_FIRST_DUP] = INT64_MAX;
+            a.scr[S_N_DUP] = 0;
+            a.scr[S_N_OUT] = a.n_out_init;
+            a.scr[S_N_PAIRS] = 0;
+            a.scr[S_FLAGS] = 0;
+            a.scr[S_DONE] = 0;
+            a.scr[7] = 0;
+        }
+        for (int64_t i = t0; i < a.words_in; i += step) a.hin.slots[i] = ~0ull;
+        for (int64_t i = t0; i < a.words_out; i += step) a.hout.slots[i] = ~0ull;
+    }
+    if (st & (ST_KEYS | ST_OUTIN | ST_ROWS)) {
+        // the look-back words and histograms of the stages to come
+        for (int64_t i = t0; i < a.lb_words; i += step) a.lb[i] = 0;
+        for (int64_t i = t0; i < 2 * kMaxPasses * 256; i += step) a.hist[i] = 0;
+    }
+    grid.sync();
+    if (st & ST_FRONT) {
+        if (subm)
+            st_subm_insert(a.coords, a.n_in, a.kin, a.hin, a.g.K, a.out_in, a.scr);
+        else
+            st_newout_insert(a.coords, a.n_in, a.g, a.kin, a.hin, a.kout, a.hout, a.ukeys,
+                             a.ucap, a.scr);
+        if (!(st & ~ST_FRONT)) return;
+        grid.sync();
+    }
+    int64_t n = a.n_in;
+    if (!subm) {
+        // the output keys collected (at most ucap of them were kept, and rows fit)
+        n = __ldcg(&a.scr[S_N_OUT]);
+        if (n > a.ucap) n = a.ucap;
+        if (n > a.rows) n = a.rows;
+        if (n < 0) n = 0;
+    }
+    const int KP = a.key_passes;
+    if (st & ST_KEYS) {
+        for (int64_t i = t0; i < n; i += step) {
+            const uint32_t key = __ldcg(&a.ukeys[i]);
+            for (int q = 0; q < KP; q++) atomicAdd(&sm.shist[q][(key >> (8 * q)) & 255u], 1u);
+        }
+        flush_hist(sm, a.hist, KP);
+        grid.sync();
+        const uint32_t *src = a.ukeys;
+        for (int p = 0; p < KP; p++) {
+            uint32_t *dst = (p % 2 == 0) ? a.ukeys_alt : a.ukeys;
+            sort_pass(src, NULL, dst, NULL, n, 0u, 8 * p, a.hist + p * 256,
+                      a.lb_key + p * a.key_stride, sm);
+            grid.sync();
+            src = dst;
+        }
+        st_rank(src, n, a.kout, a.hout, a.g.K, a.out_coords, a.out_in, a.scr);
+        if (!(st & ~(ST_FRONT | ST_KEYS))) return;
+        grid.sync();
+    }
+    if (st & ST_OUTIN) {
+        if (subm)
+            st_subm_lookup(a.coords, n, a.g, a.kin, a.hin, a.out_in);
+        else
+            st_scatter(a.coords, a.n_in, a.g, a.kout, a.hout, n, a.out_in, a.scr);
+        if (!(st & (ST_ROWS | ST_PERM))) return;
+        grid.sync();
+    }
+    if (st & ST_ROWS) {
+        coop_rowpass(a, n, sm);
+        grid.sync();
+        coop_colscan(a, n, sm);
+        grid.sync();
+        coop_pairs(a, n, sm);
+        if (!(st & ST_PERM)) return;
+        grid.sync();
+    }
+    if (st & ST_PERM) coop_perm(a, n, sm, grid);
+}
+
+// ---- memory ----------------------------------------------------------------------------
+
+std::atomic<cudaMemPool_t> g_pools[kMaxDevices];
+
+// The library's pool on the current device (created once, kept for the process): freed blocks
+// stay cached up to 1 GiB, so repeated builds do not go back to the driver. NULL when pools are
+// not supported (the device's default pool is used then).
+cudaMemPool_t lib_pool()
+{
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+        cudaGetLastError();
+        return NULL;
+    }
+    cudaMemPool_t p = g_pools[dev].load(std::memory_order_acquire);
+    if (p) return p;
+    int supported = 0;
+    if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess ||
+        !supported) {
+        cudaGetLastError();
+        return NULL;
+    }
+    cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    cudaMemPool_t np = NULL;
+    if (cudaMemPoolCreate(&np, &props) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    uint64_t threshold = (uint64_t)1 << 30;
+    cudaMemPoolSetAttribute(np, cudaMemPoolAttrReleaseThreshold, &threshold);
+    cudaGetLastError();
+    cudaMemPool_t expected = NULL;
+    if (!g_pools[dev].compare_exchange_strong(expected, np, std::memory_order_acq_rel)) {
+        cudaMemPoolDestroy(np);
+        return expected;
+    }
+    return np;
+}
+
+cudaError_t pool_alloc(void **p, int64_t bytes, cudaStream_t s)
+{
+    *p = NULL;
+    if (bytes < 256) bytes = 256;
+    cudaMemPool_t pool = lib_pool();
+    cudaError_t e = pool ? cudaMallocFromPoolAsync(p, (size_t)bytes, pool, s)
+                         : cudaMallocAsync(p, (size_t)bytes, s);
+    if (e != cudaSuccess) *p = NULL;
     return e;
 }
 
-#define CU(call, what)                                                                         \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            st = cuda_fail(err, e_, what);                                                     \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
-
-#define LAUNCHED(what) CU(cudaGetLastError(), what)
-
-// Fills offsets / in_rows / out_rows / n_pairs and masks / perm of m from m->out_in (device), and
-// checks the flags raised while out_in was built. SYNC POINT: n_pairs and the flags come back.
-vc_status finish_gpu(vc_kmap_data *m, cudaStream_t s, int64_t *scr, cudaEvent_t ev_pairs,
-                     vc_err *err)
+template <typename T> cudaError_t pool_alloc_n(T **p, int64_t n, cudaStream_t s)
 {
-    vc_status st = VC_OK;
-    Temps t = {{0}, 0, s};
-    const int32_t K = m->volume;
-    const int64_t n = m->n_out;
-    const int32_t words = (K + 31) / 32;
-    const int64_t total = n * K;
-    int64_t host[2] = {0, 0};
-    int64_t *scan = NULL;
-    void *tmp = NULL;
-    size_t tmp_bytes = 0;
-    PairFlag f = {m->out_in, n > 0 ? n : 1, K};
-    uint32_t *keys_a = NULL, *keys_b = NULL;
-    int32_t *perm_b = NULL, *pa, *pb;
-
-    CU(dev_alloc(&m->offsets, (int64_t)K + 1), "allocating offsets");
-    CU(dev_alloc(&m->masks, n * words), "allocating masks");
-    CU(dev_alloc(&m->perm, n), "allocating perm");
-    if (n > 0) {
-        CU(t.alloc((void **)&scan, total * (int64_t)sizeof(int64_t)), "allocating the pair scan");
-        auto flags = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), f);
-        CU(cub::DeviceScan::ExclusiveSum(NULL, tmp_bytes, flags, scan, total, s), "pair scan");
-        CU(t.alloc(&tmp, (int64_t)tmp_bytes), "allocating scan storage");
-        CU(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, flags, scan, total, s), "pair scan");
-        t.release(tmp);
-        tmp = NULL;
-        offsets_kernel<<<grid_for((int64_t)K + 1), kThreads, 0, s>>>(scan, f, K, m->offsets, scr);
-        LAUNCHED("offsets kernel");
-    } else {
-        CU(cudaMemsetAsync(m->offsets, 0, ((size_t)K + 1) * sizeof(int64_t), s), "offsets");
-    }
-    // SYNC POINT: n_pairs (sizes in_rows / out_rows) and the out_in flags.
-    CU(cudaMemcpyAsync(host, scr + SCR_N_PAIRS, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost, s),
-       "reading the pair count");
-    CU(cudaStreamSynchronize(s), "building out_in");
-    if (host[1] & FLAG_MISSING) {
-        st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: an output key collected in step 2 was "
-                     "not found in step 3");
-        goto fail;
-    }
-    if (host[1] & FLAG_BAD_ROW) {
-        st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: a forward entry is not an input "
-                     "row");
-        goto fail;
-    }
-    if (host[1] & FLAG_CONFLICT) {
-        st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: an input feeds two outputs at "
-                     "the same offset");
-        goto fail;
-    }
-    m->n_pairs = n > 0 ? host[0] : 0;
-    CU(dev_alloc(&m->in_rows, m->n_pairs), "allocating in_rows");
-    CU(dev_alloc(&m->out_rows, m->n_pairs), "allocating out_rows");
-    if (n > 0) {
-        pairs_kernel<<<grid_for(total), kThreads, 0, s>>>(scan, f, total, m->in_rows,
-                                                          m->out_rows);
-        LAUNCHED("pairs kernel");
-        t.release(scan);
-        scan = NULL;
-    }
-    if (ev_pairs) CU(cudaEventRecord(ev_pairs, s), "event");
-    m->mask_words = words;
-    if (n > 0) {
-        masks_kernel<<<grid_for(n * words), kThreads, 0, s>>>(m->out_in, n, K, words, m->masks);
-        LAUNCHED("masks kernel");
-        // perm: stable LSD radix sorts by mask word, least significant first, descending.
-        CU(t.alloc((void **)&keys_a, n * (int64_t)sizeof(uint32_t)), "allocating sort keys");
-        CU(t.alloc((void **)&keys_b, n * (int64_t)sizeof(uint32_t)), "allocating sort keys");
-        CU(t.alloc((void **)&perm_b, n * (int64_t)sizeof(int32_t)), "allocating sort values");
-        CU(cub::DeviceRadixSort::SortPairsDescending(NULL, tmp_bytes, keys_a, keys_b, m->perm,
-                                                     perm_b, n, 0, 32, s), "mask sort");
-        CU(t.alloc(&tmp, (int64_t)tmp_bytes), "allocating sort storage");
-        iota_kernel<<<grid_for(n), kThreads, 0, s>>>(m->perm, n);
-        LAUNCHED("iota kernel");
-        pa = m->perm;
-        pb = perm_b;
-        for (int32_t w = 0; w < words; w++) {
-            mask_word_kernel<<<grid_for(n), kThreads, 0, s>>>(m->masks, pa, n, words, w, keys_a);
-            LAUNCHED("mask word kernel");
-            CU(cub::DeviceRadixSort::SortPairsDescending(tmp, tmp_bytes, keys_a, keys_b, pa, pb, n,
-                                                         0, 32, s), "mask sort");
-            int32_t *x = pa;
-            pa = pb;
-            pb = x;
-        }
-        if (pa != m->perm)
-            CU(cudaMemcpyAsync(m->perm, pa, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToDevice,
-                               s), "copying perm");
-    }
-    t.free_all();
-    return VC_OK;
-
-fail:
-    t.free_all();
-    return st;
+    if (n < 1) n = 1;
+    return pool_alloc((void **)p, n * (int64_t)sizeof(T), s);
 }
 
-void copy_desc(vc_kmap_data *m, const int32_t kernel[3], const int32_t stride[3],
-               const int32_t padding[3], const int32_t dilation[3])
+template <typename T> cudaError_t dev_alloc_n(T **p, int64_t n)
 {
+    if (n < 1) n = 1;
+    *p = NULL;
+    cudaError_t e = cudaMalloc((void **)p, (size_t)n * sizeof(T));
+    if (e != cudaSuccess) *p = NULL;
+    return e;
+}
+
+// Sizes of the temporaries of one build.
+struct Sizes {
+    int64_t cap_in, cap_out;   // hash capacities (0: no table)
+    int32_t packed_in, packed_out;
+    int32_t ukey32;            // output keys as uint32 (packed output table)
+    int64_t ucap;              // entries of the output-key list
+    int64_t nsort;             // output keys sorted (0: none)
+    int32_t end_bit_out;
+    int64_t rows;              // rows of the row passes
+    int32_t K, words;
+    size_t cub_bytes;
+};
+
+struct Bufs {
+    int64_t *scr;
+    unsigned long long *tin, *tout;
+    void *ukeys, *usorted;
+    int32_t *cnt;
+    int64_t *base;
+    int32_t *iota;
+    uint32_t *keys_a, *keys_b;
+    void *cub;
+    size_t cub_bytes;
+};
+
+int64_t table_words(int64_t cap, int32_t packed) { return cap * (packed ? 1 : 2); }
+int64_t ukey_words(int64_t n, int32_t ukey32) { return ukey32 ? (n + 1) / 2 : n; }
+
+struct Carver {
+    char *base;
+    size_t off;
+    template <typename T> T *take(int64_t n)
+    {
+        if (n < 1) n = 1;
+        off = (off + 255) & ~(size_t)255;
+        T *p = base ? (T *)(base + off) : NULL;
+        off += (size_t)n * sizeof(T);
+        return p;
+    }
+};
+
+// Lays the temporaries out from `base` (NULL: just the size): the tables part (status block,
+// hash tables, output-key list) and / or the rows part (sorted keys, counts, sort buffers).
+size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
+{
+    Carver c = {base, 0};
+    if (tables) {
+        b->scr = c.take<int64_t>(S_WORDS);
+        b->tin = c.take<unsigned long long>(table_words(z.cap_in, z.packed_in));
+        b->tout = z.cap_out > 0 ? c.take<unsigned long long>(table_words(z.cap_out, z.packed_out))
+                                : NULL;
+        b->ukeys = z.ucap > 0 ? (void *)c.take<unsigned long long>(ukey_words(z.ucap, z.ukey32))
+                              : NULL;
+    }
+    if (rows) {
+        const int64_t nb = row_blocks(z.rows);
+        b->usorted = z.nsort > 0
+                         ? (void *)c.take<unsigned long long>(ukey_words(z.nsort, z.ukey32))
+                         : NULL;
+        b->cnt = c.take<int32_t>((int64_t)z.K * nb);
+        b->base = c.take<int64_t>((int64_t)z.K * nb);
+        b->iota = c.take<int32_t>(z.rows);
+        b->keys_a = c.take<uint32_t>(z.rows);
+        b->keys_b = z.words > 1 ? c.take<uint32_t>(z.rows) : NULL;
+        b->cub = c.take<char>((int64_t)z.cub_bytes);
+        b->cub_bytes = z.cub_bytes;
+    }
+    return c.off + 256;
+}
+
+// CUB temporary storage for the sorts of a build.
+cudaError_t cub_bytes_for(Sizes *z)
+{
+    size_t a = 0, b = 0;
+    cudaError_t e = cudaSuccess;
+    if (z->nsort > 0) {
+        if (z->ukey32)
+            e = cub::DeviceRadixSort::SortKeys(NULL, a, (const uint32_t *)NULL, (uint32_t *)NULL,
+                                               z->nsort, 0, z->end_bit_out);
+        else
+            e = cub::DeviceRadixSort::SortKeys(NULL, a, (const uint64_t *)NULL, (uint64_t *)NULL,
+                                               z->nsort, 0, z->end_bit_out);
+        if (e != cudaSuccess) return e;
+    }
+    if (z->rows > 0) {
+        const int bits = z->K < 32 ? z->K : 32;
+        e = cub::DeviceRadixSort::SortPairsDescending(NULL, b, (const uint32_t *)NULL,
+                                                      (uint32_t *)NULL, (const int32_t *)NULL,
+                                                      (int32_t *)NULL, z->rows, 0, bits);
+        if (e != cudaSuccess) return e;
+    }
+    z->cub_bytes = a > b ? a : b;
+    return cudaSuccess;
+}
+
+// ---- a build's description ---------------------------------------------------------------
+
+struct Job {
+    const int32_t *d_in;
+    int64_t n_in;
+    int32_t shape[3];
+    int32_t batch;
+    vc_map_desc desc;
+    Geom g;
+    vc_keypack kin, kout;
+    bool new_out;
+    int32_t K, words;
+    int32_t bits_in, bits_out;
+    int64_t reach; // kernel offsets one input can reach at most
+};
+
+int32_t key_bits(const vc_keypack &kp) { return kp.shift[0] + kp.bits[0]; }
+
+// Offsets per axis that one input coordinate can use at most: every one for SUBM and
+// TRANSPOSED; for STRIDED and DOWNSAMPLE those d with d*dil in one residue class mod stride.
+int64_t reach_of(const vc_map_desc *d)
+{
+    int64_t t = 1;
     for (int a = 0; a < 3; a++) {
-        m->kernel[a] = kernel[a];
-        m->stride[a] = stride[a];
-        m->padding[a] = padding[a];
-        m->dilation[a] = dilation[a];
+        int64_t best = d->kernel[a];
+        if (d->type == VC_MAP_STRIDED || d->type == VC_MAP_DOWNSAMPLE) {
+            best = 0;
+            for (int32_t i = 0; i < d->kernel[a]; i++) {
+                int64_t c = 0;
+                for (int32_t j = 0; j < d->kernel[a]; j++)
+                    if (((int64_t)i * d->dilation[a]) % d->stride[a] ==
+                        ((int64_t)j * d->dilation[a]) % d->stride[a])
+                        c++;
+                if (c > best) best = c;
+            }
+        }
+        t *= best;
     }
+    return t;
 }
 
-vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
-                     int32_t batch_size, const vc_map_desc *d, cudaStream_t s, vc_kmap_data *out,
-                     vc_kmap_gpu_timing *timing, vc_err *err)
+vc_status setup_job(Job *j, const int32_t *d_in, int64_t n_in, const int32_t shape[3],
+                    int32_t batch_size, const vc_map_desc *d, vc_err *err)
 {
-    if (!out || !shape || !d)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
+    if (!shape || !d) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
     if (n_in < 0 || (n_in > 0 && !d_in))
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: bad input (%lld rows, %s)",
                        (long long)n_in, d_in ? "data" : "NULL data");
@@ -511,240 +1187,912 @@ vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
     int32_t oshape[3];
     vc_status st = vc_kmap_check_desc(d, shape, oshape, err);
     if (st != VC_OK) return st;
-    vc_keypack kin, kout;
-    if (vc_keypack_init(&kin, batch_size, shape) != 0)
+    memset(j, 0, sizeof *j);
+    if (vc_keypack_init(&j->kin, batch_size, shape) != 0)
         return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: coordinates of batch %d, shape "
                        "%dx%dx%d do not pack into 63 bits", (int)batch_size, (int)shape[0],
                        (int)shape[1], (int)shape[2]);
-    const bool new_out = d->type != VC_MAP_SUBM;
-    if (new_out && vc_keypack_init(&kout, batch_size, oshape) != 0)
+    j->new_out = d->type != VC_MAP_SUBM;
+    if (j->new_out && vc_keypack_init(&j->kout, batch_size, oshape) != 0)
         return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: output coordinates of batch %d, "
                        "shape %dx%dx%d do not pack into 63 bits", (int)batch_size,
                        (int)oshape[0], (int)oshape[1], (int)oshape[2]);
-    if (!new_out) kout = kin;
-
-    vc_kmap_data m;
-    memset(&m, 0, sizeof m);
-    m.type = d->type;
-    copy_desc(&m, d->kernel, d->stride, d->padding, d->dilation);
-    Geom g;
+    if (!j->new_out) j->kout = j->kin;
+    j->d_in = d_in;
+    j->n_in = n_in;
+    j->batch = batch_size;
+    j->desc = *d;
     for (int a = 0; a < 3; a++) {
-        m.out_shape[a] = oshape[a];
-        g.kernel[a] = d->kernel[a];
-        g.stride[a] = d->stride[a];
-        g.padding[a] = d->padding[a];
-        g.dilation[a] = d->dilation[a];
-        g.in_shape[a] = shape[a];
-        g.out_shape[a] = oshape[a];
+        j->shape[a] = shape[a];
+        j->g.kernel[a] = d->kernel[a];
+        j->g.stride[a] = d->stride[a];
+        j->g.padding[a] = d->padding[a];
+        j->g.dilation[a] = d->dilation[a];
+        j->g.in_shape[a] = shape[a];
+        j->g.out_shape[a] = oshape[a];
     }
-    const int32_t K = d->kernel[0] * d->kernel[1] * d->kernel[2];
-    g.K = K;
-    g.type = (int32_t)d->type;
-    m.volume = K;
-    m.n_in = n_in;
-    m.out_batch_size = batch_size;
+    j->K = d->kernel[0] * d->kernel[1] * d->kernel[2];
+    j->g.K = j->K;
+    j->g.type = (int32_t)d->type;
+    j->words = (j->K + 31) / 32;
+    j->bits_in = key_bits(j->kin);
+    j->bits_out = key_bits(j->kout);
+    j->reach = reach_of(d);
+    return VC_OK;
+}
 
-    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    Temps t = {{0}, 0, s};
-    vc_hash_gpu hin, hout;
-    memset(&hin, 0, sizeof hin);
-    memset(&hout, 0, sizeof hout);
-    cudaEvent_t ev[6] = {0, 0, 0, 0, 0, 0};
-    int64_t *scr = NULL;
-    uint64_t *keys_in = NULL;
-    vc_hash_gpu_status hr;
-    vc_hash_gpu_insert_info info;
-    int64_t n_entries = 0;
-
-    if (timing) {
-        for (int i = 0; i < 6; i++) CU(cudaEventCreate(&ev[i]), "creating events");
-        CU(cudaEventRecord(ev[0], s), "event");
+void init_header(const Job &j, vc_kmap_data *m)
+{
+    memset(m, 0, sizeof *m);
+    m->type = j.desc.type;
+    for (int a = 0; a < 3; a++) {
+        m->kernel[a] = j.desc.kernel[a];
+        m->stride[a] = j.desc.stride[a];
+        m->padding[a] = j.desc.padding[a];
+        m->dilation[a] = j.desc.dilation[a];
+        m->out_shape[a] = j.g.out_shape[a];
     }
-    CU(t.alloc((void **)&scr, SCR_COUNT * (int64_t)sizeof(int64_t)), "allocating scratch");
-    scratch_init_kernel<<<1, 1, 0, s>>>(scr);
-    LAUNCHED("scratch init");
+    m->volume = j.K;
+    m->n_in = j.n_in;
+    m->out_batch_size = j.batch;
+    m->mask_words = j.words;
+}
 
-    // (a) input keys: range check, duplicates.
-    hr = vc_hash_gpu_create(&hin, n_in, s);
-    if (hr != VC_HASH_GPU_OK) {
-        st = hash_fail(err, hr, &hin, "input");
-        goto fail;
-    }
-    if (n_in > 0) {
-        CU(t.alloc((void **)&keys_in, n_in * (int64_t)sizeof(uint64_t)), "allocating keys");
-        pack_in_kernel<<<grid_for(n_in), kThreads, 0, s>>>(d_in, n_in, kin, keys_in, scr);
-        LAUNCHED("pack kernel");
-        // SYNC POINT (inside the insert): duplicate count, first duplicate, overflow flag.
-        hr = vc_hash_gpu_insert(&hin, keys_in, NULL, n_in, s, &info);
-        if (hr != VC_HASH_GPU_OK) {
-            st = hash_fail(err, hr, &hin, "input");
-            goto fail;
-        }
-        int64_t bad = INT64_MAX;
-        // Same sync point: the stream is idle after the insert, this read does not wait.
-        CU(cudaMemcpyAsync(&bad, scr + SCR_BAD_ROW, sizeof bad, cudaMemcpyDeviceToHost, s),
-           "reading the range check");
-        CU(cudaStreamSynchronize(s), "inserting the input keys");
-        // Report what a sequential pass over the rows meets first, as the CPU does.
-        int64_t dup = info.duplicates > 0 ? info.first_duplicate : -1;
-        if (info.duplicates > 0 && dup < 0) dup = INT64_MAX - 1; // not located: still an error
-        if (bad != INT64_MAX && (dup < 0 || bad < dup)) {
-            int32_t c[4] = {0, 0, 0, 0};
-            CU(cudaMemcpy(c, d_in + 4 * bad, sizeof c, cudaMemcpyDeviceToHost), "reading a row");
-            st = vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: input row %lld (%d, %d, %d, %d) "
-                         "lies outside batch size %d, shape %dx%dx%d", (long long)bad, (int)c[0],
-                         (int)c[1], (int)c[2], (int)c[3], (int)batch_size, (int)shape[0],
-                         (int)shape[1], (int)shape[2]);
-            goto fail;
-        }
-        if (dup >= 0) {
-            int32_t c[4] = {0, 0, 0, 0};
-            if (dup < n_in)
-                CU(cudaMemcpy(c, d_in + 4 * dup, sizeof c, cudaMemcpyDeviceToHost),
-                   "reading a row");
-            st = vc_fail(err, VC_ERR_DUPLICATE, "kernel map: input row %lld repeats the "
-                         "coordinate (%d, %d, %d, %d) of an earlier row (%lld duplicates)",
-                         (long long)dup, (int)c[0], (int)c[1], (int)c[2], (int)c[3],
-                         (long long)info.duplicates);
-            goto fail;
-        }
-        t.release(keys_in);
-        keys_in = NULL;
-    }
-    if (timing) CU(cudaEventRecord(ev[1], s), "event");
+// ---- queued stages (no host synchronisation in any of these) -----------------------------
 
-    // (b) output coordinates in (b, z, y, x) order, and the output table key -> rank.
-    if (new_out) {
-        int64_t n_cand = n_in;
-        if (d->type != VC_MAP_DOWNSAMPLE && vc_mul_overflow_i64(n_in, K, &n_cand)) {
-            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld inputs x %d offsets overflows",
-                         (long long)n_in, (int)K);
+cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s)
+{
+    Fill f0 = {b.tin, z.cap_in > 0 ? table_words(z.cap_in, z.packed_in) : 0};
+    Fill f1 = {b.tout, z.cap_out > 0 ? table_words(z.cap_out, z.packed_out) : 0};
+    Fill f2 = {(unsigned long long *)b.ukeys, z.ucap > 0 ? ukey_words(z.ucap, z.ukey32) : 0};
+    int64_t mx = f0.words > f1.words ? f0.words : f1.words;
+    if (f2.words > mx) mx = f2.words;
+    prep_kernel<<<grid_for(mx), kThreads, 0, s>>>(f0, f1, f2, b.scr, n_out_init);
+    return cudaGetLastError();
+}
+
+vc_hash_gpu_view view_in(const Sizes &z, const Bufs &b)
+{
+    return vc_hash_gpu_make_view((uint64_t *)b.tin, z.cap_in, VC_HASH_DEFAULT_MAX_PROBE,
+                                 z.packed_in);
+}
+
+vc_hash_gpu_view view_out(const Sizes &z, const Bufs &b)
+{
+    return vc_hash_gpu_make_view((uint64_t *)b.tout, z.cap_out, VC_HASH_DEFAULT_MAX_PROBE,
+                                 z.packed_out);
+}
+
+cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_in,
+                     cudaStream_t s)
+{
+    if (j.n_in == 0) return cudaSuccess;
+    if (!j.new_out) {
+        const int64_t upper = j.n_in * (j.K - (j.K - 1) / 2 - 1);
+        subm_insert_kernel<<<grid_for(j.n_in > upper ? j.n_in : upper), kThreads, 0, s>>>(
+            j.d_in, j.n_in, j.kin, view_in(z, b), j.K, out_in, b.scr);
+    } else if (z.ukey32) {
+        newout_insert_kernel<uint32_t><<<grid_for(j.n_in), kThreads, 0, s>>>(
+            j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
+            (uint32_t *)b.ukeys, z.ucap, b.scr);
+    } else {
+        newout_insert_kernel<uint64_t><<<grid_for(j.n_in), kThreads, 0, s>>>(
+            j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
+            (uint64_t *)b.ukeys, z.ucap, b.scr);
+    }
+    return cudaGetLastError();
+}
+
+// New-output types: sort the collected keys (nsort of them: the exact count, or the bound with
+// all-ones padding that sorts last), rank them (rows = capacity of the output arrays), and
+// scatter out_in. ev_mid (may be NULL) is recorded between the ranks and the scatter.
+cudaError_t q_outputs(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data *m,
+                      int64_t rows, cudaEvent_t ev_mid, cudaStream_t s)
+{
+    cudaError_t e;
+    size_t bytes = b.cub_bytes;
+    const int64_t *d_n = b.scr + S_N_OUT;
+    if (z.nsort > 0) {
+        if (z.ukey32)
+            e = cub::DeviceRadixSort::SortKeys(b.cub, bytes, (const uint32_t *)b.ukeys,
+                                               (uint32_t *)b.usorted, z.nsort, 0, z.end_bit_out,
+                                               s);
+        else
+            e = cub::DeviceRadixSort::SortKeys(b.cub, bytes, (const uint64_t *)b.ukeys,
+                                               (uint64_t *)b.usorted, z.nsort, 0, z.end_bit_out,
+                                               s);
+        if (e != cudaSuccess) return e;
+    }
+    if (rows > 0) {
+        const unsigned grid = grid_for(rows * j.K);
+        if (z.ukey32)
+            rank_kernel<uint32_t><<<grid, kThreads, 0, s>>>((const uint32_t *)b.usorted, d_n, rows,
+                                                            j.kout, view_out(z, b), j.K,
+                                                            m->out_coords, m->out_in, b.scr);
+        else
+            rank_kernel<uint64_t><<<grid, kThreads, 0, s>>>((const uint64_t *)b.usorted, d_n, rows,
+                                                            j.kout, view_out(z, b), j.K,
+                                                            m->out_coords, m->out_in, b.scr);
+        e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    if (ev_mid && (e = cudaEventRecord(ev_mid, s)) != cudaSuccess) return e;
+    if (rows > 0 && j.n_in > 0) {
+        scatter_kernel<<<grid_for(j.n_in), kThreads, 0, s>>>(
+            j.d_in, j.n_in, j.g, j.kout, view_out(z, b), d_n, rows, m->out_in, b.scr);
+        e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_in,
+                          cudaStream_t s)
+{
+    if (j.n_in == 0) return cudaSuccess;
+    const int64_t total = j.n_in * ((j.K - 1) / 2 + 1);
+    subm_lookup_kernel<<<grid_for(total), kThreads, 0, s>>>(j.d_in, j.n_in, j.g, j.kin,
+                                                            view_in(z, b), out_in);
+    return cudaGetLastError();
+}
+
+// Masks, counts, scan, pairs (ev_pairs after them, may be NULL), then perm. rows: capacity of
+// the row arrays; the device count at S_N_OUT (<= rows) says how many are real.
+cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
+                     int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s)
+{
+    cudaError_t e;
+    const int32_t K = j.K, words = j.words;
+    if (rows == 0) {
+        e = cudaMemsetAsync(m->offsets, 0, ((size_t)K + 1) * sizeof(int64_t), s);
+        if (e == cudaSuccess && ev_pairs) e = cudaEventRecord(ev_pairs, s);
+        return e;
+    }
+    const int64_t nb = row_blocks(rows);
+    const int64_t *d_n = b.scr + S_N_OUT;
+    // The LSD passes below alternate between two value buffers, perm and iota: start from the
+    // one that makes the last pass land in perm (no copy, so a captured graph holds kernels
+    // and memsets only).
+    int32_t *ident = (words % 2 == 0) ? m->perm : b.iota;
+    rowpass_kernel<<<(unsigned)nb, kRowThreads, 0, s>>>(m->out_in, K, words, d_n, rows, m->masks,
+                                                        ident, b.cnt, b.base, m->offsets,
+                                                        max_pairs, b.scr);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    pairs_kernel<<<(unsigned)nb, kRowThreads, 0, s>>>(m->out_in, m->masks, K, words, d_n, rows,
+                                                      b.base, max_pairs, m->in_rows,
+                                                      m->out_rows);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    if (ev_pairs && (e = cudaEventRecord(ev_pairs, s)) != cudaSuccess) return e;
+    size_t bytes = b.cub_bytes;
+    if (words == 1)
+        return cub::DeviceRadixSort::SortPairsDescending(b.cub, bytes, m->masks, b.keys_a, b.iota,
+                                                         m->perm, rows, 0, K, s);
+    // Stable LSD passes, least significant word first, from the identity.
+    int32_t *pa = ident, *pb = ident == m->perm ? b.iota : m->perm;
+    for (int32_t w = 0; w < words; w++) {
+        mask_word_kernel<<<grid_for(rows), kThreads, 0, s>>>(m->masks, pa, rows, words, w,
+                                                             b.keys_a);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        const int bits = K - 32 * w < 32 ? K - 32 * w : 32;
+        e = cub::DeviceRadixSort::SortPairsDescending(b.cub, bytes, b.keys_a, b.keys_b, pa, pb,
+                                                      rows, 0, bits, s);
+        if (e != cudaSuccess) return e;
+        int32_t *x = pa;
+        pa = pb;
+        pb = x;
+    }
+    return cudaSuccess; // pa == m->perm
+}
+
+// ---- host side ---------------------------------------------------------------------------
+
+vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
+{
+    cudaGetLastError(); // clear a non-sticky error so later calls start clean
+    if (e == cudaErrorMemoryAllocation)
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of device memory (%s)", what);
+    return vc_fail(err, VC_ERR_CUDA, "kernel map: %s: %s", what, cudaGetErrorString(e));
+}
+
+// Copies the status block back: THE synchronisation point of a stage.
+cudaError_t read_status(const int64_t *scr, int64_t st[S_WORDS], cudaStream_t s)
+{
+    cudaError_t e = cudaMemcpyAsync(st, scr, S_WORDS * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                                    s);
+    if (e != cudaSuccess) return e;
+    return cudaStreamSynchronize(s);
+}
+
+// The CPU's verdict on bad input rows: whichever of the first row outside the limits and the
+// first row repeating an earlier one comes first. VC_OK when there is neither.
+vc_status input_error(const int64_t st[S_WORDS], const int32_t *d_in, int64_t n_in,
+                      const int32_t shape[3], int32_t batch_size, vc_err *err)
+{
+    const int64_t bad = st[S_BAD_ROW];
+    int64_t dup = st[S_N_DUP] > 0 ? st[S_FIRST_DUP] : -1;
+    if (st[S_N_DUP] > 0 && (dup < 0 || dup >= n_in)) dup = INT64_MAX - 1; // not located
+    if (bad != INT64_MAX && bad >= 0 && bad < n_in && (dup < 0 || bad < dup)) {
+        int32_t c[4] = {0, 0, 0, 0};
+        if (cudaMemcpy(c, d_in + 4 * bad, sizeof c, cudaMemcpyDeviceToHost) != cudaSuccess)
+            cudaGetLastError();
+        return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: input row %lld (%d, %d, %d, %d) "
+                       "lies outside batch size %d, shape %dx%dx%d", (long long)bad, (int)c[0],
+                       (int)c[1], (int)c[2], (int)c[3], (int)batch_size, (int)shape[0],
+                       (int)shape[1], (int)shape[2]);
+    }
+    if (dup >= 0) {
+        int32_t c[4] = {0, 0, 0, 0};
+        if (dup < n_in &&
+            cudaMemcpy(c, d_in + 4 * dup, sizeof c, cudaMemcpyDeviceToHost) != cudaSuccess)
+            cudaGetLastError();
+        return vc_fail(err, VC_ERR_DUPLICATE, "kernel map: input row %lld repeats the "
+                       "coordinate (%d, %d, %d, %d) of an earlier row (%lld duplicates)",
+                       (long long)dup, (int)c[0], (int)c[1], (int)c[2], (int)c[3],
+                       (long long)st[S_N_DUP]);
+    }
+    return VC_OK;
+}
+
+void free_map_arrays(vc_kmap_data *m, bool pool)
+{
+    void *p[7] = {m->out_coords, m->out_in, m->offsets, m->in_rows, m->out_rows, m->masks,
+                  m->perm};
+    bool any = false;
+    for (int i = 0; i < 7; i++) any = any || p[i];
+    if (!any) return;
+    // Pool blocks are freed without an implicit synchronisation: wait for every user first.
+    if (pool) cudaDeviceSynchronize();
+    for (int i = 0; i < 7; i++)
+        if (p[i]) cudaFree(p[i]);
+    cudaGetLastError();
+    m->out_coords = m->out_in = m->in_rows = m->out_rows = m->perm = NULL;
+    m->offsets = NULL;
+    m->masks = NULL;
+}
+
+#define CU(call, what)                                                                         \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            st = cuda_fail(err, e_, what);                                                     \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+#define EV(i)                                                                                  \
+    do {                                                                                       \
+        if (ev) CU(cudaEventRecord(ev[i], s), "recording an event");                           \
+    } while (0)
+
+// SUBM, regular: one read-back at the end.
+vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_t *ev,
+                       vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int64_t n = j.n_in;
+    const int32_t K = j.K;
+    int64_t n_entries = 0, n_words = 0;
+    int64_t stat[S_WORDS];
+    Sizes z;
+    Bufs b;
+    void *ws = NULL;
+    memset(&z, 0, sizeof z);
+    memset(&b, 0, sizeof b);
+    if (vc_mul_overflow_i64(n, K, &n_entries) || vc_mul_overflow_i64(n, j.words, &n_words))
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
+                       (long long)n, (int)K);
+    z.cap_in = vc_hash_capacity_for(n);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.rows = n;
+    z.K = K;
+    z.words = j.words;
+    CU(cub_bytes_for(&z), "sizing the sorts");
+    CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+    CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
+    CU(pool_alloc_n(&m->perm, n, s), "allocating perm");
+    // Pairs: at most n * K (sized without reading the count back).
+    CU(pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
+    CU(pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
+    for (int attempt = 0;; attempt++) {
+        if (z.cap_in == 0 || z.cap_in > INT64_MAX / 64) {
+            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
             goto fail;
         }
-        uint64_t *cand = NULL, *alt = NULL;
-        int64_t *num = NULL;
-        m.n_out = 0;
-        if (n_cand > 0) {
-            CU(t.alloc((void **)&cand, n_cand * (int64_t)sizeof(uint64_t)), "allocating keys");
-            CU(t.alloc((void **)&alt, n_cand * (int64_t)sizeof(uint64_t)), "allocating keys");
-            CU(t.alloc((void **)&num, (int64_t)sizeof(int64_t)), "allocating a counter");
-            candidates_kernel<<<grid_for(n_cand), kThreads, 0, s>>>(d_in, n_cand, g, kout, cand);
-            LAUNCHED("candidates kernel");
-            // Bit `total` is set only in VC_HASH_EMPTY: sorting on total + 1 bits puts it last.
-            const int end_bit = kout.shift[0] + kout.bits[0] + 1;
-            cub::DoubleBuffer<uint64_t> db(cand, alt);
-            size_t bytes = 0;
-            void *tmp = NULL;
-            CU(cub::DeviceRadixSort::SortKeys(NULL, bytes, db, n_cand, 0, end_bit, s),
-               "sorting output keys");
-            CU(t.alloc(&tmp, (int64_t)bytes), "allocating sort storage");
-            CU(cub::DeviceRadixSort::SortKeys(tmp, bytes, db, n_cand, 0, end_bit, s),
-               "sorting output keys");
-            t.release(tmp);
-            uint64_t *sorted = db.Current(), *uniq = db.Alternate();
-            bytes = 0;
-            CU(cub::DeviceSelect::Unique(NULL, bytes, sorted, uniq, num, n_cand, s),
-               "unique output keys");
-            CU(t.alloc(&tmp, (int64_t)bytes), "allocating unique storage");
-            CU(cub::DeviceSelect::Unique(tmp, bytes, sorted, uniq, num, n_cand, s),
-               "unique output keys");
-            t.release(tmp);
-            count_unique_kernel<<<1, 1, 0, s>>>(uniq, num, scr);
-            LAUNCHED("count kernel");
-            // SYNC POINT: n_out sizes out_coords and out_in.
-            CU(cudaMemcpyAsync(&m.n_out, scr + SCR_N_OUT, sizeof m.n_out, cudaMemcpyDeviceToHost,
-                               s), "reading the output count");
-            CU(cudaStreamSynchronize(s), "collecting output keys");
-            t.release(sorted);
-            cand = uniq;
-        }
-        if (m.n_out > VC_MAX_ROWS) {
-            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: more than %lld output rows",
-                         (long long)VC_MAX_ROWS);
-            goto fail;
-        }
-        CU(dev_alloc(&m.out_coords, 4 * m.n_out), "allocating output coordinates");
-        hr = vc_hash_gpu_create(&hout, m.n_out, s);
-        if (hr != VC_HASH_GPU_OK) {
-            st = hash_fail(err, hr, &hout, "output");
-            goto fail;
-        }
-        if (m.n_out > 0) {
-            unpack_kernel<<<grid_for(m.n_out), kThreads, 0, s>>>(cand, m.n_out, kout,
-                                                                 m.out_coords);
-            LAUNCHED("unpack kernel");
-            // SYNC POINT (inside the insert): the overflow flag of the output table.
-            hr = vc_hash_gpu_insert(&hout, cand, NULL, m.n_out, s, &info);
-            if (hr != VC_HASH_GPU_OK) {
-                st = hash_fail(err, hr, &hout, "output");
+        CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
+        carve(z, true, true, (char *)ws, &b);
+        EV(0);
+        CU(q_prep(z, b, n, s), "clearing the tables");
+        CU(q_insert(j, z, b, m->out_in, s), "inserting the input keys");
+        EV(1);
+        EV(2);
+        CU(q_subm_lookup(j, z, b, m->out_in, s), "looking neighbours up");
+        EV(3);
+        CU(q_finish(j, b, m, n, n_entries, ev ? ev[4] : NULL, s), "pairs and masks");
+        // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
+        CU(read_status(b.scr, stat, s), "reading the counts back");
+        EV(5);
+        cudaFreeAsync(ws, s);
+        ws = NULL;
+        st = input_error(stat, j.d_in, n, j.shape, j.batch, err);
+        if (st != VC_OK) goto fail;
+        if (stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_IN) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the input hash table could not "
+                             "place a key within its probe bound, even after growing");
                 goto fail;
             }
-            if (info.duplicates != 0) {
-                st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: unique output keys repeat");
-                goto fail;
-            }
+            z.cap_in *= 2;
+            continue;
         }
-        if (cand) t.release(cand);
-        if (alt && alt != cand) t.release(alt);
-        if (num) t.release(num);
-    } else {
-        m.n_out = n_in;
-    }
-    if (timing) CU(cudaEventRecord(ev[2], s), "event");
-
-    // (c) out_in.
-    if (vc_mul_overflow_i64(m.n_out, K, &n_entries)) {
-        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
-                     (long long)m.n_out, (int)K);
-        goto fail;
-    }
-    CU(dev_alloc(&m.out_in, n_entries), "allocating out_in");
-    if (d->type == VC_MAP_SUBM || d->type == VC_MAP_DOWNSAMPLE) {
-        if (n_entries > 0) {
-            const int32_t *oc = d->type == VC_MAP_SUBM ? d_in : m.out_coords;
-            gather_kernel<<<grid_for(n_entries), kThreads, 0, s>>>(
-                oc, n_entries, g, kin, vc_hash_gpu_get_view(&hin), m.out_in);
-            LAUNCHED("gather kernel");
+        if (stat[S_FLAGS] != 0) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: status flags 0x%llx",
+                         (unsigned long long)stat[S_FLAGS]);
+            goto fail;
         }
-    } else {
-        CU(cudaMemsetAsync(m.out_in, 0xff, (size_t)(n_entries > 0 ? n_entries : 1) * 4, s),
-           "clearing out_in");
-        int64_t n_scatter = n_in * K;
-        if (n_scatter > 0 && m.n_out > 0) {
-            scatter_kernel<<<grid_for(n_scatter), kThreads, 0, s>>>(
-                d_in, n_scatter, g, kout, vc_hash_gpu_get_view(&hout), m.out_in, scr);
-            LAUNCHED("scatter kernel");
-        }
+        break;
     }
-    if (timing) CU(cudaEventRecord(ev[3], s), "event");
-    vc_hash_gpu_destroy(&hin, s);
-    vc_hash_gpu_destroy(&hout, s);
-
-    // (d), (e) pairs, masks, perm.
-    st = finish_gpu(&m, s, scr, timing ? ev[4] : NULL, err);
-    if (st != VC_OK) goto fail;
-    if (timing) {
-        CU(cudaEventRecord(ev[5], s), "event");
-        CU(cudaEventSynchronize(ev[5]), "timing");
-        CU(cudaEventElapsedTime(&timing->insert_ms, ev[0], ev[1]), "timing");
-        CU(cudaEventElapsedTime(&timing->out_coords_ms, ev[1], ev[2]), "timing");
-        CU(cudaEventElapsedTime(&timing->out_in_ms, ev[2], ev[3]), "timing");
-        CU(cudaEventElapsedTime(&timing->pairs_ms, ev[3], ev[4]), "timing");
-        CU(cudaEventElapsedTime(&timing->masks_ms, ev[4], ev[5]), "timing");
-        CU(cudaEventElapsedTime(&timing->total_ms, ev[0], ev[5]), "timing");
-        for (int i = 0; i < 6; i++) cudaEventDestroy(ev[i]);
-    }
-    t.free_all();
-    *out = m;
+    m->n_out = n;
+    m->n_pairs = stat[S_N_PAIRS];
     return VC_OK;
 
 fail:
-    t.free_all();
-    vc_hash_gpu_destroy(&hin, s);
-    vc_hash_gpu_destroy(&hout, s);
+    if (ws) cudaFreeAsync(ws, s);
+    free_map_arrays(m, true);
+    return st;
+}
+
+// STRIDED / DOWNSAMPLE / TRANSPOSED, regular: read-backs after collecting the output keys
+// (n_out) and at the end.
+vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_t *ev,
+                         vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int32_t K = j.K;
+    int64_t stat[S_WORDS];
+    int64_t n_out = 0, n_entries = 0, n_words = 0, est = 0, pair_bound = 0, reach_total = 0;
+    Sizes z;
+    Bufs b;
+    void *ws1 = NULL, *ws2 = NULL;
+    memset(&z, 0, sizeof z);
+    memset(&b, 0, sizeof b);
+    if (vc_mul_overflow_i64(j.n_in, j.reach, &reach_total))
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld inputs x %lld offsets overflows",
+                       (long long)j.n_in, (long long)j.reach);
+    // Output table: sized for the outputs expected (every input's targets for TRANSPOSED, one
+    // per input for DOWNSAMPLE, up to 4 per input for STRIDED); a larger output count is
+    // caught at the read-back and the step repeated with the exact count.
+    est = reach_total;
+    if (j.desc.type == VC_MAP_DOWNSAMPLE) est = j.n_in;
+    if (j.desc.type == VC_MAP_STRIDED && est > 4 * j.n_in) est = 4 * j.n_in;
+    z.cap_in = vc_hash_capacity_for(j.n_in);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.packed_out = j.bits_out <= VC_HASH_GPU_PACKED_BITS;
+    z.ukey32 = z.packed_out;
+    z.cap_out = vc_hash_capacity_for(est);
+    z.K = K;
+    z.words = j.words;
+    for (int attempt = 0;; attempt++) {
+        if (z.cap_in == 0 || z.cap_out == 0 || z.cap_in > INT64_MAX / 64 ||
+            z.cap_out > INT64_MAX / 64) {
+            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
+            goto fail;
+        }
+        z.ucap = z.cap_out / 2;
+        if (ws1) cudaFreeAsync(ws1, s);
+        ws1 = NULL;
+        CU(pool_alloc(&ws1, (int64_t)carve(z, true, false, NULL, &b), s),
+           "allocating workspace");
+        carve(z, true, false, (char *)ws1, &b);
+        EV(0);
+        CU(q_prep(z, b, 0, s), "clearing the tables");
+        CU(q_insert(j, z, b, NULL, s), "inserting the keys");
+        // SYNC POINT 1: n_out (sizes the outputs), the checks of the input rows, the flags.
+        CU(read_status(b.scr, stat, s), "reading the output count back");
+        st = input_error(stat, j.d_in, j.n_in, j.shape, j.batch, err);
+        if (st != VC_OK) goto fail;
+        n_out = stat[S_N_OUT];
+        if (stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_IN) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the input hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            z.cap_in *= 2;
+            continue;
+        }
+        if ((stat[S_FLAGS] & (VC_KMAP_GPU_F_PROBE_OUT | VC_KMAP_GPU_F_OUT_OVERFLOW)) ||
+            n_out > z.cap_out / 2) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the output hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            int64_t cap = vc_hash_capacity_for(n_out);
+            if ((stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_OUT) && cap <= z.cap_out) cap = 2 * z.cap_out;
+            z.cap_out = cap;
+            continue;
+        }
+        if (stat[S_FLAGS] != 0) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: status flags 0x%llx",
+                         (unsigned long long)stat[S_FLAGS]);
+            goto fail;
+        }
+        break;
+    }
+    EV(1);
+    if (n_out > VC_MAX_ROWS) {
+        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: more than %lld output rows",
+                     (long long)VC_MAX_ROWS);
+        goto fail;
+    }
+    if (vc_mul_overflow_i64(n_out, K, &n_entries) ||
+        vc_mul_overflow_i64(n_out, j.words, &n_words)) {
+        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
+                     (long long)n_out, (int)K);
+        goto fail;
+    }
+    m->n_out = n_out;
+    pair_bound = reach_total < n_entries ? reach_total : n_entries;
+    CU(pool_alloc_n(&m->out_coords, 4 * n_out, s), "allocating output coordinates");
+    CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+    CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
+    CU(pool_alloc_n(&m->perm, n_out, s), "allocating perm");
+    CU(pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
+    CU(pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
+    z.nsort = n_out;
+    z.end_bit_out = j.bits_out > 0 ? j.bits_out : 1;
+    z.rows = n_out;
+    CU(cub_bytes_for(&z), "sizing the sorts");
+    CU(pool_alloc(&ws2, (int64_t)carve(z, false, true, NULL, &b), s), "allocating workspace");
+    carve(z, false, true, (char *)ws2, &b);
+    CU(q_outputs(j, z, b, m, n_out, ev ? ev[2] : NULL, s), "output coordinates and out_in");
+    EV(3);
+    CU(q_finish(j, b, m, n_out, pair_bound, ev ? ev[4] : NULL, s), "pairs and masks");
+    // SYNC POINT 2: n_pairs and the flags.
+    CU(read_status(b.scr, stat, s), "reading the counts back");
+    EV(5);
+    if (stat[S_FLAGS] != 0) {
+        st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: an output key collected in step 2 was "
+                     "not found in step 3 (status flags 0x%llx)",
+                     (unsigned long long)stat[S_FLAGS]);
+        goto fail;
+    }
+    m->n_pairs = stat[S_N_PAIRS];
+    cudaFreeAsync(ws1, s);
+    cudaFreeAsync(ws2, s);
+    return VC_OK;
+
+fail:
+    if (ws1) cudaFreeAsync(ws1, s);
+    if (ws2) cudaFreeAsync(ws2, s);
+    free_map_arrays(m, true);
+    return st;
+}
+
+// ---- the cooperative path, host side ----------------------------------------------------
+
+std::atomic<int> g_coop_grid[kMaxDevices]; // 0: not asked yet, -1: no cooperative launch
+// Off by default: on the H100 measured (docs/benchmarks.md) the cooperative kernel replayed
+// slower than the sequence of ordinary kernels (SUBM k3, 100k voxels: 150 vs 122 us), its grid
+// barriers costing more than the launches they replace. vc_kmap_gpu_debug_coop turns it on.
+std::atomic<int> g_coop_enabled(0);
+
+// Blocks of a cooperative launch of coop_kernel on the current device (all resident), or -1.
+int coop_grid()
+{
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+        cudaGetLastError();
+        return -1;
+    }
+    int g = g_coop_grid[dev].load(std::memory_order_relaxed);
+    if (g != 0) return g;
+    int sup = 0, sms = 0, per = 0;
+    if (cudaDeviceGetAttribute(&sup, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !sup ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, coop_kernel, kRowThreads, 0) !=
+            cudaSuccess ||
+        per < 1 || sms < 1) {
+        cudaGetLastError();
+        g = -1;
+    } else {
+        g = per * sms;
+    }
+    g_coop_grid[dev].store(g, std::memory_order_relaxed);
+    return g;
+}
+
+// The one-kernel path serves K <= 32 with 32-bit output keys.
+bool coop_ok(const Job &j)
+{
+    return g_coop_enabled.load(std::memory_order_relaxed) && j.K <= kMaxCoopK &&
+           (!j.new_out || j.bits_out <= VC_HASH_GPU_PACKED_BITS) && coop_grid() > 0;
+}
+
+struct CoopSizes {
+    int64_t cap_in, cap_out;
+    int32_t packed_in, packed_out;
+    int64_t ucap;  // the output-key list (tables part)
+    int64_t klist; // the sort's second key buffer (rows part; 0 for SUBM)
+    int64_t rows;  // rows of the row arrays
+    int32_t K, key_passes, perm_passes;
+};
+
+int64_t tiles_of(int64_t n) { return (n + kTile - 1) / kTile; }
+
+// Lays the temporaries of a cooperative build out from `base` (NULL: just the size): the
+// tables part (status block, hash tables, output-key list) and / or the rows part.
+size_t coop_carve(const CoopSizes &z, bool tables, bool rows, char *base, Coop *a)
+{
+    Carver c = {base, 0};
+    if (tables) {
+        a->scr = c.take<int64_t>(S_WORDS);
+        a->words_in = table_words(z.cap_in, z.packed_in);
+        uint64_t *tin = (uint64_t *)c.take<unsigned long long>(a->words_in);
+        a->hin = vc_hash_gpu_make_view(tin, z.cap_in, VC_HASH_DEFAULT_MAX_PROBE, z.packed_in);
+        a->words_out = 0;
+        memset(&a->hout, 0, sizeof a->hout);
+        if (z.cap_out > 0) {
+            a->words_out = table_words(z.cap_out, z.packed_out);
+            uint64_t *tout = (uint64_t *)c.take<unsigned long long>(a->words_out);
+            a->hout = vc_hash_gpu_make_view(tout, z.cap_out, VC_HASH_DEFAULT_MAX_PROBE,
+                                            z.packed_out);
+        }
+        a->ukeys = z.ucap > 0 ? c.take<uint32_t>(z.ucap) : NULL;
+        a->ucap = z.ucap;
+    }
+    if (rows) {
+        const int64_t chunks = row_blocks(z.rows), kt = tiles_of(z.klist), rt = tiles_of(z.rows);
+        const int64_t lkey = (int64_t)z.key_passes * kt * 256;
+        const int64_t lperm = (int64_t)z.perm_passes * rt * 256;
+        a->ukeys_alt = z.klist > 0 ? c.take<uint32_t>(z.klist) : NULL;
+        a->cnt = c.take<int32_t>(chunks * z.K);
+        a->exc = c.take<int64_t>(chunks * z.K);
+        a->tot = c.take<int64_t>(z.K);
+        a->hist = c.take<uint32_t>(2 * kMaxPasses * 256);
+        a->lb = c.take<unsigned long long>(lkey + lperm);
+        a->lb_words = lkey + lperm;
+        a->lb_key = a->lb;
+        a->lb_perm = base ? a->lb + lkey : NULL;
+        a->key_stride = kt * 256;
+        a->perm_stride = rt * 256;
+        a->sk_a = c.take<uint32_t>(z.rows);
+        a->sk_b = c.take<uint32_t>(z.rows);
+        a->sv = c.take<int32_t>(z.rows);
+        a->rows = z.rows;
+        a->key_passes = z.key_passes;
+        a->perm_passes = z.perm_passes;
+    }
+    return c.off + 256;
+}
+
+cudaError_t coop_launch(Coop a, int stages, cudaStream_t s)
+{
+    a.stages = stages;
+    void *args[] = {&a};
+    for (;;) {
+        const int grid = coop_grid();
+        if (grid < 1) return cudaErrorCooperativeLaunchTooLarge;
+        cudaError_t e = cudaLaunchCooperativeKernel((const void *)coop_kernel, dim3((unsigned)grid),
+                                                    dim3(kRowThreads), args, 0, s);
+        // Fewer blocks fit than the occupancy query said (a tool holding resources, say): any
+        // grid is correct, so halve it and remember.
+        if (e != cudaErrorCooperativeLaunchTooLarge || grid == 1) return e;
+        cudaGetLastError();
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return e;
+        g_coop_grid[dev].store(grid / 2, std::memory_order_relaxed);
+    }
+}
+
+void coop_outputs(const vc_kmap_data *m, Coop *a)
+{
+    a->out_coords = m->out_coords;
+    a->out_in = m->out_in;
+    a->in_rows = m->in_rows;
+    a->out_rows = m->out_rows;
+    a->perm = m->perm;
+    a->offsets = m->offsets;
+    a->masks = m->masks;
+}
+
+void coop_input(const Job &j, Coop *a)
+{
+    a->coords = j.d_in;
+    a->n_in = j.n_in;
+    a->g = j.g;
+    a->kin = j.kin;
+    a->kout = j.kout;
+}
+
+// SUBM, regular, one kernel: one launch, one read-back.
+vc_status subm_coop(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_t *ev,
+                    vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int64_t n = j.n_in;
+    const int32_t K = j.K;
+    int64_t n_entries = 0;
+    int64_t stat[S_WORDS];
+    CoopSizes z;
+    Coop a;
+    void *ws = NULL;
+    memset(&z, 0, sizeof z);
+    memset(&a, 0, sizeof a);
+    if (vc_mul_overflow_i64(n, K, &n_entries))
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
+                       (long long)n, (int)K);
+    z.cap_in = vc_hash_capacity_for(n);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.rows = n;
+    z.K = K;
+    z.perm_passes = (K + 7) / 8;
+    CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+    CU(pool_alloc_n(&m->masks, n, s), "allocating masks");
+    CU(pool_alloc_n(&m->perm, n, s), "allocating perm");
+    // Pairs: at most n * K (sized without reading the count back).
+    CU(pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
+    CU(pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
+    coop_input(j, &a);
+    coop_outputs(m, &a);
+    a.max_pairs = n_entries;
+    a.n_out_init = n;
+    for (int attempt = 0;; attempt++) {
+        if (z.cap_in == 0 || z.cap_in > INT64_MAX / 64) {
+            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
+            goto fail;
+        }
+        CU(pool_alloc(&ws, (int64_t)coop_carve(z, true, true, NULL, &a), s),
+           "allocating workspace");
+        coop_carve(z, true, true, (char *)ws, &a);
+        EV(0);
+        if (ev) {
+            CU(coop_launch(a, ST_FRONT, s), "inserting the input keys");
+            EV(1);
+            EV(2);
+            CU(coop_launch(a, ST_OUTIN, s), "looking neighbours up");
+            EV(3);
+            CU(coop_launch(a, ST_ROWS, s), "pairs and masks");
+            EV(4);
+            CU(coop_launch(a, ST_PERM, s), "sorting the masks");
+        } else {
+            CU(coop_launch(a, ST_ALL, s), "building the map");
+        }
+        // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
+        CU(read_status(a.scr, stat, s), "reading the counts back");
+        EV(5);
+        cudaFreeAsync(ws, s);
+        ws = NULL;
+        st = input_error(stat, j.d_in, n, j.shape, j.batch, err);
+        if (st != VC_OK) goto fail;
+        if (stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_IN) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the input hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            z.cap_in *= 2;
+            continue;
+        }
+        if (stat[S_FLAGS] != 0) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: status flags 0x%llx",
+                         (unsigned long long)stat[S_FLAGS]);
+            goto fail;
+        }
+        break;
+    }
+    m->n_out = n;
+    m->n_pairs = stat[S_N_PAIRS];
+    return VC_OK;
+
+fail:
+    if (ws) cudaFreeAsync(ws, s);
+    free_map_arrays(m, true);
+    return st;
+}
+
+// STRIDED / DOWNSAMPLE / TRANSPOSED with 32-bit output keys, regular, two kernels: the front
+// (tables, keys), the read-back of n_out, the rest, the read-back of n_pairs.
+vc_status newout_coop(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_t *ev,
+                      vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int32_t K = j.K;
+    int64_t stat[S_WORDS];
+    int64_t n_out = 0, n_entries = 0, est = 0, pair_bound = 0, reach_total = 0;
+    CoopSizes z;
+    Coop a;
+    void *ws1 = NULL, *ws2 = NULL;
+    memset(&z, 0, sizeof z);
+    memset(&a, 0, sizeof a);
+    if (vc_mul_overflow_i64(j.n_in, j.reach, &reach_total))
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld inputs x %lld offsets overflows",
+                       (long long)j.n_in, (long long)j.reach);
+    est = reach_total; // as newout_regular
+    if (j.desc.type == VC_MAP_DOWNSAMPLE) est = j.n_in;
+    if (j.desc.type == VC_MAP_STRIDED && est > 4 * j.n_in) est = 4 * j.n_in;
+    z.cap_in = vc_hash_capacity_for(j.n_in);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.packed_out = 1;
+    z.cap_out = vc_hash_capacity_for(est);
+    z.K = K;
+    z.key_passes = (j.bits_out + 7) / 8;
+    z.perm_passes = (K + 7) / 8;
+    coop_input(j, &a);
+    a.n_out_init = 0;
+    for (int attempt = 0;; attempt++) {
+        if (z.cap_in == 0 || z.cap_out == 0 || z.cap_in > INT64_MAX / 64 ||
+            z.cap_out > INT64_MAX / 64) {
+            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
+            goto fail;
+        }
+        z.ucap = z.cap_out / 2;
+        if (ws1) cudaFreeAsync(ws1, s);
+        ws1 = NULL;
+        CU(pool_alloc(&ws1, (int64_t)coop_carve(z, true, false, NULL, &a), s),
+           "allocating workspace");
+        coop_carve(z, true, false, (char *)ws1, &a);
+        EV(0);
+        CU(coop_launch(a, ST_FRONT, s), "inserting the keys");
+        // SYNC POINT 1: n_out (sizes the outputs), the checks of the input rows, the flags.
+        CU(read_status(a.scr, stat, s), "reading the output count back");
+        st = input_error(stat, j.d_in, j.n_in, j.shape, j.batch, err);
+        if (st != VC_OK) goto fail;
+        n_out = stat[S_N_OUT];
+        if (stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_IN) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the input hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            z.cap_in *= 2;
+            continue;
+        }
+        if ((stat[S_FLAGS] & (VC_KMAP_GPU_F_PROBE_OUT | VC_KMAP_GPU_F_OUT_OVERFLOW)) ||
+            n_out > z.cap_out / 2) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the output hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            int64_t cap = vc_hash_capacity_for(n_out);
+            if ((stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_OUT) && cap <= z.cap_out) cap = 2 * z.cap_out;
+            z.cap_out = cap;
+            continue;
+        }
+        if (stat[S_FLAGS] != 0) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: status flags 0x%llx",
+                         (unsigned long long)stat[S_FLAGS]);
+            goto fail;
+        }
+        break;
+    }
+    EV(1);
+    if (n_out > VC_MAX_ROWS) {
+        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: more than %lld output rows",
+                     (long long)VC_MAX_ROWS);
+        goto fail;
+    }
+    if (vc_mul_overflow_i64(n_out, K, &n_entries)) {
+        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
+                     (long long)n_out, (int)K);
+        goto fail;
+    }
+    m->n_out = n_out;
+    pair_bound = reach_total < n_entries ? reach_total : n_entries;
+    CU(pool_alloc_n(&m->out_coords, 4 * n_out, s), "allocating output coordinates");
+    CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+    CU(pool_alloc_n(&m->masks, n_out, s), "allocating masks");
+    CU(pool_alloc_n(&m->perm, n_out, s), "allocating perm");
+    CU(pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
+    CU(pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
+    z.klist = n_out;
+    z.rows = n_out;
+    CU(pool_alloc(&ws2, (int64_t)coop_carve(z, false, true, NULL, &a), s),
+       "allocating workspace");
+    coop_carve(z, false, true, (char *)ws2, &a);
+    coop_outputs(m, &a);
+    a.max_pairs = pair_bound;
+    if (ev) {
+        CU(coop_launch(a, ST_KEYS, s), "sorting the output keys");
+        EV(2);
+        CU(coop_launch(a, ST_OUTIN, s), "out_in");
+        EV(3);
+        CU(coop_launch(a, ST_ROWS, s), "pairs and masks");
+        EV(4);
+        CU(coop_launch(a, ST_PERM, s), "sorting the masks");
+    } else {
+        CU(coop_launch(a, ST_KEYS | ST_OUTIN | ST_ROWS | ST_PERM, s), "building the map");
+    }
+    // SYNC POINT 2: n_pairs and the flags.
+    CU(read_status(a.scr, stat, s), "reading the counts back");
+    EV(5);
+    if (stat[S_FLAGS] != 0) {
+        st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: an output key collected in step 2 was "
+                     "not found in step 3 (status flags 0x%llx)",
+                     (unsigned long long)stat[S_FLAGS]);
+        goto fail;
+    }
+    m->n_pairs = stat[S_N_PAIRS];
+    cudaFreeAsync(ws1, s);
+    cudaFreeAsync(ws2, s);
+    return VC_OK;
+
+fail:
+    if (ws1) cudaFreeAsync(ws1, s);
+    if (ws2) cudaFreeAsync(ws2, s);
+    free_map_arrays(m, true);
+    return st;
+}
+
+// Sizes of a bounded cooperative build (the same at create and at every build).
+CoopSizes coop_bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
+{
+    CoopSizes z;
+    memset(&z, 0, sizeof z);
+    z.cap_in = vc_hash_capacity_for(b->max_in);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.K = j.K;
+    z.perm_passes = (j.K + 7) / 8;
+    if (j.new_out) {
+        z.packed_out = 1;
+        z.cap_out = vc_hash_capacity_for(b->max_out);
+        z.ucap = b->max_out;
+        z.klist = b->max_out;
+        z.rows = b->max_out;
+        z.key_passes = (j.bits_out + 7) / 8;
+    } else {
+        z.rows = b->max_in;
+    }
+    return z;
+}
+
+vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
+                     int32_t batch_size, const vc_map_desc *d, cudaStream_t s, vc_kmap_data *out,
+                     vc_kmap_gpu_timing *timing, vc_err *err)
+{
+    if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
+    Job j;
+    vc_status st = setup_job(&j, d_in, n_in, shape, batch_size, d, err);
+    if (st != VC_OK) return st;
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    cudaEvent_t evs[6] = {0, 0, 0, 0, 0, 0};
+    cudaEvent_t *ev = NULL;
+    if (timing) {
+        memset(timing, 0, sizeof *timing);
+        for (int i = 0; i < 6; i++)
+            if (cudaEventCreate(&evs[i]) != cudaSuccess) {
+                st = cuda_fail(err, cudaGetLastError(), "creating events");
+                for (int k = 0; k < i; k++) cudaEventDestroy(evs[k]);
+                return st;
+            }
+        ev = evs;
+    }
+    vc_kmap_data m;
+    init_header(j, &m);
+    if (coop_ok(j))
+        st = j.new_out ? newout_coop(j, s, &m, ev, err) : subm_coop(j, s, &m, ev, err);
+    else
+        st = j.new_out ? newout_regular(j, s, &m, ev, err) : subm_regular(j, s, &m, ev, err);
+    if (st == VC_OK && timing) {
+        cudaError_t e = cudaEventSynchronize(evs[5]);
+        float *f[6] = {&timing->insert_ms, &timing->out_coords_ms, &timing->out_in_ms,
+                       &timing->pairs_ms, &timing->masks_ms, &timing->total_ms};
+        for (int i = 0; e == cudaSuccess && i < 5; i++)
+            e = cudaEventElapsedTime(f[i], evs[i], evs[i + 1]);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(f[5], evs[0], evs[5]);
+        if (e != cudaSuccess) {
+            st = cuda_fail(err, e, "timing");
+            free_map_arrays(&m, true);
+        }
+    }
     for (int i = 0; i < 6; i++)
-        if (ev[i]) cudaEventDestroy(ev[i]);
-    vc_kmap_data_free_gpu(&m);
+        if (evs[i]) cudaEventDestroy(evs[i]);
+    if (st == VC_OK) *out = m;
     return st;
 }
 
@@ -780,7 +2128,7 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
                        "STRIDED or DOWNSAMPLE (type %d)", (int)fwd->type);
     const int32_t K = fwd->volume;
     if (K < 1 || K > kMaxVolume || fwd->n_in < 0 || fwd->n_in > VC_MAX_ROWS || fwd->n_out < 0 ||
-        fwd->n_out > VC_MAX_ROWS || (fwd->n_out > 0 && !fwd->out_in))
+        fwd->n_out > VC_MAX_ROWS || fwd->n_pairs < 0 || (fwd->n_out > 0 && !fwd->out_in))
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: malformed forward map");
     if (fwd_in_batch_size < 1)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: batch size %d must be >= 1",
@@ -791,56 +2139,366 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
             return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: shape %s = %d must be "
                            ">= 1", axis_name[a], (int)fwd_in_shape[a]);
     cudaStream_t s = (cudaStream_t)stream;
+    vc_status st = VC_OK;
+    Job j;
+    memset(&j, 0, sizeof j);
+    j.K = K;
+    j.words = (K + 31) / 32;
     vc_kmap_data m;
     memset(&m, 0, sizeof m);
     m.type = VC_MAP_INVERSE;
-    copy_desc(&m, fwd->kernel, fwd->stride, fwd->padding, fwd->dilation);
-    for (int a = 0; a < 3; a++) m.out_shape[a] = fwd_in_shape[a];
+    for (int a = 0; a < 3; a++) {
+        m.kernel[a] = fwd->kernel[a];
+        m.stride[a] = fwd->stride[a];
+        m.padding[a] = fwd->padding[a];
+        m.dilation[a] = fwd->dilation[a];
+        m.out_shape[a] = fwd_in_shape[a];
+    }
     m.volume = K;
     m.n_in = fwd->n_out;
     m.n_out = fwd->n_in;
     m.out_batch_size = fwd_in_batch_size;
-    int64_t n_entries, fwd_entries = fwd->n_out * (int64_t)K;
-    if (vc_mul_overflow_i64(m.n_out, K, &n_entries))
+    m.mask_words = j.words;
+    const int64_t n = m.n_out, fwd_entries = fwd->n_out * (int64_t)K;
+    int64_t n_entries = 0, n_words = 0;
+    int64_t stat[S_WORDS];
+    Sizes z;
+    Bufs b;
+    void *ws = NULL;
+    memset(&z, 0, sizeof z);
+    memset(&b, 0, sizeof b);
+    if (vc_mul_overflow_i64(n, K, &n_entries) || vc_mul_overflow_i64(n, j.words, &n_words))
         return vc_fail(err, VC_ERR_LIMIT, "inverse map: %lld outputs x %d offsets overflows",
-                       (long long)m.n_out, (int)K);
-    vc_status st = VC_OK;
+                       (long long)n, (int)K);
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    Temps t = {{0}, 0, s};
-    int64_t *scr = NULL;
-    CU(t.alloc((void **)&scr, SCR_COUNT * (int64_t)sizeof(int64_t)), "allocating scratch");
-    scratch_init_kernel<<<1, 1, 0, s>>>(scr);
-    LAUNCHED("scratch init");
-    CU(dev_alloc(&m.out_in, n_entries), "allocating out_in");
+    z.rows = n;
+    z.K = K;
+    z.words = j.words;
+    CU(cub_bytes_for(&z), "sizing the sorts");
+    CU(pool_alloc_n(&m.out_in, n_entries, s), "allocating out_in");
+    CU(pool_alloc_n(&m.offsets, (int64_t)K + 1, s), "allocating offsets");
+    CU(pool_alloc_n(&m.masks, n_words, s), "allocating masks");
+    CU(pool_alloc_n(&m.perm, n, s), "allocating perm");
+    CU(pool_alloc_n(&m.in_rows, fwd->n_pairs, s), "allocating in_rows");
+    CU(pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
+    CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
+    carve(z, true, true, (char *)ws, &b);
+    CU(q_prep(z, b, n, s), "clearing the status");
     CU(cudaMemsetAsync(m.out_in, 0xff, (size_t)(n_entries > 0 ? n_entries : 1) * 4, s),
        "clearing out_in");
     if (fwd_entries > 0) {
         inverse_kernel<<<grid_for(fwd_entries), kThreads, 0, s>>>(fwd->out_in, fwd_entries, K,
-                                                                  fwd->n_in, m.out_in, scr);
-        LAUNCHED("inverse kernel");
+                                                                  fwd->n_in, m.out_in, b.scr);
+        CU(cudaGetLastError(), "inverse kernel");
     }
-    // The flags raised above are read back with n_pairs (the one sync point).
-    st = finish_gpu(&m, s, scr, NULL, err);
-    if (st != VC_OK) goto fail;
-    t.free_all();
+    CU(q_finish(j, b, &m, n, fwd->n_pairs, NULL, s), "pairs and masks");
+    // SYNC POINT (the only one): n_pairs and the flags.
+    CU(read_status(b.scr, stat, s), "reading the counts back");
+    if (stat[S_FLAGS] & VC_KMAP_GPU_F_BAD_ENTRY) {
+        st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: a forward entry is not an input "
+                     "row");
+        goto fail;
+    }
+    if (stat[S_FLAGS] & VC_KMAP_GPU_F_CONFLICT) {
+        st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: an input feeds two outputs at "
+                     "the same offset");
+        goto fail;
+    }
+    if (stat[S_FLAGS] != 0) {
+        st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: malformed forward map (%lld "
+                     "pairs, %lld given)", (long long)stat[S_N_PAIRS], (long long)fwd->n_pairs);
+        goto fail;
+    }
+    m.n_pairs = stat[S_N_PAIRS];
+    cudaFreeAsync(ws, s);
     *out = m;
     return VC_OK;
 
 fail:
-    t.free_all();
-    vc_kmap_data_free_gpu(&m);
+    if (ws) cudaFreeAsync(ws, s);
+    free_map_arrays(&m, true);
     return st;
 }
 
 extern "C" void vc_kmap_data_free_gpu(vc_kmap_data *m)
 {
     if (!m) return;
-    cudaFree(m->out_coords);
-    cudaFree(m->out_in);
-    cudaFree(m->offsets);
-    cudaFree(m->in_rows);
-    cudaFree(m->out_rows);
-    cudaFree(m->masks);
-    cudaFree(m->perm);
+    free_map_arrays(m, true);
     memset(m, 0, sizeof *m);
+}
+
+// ---- bounded builds ---------------------------------------------------------------------
+
+namespace {
+
+// Sizes of a bounded build's temporaries (the same at create and at every build).
+Sizes bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
+{
+    Sizes z;
+    memset(&z, 0, sizeof z);
+    z.cap_in = vc_hash_capacity_for(b->max_in);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.K = j.K;
+    z.words = j.words;
+    if (j.new_out) {
+        z.packed_out = j.bits_out <= VC_HASH_GPU_PACKED_BITS;
+        z.ukey32 = z.packed_out;
+        z.cap_out = vc_hash_capacity_for(b->max_out);
+        z.ucap = b->max_out;
+        z.nsort = b->max_out;
+        z.end_bit_out = j.bits_out + 1; // the all-ones padding sorts after every key
+        z.rows = b->max_out;
+    } else {
+        z.rows = b->max_in;
+    }
+    z.cub_bytes = b->sort_bytes; // sized at create
+    return z;
+}
+
+} // namespace
+
+extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int32_t shape[3],
+                                                int32_t batch_size, int64_t max_in,
+                                                int64_t max_out, int64_t max_pairs,
+                                                vc_kmap_gpu_bounded *b, vc_err *err)
+{
+    if (!b) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: NULL argument");
+    memset(b, 0, sizeof *b);
+    Job j;
+    vc_status st = setup_job(&j, NULL, 0, shape, batch_size, d, err);
+    if (st != VC_OK) return st;
+    if (max_in < 0 || max_in > VC_MAX_ROWS || max_out < 1 || max_out > VC_MAX_ROWS ||
+        max_pairs < 1)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: bounds max_in %lld, "
+                       "max_out %lld, max_pairs %lld (need 0 <= max_in, 1 <= max_out <= %lld, "
+                       "1 <= max_pairs)", (long long)max_in, (long long)max_out,
+                       (long long)max_pairs, (long long)VC_MAX_ROWS);
+    if (!j.new_out && max_out < max_in)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: a SUBM map has as many "
+                       "outputs as inputs: max_out %lld < max_in %lld", (long long)max_out,
+                       (long long)max_in);
+    int64_t n_entries = 0, n_words = 0;
+    if (vc_mul_overflow_i64(max_out, j.K, &n_entries) ||
+        vc_mul_overflow_i64(max_out, j.words, &n_words) || max_pairs > INT64_MAX / 8)
+        return vc_fail(err, VC_ERR_LIMIT, "bounded kernel map: bounds overflow");
+    vc_kmap_gpu_bounded t;
+    memset(&t, 0, sizeof t);
+    t.desc = *d;
+    for (int a = 0; a < 3; a++) t.in_shape[a] = shape[a];
+    t.batch_size = batch_size;
+    t.max_in = max_in;
+    t.max_out = max_out;
+    t.max_pairs = max_pairs;
+    init_header(j, &t.map);
+    t.coop = coop_ok(j) ? 1 : 0;
+    Sizes z = bounded_sizes(j, &t);
+    CoopSizes zc = coop_bounded_sizes(j, &t);
+    Coop ca;
+    memset(&ca, 0, sizeof ca);
+    Bufs bf;
+    memset(&bf, 0, sizeof bf);
+    cudaGetLastError();
+    cudaError_t e = t.coop ? cudaSuccess : cub_bytes_for(&z);
+    t.sort_bytes = z.cub_bytes;
+    if (e == cudaSuccess && j.new_out) e = dev_alloc_n(&t.map.out_coords, 4 * max_out);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.out_in, n_entries);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.offsets, (int64_t)j.K + 1);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.in_rows, max_pairs);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.out_rows, max_pairs);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.masks, n_words);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.perm, max_out);
+    if (e == cudaSuccess) {
+        t.workspace_bytes = t.coop ? coop_carve(zc, true, true, NULL, &ca)
+                                   : carve(z, true, true, NULL, &bf);
+        e = cudaMalloc(&t.workspace, t.workspace_bytes);
+        if (e != cudaSuccess) t.workspace = NULL;
+    }
+    if (e == cudaSuccess) {
+        if (t.coop) {
+            coop_carve(zc, true, true, (char *)t.workspace, &ca);
+            t.d_status = ca.scr;
+        } else {
+            carve(z, true, true, (char *)t.workspace, &bf);
+            t.d_status = bf.scr;
+        }
+        // Clear the status so that a check before any build reports nothing stale.
+        e = cudaMemset(t.d_status, 0, S_WORDS * sizeof(int64_t));
+    }
+    if (e != cudaSuccess) {
+        st = cuda_fail(err, e, "allocating the bounded map");
+        free_map_arrays(&t.map, false);
+        if (t.workspace) cudaFree(t.workspace);
+        return st;
+    }
+    t.map.n_in = 0;
+    t.map.n_out = 0;
+    t.map.n_pairs = 0;
+    *b = t;
+    return VC_OK;
+}
+
+extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int32_t *d_in,
+                                               int64_t n_in, struct CUstream_st *stream,
+                                               vc_err *err)
+{
+    if (!b || !b->workspace)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: not created");
+    if (n_in > b->max_in)
+        return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: %lld input rows exceed max_in "
+                       "%lld", (long long)n_in, (long long)b->max_in);
+    Job j;
+    vc_status st = setup_job(&j, d_in, n_in, b->in_shape, b->batch_size, &b->desc, err);
+    if (st != VC_OK) return st;
+    cudaStream_t s = (cudaStream_t)stream;
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    vc_kmap_data *m = &b->map;
+    if (b->coop) {
+        // the whole build in one cooperative kernel
+        CoopSizes zc = coop_bounded_sizes(j, b);
+        Coop a;
+        memset(&a, 0, sizeof a);
+        coop_carve(zc, true, true, (char *)b->workspace, &a);
+        coop_input(j, &a);
+        coop_outputs(m, &a);
+        a.max_pairs = b->max_pairs;
+        a.n_out_init = j.new_out ? 0 : n_in;
+        cudaError_t e = coop_launch(a, ST_ALL, s);
+        if (e != cudaSuccess) return cuda_fail(err, e, "queueing the bounded build");
+        b->last_in = d_in;
+        b->last_n_in = n_in;
+        return VC_OK;
+    }
+    Sizes z = bounded_sizes(j, b);
+    Bufs bf;
+    memset(&bf, 0, sizeof bf);
+    carve(z, true, true, (char *)b->workspace, &bf);
+    cudaError_t e = q_prep(z, bf, j.new_out ? 0 : n_in, s);
+    if (e == cudaSuccess) e = q_insert(j, z, bf, m->out_in, s);
+    if (!j.new_out) {
+        if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);
+        if (e == cudaSuccess) e = q_finish(j, bf, m, n_in, b->max_pairs, NULL, s);
+    } else {
+        if (e == cudaSuccess) e = q_outputs(j, z, bf, m, b->max_out, NULL, s);
+        if (e == cudaSuccess) e = q_finish(j, bf, m, b->max_out, b->max_pairs, NULL, s);
+    }
+    if (e != cudaSuccess) return cuda_fail(err, e, "queueing the bounded build");
+    b->last_in = d_in;
+    b->last_n_in = n_in;
+    return VC_OK;
+}
+
+extern "C" vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CUstream_st *stream,
+                                               vc_err *err)
+{
+    if (!b || !b->workspace)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: not created");
+    int64_t stat[S_WORDS];
+    // THE synchronisation point of the bounded variant.
+    cudaError_t e = read_status(b->d_status, stat, (cudaStream_t)stream);
+    if (e != cudaSuccess) return cuda_fail(err, e, "reading the bounded map's status");
+    b->map.n_in = b->last_n_in;
+    b->map.n_out = stat[S_N_OUT];
+    b->map.n_pairs = stat[S_N_PAIRS];
+    vc_status st = input_error(stat, b->last_in, b->last_n_in, b->in_shape, b->batch_size, err);
+    if (st != VC_OK) return st;
+    const int64_t f = stat[S_FLAGS];
+    if (f & VC_KMAP_GPU_F_OUT_OVERFLOW)
+        return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: %lld output rows exceed max_out "
+                       "%lld", (long long)stat[S_N_OUT], (long long)b->max_out);
+    if (f & (VC_KMAP_GPU_F_PROBE_IN | VC_KMAP_GPU_F_PROBE_OUT))
+        return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: a hash table overflowed its "
+                       "probe bound (flags 0x%llx)", (unsigned long long)f);
+    if (f & VC_KMAP_GPU_F_PAIR_OVERFLOW)
+        return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: %lld pairs exceed max_pairs "
+                       "%lld", (long long)stat[S_N_PAIRS], (long long)b->max_pairs);
+    if (f != 0)
+        return vc_fail(err, VC_ERR_INTERNAL, "bounded kernel map: status flags 0x%llx",
+                       (unsigned long long)f);
+    return VC_OK;
+}
+
+extern "C" void vc_kmap_gpu_bounded_destroy(vc_kmap_gpu_bounded *b)
+{
+    if (!b) return;
+    if (b->workspace || b->map.out_in) cudaDeviceSynchronize();
+    free_map_arrays(&b->map, false);
+    if (b->workspace) cudaFree(b->workspace);
+    cudaGetLastError();
+    memset(b, 0, sizeof *b);
+}
+
+namespace {
+
+__global__ void pack_rows_kernel(const int32_t *coords, int64_t n, vc_keypack kp, uint64_t *keys,
+                                 int32_t *rows)
+{
+    GRID_LOOP(i, n)
+    {
+        const int4 c = reinterpret_cast<const int4 *>(coords)[i];
+        keys[i] = vc_key_pack_d(kp, c.x, c.y, c.z, c.w);
+        rows[i] = (int32_t)i;
+    }
+}
+
+} // namespace
+
+extern "C" vc_status vc_kmap_gpu_sorted_keys(const int32_t *d_coords, int64_t n,
+                                             const int32_t shape[3], int32_t batch_size,
+                                             uint64_t *d_sorted, int32_t *d_order,
+                                             struct CUstream_st *stream, vc_err *err)
+{
+    vc_keypack kp;
+    if (!shape || n < 0 || n > VC_MAX_ROWS || (n > 0 && (!d_coords || !d_sorted || !d_order)))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "sorted keys: bad arguments");
+    if (vc_keypack_init(&kp, batch_size, shape) != 0)
+        return vc_fail(err, VC_ERR_OUT_OF_RANGE, "sorted keys: the layout does not pack");
+    if (n == 0) return VC_OK;
+    cudaStream_t s = (cudaStream_t)stream;
+    const int bits = key_bits(kp) > 0 ? key_bits(kp) : 1;
+    size_t bytes = 0;
+    cudaError_t e = cub::DeviceRadixSort::SortPairs(NULL, bytes, (const uint64_t *)NULL,
+                                                    (uint64_t *)NULL, (const int32_t *)NULL,
+                                                    (int32_t *)NULL, n, 0, bits);
+    void *ws = NULL;
+    Carver c = {NULL, 0};
+    c.take<uint64_t>(n);
+    c.take<int32_t>(n);
+    c.take<char>((int64_t)bytes);
+    if (e == cudaSuccess) e = pool_alloc(&ws, (int64_t)c.off + 256, s);
+    if (e == cudaSuccess) {
+        c.base = (char *)ws;
+        c.off = 0;
+        uint64_t *keys = c.take<uint64_t>(n);
+        int32_t *rows = c.take<int32_t>(n);
+        void *tmp = c.take<char>((int64_t)bytes);
+        pack_rows_kernel<<<grid_for(n), kThreads, 0, s>>>(d_coords, n, kp, keys, rows);
+        e = cudaGetLastError();
+        if (e == cudaSuccess)
+            e = cub::DeviceRadixSort::SortPairs(tmp, bytes, keys, d_sorted, rows, d_order, n, 0,
+                                                bits, s);
+    }
+    if (ws) cudaFreeAsync(ws, s);
+    return e == cudaSuccess ? VC_OK : cuda_fail(err, e, "sorting keys");
+}
+
+extern "C" void vc_kmap_gpu_debug_coop(int enable)
+{
+    g_coop_enabled.store(enable ? 1 : 0, std::memory_order_relaxed);
+}
+
+extern "C" void vc_kmap_gpu_trim(void)
+{
+    cudaMemPool_t p = lib_pool();
+    if (p) cudaMemPoolTrimTo(p, 0);
+    cudaGetLastError();
+}
+
+extern "C" vc_status vc_kmap_gpu_dirty_pool(size_t bytes, int value, vc_err *err)
+{
+    void *p = NULL;
+    cudaError_t e = pool_alloc(&p, (int64_t)bytes, 0);
+    if (e == cudaSuccess) e = cudaMemsetAsync(p, value, bytes, 0);
+    if (p) cudaFreeAsync(p, 0);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(0);
+    return e == cudaSuccess ? VC_OK : cuda_fail(err, e, "dirtying the pool");
 }

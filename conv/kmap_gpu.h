@@ -1,19 +1,53 @@
 /* conv/kmap_gpu.h - kernel maps on the GPU (DESIGN §3). The maps are bit-identical to those of
  * the CPU twin (conv/kmap_cpu.c): same out_shape, n_out, out_coords, out_in, pair lists, masks
- * and perm, run after run. The vc_kmap_data these functions fill holds DEVICE pointers
- * (cudaMalloc); free it with vc_kmap_data_free_gpu, never vc_kmap_data_free.
+ * and perm, run after run. The vc_kmap_data these functions fill holds DEVICE pointers; free it
+ * with vc_kmap_data_free_gpu, never vc_kmap_data_free.
  *
- * Host synchronisation (each call reads counts back; nothing else waits on the device):
- *   1. after inserting the input keys: the duplicate count, the first out-of-range row and the
- *      probe-overflow flag (once more per table doubling, which is rare);
- *   2. STRIDED, DOWNSAMPLE, TRANSPOSED: the number of unique output coordinates n_out, then the
- *      output table's insert counters (as 1);
- *   3. the pair count n_pairs, together with the consistency flags of out_in.
- * Work runs on `stream`; temporaries are stream-ordered allocations (cudaMallocAsync) freed on
- * the same stream. */
+ * Two variants:
+ *
+ * 1. vc_kmap_build_gpu (and _timed, vc_kmap_inverse_gpu): sizes everything itself and returns a
+ *    finished map whose counts are on the host. Host synchronisation points, each a read-back of
+ *    the device status block (nothing else waits on the device):
+ *      SUBM, INVERSE: ONE, at the end (n_pairs, the duplicate / range checks, the flags);
+ *      STRIDED, DOWNSAMPLE, TRANSPOSED: TWO, after the output keys are collected (n_out, the
+ *      duplicate / range checks) and at the end (n_pairs, the flags).
+ *    A hash table that overflows its probe bound (or an output table that passes load 0.5)
+ *    costs one more round, rebuilt larger; that is rare and bounded. Failure paths may read one
+ *    input row back to name it. Arrays come from a stream-ordered memory pool of the library
+ *    (no cudaMalloc per build); in_rows / out_rows are sized for an upper bound of the pair count
+ *    (n_out * K for SUBM, n_in * t for the others, t = kernel offsets one input can reach),
+ *    of which n_pairs are used.
+ *
+ * 2. vc_kmap_gpu_bounded_*: caller-given bounds (max_in, max_out, max_pairs) size every array
+ *    once; vc_kmap_build_gpu_bounded only queues kernels (no host synchronisation, no allocation,
+ *    no read-back), so a whole build can be captured in a CUDA graph and replayed on new
+ *    coordinates written into the same input buffer. Every count stays on the device, in the
+ *    status block bounded.d_status (n_out, n_pairs, flags); arrays are written only within the
+ *    bounds. Counts past a bound are never silently dropped: they raise a flag in the status
+ *    block, and vc_kmap_gpu_bounded_check - THE one synchronisation point of this variant, to be
+ *    called by the caller after the build (or graph launch) and before the map is trusted -
+ *    reads the block back and returns VC_ERR_CAPACITY naming the count needed,
+ *    VC_ERR_DUPLICATE / VC_ERR_OUT_OF_RANGE for bad input rows, as the regular build would.
+ *    Device consumers may instead read d_status directly (n_out / n_pairs words) and skip the
+ *    check, at their own risk: a nonzero flags word means the map must not be used.
+ *
+ * Kernels. A build is a sequence of ordinary kernels and CUB radix sorts (no host
+ * synchronisation between them): SUBM k3 about 15 launches, a captured graph of as many nodes.
+ * Optionally (vc_kmap_gpu_debug_coop(1); off by default because it measured slower on the H100,
+ * docs/benchmarks.md), where K <= 32 and the output keys fit 31 bits, a whole build phase is ONE
+ * cooperative kernel (cudaLaunchCooperativeKernel: every block resident, grid-wide barriers
+ * between the steps, radix sorts prefixed across tiles by decoupled look-back): the regular SUBM
+ * build is then one launch and one read-back, the regular STRIDED / DOWNSAMPLE / TRANSPOSED
+ * build two launches with a read-back after each, a bounded build one kernel node. Both paths
+ * give the same arrays. The timed build launches the steps of the cooperative path one by one
+ * so that they can be timed apart.
+ *
+ * Work runs on `stream`. No atomics decide a result: they claim hash slots, keep minima, count
+ * claims (whose order a sort then removes) or raise flags. */
 #ifndef VC_CONV_KMAP_GPU_H
 #define VC_CONV_KMAP_GPU_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -24,24 +58,44 @@ extern "C" {
 
 struct CUstream_st;
 
+/* Words of the device status block (int64) of a build. */
+#define VC_KMAP_GPU_BAD_ROW 0   /* smallest input row outside shape / batch size; INT64_MAX   */
+#define VC_KMAP_GPU_FIRST_DUP 1 /* smallest input row repeating an earlier row; INT64_MAX      */
+#define VC_KMAP_GPU_N_DUP 2     /* input rows repeating an earlier row                         */
+#define VC_KMAP_GPU_N_OUT 3     /* output rows; the true count even past max_out                */
+#define VC_KMAP_GPU_N_PAIRS 4   /* pairs; the true count even past max_pairs (unless n_out
+                                   overflowed, which leaves it partial)                         */
+#define VC_KMAP_GPU_FLAGS 5     /* VC_KMAP_GPU_F_* bits, 0 for a valid map                      */
+#define VC_KMAP_GPU_STATUS_WORDS 8
+
+#define VC_KMAP_GPU_F_PROBE_IN 1      /* the input table overflowed its probe bound            */
+#define VC_KMAP_GPU_F_PROBE_OUT 2     /* the output table overflowed its probe bound           */
+#define VC_KMAP_GPU_F_OUT_OVERFLOW 4  /* n_out > max_out                                       */
+#define VC_KMAP_GPU_F_PAIR_OVERFLOW 8 /* n_pairs > max_pairs                                   */
+#define VC_KMAP_GPU_F_MISSING 16      /* internal: an output key was not found again           */
+#define VC_KMAP_GPU_F_BAD_ENTRY 32    /* inverse: a forward entry is not an input row          */
+#define VC_KMAP_GPU_F_CONFLICT 64     /* inverse: an input feeds two outputs at one offset     */
+
 /* Milliseconds per stage of one build, measured with CUDA events on the stream. */
 typedef struct vc_kmap_gpu_timing {
-    float insert_ms;      /* pack and insert the input keys, duplicate check                     */
-    float out_coords_ms;  /* candidate keys, sort, unique, unpack, output table (0 for SUBM)    */
+    float insert_ms;      /* clear tables, pack and insert the input keys (+ STRIDED etc.: the
+                             candidate output keys, hashed and collected; their read-back)      */
+    float out_coords_ms;  /* sort of the unique output keys, ranks, unpack (0 for SUBM)         */
     float out_in_ms;      /* out_in by lookup                                                    */
-    float pairs_ms;       /* flag scan, n_pairs, pair scatter                                    */
-    float masks_ms;       /* masks and the mask-sorted permutation                               */
+    float pairs_ms;       /* masks, per-offset counts and their scan, pair scatter              */
+    float masks_ms;       /* mask-sorted permutation, and the final read-back                   */
     float total_ms;
 } vc_kmap_gpu_timing;
 
 /* Builds a SUBM, STRIDED, DOWNSAMPLE or TRANSPOSED map over device coordinates d_in_coords
  * [n_in, 4] (rows distinct and inside shape/batch_size: a duplicate gives VC_ERR_DUPLICATE, a row
- * outside gives VC_ERR_OUT_OF_RANGE, as on the CPU). On failure *out is left untouched. */
+ * outside gives VC_ERR_OUT_OF_RANGE, as on the CPU). On failure *out is left untouched.
+ * Synchronises (see above). */
 vc_status vc_kmap_build_gpu(const int32_t *d_in_coords, int64_t n_in, const int32_t shape[3],
                             int32_t batch_size, const vc_map_desc *d, struct CUstream_st *stream,
                             vc_kmap_data *out, vc_err *err);
 
-/* The same, filling *timing (may be NULL) with the stage times; it synchronises at the end. */
+/* The same, filling *timing (may be NULL) with the stage times. */
 vc_status vc_kmap_build_gpu_timed(const int32_t *d_in_coords, int64_t n_in,
                                   const int32_t shape[3], int32_t batch_size,
                                   const vc_map_desc *d, struct CUstream_st *stream,
@@ -49,13 +103,89 @@ vc_status vc_kmap_build_gpu_timed(const int32_t *d_in_coords, int64_t n_in,
 
 /* Builds the INVERSE of a STRIDED or DOWNSAMPLE map whose arrays are on the device (fwd as made
  * by vc_kmap_build_gpu): inputs are fwd's outputs, outputs fwd's inputs. Same checks as
- * vc_kmap_inverse_cpu. */
+ * vc_kmap_inverse_cpu. Synchronises once. */
 vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
                               int32_t fwd_in_batch_size, struct CUstream_st *stream,
                               vc_kmap_data *out, vc_err *err);
 
-/* Frees the device arrays of a map built here (cudaFree) and zeroes the struct; NULL is fine. */
+/* Waits for the device, then frees the device arrays of a map built by vc_kmap_build_gpu or
+ * vc_kmap_inverse_gpu and zeroes the struct; NULL is fine. */
 void vc_kmap_data_free_gpu(vc_kmap_data *m);
+
+/* ---- the bounded, graph-capturable variant --------------------------------------------- */
+
+typedef struct vc_kmap_gpu_bounded {
+    vc_map_desc desc;         /* SUBM, STRIDED, DOWNSAMPLE or TRANSPOSED                       */
+    int32_t in_shape[3];
+    int32_t batch_size;
+    int64_t max_in, max_out, max_pairs;
+    /* Device arrays sized by the bounds: out_coords [max_out, 4] (new-output types; NULL for
+     * SUBM), out_in [max_out, K], offsets [K + 1], in_rows / out_rows [max_pairs], masks
+     * [max_out, mask_words], perm [max_out]. Header fields are set at create; map.n_in, n_out and
+     * n_pairs are set by vc_kmap_gpu_bounded_check (the device status block holds the truth). */
+    vc_kmap_data map;
+    int64_t *d_status;        /* device int64 [VC_KMAP_GPU_STATUS_WORDS]                       */
+    void *workspace;          /* device scratch: hash tables, counts, sort storage             */
+    size_t workspace_bytes;
+    size_t sort_bytes;        /* internal: sort storage inside the workspace                   */
+    int32_t coop;             /* internal: 1 when builds are one cooperative kernel            */
+    const int32_t *last_in;   /* input of the last queued build (the check names bad rows)     */
+    int64_t last_n_in;
+} vc_kmap_gpu_bounded;
+
+/* Allocates (cudaMalloc, once) the arrays and workspace of bounded builds of `d` over input sets
+ * of at most max_in rows inside shape / batch_size. max_out >= 1 and max_pairs >= 1; for SUBM
+ * n_out = n_in, so max_out must be >= max_in. Synchronous; *b is zeroed first and stays zeroed
+ * on failure. */
+vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int32_t shape[3],
+                                     int32_t batch_size, int64_t max_in, int64_t max_out,
+                                     int64_t max_pairs, vc_kmap_gpu_bounded *b, vc_err *err);
+
+/* Queues a build over d_in_coords [n_in, 4] (n_in <= max_in, known when the build is queued;
+ * the coordinates themselves are read when the work runs, so a captured graph replays on
+ * whatever the buffer then holds). No synchronisation, no allocation, no read-back: allowed
+ * under stream capture. Argument errors are returned at once; everything the data decides is
+ * left in the status block for vc_kmap_gpu_bounded_check. */
+vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int32_t *d_in_coords,
+                                    int64_t n_in, struct CUstream_st *stream, vc_err *err);
+
+/* Synchronises `stream` and reads the status block of the last build queued on b (or replayed
+ * from a graph that captured it): sets b->map.n_in, n_out and n_pairs and returns VC_OK, or the
+ * first problem as the regular build reports it: VC_ERR_OUT_OF_RANGE / VC_ERR_DUPLICATE (a bad
+ * input row), VC_ERR_CAPACITY (n_out > max_out, n_pairs > max_pairs, or a hash table past its
+ * probe bound; the message names the count needed, which is also left in b->map.n_out /
+ * n_pairs), VC_ERR_INTERNAL. */
+vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CUstream_st *stream,
+                                    vc_err *err);
+
+/* Frees what vc_kmap_gpu_bounded_create allocated (waiting for the device first) and zeroes *b.
+ * NULL and zeroed structs are fine. */
+void vc_kmap_gpu_bounded_destroy(vc_kmap_gpu_bounded *b);
+
+/* ---- the sorted-array alternative (benchmarks) ------------------------------------------ */
+
+/* Packs the rows d_coords [n, 4] (inside shape / batch_size) with their vc_keypack and sorts
+ * them: d_sorted [n] gets the keys ascending, d_order [n] the row of each (a stable radix sort
+ * on the key bits only). The sorted-array representation a binary-search map builder (Minuet's
+ * idea) starts from. Temporaries come from the library's pool. Asynchronous. */
+vc_status vc_kmap_gpu_sorted_keys(const int32_t *d_coords, int64_t n, const int32_t shape[3],
+                                  int32_t batch_size, uint64_t *d_sorted, int32_t *d_order,
+                                  struct CUstream_st *stream, vc_err *err);
+
+/* ---- the memory pool ------------------------------------------------------------------- */
+
+/* Returns the cached, unused memory of the library's stream-ordered pool on the current
+ * device to the driver (the pool keeps up to 1 GiB of freed blocks for reuse otherwise). */
+void vc_kmap_gpu_trim(void);
+
+/* 1 lets later builds (and bounded structs created later) take the one-kernel cooperative path
+ * where it applies; 0 (the default) keeps the multi-kernel path everywhere. For tests and
+ * benchmarks; not thread-safe against builds running meanwhile. */
+void vc_kmap_gpu_debug_coop(int enable);
+
+/* Test hook: takes `bytes` from the pool, fills them with `value` and gives them back, so that
+ * the next builds reuse dirty memory (an element a build forgets to write then shows). */
+vc_status vc_kmap_gpu_dirty_pool(size_t bytes, int value, vc_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,20 +1,31 @@
 /* hash/hash_gpu.h - the coordinate hash table on the GPU (DESIGN §3), with the semantics of the
- * CPU table in hash.h: keys packed exactly by vc_keypack, VC_HASH_EMPTY in empty slots, int32
- * values, capacity vc_hash_capacity_for(n) (a power of two, load factor at most 0.5), linear
- * probing from vc_hash_mix(key) & (capacity - 1), at most min(max_probe, capacity) slots walked.
+ * CPU table in hash.h: keys packed exactly by vc_keypack, int32 values, capacity
+ * vc_hash_capacity_for(n) (a power of two, load factor at most 0.5), linear probing from
+ * vc_hash_mix(key) & (capacity - 1), at most min(max_probe, capacity) slots walked.
  *
- * Inserts run one thread per key: a thread claims an empty slot with atomicCAS on the key, and
- * every thread that reaches its key (the claimer too) stores its value with atomicMin, so the
- * value of a key given several times is the smallest one, whatever the thread order. A thread
- * that walks past the probe bound sets a device flag; the host reads the flag back (the one
- * synchronisation point of an insert) and rebuilds the table at double capacity, a bounded
- * number of times, before giving up with VC_HASH_GPU_PROBE_LIMIT. Lookups need no flag: every
- * stored key sits fewer than max_probe slots past its home, so a walk of max_probe slots that
- * meets neither the key nor an empty slot proves the key absent.
+ * Slot layouts (a lookup touches one 32-byte sector per probe, not two):
+ *  - packed, for tables created with key_bits <= 31 (every coordinate layout of up to 31 bits,
+ *    which covers the usual grids: SECOND's 41 x 1600 x 1408 with 8 batch items is 31 bits):
+ *    one uint64 per slot, key << 32 | (uint32)(value ^ 0x80000000). The value is biased so that
+ *    an unsigned 64-bit atomicMin on a slot keeps the smallest signed value of its key;
+ *  - wide, for any key of up to 63 bits: two uint64 per slot, {key, (uint32)(value ^
+ *    0x80000000)}, 16-byte aligned.
+ * An empty slot is all ones in both layouts (the key VC_HASH_EMPTY, which no packed key equals),
+ * so clearing a table is a memset of 0xff.
+ *
+ * Inserts run one thread per key: a thread claims an empty slot with atomicCAS (on the whole
+ * slot when packed, on the key word when wide), and every thread that meets its key already
+ * stored keeps the smaller value with atomicMin, so the value of a key given several times is
+ * the smallest one, whatever the thread order. A thread that walks past the probe bound sets a
+ * device flag. vc_hash_gpu_insert reads the flag back (its one synchronisation point) and
+ * rebuilds the table at double capacity, a bounded number of times, before giving up with
+ * VC_HASH_GPU_PROBE_LIMIT. Lookups need no flag: every stored key sits fewer than max_probe
+ * slots past its home, so a walk of max_probe slots that meets neither the key nor an empty slot
+ * proves the key absent.
  *
  * The C API below carries no CUDA types but `struct CUstream_st *` (a cudaStream_t). Under nvcc
- * the header also gives device functions (pack, mix, lookup) so that kernels elsewhere can probe
- * a table in place through the plain-data vc_hash_gpu_view. */
+ * the header also gives device functions (pack, mix, insert, lookup) so that kernels elsewhere
+ * can build and probe a table in place through the plain-data vc_hash_gpu_view. */
 #ifndef VC_HASH_GPU_H
 #define VC_HASH_GPU_H
 
@@ -28,21 +39,26 @@ extern "C" {
 
 struct CUstream_st;
 
+/* Keys of at most this many bits fit the packed 8-byte slots. */
+#define VC_HASH_GPU_PACKED_BITS 31
+
 typedef enum vc_hash_gpu_status {
     VC_HASH_GPU_OK = 0,
     VC_HASH_GPU_NOMEM = 1,       /* a device allocation failed                                 */
     VC_HASH_GPU_PROBE_LIMIT = 2, /* keys could not be placed within the probe bound, even after
                                     the bounded number of doublings                          */
     VC_HASH_GPU_CUDA = 3,        /* another CUDA error: see vc_hash_gpu.cuda_error             */
-    VC_HASH_GPU_BAD_ARG = 4      /* NULL table, negative count, NULL keys with n > 0          */
+    VC_HASH_GPU_BAD_ARG = 4      /* NULL table, negative count, NULL keys with n > 0, or a key
+                                    wider than the packed layout of the table                 */
 } vc_hash_gpu_status;
 
 typedef struct vc_hash_gpu {
-    uint64_t *keys;     /* device [capacity], VC_HASH_EMPTY in empty slots                     */
-    int32_t *vals;      /* device [capacity], INT32_MAX in empty slots                         */
+    uint64_t *slots;    /* device: [capacity] (packed) or [2 * capacity] (wide), all ones when
+                           empty                                                               */
     int64_t capacity;   /* power of two >= 16                                                  */
-    int64_t count;      /* keys stored; exact on the host after every insert                   */
+    int64_t count;      /* keys stored; exact on the host after every vc_hash_gpu_insert       */
     int32_t max_probe;  /* VC_HASH_DEFAULT_MAX_PROBE                                           */
+    int32_t packed;     /* 1: 8-byte slots (keys < 2^31); 0: 16-byte slots                     */
     int64_t *status;    /* device scratch [4] for the insert counters                          */
     int cuda_error;     /* the cudaError_t of the last call that returned VC_HASH_GPU_CUDA or
                            VC_HASH_GPU_NOMEM; 0 otherwise                                     */
@@ -58,9 +74,13 @@ typedef struct vc_hash_gpu_insert_info {
     int32_t grows;           /* doublings the insert needed                                    */
 } vc_hash_gpu_insert_info;
 
-/* Allocates an empty table sized for `expected` keys (stream-ordered allocation on `stream`). */
+/* Allocates an empty wide table (any key of up to 63 bits) sized for `expected` keys
+ * (stream-ordered allocation on `stream`). */
 vc_hash_gpu_status vc_hash_gpu_create(vc_hash_gpu *h, int64_t expected,
                                       struct CUstream_st *stream);
+/* The same for keys of at most `key_bits` bits: packed 8-byte slots when key_bits <= 31. */
+vc_hash_gpu_status vc_hash_gpu_create_ex(vc_hash_gpu *h, int64_t expected, int32_t key_bits,
+                                         struct CUstream_st *stream);
 /* Frees the table (stream-ordered) and zeroes the struct; NULL and zeroed tables are fine. */
 void vc_hash_gpu_destroy(vc_hash_gpu *h, struct CUstream_st *stream);
 /* Inserts d_keys[n] (device) with values d_vals[n] (device), or with value i for key i when
@@ -70,6 +90,19 @@ void vc_hash_gpu_destroy(vc_hash_gpu *h, struct CUstream_st *stream);
 vc_hash_gpu_status vc_hash_gpu_insert(vc_hash_gpu *h, const uint64_t *d_keys,
                                       const int32_t *d_vals, int64_t n,
                                       struct CUstream_st *stream, vc_hash_gpu_insert_info *info);
+/* The insert without its read-back: queues the counter reset and the insert kernel, nothing
+ * else (no growth, no synchronisation; usable under stream capture). count + n must stay within
+ * load 0.5 (VC_HASH_GPU_BAD_ARG otherwise). vc_hash_gpu_insert_result must follow before the
+ * next insert: it reads the counters back. */
+vc_hash_gpu_status vc_hash_gpu_insert_async(vc_hash_gpu *h, const uint64_t *d_keys,
+                                            const int32_t *d_vals, int64_t n,
+                                            struct CUstream_st *stream);
+/* Synchronises `stream`, reads the counters of the last vc_hash_gpu_insert_async, updates
+ * h->count and fills info (may be NULL; grows = 0). VC_HASH_GPU_PROBE_LIMIT when a key could not
+ * be placed (the table is then incomplete: rebuild it larger), VC_HASH_GPU_BAD_ARG when a key did
+ * not fit the packed layout. */
+vc_hash_gpu_status vc_hash_gpu_insert_result(vc_hash_gpu *h, struct CUstream_st *stream,
+                                             vc_hash_gpu_insert_info *info);
 /* d_out[i] = value of d_keys[i], or -1 when absent (device arrays). Asynchronous. */
 vc_hash_gpu_status vc_hash_gpu_find(vc_hash_gpu *h, const uint64_t *d_keys, int64_t n,
                                     int32_t *d_out, struct CUstream_st *stream);
@@ -78,22 +111,35 @@ const char *vc_hash_gpu_error_string(int cuda_error);
 
 /* What a kernel needs to probe a table: plain data, pass it by value. */
 typedef struct vc_hash_gpu_view {
-    const uint64_t *keys;
-    const int32_t *vals;
+    uint64_t *slots;
     uint64_t mask;      /* capacity - 1                                                        */
     int32_t limit;      /* slots a walk may visit: min(max(max_probe, 1), capacity)            */
+    int32_t packed;
 } vc_hash_gpu_view;
+
+/* The view of a table of `capacity` slots at `slots` (capacity a power of two). */
+static inline vc_hash_gpu_view vc_hash_gpu_make_view(uint64_t *slots, int64_t capacity,
+                                                     int32_t max_probe, int32_t packed)
+{
+    vc_hash_gpu_view v;
+    int64_t limit = max_probe < 1 ? 1 : max_probe;
+    if (limit > capacity) limit = capacity;
+    v.slots = slots;
+    v.mask = (uint64_t)capacity - 1u;
+    v.limit = (int32_t)limit;
+    v.packed = packed;
+    return v;
+}
 
 static inline vc_hash_gpu_view vc_hash_gpu_get_view(const vc_hash_gpu *h)
 {
-    vc_hash_gpu_view v;
-    int64_t limit = h->max_probe < 1 ? 1 : h->max_probe;
-    if (limit > h->capacity) limit = h->capacity;
-    v.keys = h->keys;
-    v.vals = h->vals;
-    v.mask = (uint64_t)h->capacity - 1u;
-    v.limit = (int32_t)limit;
-    return v;
+    return vc_hash_gpu_make_view(h->slots, h->capacity, h->max_probe, h->packed);
+}
+
+/* Bytes of a table of `capacity` slots. */
+static inline int64_t vc_hash_gpu_table_bytes(int64_t capacity, int32_t packed)
+{
+    return capacity * (packed ? 8 : 16);
 }
 
 #ifdef __cplusplus
@@ -134,16 +180,141 @@ static __device__ __forceinline__ void vc_key_unpack_d(const vc_keypack &kp, uin
         out[i] = (int32_t)((key >> kp.shift[i]) & ((((uint64_t)1) << kp.bits[i]) - 1u));
 }
 
+/* Value bias: unsigned order of biased values is the signed order of the values. */
+static __device__ __forceinline__ uint32_t vc_hash_bias_d(int32_t v)
+{
+    return (uint32_t)v ^ 0x80000000u;
+}
+
+static __device__ __forceinline__ int32_t vc_hash_unbias_d(uint64_t w)
+{
+    return (int32_t)((uint32_t)w ^ 0x80000000u);
+}
+
+/* Result of vc_hash_gpu_insert_d. */
+enum { VC_HGI_CLAIMED = 0, VC_HGI_EXISTS = 1, VC_HGI_OVERFLOW = 2, VC_HGI_BAD_KEY = 3 };
+
+/* Inserts key -> val. Returns VC_HGI_CLAIMED (new key), VC_HGI_EXISTS (key already there: the
+ * smaller value is kept), VC_HGI_OVERFLOW (no slot within the probe bound) or VC_HGI_BAD_KEY (the
+ * key does not fit the packed layout, or is VC_HASH_EMPTY). *dup_record gets, when the call met
+ * an earlier value of its key different from val, max(that value, val); INT64_MAX otherwise
+ * (the minimum of all records of a batch inserted with val = index is the first duplicate
+ * index, see hash.cu). keep_min = false skips the atomicMin of an existing key (the value is
+ * then left as it is, and no record is made): for callers that only need the set of keys. */
+static __device__ __forceinline__ int vc_hash_gpu_insert_d(const vc_hash_gpu_view &h,
+                                                           uint64_t key, int32_t val,
+                                                           bool keep_min, int64_t *dup_record)
+{
+    *dup_record = INT64_MAX;
+    uint64_t s = vc_hash_mix_d(key) & h.mask;
+    if (h.packed) {
+        if (key >> VC_HASH_GPU_PACKED_BITS) return VC_HGI_BAD_KEY;
+        const unsigned long long mine = ((unsigned long long)key << 32) | vc_hash_bias_d(val);
+        unsigned long long *slots = (unsigned long long *)h.slots;
+        for (int32_t p = 0; p < h.limit; p++) {
+            unsigned long long cur = slots[s];
+            if (cur == (unsigned long long)VC_HASH_EMPTY) {
+                cur = atomicCAS(&slots[s], (unsigned long long)VC_HASH_EMPTY, mine);
+                if (cur == (unsigned long long)VC_HASH_EMPTY) return VC_HGI_CLAIMED;
+            }
+            if ((cur >> 32) == key) {
+                if (keep_min) {
+                    int32_t old = vc_hash_unbias_d(atomicMin(&slots[s], mine));
+                    if (old != val) *dup_record = old > val ? old : val;
+                }
+                return VC_HGI_EXISTS;
+            }
+            s = (s + 1u) & h.mask;
+        }
+        return VC_HGI_OVERFLOW;
+    }
+    if (key == VC_HASH_EMPTY) return VC_HGI_BAD_KEY;
+    unsigned long long *slots = (unsigned long long *)h.slots;
+    for (int32_t p = 0; p < h.limit; p++) {
+        unsigned long long cur = slots[2 * s];
+        bool claimed = false;
+        if (cur == (unsigned long long)VC_HASH_EMPTY) {
+            cur = atomicCAS(&slots[2 * s], (unsigned long long)VC_HASH_EMPTY,
+                            (unsigned long long)key);
+            if (cur == (unsigned long long)VC_HASH_EMPTY) {
+                claimed = true;
+                cur = key;
+            }
+        }
+        if (cur == key) {
+            // The claimer stores its value too: a duplicate may come between the claim and
+            // this store, so both keep the minimum (an empty value is all ones, the largest).
+            if (keep_min || claimed) {
+                unsigned long long old =
+                    atomicMin(&slots[2 * s + 1], (unsigned long long)vc_hash_bias_d(val));
+                if (keep_min && old != (unsigned long long)VC_HASH_EMPTY) {
+                    int32_t ov = vc_hash_unbias_d(old);
+                    if (ov != val) *dup_record = ov > val ? ov : val;
+                }
+            }
+            return claimed ? VC_HGI_CLAIMED : VC_HGI_EXISTS;
+        }
+        s = (s + 1u) & h.mask;
+    }
+    return VC_HGI_OVERFLOW;
+}
+
+/* The slot index holding `key`, or -1. */
+static __device__ __forceinline__ int64_t vc_hash_gpu_slot_d(const vc_hash_gpu_view &h,
+                                                             uint64_t key)
+{
+    if (key == VC_HASH_EMPTY) return -1;
+    uint64_t s = vc_hash_mix_d(key) & h.mask;
+    if (h.packed) {
+        if (key >> VC_HASH_GPU_PACKED_BITS) return -1;
+        for (int32_t n = 0; n < h.limit; n++) {
+            uint64_t w = h.slots[s];
+            if ((w >> 32) == key) return (int64_t)s;
+            if (w == VC_HASH_EMPTY) return -1;
+            s = (s + 1u) & h.mask;
+        }
+        return -1;
+    }
+    for (int32_t n = 0; n < h.limit; n++) {
+        uint64_t k = h.slots[2 * s];
+        if (k == key) return (int64_t)s;
+        if (k == VC_HASH_EMPTY) return -1;
+        s = (s + 1u) & h.mask;
+    }
+    return -1;
+}
+
+/* Overwrites the value of the key stored in slot s (no other thread may touch the slot). */
+static __device__ __forceinline__ void vc_hash_gpu_set_d(const vc_hash_gpu_view &h, int64_t s,
+                                                         uint64_t key, int32_t val)
+{
+    if (h.packed)
+        h.slots[s] = (key << 32) | vc_hash_bias_d(val);
+    else
+        h.slots[2 * s + 1] = vc_hash_bias_d(val);
+}
+
 /* The value stored for `key`, or -1. */
 static __device__ __forceinline__ int32_t vc_hash_gpu_lookup(const vc_hash_gpu_view &h,
                                                              uint64_t key)
 {
     if (key == VC_HASH_EMPTY) return -1;
     uint64_t s = vc_hash_mix_d(key) & h.mask;
+    if (h.packed) {
+        if (key >> VC_HASH_GPU_PACKED_BITS) return -1;
+        for (int32_t n = 0; n < h.limit; n++) {
+            uint64_t w = h.slots[s];
+            if ((w >> 32) == key) return vc_hash_unbias_d(w);
+            if (w == VC_HASH_EMPTY) return -1;
+            s = (s + 1u) & h.mask;
+        }
+        return -1;
+    }
+    const ulonglong2 *slots = reinterpret_cast<const ulonglong2 *>(h.slots);
     for (int32_t n = 0; n < h.limit; n++) {
-        uint64_t k = h.keys[s];
-        if (k == key) return h.vals[s];
-        if (k == VC_HASH_EMPTY) return -1;
+        ulonglong2 w = slots[s];
+        if (w.x == key) return vc_hash_unbias_d(w.y);
+        if (w.x == VC_HASH_EMPTY) return -1;
         s = (s + 1u) & h.mask;
     }
     return -1;

@@ -1,20 +1,32 @@
 /* tests/gpu/bench_kmap.c - benchmark of the GPU hash table and GPU kernel-map builds (not a
- * ctest). Usage: bench_kmap [runs] [kitti.bin ...]
- *   - hash insert and lookup of 1M and 10M random keys: keys/s, effective GB/s against the
- *     ~3.0 TB/s copy floor, and random sectors/s against the ~135 G/s sector floor (ANCHORS §3);
- *   - map builds (subm k3, strided k3 s2 p1, downsample k2 s2) on synthetic scenes: a spinning
- *     128-beam LiDAR over a ground plane and a few walls (~100k voxels, SECOND grid 41x1600x1408)
- *     and an indoor room of surfaces (~300k voxels), and on KITTI .bin files given on the command
- *     line (float32 x, y, z, i; voxelized on the host by floor((p - min) / size));
- *   - a sort-and-binary-search subm k3 query (Minuet's idea) on the same data, compiled at run
- *     time with NVRTC; its keys are sorted on the host beforehand, so only the query is timed.
- * Timing: CUDA events, 3 warm-up runs, median of `runs` (default 25, at least 20) runs, inputs
- * rotated over 3 frames of each scene. Prints markdown tables to stdout. Seeds are fixed. */
+ * ctest). Usage: bench_kmap [runs] [scan[@voxel_size] ...]
+ *   - hash insert and lookup of 1M and 10M random keys, in both slot layouts (16-byte slots for
+ *     62-bit keys, packed 8-byte slots for 31-bit keys): the insert call (with its read-back),
+ *     the insert kernel alone (vc_hash_gpu_insert_async), the lookup; each beside its floor:
+ *     bytes over ~3.0 TB/s or random sectors (one per key) over the rate that the table's size
+ *     allows (ANCHORS §3: 135 G/s up to 24 MB, 99 at 32 MB, 53 at 64 MB, 31.6 from HBM);
+ *   - map builds (subm k3, strided k3 s2 p1, downsample k2 s2) on synthetic scenes - a spinning
+ *     128-beam LiDAR over a ground plane and a few walls (~100k voxels, SECOND grid
+ *     41x1600x1408) and an indoor room of surfaces (~300k voxels) - and on the scans given on
+ *     the command line (any format vc_cloud_read reads, voxelized by vc_voxelize_cpu at
+ *     voxel_size metres, "x" or "x,y,z"; default 0.05,0.05,0.1; three frames each, shifted by
+ *     0, 1, 2 voxels so that runs rotate over distinct tables): per stage (the timed build),
+ *     the whole regular call (vc_kmap_build_gpu, host read-backs included), and the bounded
+ *     build captured in a CUDA graph and replayed (no host synchronisation inside); beside each
+ *     stage its floor, from the counts of the map (see docs/benchmarks.md);
+ *   - the sorted-array alternative for subm k3 (Minuet's idea): keys packed and radix sorted on
+ *     the GPU (vc_kmap_gpu_sorted_keys, timed), then one thread per (output, offset) binary-
+ *     searches them (compiled at run time with NVRTC); its out_in is checked equal to ours.
+ * The main rows use the multi-kernel build path (the default); the synthetic scenes are also
+ * timed on the one-kernel cooperative path. VC_BENCH_COOP=1 swaps the two.
+ * Timing: CUDA events, WARMUP warm-up runs, median of `runs` (default 25, at least 20) runs.
+ * Prints markdown tables to stdout. Seeds are fixed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv/conv.h"
 #include "conv/kmap.h"
 #include "conv/kmap_gpu.h"
 #include "hash/hash.h"
@@ -31,6 +43,7 @@
 #define WARMUP 3
 
 static int g_runs = 25;
+static cudaStream_t g_s;
 
 #define DIE_IF(cond, ...)                                                                      \
     do {                                                                                       \
@@ -56,6 +69,23 @@ static float median(float *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_float);
     return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Random 32-byte sectors per second that a table of `bytes` allows (ANCHORS §3). */
+static double sector_rate(double bytes)
+{
+    const double mb = bytes / (1 << 20);
+    if (mb <= 24) return 135e9;
+    if (mb <= 32) return 99e9;
+    if (mb <= 64) return 53e9;
+    return 31.6e9;
+}
+
+/* Floor in microseconds: the larger of bytes over 3.0 TB/s and sectors over `rate`. */
+static double floor_us(double bytes, double sectors, double rate)
+{
+    double a = bytes / 3.0e12, b = sectors / rate;
+    return 1e6 * (a > b ? a : b);
 }
 
 /* ---- scenes ------------------------------------------------------------------------------ */
@@ -203,53 +233,77 @@ static void gen_indoor(vc_rng *rng, int32_t **rows, int64_t *n, const int32_t sh
     *n = v.n;
 }
 
-/* KITTI .bin: float32 (x, y, z, intensity); voxels of 0.05 x 0.05 x 0.1 m from the minimum. */
-static int load_kitti(const char *path, int32_t **rows, int64_t *n, int32_t shape[3])
+/* A scan file voxelized by vc_voxelize_cpu at `arg` = "path[@size]" (size "s" or "sx,sy,sz" in
+ * metres; default 0.05,0.05,0.1). Frames 1 and 2 are frame 0 shifted by 1 and 2 voxels in y and
+ * x (the grid has a margin of 3 voxels). Rows come sorted by (b, z, y, x), as voxelized. */
+static int load_scan(const char *arg, scene *s)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    int64_t np = bytes / 16;
-    float *p = malloc((size_t)(np > 0 ? np : 1) * 16);
-    if (fread(p, 16, (size_t)np, f) != (size_t)np) np = 0;
-    fclose(f);
-    const double size[3] = {0.05, 0.05, 0.1};
-    double mn[3] = {1e30, 1e30, 1e30}, mx[3] = {-1e30, -1e30, -1e30};
-    for (int64_t i = 0; i < np; i++)
+    char path[128];
+    double size[3] = {0.05, 0.05, 0.1};
+    snprintf(path, sizeof path, "%s", arg);
+    char *at = strrchr(path, '@');
+    if (at) {
+        *at = 0;
+        int k = sscanf(at + 1, "%lf,%lf,%lf", &size[0], &size[1], &size[2]);
+        if (k == 1) size[1] = size[2] = size[0];
+        if (k != 1 && k != 3) return -1;
+    }
+    vc_cloud c;
+    if (vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &c) != VC_OK) return -1;
+    float mn[3] = {1e30f, 1e30f, 1e30f}, mx[3] = {-1e30f, -1e30f, -1e30f};
+    for (int64_t i = 0; i < c.count; i++)
         for (int a = 0; a < 3; a++) {
-            double c = p[4 * i + a];
-            if (!isfinite(c)) continue;
-            if (c < mn[a]) mn[a] = c;
-            if (c > mx[a]) mx[a] = c;
+            float v = c.data[i * c.dim + a];
+            if (!isfinite(v)) continue;
+            if (v < mn[a]) mn[a] = v;
+            if (v > mx[a]) mx[a] = v;
         }
-    if (np == 0) {
-        free(p);
+    vc_voxelize_desc d = VC_VOXELIZE_DESC_INIT;
+    for (int a = 0; a < 3; a++) {
+        d.voxel_size[a] = (float)size[a];
+        d.range[a] = mn[a];
+        d.range[3 + a] = mn[a] + (float)((ceil((mx[a] - mn[a]) / size[a]) + 3) * size[a]);
+    }
+    vc_points p = {c.data, c.count, c.dim, NULL, VC_MEMORY_HOST};
+    vc_voxels v;
+    vc_err err = {{0}};
+    vc_status st = vc_voxelize_cpu(&d, &p, &v, NULL, &err);
+    vc_cloud_free(&c);
+    if (st != VC_OK || v.n < 1) {
+        fprintf(stderr, "bench_kmap: voxelizing %s: %s\n", path, err.msg);
         return -1;
     }
-    /* shape is z, y, x */
-    for (int a = 0; a < 3; a++) shape[2 - a] = (int32_t)floor((mx[a] - mn[a]) / size[a]) + 1;
-    voxel_set v;
-    vs_init(&v, shape, np);
-    for (int64_t i = 0; i < np; i++) {
-        int32_t c[3];
-        for (int a = 0; a < 3; a++) c[a] = (int32_t)floor((p[4 * i + a] - mn[a]) / size[a]);
-        vs_add(&v, c[2], c[1], c[0]);
+    memcpy(s->shape, v.shape, sizeof s->shape);
+    s->nframes = NFRAMES;
+    for (int f = 0; f < NFRAMES; f++) {
+        s->n[f] = v.n;
+        s->rows[f] = malloc((size_t)v.n * 16);
+        for (int64_t i = 0; i < v.n; i++) {
+            const int32_t *r = v.coords + 4 * i;
+            int32_t *o = s->rows[f] + 4 * i;
+            o[0] = r[0];
+            o[1] = r[1];
+            o[2] = r[2] + f;
+            o[3] = r[3] + f;
+        }
     }
-    vc_hash_free(&v.seen);
-    free(p);
-    *rows = v.rows;
-    *n = v.n;
+    vc_voxels_free(&v);
+    const char *base = strrchr(path, '/');
+    static char names[8][160];
+    static int used = 0;
+    char *name = names[used++ % 8];
+    snprintf(name, 160, "%s @ %g,%g,%g m (real)", base ? base + 1 : path, size[0], size[1],
+             size[2]);
+    s->name = name;
     return 0;
 }
 
 /* ---- hash throughput --------------------------------------------------------------------- */
 
-static void bench_hash(int64_t n, vc_rng *rng)
+static void bench_hash(int64_t n, int packed, vc_rng *rng)
 {
     uint64_t *keys = malloc((size_t)n * 8);
-    for (int64_t i = 0; i < n; i++) keys[i] = vc_rng_next(rng) >> 2; /* 62-bit keys */
+    for (int64_t i = 0; i < n; i++) keys[i] = vc_rng_next(rng) >> (packed ? 33 : 2);
     uint64_t *q = malloc((size_t)n * 8);
     for (int64_t i = 0; i < n; i++) q[i] = keys[i];
     for (int64_t i = n - 1; i > 0; i--) {
@@ -269,37 +323,59 @@ static void bench_hash(int64_t n, vc_rng *rng)
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
     float *ti = malloc(sizeof(float) * (size_t)g_runs);
+    float *tk = malloc(sizeof(float) * (size_t)g_runs);
     float *tf = malloc(sizeof(float) * (size_t)g_runs);
+    const int32_t bits = packed ? 31 : 64;
     vc_hash_gpu h;
     int64_t cap = 0;
     for (int r = -WARMUP; r < g_runs; r++) {
-        DIE_IF(vc_hash_gpu_create(&h, n, NULL) != VC_HASH_GPU_OK, "hash create failed");
-        CUDA_CHECK(cudaDeviceSynchronize());
-        CUDA_CHECK(cudaEventRecord(e0, NULL));
-        /* includes the one read-back of the insert counters (a stream sync) */
-        DIE_IF(vc_hash_gpu_insert(&h, dk, NULL, n, NULL, NULL) != VC_HASH_GPU_OK, "insert failed");
-        CUDA_CHECK(cudaEventRecord(e1, NULL));
+        DIE_IF(vc_hash_gpu_create_ex(&h, n, bits, g_s) != VC_HASH_GPU_OK, "hash create failed");
+        CUDA_CHECK(cudaStreamSynchronize(g_s));
+        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        /* the whole call: includes the one read-back of the insert counters */
+        DIE_IF(vc_hash_gpu_insert(&h, dk, NULL, n, g_s, NULL) != VC_HASH_GPU_OK, "insert failed");
+        CUDA_CHECK(cudaEventRecord(e1, g_s));
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ti[r], e0, e1));
-        CUDA_CHECK(cudaEventRecord(e0, NULL));
-        DIE_IF(vc_hash_gpu_find(&h, dq, n, dout, NULL) != VC_HASH_GPU_OK, "find failed");
-        CUDA_CHECK(cudaEventRecord(e1, NULL));
+        vc_hash_gpu_destroy(&h, g_s);
+        DIE_IF(vc_hash_gpu_create_ex(&h, n, bits, g_s) != VC_HASH_GPU_OK, "hash create failed");
+        CUDA_CHECK(cudaStreamSynchronize(g_s));
+        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        /* the kernels alone */
+        DIE_IF(vc_hash_gpu_insert_async(&h, dk, NULL, n, g_s) != VC_HASH_GPU_OK,
+               "insert_async failed");
+        CUDA_CHECK(cudaEventRecord(e1, g_s));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&tk[r], e0, e1));
+        DIE_IF(vc_hash_gpu_insert_result(&h, g_s, NULL) != VC_HASH_GPU_OK, "insert failed");
+        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        DIE_IF(vc_hash_gpu_find(&h, dq, n, dout, g_s) != VC_HASH_GPU_OK, "find failed");
+        CUDA_CHECK(cudaEventRecord(e1, g_s));
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&tf[r], e0, e1));
         cap = h.capacity;
-        vc_hash_gpu_destroy(&h, NULL);
+        vc_hash_gpu_destroy(&h, g_s);
     }
-    float mi = median(ti, g_runs), mf = median(tf, g_runs);
-    /* bytes: insert reads the key (8) and writes key + value slots (8 + 4); find reads the key,
-     * the slot key and value and writes the result (8 + 8 + 4 + 4). Sectors: 2 random sectors
-     * per key (key slot, value slot), probes past the home slot not counted. */
-    double ki = n / (mi * 1e-3), kf = n / (mf * 1e-3);
-    printf("| insert | %lld | %lld MB | %.3f | %.2f G | %.0f GB/s (%.1f%% of 3.0 TB/s) | "
-           "%.1f G/s (%.1f%% of 135) |\n", (long long)n, (long long)(cap * 12 >> 20), mi,
-           ki * 1e-9, ki * 20e-9, ki * 20e-9 / 30.0, ki * 2e-9, ki * 2e-9 / 1.35);
-    printf("| lookup | %lld | %lld MB | %.3f | %.2f G | %.0f GB/s (%.1f%% of 3.0 TB/s) | "
-           "%.1f G/s (%.1f%% of 135) |\n", (long long)n, (long long)(cap * 12 >> 20), mf,
-           kf * 1e-9, kf * 24e-9, kf * 24e-9 / 30.0, kf * 2e-9, kf * 2e-9 / 1.35);
+    /* every key is in the table: spot-check the lookups of the last run */
+    int32_t *got = malloc((size_t)n * 4);
+    CUDA_CHECK(cudaMemcpy(got, dout, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    int64_t missing = 0;
+    for (int64_t i = 0; i < n; i++) missing += got[i] < 0;
+    DIE_IF(missing != 0, "hash lookup: %lld keys not found", (long long)missing);
+    free(got);
+    const double slot = packed ? 8 : 16, tbytes = (double)cap * slot, rate = sector_rate(tbytes);
+    const float mi = median(ti, g_runs), mk = median(tk, g_runs), mf = median(tf, g_runs);
+    /* insert: key read + slot write; lookup: key read, slot read, result write; one random
+     * sector per key (probes past the home slot not counted) */
+    const double fi = floor_us(n * (8 + slot), (double)n, rate);
+    const double ff = floor_us(n * (8 + slot + 4), (double)n, rate);
+    const char *lay = packed ? "packed 8 B (31-bit keys)" : "16 B (62-bit keys)";
+    printf("| insert call | %s | %lld | %.0f MB | %.3f | %.2f G/s | %.1f | %.1fx |\n", lay,
+           (long long)n, tbytes / (1 << 20), mi, n / (mi * 1e-3) * 1e-9, fi, mi * 1e3 / fi);
+    printf("| insert kernel | %s | %lld | %.0f MB | %.3f | %.2f G/s | %.1f | %.1fx |\n", lay,
+           (long long)n, tbytes / (1 << 20), mk, n / (mk * 1e-3) * 1e-9, fi, mk * 1e3 / fi);
+    printf("| lookup | %s | %lld | %.0f MB | %.3f | %.2f G/s | %.1f | %.1fx |\n", lay,
+           (long long)n, tbytes / (1 << 20), mf, n / (mf * 1e-3) * 1e-9, ff, mf * 1e3 / ff);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaFree(dk);
@@ -308,29 +384,71 @@ static void bench_hash(int64_t n, vc_rng *rng)
     free(keys);
     free(q);
     free(ti);
+    free(tk);
     free(tf);
 }
 
 /* ---- map builds -------------------------------------------------------------------------- */
 
+static int64_t capacity_of(int64_t n) { return vc_hash_capacity_for(n); }
+
+/* Stage floors (us) of a map, per docs/benchmarks.md: insert, out coords, out_in, pairs,
+ * masks+perm, total. Tables and their layouts as the regular build sizes them. */
+static void map_floors(const scene *sc, const vc_map_desc *d, int64_t n, int64_t no,
+                       int64_t np, double fl[6])
+{
+    const int64_t K = (int64_t)d->kernel[0] * d->kernel[1] * d->kernel[2];
+    vc_keypack kin, kout;
+    vc_keypack_init(&kin, 1, sc->shape);
+    const int bits_in = kin.shift[0] + kin.bits[0];
+    const double tin = (double)capacity_of(n) * (bits_in <= 31 ? 8 : 16);
+    for (int i = 0; i < 6; i++) fl[i] = 0;
+    if (d->type == VC_MAP_SUBM) {
+        const double half = (double)(K - 1) / 2;
+        fl[0] = floor_us(16.0 * n + tin + 4.0 * n * half, (double)n, sector_rate(tin));
+        fl[2] = floor_us(16.0 * n + 4.0 * n * (half + 1), n * half + (np - n) / 2.0,
+                         sector_rate(tin));
+    } else {
+        int32_t osh[3];
+        vc_err err;
+        vc_kmap_check_desc(d, sc->shape, osh, &err);
+        vc_keypack_init(&kout, 1, osh);
+        const int bits_out = kout.shift[0] + kout.bits[0];
+        const double ks = bits_out <= 31 ? 4 : 8;
+        int64_t est = d->type == VC_MAP_DOWNSAMPLE ? n : 4 * n;
+        const double tout = (double)capacity_of(est) * (bits_out <= 31 ? 8 : 16);
+        /* candidates inserted: one per input (downsample) or one per pair (strided) */
+        const double cand = d->type == VC_MAP_DOWNSAMPLE ? (double)n : (double)np;
+        fl[0] = floor_us(16.0 * n + tin + tout + ks * no, (double)n + cand,
+                         sector_rate(tin + tout));
+        fl[1] = floor_us(2 * ks * no + 16.0 * no + 4.0 * no * K, (double)no, sector_rate(tout));
+        fl[2] = floor_us(16.0 * n + 4.0 * np, cand + np, sector_rate(tout));
+    }
+    fl[3] = floor_us(4.0 * no * K + 12.0 * no + 12.0 * np, 0, 1);
+    fl[4] = floor_us(12.0 * no, 0, 1);
+    fl[5] = fl[0] + fl[1] + fl[2] + fl[3] + fl[4];
+}
+
 static void bench_build(const scene *sc, int32_t *const *d_rows, const char *label,
                         const vc_map_desc *d)
 {
-    float *t[6];
-    for (int i = 0; i < 6; i++) t[i] = malloc(sizeof(float) * (size_t)g_runs);
-    int64_t n_out = 0, n_pairs = 0;
+    float *t[8];
+    for (int i = 0; i < 8; i++) t[i] = malloc(sizeof(float) * (size_t)g_runs);
+    int64_t n_out[NFRAMES] = {0}, n_pairs[NFRAMES] = {0}, max_in = 1, max_out = 1, max_pairs = 1;
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    /* 1. the timed build: stages */
     for (int r = -WARMUP; r < g_runs; r++) {
         int f = (r + WARMUP) % sc->nframes;
         vc_kmap_data m;
         vc_kmap_gpu_timing tm;
         vc_err err = {{0}};
-        vc_status st = vc_kmap_build_gpu_timed(d_rows[f], sc->n[f], sc->shape, 1, d, NULL, &m,
+        vc_status st = vc_kmap_build_gpu_timed(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m,
                                                &tm, &err);
         DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
-        if (f == 0) {
-            n_out = m.n_out;
-            n_pairs = m.n_pairs;
-        }
+        n_out[f] = m.n_out;
+        n_pairs[f] = m.n_pairs;
         vc_kmap_data_free_gpu(&m);
         if (r < 0) continue;
         t[0][r] = tm.insert_ms;
@@ -340,11 +458,78 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         t[4][r] = tm.masks_ms;
         t[5][r] = tm.total_ms;
     }
+    /* 2. the whole regular call, untimed inside */
+    for (int r = -WARMUP; r < g_runs; r++) {
+        int f = (r + WARMUP) % sc->nframes;
+        vc_kmap_data m;
+        vc_err err = {{0}};
+        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        vc_status st = vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m, &err);
+        CUDA_CHECK(cudaEventRecord(e1, g_s));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
+        vc_kmap_data_free_gpu(&m);
+        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[6][r], e0, e1));
+    }
+    /* 3. the bounded build, one graph per frame, replayed */
+    for (int f = 0; f < sc->nframes; f++) {
+        if (sc->n[f] > max_in) max_in = sc->n[f];
+        if (n_out[f] > max_out) max_out = n_out[f];
+        if (n_pairs[f] > max_pairs) max_pairs = n_pairs[f];
+    }
+    if (d->type == VC_MAP_SUBM) max_out = max_in;
+    vc_kmap_gpu_bounded b;
+    vc_err err = {{0}};
+    DIE_IF(vc_kmap_gpu_bounded_create(d, sc->shape, 1, max_in, max_out, max_pairs, &b, &err) !=
+               VC_OK, "%s %s: bounded create: %s", sc->name, label, err.msg);
+    cudaGraphExec_t exec[NFRAMES];
+    for (int f = 0; f < sc->nframes; f++) {
+        /* warm-up outside the capture, then capture */
+        DIE_IF(vc_kmap_build_gpu_bounded(&b, d_rows[f], sc->n[f], g_s, &err) != VC_OK, "%s",
+               err.msg);
+        DIE_IF(vc_kmap_gpu_bounded_check(&b, g_s, &err) != VC_OK, "%s %s: bounded: %s",
+               sc->name, label, err.msg);
+        cudaGraph_t g;
+        CUDA_CHECK(cudaStreamBeginCapture(g_s, cudaStreamCaptureModeGlobal));
+        DIE_IF(vc_kmap_build_gpu_bounded(&b, d_rows[f], sc->n[f], g_s, &err) != VC_OK, "%s",
+               err.msg);
+        CUDA_CHECK(cudaStreamEndCapture(g_s, &g));
+        CUDA_CHECK(cudaGraphInstantiate(&exec[f], g, 0));
+        cudaGraphDestroy(g);
+    }
+    for (int r = -WARMUP; r < g_runs; r++) {
+        int f = (r + WARMUP) % sc->nframes;
+        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        CUDA_CHECK(cudaGraphLaunch(exec[f], g_s));
+        CUDA_CHECK(cudaEventRecord(e1, g_s));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[7][r], e0, e1));
+    }
+    for (int f = 0; f < sc->nframes; f++) {
+        CUDA_CHECK(cudaGraphLaunch(exec[f], g_s));
+        DIE_IF(vc_kmap_gpu_bounded_check(&b, g_s, &err) != VC_OK, "%s %s: replay: %s", sc->name,
+               label, err.msg);
+        DIE_IF(b.map.n_out != n_out[f] || b.map.n_pairs != n_pairs[f],
+               "%s %s: replay counts %lld/%lld differ from the regular build's %lld/%lld",
+               sc->name, label, (long long)b.map.n_out, (long long)b.map.n_pairs,
+               (long long)n_out[f], (long long)n_pairs[f]);
+        cudaGraphExecDestroy(exec[f]);
+    }
+    vc_kmap_gpu_bounded_destroy(&b);
+    double fl[6];
+    map_floors(sc, d, sc->n[0], n_out[0], n_pairs[0], fl);
+    float med[8];
+    for (int i = 0; i < 8; i++) med[i] = median(t[i], g_runs);
     printf("| %s | %s | %lld | %lld | %lld |", sc->name, label, (long long)sc->n[0],
-           (long long)n_out, (long long)n_pairs);
-    for (int i = 0; i < 6; i++) printf(" %.3f |", median(t[i], g_runs));
-    printf("\n");
-    for (int i = 0; i < 6; i++) free(t[i]);
+           (long long)n_out[0], (long long)n_pairs[0]);
+    for (int i = 0; i < 6; i++) printf(" %.1f |", med[i] * 1e3);
+    printf(" %.1f | %.1f |\n", med[6] * 1e3, med[7] * 1e3);
+    printf("| | floor (us) | | | |");
+    for (int i = 0; i < 6; i++) printf(" %.1f |", fl[i]);
+    printf(" x%.1f | x%.1f |\n", med[6] * 1e3 / fl[5], med[7] * 1e3 / fl[5]);
+    for (int i = 0; i < 8; i++) free(t[i]);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
 }
 
 /* ---- sort-and-binary-search subm k3 (Minuet's idea), compiled with NVRTC -------------------- */
@@ -412,76 +597,56 @@ static int minuet_init(void)
     return rc;
 }
 
-typedef struct key_row {
-    uint64_t key;
-    int32_t row;
-} key_row;
-
-static int cmp_key_row(const void *a, const void *b)
-{
-    uint64_t x = ((const key_row *)a)->key, y = ((const key_row *)b)->key;
-    return (x > y) - (x < y);
-}
-
-/* Times the binary-search query of a subm k3 map and checks it against vc_kmap_build_gpu. */
+/* Times the sort (pack + radix sort of the keys with their rows, on the GPU) and the binary-
+ * search query of a subm k3 out_in, and checks the result against vc_kmap_build_gpu. */
 static void bench_minuet(const scene *sc, int32_t *const *d_rows)
 {
-    uint64_t *d_sorted[NFRAMES];
-    int32_t *d_order[NFRAMES], *d_out = NULL;
+    uint64_t *d_sorted = NULL;
+    int32_t *d_order = NULL, *d_out = NULL;
     int32_t sh[3];
     vc_keypack kp;
     vc_keypack_init(&kp, 1, sc->shape);
     for (int a = 0; a < 3; a++) sh[a] = kp.shift[1 + a];
     int64_t nmax = 0;
-    for (int f = 0; f < sc->nframes; f++) {
-        int64_t n = sc->n[f];
-        if (n > nmax) nmax = n;
-        key_row *kr = malloc((size_t)n * sizeof *kr);
-        for (int64_t i = 0; i < n; i++) {
-            const int32_t *r = sc->rows[f] + 4 * i;
-            kr[i].key = vc_key_pack(&kp, r[0], r[1], r[2], r[3]);
-            kr[i].row = (int32_t)i;
-        }
-        qsort(kr, (size_t)n, sizeof *kr, cmp_key_row);
-        uint64_t *k = malloc((size_t)n * 8);
-        int32_t *o = malloc((size_t)n * 4);
-        for (int64_t i = 0; i < n; i++) {
-            k[i] = kr[i].key;
-            o[i] = kr[i].row;
-        }
-        CUDA_CHECK(cudaMalloc((void **)&d_sorted[f], (size_t)n * 8));
-        CUDA_CHECK(cudaMalloc((void **)&d_order[f], (size_t)n * 4));
-        CUDA_CHECK(cudaMemcpy(d_sorted[f], k, (size_t)n * 8, cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(d_order[f], o, (size_t)n * 4, cudaMemcpyHostToDevice));
-        free(kr);
-        free(k);
-        free(o);
-    }
+    for (int f = 0; f < sc->nframes; f++)
+        if (sc->n[f] > nmax) nmax = sc->n[f];
+    CUDA_CHECK(cudaMalloc((void **)&d_sorted, (size_t)nmax * 8));
+    CUDA_CHECK(cudaMalloc((void **)&d_order, (size_t)nmax * 4));
     CUDA_CHECK(cudaMalloc((void **)&d_out, (size_t)nmax * 27 * 4));
-    cudaEvent_t e0, e1;
+    cudaEvent_t e0, e1, e2;
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
-    float *t = malloc(sizeof(float) * (size_t)g_runs);
+    CUDA_CHECK(cudaEventCreate(&e2));
+    float *ts = malloc(sizeof(float) * (size_t)g_runs), *tq = malloc(sizeof(float) * g_runs);
+    float *tt = malloc(sizeof(float) * (size_t)g_runs);
     for (int r = -WARMUP; r < g_runs; r++) {
         int f = (r + WARMUP) % sc->nframes;
         long long n = sc->n[f];
         int Z = sc->shape[0], Y = sc->shape[1], X = sc->shape[2], sz = sh[0], sy = sh[1],
             sx = sh[2];
-        void *args[] = {&d_sorted[f], &d_order[f], &n, (void *)&d_rows[f], &sz, &sy, &sx,
+        vc_err err = {{0}};
+        void *args[] = {&d_sorted, &d_order, &n, (void *)&d_rows[f], &sz, &sy, &sx,
                         &Z, &Y, &X, &d_out};
         unsigned blocks = (unsigned)((n * 27 + 255) / 256);
-        CUDA_CHECK(cudaEventRecord(e0, NULL));
-        DIE_IF(cuLaunchKernel(g_query, blocks ? blocks : 1, 1, 1, 256, 1, 1, 0, NULL, args, NULL) !=
-                   CUDA_SUCCESS, "launching the binary-search query failed");
-        CUDA_CHECK(cudaEventRecord(e1, NULL));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        DIE_IF(vc_kmap_gpu_sorted_keys(d_rows[f], n, sc->shape, 1, d_sorted, d_order, g_s,
+                                       &err) != VC_OK, "sorted keys: %s", err.msg);
+        CUDA_CHECK(cudaEventRecord(e1, g_s));
+        DIE_IF(cuLaunchKernel(g_query, blocks ? blocks : 1, 1, 1, 256, 1, 1, 0, (CUstream)g_s,
+                              args, NULL) != CUDA_SUCCESS,
+               "launching the binary-search query failed");
+        CUDA_CHECK(cudaEventRecord(e2, g_s));
+        CUDA_CHECK(cudaEventSynchronize(e2));
+        if (r >= 0) {
+            CUDA_CHECK(cudaEventElapsedTime(&ts[r], e0, e1));
+            CUDA_CHECK(cudaEventElapsedTime(&tq[r], e1, e2));
+            CUDA_CHECK(cudaEventElapsedTime(&tt[r], e0, e2));
+        }
         if (r == g_runs - 1 || r == -WARMUP) {
-            /* the last run's frame: the result must equal the hash-built out_in */
+            /* the result must equal the hash-built out_in */
             vc_map_desc d = VC_MAP_DESC_INIT;
             vc_kmap_data m;
-            vc_err err = {{0}};
-            DIE_IF(vc_kmap_build_gpu(d_rows[f], n, sc->shape, 1, &d, NULL, &m, &err) != VC_OK,
+            DIE_IF(vc_kmap_build_gpu(d_rows[f], n, sc->shape, 1, &d, g_s, &m, &err) != VC_OK,
                    "%s", err.msg);
             int32_t *a = malloc((size_t)n * 27 * 4), *b = malloc((size_t)n * 27 * 4);
             CUDA_CHECK(cudaMemcpy(a, m.out_in, (size_t)n * 27 * 4, cudaMemcpyDeviceToHost));
@@ -493,15 +658,16 @@ static void bench_minuet(const scene *sc, int32_t *const *d_rows)
             vc_kmap_data_free_gpu(&m);
         }
     }
-    printf("| %s | sorted keys + binary search, subm k3 out_in only | %lld | %.3f |\n", sc->name,
-           (long long)sc->n[0], median(t, g_runs));
-    free(t);
+    printf("| %s | %lld | %.1f | %.1f | %.1f |\n", sc->name, (long long)sc->n[0],
+           median(ts, g_runs) * 1e3, median(tq, g_runs) * 1e3, median(tt, g_runs) * 1e3);
+    free(ts);
+    free(tq);
+    free(tt);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
-    for (int f = 0; f < sc->nframes; f++) {
-        cudaFree(d_sorted[f]);
-        cudaFree(d_order[f]);
-    }
+    cudaEventDestroy(e2);
+    cudaFree(d_sorted);
+    cudaFree(d_order);
     cudaFree(d_out);
 }
 
@@ -520,7 +686,12 @@ int main(int argc, char **argv)
         if (g_runs < 20) g_runs = 20;
         argi = 2;
     }
+    const char *nc = getenv("VC_BENCH_COOP"); /* the one-kernel path for the main rows */
+    const int coop = nc && atoi(nc) != 0;
+    if (coop) printf("VC_BENCH_COOP: one-kernel (cooperative) path where it applies\n");
+    vc_kmap_gpu_debug_coop(coop);
     CUDA_CHECK(cudaFree(0)); /* creates the primary context the driver API calls use */
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     int clock_khz = 0, mem_khz = 0;
@@ -532,11 +703,15 @@ int main(int argc, char **argv)
            g_runs, WARMUP);
 
     vc_rng rng = {0x5eed5eed12345ull};
-    printf("## Hash table (random 62-bit keys, 12-byte slots at load <= 0.5)\n\n");
-    printf("| op | keys | table | ms | keys/s | effective bandwidth | random sectors |\n");
-    printf("|---|---|---|---|---|---|---|\n");
-    bench_hash(1000000, &rng);
-    bench_hash(10000000, &rng);
+    printf("## Hash table (random keys, load <= 0.5; floor = max(bytes / 3.0 TB/s, keys / "
+           "sector rate of the table's size))\n\n");
+    printf("| op | slots | keys | table | ms | keys/s | floor us | vs floor |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    bench_hash(1000000, 0, &rng);
+    bench_hash(1000000, 1, &rng);
+    bench_hash(10000000, 0, &rng);
+    bench_hash(10000000, 1, &rng);
+    fflush(stdout);
 
     scene scenes[8];
     int ns = 0;
@@ -563,19 +738,18 @@ int main(int argc, char **argv)
     for (; argi < argc && ns < 8; argi++) {
         scene *s = &scenes[ns];
         memset(s, 0, sizeof *s);
-        if (load_kitti(argv[argi], &s->rows[0], &s->n[0], s->shape) != 0) {
+        if (load_scan(argv[argi], s) != 0) {
             fprintf(stderr, "bench_kmap: cannot read %s\n", argv[argi]);
             continue;
         }
-        s->name = argv[argi];
-        s->nframes = 1;
         ns++;
     }
 
-    printf("\n## Map builds (stage medians in ms; stages per vc_kmap_gpu_timing)\n\n");
+    printf("\n## Map builds (microseconds, medians; stages of the timed build, then the whole "
+           "regular call and a CUDA-graph replay of the bounded build)\n\n");
     printf("| scene | map | voxels | outputs | pairs | insert | out coords | out_in | pairs | "
-           "masks+perm | total |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "masks+perm | staged total | call | graph |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int32_t *d_rows[8][NFRAMES];
     vc_map_desc subm = VC_MAP_DESC_INIT, strided = VC_MAP_DESC_INIT, down = VC_MAP_DESC_INIT;
     strided.type = VC_MAP_STRIDED;
@@ -595,12 +769,23 @@ int main(int argc, char **argv)
         bench_build(&scenes[i], d_rows[i], "subm k3", &subm);
         bench_build(&scenes[i], d_rows[i], "strided k3 s2 p1", &strided);
         bench_build(&scenes[i], d_rows[i], "downsample k2 s2", &down);
+        if (i < 2) { /* the synthetic scenes on the other path */
+            vc_kmap_gpu_debug_coop(!coop);
+            bench_build(&scenes[i], d_rows[i],
+                        coop ? "subm k3, multi-kernel" : "subm k3, one-kernel", &subm);
+            bench_build(&scenes[i], d_rows[i],
+                        coop ? "strided k3 s2 p1, multi-kernel" : "strided k3 s2 p1, one-kernel",
+                        &strided);
+            vc_kmap_gpu_debug_coop(coop);
+        }
+        fflush(stdout);
     }
 
-    printf("\n## Sorted-array alternative (keys sorted on the host beforehand; query only)\n\n");
-    printf("| scene | method | voxels | ms |\n|---|---|---|---|\n");
+    printf("\n## Sorted-array alternative, subm k3 out_in only (keys packed and radix sorted on "
+           "the GPU, then binary search; microseconds)\n\n");
+    printf("| scene | voxels | sort | query | sort + query |\n|---|---|---|---|---|\n");
     if (minuet_init() != 0) {
-        printf("| - | NVRTC compile failed | - | - |\n");
+        printf("| NVRTC compile failed | | | | |\n");
     } else {
         for (int i = 0; i < ns; i++) bench_minuet(&scenes[i], d_rows[i]);
     }
@@ -609,6 +794,7 @@ int main(int argc, char **argv)
             cudaFree(d_rows[i][f]);
             free(scenes[i].rows[f]);
         }
+    cudaStreamDestroy(g_s);
     return 0;
 }
 

@@ -9,8 +9,15 @@
  * status and bit-identical arrays (out_shape, n_out, out_coords, out_in, offsets, in_rows,
  * out_rows, masks, perm); the INVERSE of each strided / downsample map too; a second GPU build
  * must be identical (determinism); duplicate and out-of-range rows give the CPU's status. The
- * device allocator is dirtied with 0xA5 before each GPU build, so an unwritten element shows.
- * Prints its seed (VC_TEST_SEED replays). Exits 77 without a CUDA build or a usable device. */
+ * device allocator and the library's memory pool are dirtied with 0xA5 before each GPU build, so
+ * an unwritten element shows. The hash table is tested in both slot layouts (packed 8-byte slots
+ * for keys of <= 31 bits, 16-byte slots otherwise), and the maps on a grid whose keys need more
+ * than 31 bits too. Each map that also fits a bounded build (vc_kmap_gpu_bounded_*) is built that
+ * way with loose bounds and compared as well.
+ * Both build paths are compared: the multi-kernel one (the default) in the main sweep and the
+ * one-kernel cooperative one on two clouds (VC_TEST_COOP=1 swaps them).
+ * VC_SANITIZE=1: a small subset (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
+ * replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +33,7 @@
 #include <cuda_runtime_api.h>
 
 static cudaStream_t g_stream;
+static int g_small; /* VC_SANITIZE=1: small sizes only */
 
 #define CUDA_OK(call)                                                                          \
     do {                                                                                       \
@@ -33,17 +41,21 @@ static cudaStream_t g_stream;
         CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
     } while (0)
 
-/* Fills freed device memory with 0xA5 so that unwritten output elements do not read as zeros. */
+/* Fills freed device memory (the driver's and the map pool's) with 0xA5 so that unwritten
+ * output elements do not read as zeros or as the previous build's values. */
 static void dirty_device(void)
 {
+    const size_t bytes = (size_t)(g_small ? 4 : 64) << 20;
     void *p = NULL;
-    if (cudaMalloc(&p, (size_t)64 << 20) != cudaSuccess) {
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
         cudaGetLastError();
-        return;
+    } else {
+        cudaMemset(p, 0xa5, bytes);
+        cudaDeviceSynchronize();
+        cudaFree(p);
     }
-    cudaMemset(p, 0xa5, (size_t)64 << 20);
-    cudaDeviceSynchronize();
-    cudaFree(p);
+    vc_err err = {{0}};
+    CHECK_MSG(vc_kmap_gpu_dirty_pool(bytes, 0xa5, &err) == VC_OK, "dirty pool: %s", err.msg);
 }
 
 static void *to_device(const void *host, size_t bytes)
@@ -56,7 +68,8 @@ static void *to_device(const void *host, size_t bytes)
 
 /* ---- the hash table ---------------------------------------------------------------------- */
 
-static void test_hash(vc_rng *rng, int64_t n, int64_t range, int32_t max_probe)
+/* key_bits: 64 for the wide layout, <= 31 for the packed one (range must then fit). */
+static void test_hash(vc_rng *rng, int64_t n, int64_t range, int32_t max_probe, int32_t key_bits)
 {
     uint64_t *keys = malloc((size_t)n * 8 + 8), *queries = malloc((size_t)2 * n * 8 + 8);
     int32_t *got = malloc((size_t)2 * n * 4 + 4);
@@ -83,16 +96,18 @@ static void test_hash(vc_rng *rng, int64_t n, int64_t range, int32_t max_probe)
     uint64_t *dk = to_device(keys, (size_t)n * 8), *dq = to_device(queries, (size_t)2 * n * 8);
     int32_t *dout = to_device(NULL, (size_t)2 * n * 4);
     vc_hash_gpu h;
-    CHECK(vc_hash_gpu_create(&h, n, g_stream) == VC_HASH_GPU_OK);
+    CHECK(vc_hash_gpu_create_ex(&h, n, key_bits, g_stream) == VC_HASH_GPU_OK);
+    CHECK(h.packed == (key_bits <= 31));
     h.max_probe = max_probe;
     vc_hash_gpu_insert_info info;
     CHECK(vc_hash_gpu_insert(&h, dk, NULL, n, g_stream, &info) == VC_HASH_GPU_OK);
     CHECK_MSG(info.duplicates == dups && info.first_duplicate == first_dup &&
                   info.inserted == valid - dups && h.count == ref.count,
-              "n %lld probe %d: dups %lld/%lld first %lld/%lld inserted %lld count %lld/%lld",
-              (long long)n, (int)max_probe, (long long)info.duplicates, (long long)dups,
-              (long long)info.first_duplicate, (long long)first_dup, (long long)info.inserted,
-              (long long)h.count, (long long)ref.count);
+              "n %lld probe %d bits %d: dups %lld/%lld first %lld/%lld inserted %lld count "
+              "%lld/%lld", (long long)n, (int)max_probe, (int)key_bits,
+              (long long)info.duplicates, (long long)dups, (long long)info.first_duplicate,
+              (long long)first_dup, (long long)info.inserted, (long long)h.count,
+              (long long)ref.count);
     if (max_probe <= 4 && n > 1000)
         CHECK_MSG(info.grows > 0, "probe bound %d never grew", max_probe);
     CHECK(vc_hash_gpu_find(&h, dq, 2 * n, dout, g_stream) == VC_HASH_GPU_OK);
@@ -107,12 +122,25 @@ static void test_hash(vc_rng *rng, int64_t n, int64_t range, int32_t max_probe)
             bad++;
         }
     }
-    CHECK_MSG(bad == 0, "hash n %lld probe %d: %lld lookups differ, first at %lld",
-              (long long)n, (int)max_probe, (long long)bad, (long long)first_bad);
+    CHECK_MSG(bad == 0, "hash n %lld probe %d bits %d: %lld lookups differ, first at %lld",
+              (long long)n, (int)max_probe, (int)key_bits, (long long)bad, (long long)first_bad);
     /* a second insert into the non-empty table: every key is now a duplicate */
     CHECK(vc_hash_gpu_insert(&h, dk, NULL, n, g_stream, &info) == VC_HASH_GPU_OK);
     CHECK(info.inserted == 0 && info.duplicates == valid);
     vc_hash_gpu_destroy(&h, g_stream);
+    /* the split insert (no growth, no read-back inside) gives the same counts */
+    if (max_probe == 256) {
+        CHECK(vc_hash_gpu_create_ex(&h, n, key_bits, g_stream) == VC_HASH_GPU_OK);
+        CHECK(vc_hash_gpu_insert_async(&h, dk, NULL, n, g_stream) == VC_HASH_GPU_OK);
+        CHECK(vc_hash_gpu_insert_result(&h, g_stream, &info) == VC_HASH_GPU_OK);
+        CHECK_MSG(info.duplicates == dups && info.first_duplicate == first_dup &&
+                      h.count == ref.count,
+                  "split insert n %lld bits %d: dups %lld/%lld first %lld/%lld count %lld/%lld",
+                  (long long)n, (int)key_bits, (long long)info.duplicates, (long long)dups,
+                  (long long)info.first_duplicate, (long long)first_dup, (long long)h.count,
+                  (long long)ref.count);
+        vc_hash_gpu_destroy(&h, g_stream);
+    }
     vc_hash_free(&ref);
     cudaFree(dk);
     cudaFree(dq);
@@ -271,6 +299,48 @@ static vc_map_desc mkdesc(vc_map_type t, int kz, int ky, int kx, int s, int p, i
     return d;
 }
 
+/* Poisons the arrays of a bounded map with 0xA5 bytes. */
+static void poison_bounded(const vc_kmap_gpu_bounded *b)
+{
+    const vc_kmap_data *m = &b->map;
+    const int64_t K = m->volume;
+    if (m->out_coords) CUDA_OK(cudaMemset(m->out_coords, 0xa5, (size_t)b->max_out * 16));
+    CUDA_OK(cudaMemset(m->out_in, 0xa5, (size_t)(b->max_out * K) * 4));
+    CUDA_OK(cudaMemset(m->offsets, 0xa5, (size_t)(K + 1) * 8));
+    CUDA_OK(cudaMemset(m->in_rows, 0xa5, (size_t)b->max_pairs * 4));
+    CUDA_OK(cudaMemset(m->out_rows, 0xa5, (size_t)b->max_pairs * 4));
+    CUDA_OK(cudaMemset(m->masks, 0xa5, (size_t)(b->max_out * m->mask_words) * 4));
+    CUDA_OK(cudaMemset(m->perm, 0xa5, (size_t)b->max_out * 4));
+}
+
+/* The bounded build of the same map with loose bounds must give the same arrays. */
+static void run_bounded(const char *label, const cloud *c, const int32_t *d_rows,
+                        const vc_map_desc *d, const vc_kmap_data *cm)
+{
+    vc_kmap_gpu_bounded b;
+    vc_err ge = {{0}};
+    const int64_t max_in = c->n + 2;
+    int64_t max_out = cm->n_out + 5;
+    if (d->type == VC_MAP_SUBM) max_out = max_in;
+    vc_status gs = vc_kmap_gpu_bounded_create(d, c->shape, c->batch, max_in, max_out,
+                                              cm->n_pairs + 3, &b, &ge);
+    CHECK_MSG(gs == VC_OK, "%s (bounded): create: %s", label, ge.msg);
+    if (gs != VC_OK) return;
+    poison_bounded(&b);
+    gs = vc_kmap_build_gpu_bounded(&b, d_rows, c->n, g_stream, &ge);
+    CHECK_MSG(gs == VC_OK, "%s (bounded): build: %s", label, ge.msg);
+    if (gs == VC_OK) {
+        gs = vc_kmap_gpu_bounded_check(&b, g_stream, &ge);
+        CHECK_MSG(gs == VC_OK, "%s (bounded): check: %s", label, ge.msg);
+    }
+    if (gs == VC_OK) {
+        char l2[300];
+        snprintf(l2, sizeof l2, "%s (bounded)", label);
+        cmp_maps(l2, cm, &b.map);
+    }
+    vc_kmap_gpu_bounded_destroy(&b);
+}
+
 /* Builds one map on both sides, compares, and checks the inverse and a second GPU build. */
 static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d, int full)
 {
@@ -308,6 +378,7 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
             cmp_maps(l2, &cm, &gm2);
         }
         vc_kmap_data_free_gpu(&gm2);
+        run_bounded(label, c, d_rows, d, &cm);
     }
     if (d->type == VC_MAP_STRIDED || d->type == VC_MAP_DOWNSAMPLE) {
         vc_kmap_data ci, gi;
@@ -360,6 +431,14 @@ static void run_sweep(const cloud *c, int big)
     };
     const vc_map_desc *list = big ? few : all;
     size_t count = big ? sizeof few / sizeof few[0] : sizeof all / sizeof all[0];
+    if (g_small) {
+        /* sanitizer runs: one of each kind (k3, k7, non-cubic, even kernels, rejected) */
+        static const int pick[] = {0, 3, 5, 8, 10, 15, 17, 18, 22, 27, 28, 29, 30};
+        for (size_t i = 0; i < sizeof pick / sizeof pick[0]; i++)
+            run_case(c, d_rows, &all[pick[i]], 1);
+        cudaFree(d_rows);
+        return;
+    }
     for (size_t i = 0; i < count; i++) {
         /* kernel 7 on thousands of voxels: keep it, but only once per cloud size class */
         run_case(c, d_rows, &list[i], i % 3 == 0 || big);
@@ -411,6 +490,22 @@ static void test_bad_rows(vc_rng *rng)
                 long long rb = b ? strtoll(b + 4, NULL, 10) : -2;
                 CHECK_MSG(ra == rb, "duplicate row: cpu '%s' gpu '%s'", ce.msg, ge.msg);
             }
+            /* the bounded build reports the same through its check */
+            vc_kmap_gpu_bounded b;
+            vc_err be = {{0}};
+            vc_status bs = vc_kmap_gpu_bounded_create(&ds[j], shape, 2, n, 16 * n, 64 * n, &b,
+                                                      &be);
+            CHECK_MSG(bs == VC_OK, "bad rows variant %d: bounded create: %s", variant, be.msg);
+            if (bs == VC_OK) {
+                bs = vc_kmap_build_gpu_bounded(&b, d, n, g_stream, &be);
+                if (bs == VC_OK) bs = vc_kmap_gpu_bounded_check(&b, g_stream, &be);
+                CHECK_MSG(bs == cs, "bad rows variant %d: cpu %s (%s), bounded %s (%s)", variant,
+                          vc_status_string(cs), ce.msg, vc_status_string(bs), be.msg);
+                if (cs == VC_ERR_DUPLICATE && bs == VC_ERR_DUPLICATE)
+                    CHECK_MSG(strcmp(ge.msg, be.msg) == 0, "duplicate row: gpu '%s' bounded '%s'",
+                              ge.msg, be.msg);
+                vc_kmap_gpu_bounded_destroy(&b);
+            }
             vc_kmap_data_free(&cm);
             vc_kmap_data_free_gpu(&gm);
         }
@@ -430,32 +525,63 @@ int main(void)
     vc_rng rng = vc_test_rng("test_gpu_kmap");
     CUDA_OK(cudaStreamCreate(&g_stream));
 
-    test_hash(&rng, 0, 10, 256);
-    test_hash(&rng, 1, 10, 256);
-    test_hash(&rng, 33, 20, 256);
-    test_hash(&rng, 100000, 60000, 256);
-    test_hash(&rng, 1000000, (int64_t)1 << 40, 256);
-    test_hash(&rng, 200000, 150000, 4); /* probe bound 4: forces rebuilds */
+    const char *san = getenv("VC_SANITIZE");
+    g_small = san && atoi(san) != 0;
+    if (g_small) printf("VC_SANITIZE: small sizes only\n");
+    /* VC_TEST_COOP=1: the one-kernel (cooperative) path where it applies, for the main sweep;
+     * the default is the multi-kernel path. A few clouds below take the other path. */
+    const char *ce = getenv("VC_TEST_COOP");
+    const int coop = ce && atoi(ce) != 0;
+    if (coop) printf("VC_TEST_COOP: one-kernel path where it applies\n");
+    vc_kmap_gpu_debug_coop(coop);
+    for (int layout = 0; layout < 2; layout++) {
+        const int32_t bits = layout ? 31 : 64;
+        const int64_t big_range = layout ? ((int64_t)1 << 31) - 1 : (int64_t)1 << 40;
+        test_hash(&rng, 0, 10, 256, bits);
+        test_hash(&rng, 1, 10, 256, bits);
+        test_hash(&rng, 33, 20, 256, bits);
+        test_hash(&rng, g_small ? 3000 : 100000, g_small ? 2000 : 60000, 256, bits);
+        test_hash(&rng, g_small ? 5000 : 1000000, big_range, 256, bits);
+        /* probe bound 4: forces rebuilds */
+        test_hash(&rng, g_small ? 4000 : 200000, g_small ? 3000 : 150000, 4, bits);
+    }
 
+    /* huge: keys of 35 bits (16-byte slots, 64-bit output keys); mixed: 32-bit input keys
+     * (16-byte slots) whose stride-2 outputs pack into 29 bits */
     const int32_t big[3] = {41, 1600, 1408}, small[3] = {5, 6, 7}, mid[3] = {20, 30, 40},
-                  flat[3] = {1, 64, 64}, one[3] = {1, 1, 1};
+                  flat[3] = {1, 64, 64}, one[3] = {1, 1, 1}, huge[3] = {1000, 2000, 3000},
+                  mixed[3] = {256, 2048, 4096};
     struct {
         int64_t n;
         int32_t batch;
         const int32_t *shape;
         int style;
+        int small_mode; /* part of the VC_SANITIZE subset */
     } cases[] = {
-        {0, 1, small, 0},    {1, 1, small, 0},   {1, 3, big, 2},     {31, 2, small, 0},
-        {33, 3, small, 2},   {31, 1, big, 1},    {33, 2, big, 2},    {1, 1, one, 0},
-        {200, 2, flat, 1},   {3000, 1, big, 1},  {4000, 3, big, 3},  {2500, 2, mid, 1},
-        {3000, 3, mid, 2},   {5000, 2, big, 0},  {6000, 1, mid, 0},
+        {0, 1, small, 0, 1},    {1, 1, small, 0, 1},   {1, 3, big, 2, 0},
+        {31, 2, small, 0, 0},   {33, 3, small, 2, 1},  {31, 1, big, 1, 0},
+        {33, 2, big, 2, 0},     {1, 1, one, 0, 1},     {200, 2, flat, 1, 1},
+        {3000, 1, big, 1, 0},   {4000, 3, big, 3, 0},  {2500, 2, mid, 1, 1},
+        {3000, 3, mid, 2, 0},   {5000, 2, big, 0, 0},  {6000, 1, mid, 0, 0},
+        {3000, 4, huge, 1, 1},  {2500, 2, huge, 3, 0}, {3000, 2, mixed, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (g_small && !cases[i].small_mode) continue;
         cloud c = make_cloud(&rng, cases[i].n, cases[i].batch, cases[i].shape, cases[i].style);
         run_sweep(&c, 0);
         free(c.rows);
     }
-    {
+    /* the other path: one-kernel (cooperative) by default, multi-kernel with VC_TEST_COOP */
+    vc_kmap_gpu_debug_coop(!coop);
+    const size_t again[2] = {g_small ? 8u : 9u, g_small ? 4u : 11u};
+    for (size_t a = 0; a < 2; a++) {
+        const size_t i = again[a];
+        cloud c = make_cloud(&rng, cases[i].n, cases[i].batch, cases[i].shape, cases[i].style);
+        run_sweep(&c, 0);
+        free(c.rows);
+    }
+    vc_kmap_gpu_debug_coop(coop);
+    if (!g_small) {
         cloud c = make_cloud(&rng, 1000000, 2, big, 3);
         printf("1M cloud: %lld voxels\n", (long long)c.n);
         run_sweep(&c, 1);

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# tests/gpu/run_kmap.sh - the kernel-map work in one call on the lent GPU: test_gpu_kmap,
+# test_gpu_graph, compute-sanitizer memcheck and racecheck over both (VC_SANITIZE=1: small
+# sizes), and bench_kmap on the synthetic scenes and the real scans of datasets/data. Expects the
+# targets built in $B (default b). Full logs under $OUT (default ./out); a short summary last.
+# Usage: tests/gpu/run_kmap.sh [tests] [bench] [sanitize]   (default: all three, in that order)
+#        BUDGET=seconds stops starting new steps past that many seconds (default 220).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/out}
+B=${B:-b}
+BUDGET=${BUDGET:-220}
+mkdir -p "$OUT"
+what="${*:-tests sanitize bench}"
+summary="$OUT/summary.txt"
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total \
+    --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+say "gpu: $(cat "$OUT/gpu.txt")"
+say "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?') + copied worktree"
+
+left() { [ $((BUDGET - SECONDS)) -gt "$1" ]; }
+last_rc=0
+
+# run NAME TIMEOUT CMD...: logs to $OUT/NAME.log, one summary line
+run() {
+    local name=$1 t=$2
+    shift 2
+    if ! left 5; then say "$name: skipped (budget)"; last_rc=0; return; fi
+    [ "$t" -gt $((BUDGET - SECONDS)) ] && t=$((BUDGET - SECONDS))
+    local start=$SECONDS
+    timeout "$t" "$@" >"$OUT/$name.log" 2>&1
+    local rc=$?
+    last_rc=$rc
+    local res
+    res=$(grep -E "passed, [0-9]+ failed|ERROR SUMMARY" "$OUT/$name.log" | tail -1)
+    say "$name: rc=$rc $((SECONDS - start))s ${res}"
+    grep -m 8 -E "CHECK failed|Invalid|Race|Error|error" "$OUT/$name.log" | cut -c1-300 |
+        sed 's/^/    /' | tee -a "$summary" >/dev/null
+}
+
+case " $what " in *" tests "*)
+    run test_gpu_graph 90 "$B/tests/test_gpu_graph"
+    run test_gpu_kmap 150 "$B/tests/test_gpu_kmap"
+    ;;
+esac
+case " $what " in *" bench "*)
+    D=datasets/data
+    run bench_kmap 150 "$B/tests/bench_kmap" 25 "$D/table_scene_lms400.pcd@0.003" \
+        "$D/octomap_scan.bin" "$D/vlp16.bin"
+    ;;
+esac
+case " $what " in *" sanitize "*)
+    if command -v compute-sanitizer >/dev/null; then
+        for tool in memcheck racecheck; do
+            for t in test_gpu_graph test_gpu_kmap; do
+                VC_SANITIZE=1 run "san_${tool}_$t" 150 compute-sanitizer --tool "$tool" \
+                    --error-exitcode 9 "$B/tests/$t"
+            done
+        done
+    else
+        say "compute-sanitizer: not found"
+    fi
+    ;;
+esac
+for f in "$OUT/bench_kmap.log"; do
+    if [ -s "$f" ]; then
+        echo "== $(basename "$f")"
+        grep -E "^\||^device|^#|^VC_" "$f"
+    fi
+done
+echo "== summary"
+cat "$summary"

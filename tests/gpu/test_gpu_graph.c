@@ -1,0 +1,380 @@
+/* tests/gpu/test_gpu_graph.c - kernel-map builds captured in CUDA graphs (the bounded variant of
+ * conv/kmap_gpu.h). For subm k3, subm k5 (dilation 2), strided k3 s2 p1, downsample k2 s2 and
+ * transposed k2 s2: one bounded build is captured with stream capture in the global mode (so any
+ * hidden synchronisation or allocation would fail the capture), the graph is checked to hold
+ * only kernel and memset nodes, then replayed on several new clouds copied into the same input
+ * buffer; after each replay vc_kmap_gpu_bounded_check must pass and every array must equal the
+ * CPU twin's bit for bit (the arrays are poisoned with 0xA5 before each replay, so an element a
+ * replay forgets to write shows). Then bounds that are too small (max_out for the new-output
+ * maps, max_pairs for all) must come back from the check as VC_ERR_CAPACITY with the needed
+ * count, and a replay on a cloud with a repeated row / a row outside the shape as
+ * VC_ERR_DUPLICATE / VC_ERR_OUT_OF_RANGE, the regular build's verdicts.
+ * Everything runs on both build paths: the multi-kernel one (the default) and the one-kernel
+ * cooperative one (vc_kmap_gpu_debug_coop).
+ * VC_SANITIZE=1: small clouds (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
+ * replays). Exits 77 without a CUDA build or a usable device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv/kmap.h"
+#include "conv/kmap_gpu.h"
+#include "hash/hash.h"
+#include "testutil.h"
+#include "voxconv.h"
+
+#ifdef VOXCONV_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#define NFRAMES 3
+
+static cudaStream_t g_stream;
+
+#define CUDA_OK(call)                                                                          \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
+    } while (0)
+
+/* ---- clouds: surfaces of a scan-like scene, exactly n distinct rows, shuffled -------------- */
+
+static int32_t *make_rows(vc_rng *rng, int64_t n, int32_t batch, const int32_t shape[3])
+{
+    int32_t *rows = malloc((size_t)(n > 0 ? n : 1) * 16);
+    vc_keypack kp;
+    vc_keypack_init(&kp, batch, shape);
+    vc_hash seen;
+    vc_hash_init(&seen, n);
+    int64_t c = 0;
+    while (c < n) {
+        /* a short run along x on a bumpy sheet, or a blob */
+        int32_t b = (int32_t)vc_rng_int(rng, batch);
+        int32_t y = (int32_t)vc_rng_int(rng, shape[1]), x = (int32_t)vc_rng_int(rng, shape[2]);
+        int32_t z = (int32_t)vc_rng_int(rng, shape[0]);
+        int blob = vc_rng_int(rng, 4) == 0;
+        int32_t len = 1 + (int32_t)vc_rng_int(rng, 30);
+        for (int32_t j = 0; j < len && c < n; j++) {
+            int32_t zz = blob ? z + (int32_t)vc_rng_int(rng, 3) - 1 : shape[0] / 3 + (x + j) % 3;
+            int32_t yy = blob ? y + (int32_t)vc_rng_int(rng, 3) - 1 : y;
+            int32_t xx = blob ? x + (int32_t)vc_rng_int(rng, 3) - 1 : x + j;
+            if (!vc_key_in_range(&kp, b, zz, yy, xx)) continue;
+            if (vc_hash_insert_grow(&seen, vc_key_pack(&kp, b, zz, yy, xx), 0, NULL) !=
+                VC_HASH_INSERTED)
+                continue;
+            int32_t *r = rows + 4 * c++;
+            r[0] = b;
+            r[1] = zz;
+            r[2] = yy;
+            r[3] = xx;
+        }
+    }
+    vc_hash_free(&seen);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = vc_rng_int(rng, i + 1);
+        for (int a = 0; a < 4; a++) {
+            int32_t t = rows[4 * i + a];
+            rows[4 * i + a] = rows[4 * j + a];
+            rows[4 * j + a] = t;
+        }
+    }
+    return rows;
+}
+
+/* ---- comparison ------------------------------------------------------------------------- */
+
+static void cmp_array(const char *label, const char *name, const void *host, const void *dev,
+                      int64_t bytes)
+{
+    if (bytes <= 0) return;
+    if (!dev || !host) {
+        CHECK_MSG(0, "%s: %s is NULL (host %p, device %p)", label, name, host, dev);
+        return;
+    }
+    unsigned char *g = malloc((size_t)bytes);
+    cudaError_t e = cudaMemcpy(g, dev, (size_t)bytes, cudaMemcpyDeviceToHost);
+    CHECK_MSG(e == cudaSuccess, "%s: copying %s: %s", label, name, cudaGetErrorString(e));
+    if (e == cudaSuccess && memcmp(g, host, (size_t)bytes) != 0) {
+        int64_t w = 0, nw = bytes / 4;
+        const int32_t *a = host, *b = (const int32_t *)g;
+        while (w < nw && a[w] == b[w]) w++;
+        int64_t diffs = 0;
+        for (int64_t i = w; i < nw; i++) diffs += a[i] != b[i];
+        CHECK_MSG(0, "%s: %s differs in %lld of %lld words, first at word %lld (cpu %d, gpu %d)",
+                  label, name, (long long)diffs, (long long)nw, (long long)w,
+                  w < nw ? (int)a[w] : 0, w < nw ? (int)b[w] : 0);
+    } else {
+        vc_t_pass++;
+    }
+    free(g);
+}
+
+static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_data *g)
+{
+    CHECK_MSG(c->type == g->type && c->volume == g->volume && c->n_in == g->n_in &&
+                  c->n_out == g->n_out && c->n_pairs == g->n_pairs &&
+                  c->mask_words == g->mask_words && c->out_batch_size == g->out_batch_size &&
+                  memcmp(c->out_shape, g->out_shape, sizeof c->out_shape) == 0,
+              "%s: header: n_in %lld/%lld n_out %lld/%lld n_pairs %lld/%lld words %d/%d",
+              label, (long long)c->n_in, (long long)g->n_in, (long long)c->n_out,
+              (long long)g->n_out, (long long)c->n_pairs, (long long)g->n_pairs,
+              (int)c->mask_words, (int)g->mask_words);
+    if (c->n_out != g->n_out || c->n_pairs != g->n_pairs || c->volume != g->volume) return;
+    int64_t n = c->n_out, K = c->volume;
+    CHECK_MSG((c->out_coords == NULL) == (g->out_coords == NULL), "%s: out_coords presence",
+              label);
+    if (c->out_coords && g->out_coords)
+        cmp_array(label, "out_coords", c->out_coords, g->out_coords, n * 16);
+    cmp_array(label, "out_in", c->out_in, g->out_in, n * K * 4);
+    cmp_array(label, "offsets", c->offsets, g->offsets, (K + 1) * 8);
+    cmp_array(label, "in_rows", c->in_rows, g->in_rows, c->n_pairs * 4);
+    cmp_array(label, "out_rows", c->out_rows, g->out_rows, c->n_pairs * 4);
+    cmp_array(label, "masks", c->masks, g->masks, n * c->mask_words * 4);
+    cmp_array(label, "perm", c->perm, g->perm, n * 4);
+}
+
+static void poison_bounded(const vc_kmap_gpu_bounded *b)
+{
+    const vc_kmap_data *m = &b->map;
+    const int64_t K = m->volume;
+    if (m->out_coords) CUDA_OK(cudaMemset(m->out_coords, 0xa5, (size_t)b->max_out * 16));
+    CUDA_OK(cudaMemset(m->out_in, 0xa5, (size_t)(b->max_out * K) * 4));
+    CUDA_OK(cudaMemset(m->offsets, 0xa5, (size_t)(K + 1) * 8));
+    CUDA_OK(cudaMemset(m->in_rows, 0xa5, (size_t)b->max_pairs * 4));
+    CUDA_OK(cudaMemset(m->out_rows, 0xa5, (size_t)b->max_pairs * 4));
+    CUDA_OK(cudaMemset(m->masks, 0xa5, (size_t)(b->max_out * m->mask_words) * 4));
+    CUDA_OK(cudaMemset(m->perm, 0xa5, (size_t)b->max_out * 4));
+}
+
+/* Captures one bounded build of b over d_in [n] into an executable graph; NULL on failure. */
+static cudaGraphExec_t capture(vc_kmap_gpu_bounded *b, const int32_t *d_in, int64_t n,
+                               const char *label)
+{
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    vc_err err = {{0}};
+    /* warm-up outside the capture: loads the kernels (lazy module loading) */
+    vc_status w = vc_kmap_build_gpu_bounded(b, d_in, n, g_stream, &err);
+    CHECK_MSG(w == VC_OK, "%s: warm-up build: %s", label, err.msg);
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    cudaError_t e = cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal);
+    CHECK_MSG(e == cudaSuccess, "%s: begin capture: %s", label, cudaGetErrorString(e));
+    if (e != cudaSuccess) return NULL;
+    vc_status st = vc_kmap_build_gpu_bounded(b, d_in, n, g_stream, &err);
+    e = cudaStreamEndCapture(g_stream, &graph);
+    CHECK_MSG(st == VC_OK, "%s: bounded build under capture: %s", label, err.msg);
+    CHECK_MSG(e == cudaSuccess, "%s: end capture: %s", label, cudaGetErrorString(e));
+    if (st != VC_OK || e != cudaSuccess) {
+        cudaGetLastError();
+        if (graph) cudaGraphDestroy(graph);
+        return NULL;
+    }
+    /* only kernels and memsets: no host node, no copy, no allocation */
+    size_t count = 0;
+    CUDA_OK(cudaGraphGetNodes(graph, NULL, &count));
+    cudaGraphNode_t *nodes = malloc((count ? count : 1) * sizeof *nodes);
+    CUDA_OK(cudaGraphGetNodes(graph, nodes, &count));
+    size_t kernels = 0, others = 0;
+    for (size_t i = 0; i < count; i++) {
+        enum cudaGraphNodeType t;
+        CUDA_OK(cudaGraphNodeGetType(nodes[i], &t));
+        if (t == cudaGraphNodeTypeKernel)
+            kernels++;
+        else if (t != cudaGraphNodeTypeMemset && t != cudaGraphNodeTypeEmpty)
+            others++;
+    }
+    free(nodes);
+    CHECK_MSG(kernels > 0 && others == 0, "%s: graph of %zu nodes: %zu kernels, %zu other than "
+              "kernel or memset", label, count, kernels, others);
+    printf("%s: captured %zu nodes (%zu kernels)\n", label, count, kernels);
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    CHECK_MSG(e == cudaSuccess, "%s: instantiate: %s", label, cudaGetErrorString(e));
+    cudaGraphDestroy(graph);
+    return e == cudaSuccess ? exec : NULL;
+}
+
+static vc_map_desc mkdesc(vc_map_type t, int k, int s, int p, int dil)
+{
+    vc_map_desc d = VC_MAP_DESC_INIT;
+    d.type = t;
+    for (int a = 0; a < 3; a++) {
+        d.kernel[a] = k;
+        d.stride[a] = s;
+        d.padding[a] = p;
+        d.dilation[a] = dil;
+    }
+    return d;
+}
+
+static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, int32_t batch,
+                     const int32_t shape[3], int32_t *d_in)
+{
+    char label[160];
+    snprintf(label, sizeof label, "type %d k %d s %d p %d d %d | n %lld", (int)d->type,
+             d->kernel[0], d->stride[0], d->padding[0], d->dilation[0], (long long)n);
+    vc_kmap_data cm[NFRAMES];
+    memset(cm, 0, sizeof cm);
+    int64_t max_out = 1, max_pairs = 1;
+    for (int f = 0; f < NFRAMES; f++) {
+        vc_err ce = {{0}};
+        vc_status cs = vc_kmap_build_cpu(frames[f], n, shape, batch, d, 0, &cm[f], &ce);
+        CHECK_MSG(cs == VC_OK, "%s: cpu frame %d: %s", label, f, ce.msg);
+        if (cs != VC_OK) goto done;
+        if (cm[f].n_out > max_out) max_out = cm[f].n_out;
+        if (cm[f].n_pairs > max_pairs) max_pairs = cm[f].n_pairs;
+    }
+    if (d->type == VC_MAP_SUBM) max_out = n;
+    CUDA_OK(cudaMemcpy(d_in, frames[0], (size_t)n * 16, cudaMemcpyHostToDevice));
+
+    /* 1. bounds that fit: three frames and the first again, each bit-identical */
+    {
+        vc_kmap_gpu_bounded b;
+        vc_err err = {{0}};
+        vc_status st = vc_kmap_gpu_bounded_create(d, shape, batch, n,
+                                                  max_out + (d->type == VC_MAP_SUBM ? 0 : 17),
+                                                  max_pairs + 101, &b, &err);
+        CHECK_MSG(st == VC_OK, "%s: create: %s", label, err.msg);
+        if (st != VC_OK) goto done;
+        cudaGraphExec_t exec = capture(&b, d_in, n, label);
+        for (int r = 0; exec && r <= NFRAMES; r++) {
+            const int f = r % NFRAMES;
+            CUDA_OK(cudaMemcpy(d_in, frames[f], (size_t)n * 16, cudaMemcpyHostToDevice));
+            poison_bounded(&b);
+            CUDA_OK(cudaGraphLaunch(exec, g_stream));
+            st = vc_kmap_gpu_bounded_check(&b, g_stream, &err);
+            CHECK_MSG(st == VC_OK, "%s: replay %d: check: %s", label, r, err.msg);
+            if (st == VC_OK) {
+                char l2[220];
+                snprintf(l2, sizeof l2, "%s (graph replay %d, frame %d)", label, r, f);
+                cmp_maps(l2, &cm[f], &b.map);
+            }
+        }
+        /* 2. a replay on a cloud with a repeated row, then one with a row outside the shape */
+        if (exec && n >= 4) {
+            int32_t *bad = malloc((size_t)n * 16);
+            memcpy(bad, frames[0], (size_t)n * 16);
+            memcpy(bad + 4 * (n - 1), bad + 4 * (n / 3), 16); /* row n-1 repeats row n/3 */
+            CUDA_OK(cudaMemcpy(d_in, bad, (size_t)n * 16, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaGraphLaunch(exec, g_stream));
+            st = vc_kmap_gpu_bounded_check(&b, g_stream, &err);
+            CHECK_MSG(st == VC_ERR_DUPLICATE && strstr(err.msg, "row ") &&
+                          strtoll(strstr(err.msg, "row ") + 4, NULL, 10) == n - 1,
+                      "%s: replay with a duplicate: %s (%s)", label, vc_status_string(st),
+                      err.msg);
+            memcpy(bad, frames[1], (size_t)n * 16);
+            bad[4 * (n / 2) + 2] = shape[1]; /* y one past the edge */
+            CUDA_OK(cudaMemcpy(d_in, bad, (size_t)n * 16, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaGraphLaunch(exec, g_stream));
+            st = vc_kmap_gpu_bounded_check(&b, g_stream, &err);
+            CHECK_MSG(st == VC_ERR_OUT_OF_RANGE, "%s: replay with a row outside: %s (%s)", label,
+                      vc_status_string(st), err.msg);
+            /* and a good frame again: nothing stale */
+            CUDA_OK(cudaMemcpy(d_in, frames[2], (size_t)n * 16, cudaMemcpyHostToDevice));
+            poison_bounded(&b);
+            CUDA_OK(cudaGraphLaunch(exec, g_stream));
+            st = vc_kmap_gpu_bounded_check(&b, g_stream, &err);
+            CHECK_MSG(st == VC_OK, "%s: replay after bad rows: %s", label, err.msg);
+            if (st == VC_OK) {
+                char l2[220];
+                snprintf(l2, sizeof l2, "%s (graph replay after bad rows)", label);
+                cmp_maps(l2, &cm[2], &b.map);
+            }
+            free(bad);
+        }
+        if (exec) cudaGraphExecDestroy(exec);
+        vc_kmap_gpu_bounded_destroy(&b);
+    }
+
+    /* 3. bounds too small: the flag comes up, the check names the count needed */
+    for (int which = 0; which < 2; which++) {
+        if (which == 0 && d->type == VC_MAP_SUBM) continue; /* n_out = n_in: known up front */
+        const int64_t need_out = cm[0].n_out, need_pairs = cm[0].n_pairs;
+        if (which == 0 && need_out < 2) continue;
+        if (which == 1 && need_pairs < 2) continue;
+        const int64_t mo = which == 0 ? need_out - 1 : (d->type == VC_MAP_SUBM ? n : need_out);
+        const int64_t mp = which == 1 ? need_pairs - 1 : need_pairs + 101;
+        vc_kmap_gpu_bounded b;
+        vc_err err = {{0}};
+        vc_status st = vc_kmap_gpu_bounded_create(d, shape, batch, n, mo, mp, &b, &err);
+        CHECK_MSG(st == VC_OK, "%s: create (small bounds): %s", label, err.msg);
+        if (st != VC_OK) continue;
+        cudaGraphExec_t exec = capture(&b, d_in, n, label);
+        if (exec) {
+            CUDA_OK(cudaMemcpy(d_in, frames[0], (size_t)n * 16, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaGraphLaunch(exec, g_stream));
+            st = vc_kmap_gpu_bounded_check(&b, g_stream, &err);
+            CHECK_MSG(st == VC_ERR_CAPACITY, "%s: max_%s one short: %s (%s)", label,
+                      which == 0 ? "out" : "pairs", vc_status_string(st), err.msg);
+            if (which == 0)
+                CHECK_MSG(b.map.n_out == need_out, "%s: n_out needed %lld, reported %lld",
+                          label, (long long)need_out, (long long)b.map.n_out);
+            else
+                CHECK_MSG(b.map.n_pairs == need_pairs, "%s: n_pairs needed %lld, reported %lld",
+                          label, (long long)need_pairs, (long long)b.map.n_pairs);
+            int64_t st_words[VC_KMAP_GPU_STATUS_WORDS];
+            CUDA_OK(cudaMemcpy(st_words, b.d_status, sizeof st_words, cudaMemcpyDeviceToHost));
+            CHECK_MSG(st_words[VC_KMAP_GPU_FLAGS] & (which == 0 ? VC_KMAP_GPU_F_OUT_OVERFLOW
+                                                                : VC_KMAP_GPU_F_PAIR_OVERFLOW),
+                      "%s: overflow flag not set (flags 0x%llx)", label,
+                      (unsigned long long)st_words[VC_KMAP_GPU_FLAGS]);
+            cudaGraphExecDestroy(exec);
+        }
+        vc_kmap_gpu_bounded_destroy(&b);
+    }
+
+done:
+    for (int f = 0; f < NFRAMES; f++) vc_kmap_data_free(&cm[f]);
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        printf("test_gpu_graph: no CUDA device, skipped\n");
+        return 77;
+    }
+    vc_rng rng = vc_test_rng("test_gpu_graph");
+    const char *san = getenv("VC_SANITIZE");
+    const int small = san && atoi(san) != 0;
+    if (small) printf("VC_SANITIZE: small sizes only\n");
+
+    CUDA_OK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+    const int32_t big[3] = {41, 1600, 1408}, huge[3] = {1000, 2000, 3000};
+    struct {
+        int64_t n;
+        int32_t batch;
+        const int32_t *shape;
+    } sets[] = {{small ? 3000 : 100000, 1, big}, {small ? 1500 : 20000, 3, huge}};
+    const vc_map_desc descs[] = {
+        mkdesc(VC_MAP_SUBM, 3, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 5, 1, 0, 2),
+        mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1),    mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 0, 1),
+        mkdesc(VC_MAP_TRANSPOSED, 2, 2, 0, 1),
+    };
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        const int64_t n = sets[si].n;
+        int32_t *frames[NFRAMES];
+        for (int f = 0; f < NFRAMES; f++)
+            frames[f] = make_rows(&rng, n, sets[si].batch, sets[si].shape);
+        int32_t *d_in = NULL;
+        CUDA_OK(cudaMalloc((void **)&d_in, (size_t)n * 16));
+        /* both build paths: multi-kernel (the default), then one-kernel cooperative */
+        for (int coop = 0; coop < 2; coop++) {
+            vc_kmap_gpu_debug_coop(coop);
+            printf("%s path\n", coop ? "one-kernel (cooperative)" : "multi-kernel");
+            for (size_t di = 0; di < sizeof descs / sizeof descs[0]; di++)
+                run_desc(&descs[di], frames, n, sets[si].batch, sets[si].shape, d_in);
+        }
+        vc_kmap_gpu_debug_coop(0);
+        cudaFree(d_in);
+        for (int f = 0; f < NFRAMES; f++) free(frames[f]);
+    }
+    cudaStreamDestroy(g_stream);
+    TEST_END();
+}
+
+#else
+int main(void)
+{
+    printf("test_gpu_graph: built without CUDA, skipped\n");
+    return 77;
+}
+#endif
