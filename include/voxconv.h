@@ -418,7 +418,10 @@ typedef struct vc_conv_desc {
 
 /* out = act(conv(in, weights) + bias + residual), on the map's output coordinates.
  * out[p, co] = sum over k, ci of in[out_in[p,k], ci] * W[co, k, ci], accumulated in fp32.
- * *out is a new tensor on the map's output coordinate set. */
+ * *out is a new tensor on the map's output coordinate set. On the CUDA backend, weights and bias
+ * may be in host or device memory. Synchronises on the CUDA backend when the map is not cached
+ * yet, when weights or bias are in host memory, or with VC_ALGO_GATHER_GEMM_SCATTER (the pair
+ * counts are read back); otherwise it only queues work. */
 VC_API vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc,
                                  const vc_tensor *in, vc_tensor **out);
 
@@ -440,11 +443,13 @@ typedef struct vc_pool_desc {
 
 #define VC_POOL_DESC_INIT {sizeof(vc_pool_desc), VC_MAP_DESC_INIT, NULL, VC_POOL_MAX}
 
-/* Pools over a kernel map; the result has the input's channels and dtype. */
+/* Pools over a kernel map; the result has the input's channels and dtype. Synchronises on the
+ * CUDA backend only when the map is not cached yet. */
 VC_API vc_status vc_pool_forward(vc_context *ctx, const vc_pool_desc *desc,
                                  const vc_tensor *in, vc_tensor **out);
 /* Global pooling per batch item into a dense [batch_size, C] array of fp32 at `dst`
- * (host or device per `where`). Batch items with no voxels give 0. */
+ * (host or device per `where`). Batch items with no voxels give 0. Synchronises on the CUDA
+ * backend. */
 VC_API vc_status vc_global_pool(vc_context *ctx, vc_pool_mode mode, const vc_tensor *in,
                                 float *dst, vc_memory where);
 
