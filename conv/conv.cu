@@ -24,39 +24,10 @@
 #include <string.h>
 
 #include "conv_gpu.h"
+#include "cuda_util.cuh"
 #include "gemm/gemm.h"
 
 namespace {
-
-const int kThreads = 256;
-
-unsigned grid_for(int64_t n)
-{
-    int64_t blocks = (n + kThreads - 1) / kThreads;
-    if (blocks < 1) blocks = 1;
-    return (unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8);
-}
-
-#define GRID_LOOP(i, n)                                                                        \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                  \
-         i += (int64_t)gridDim.x * blockDim.x)
-
-__device__ __forceinline__ float load_f32(const void *p, int t, int64_t i)
-{
-    if (t == VC_DTYPE_FP16) return __half2float(static_cast<const __half *>(p)[i]);
-    if (t == VC_DTYPE_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-    return static_cast<const float *>(p)[i];
-}
-
-__device__ __forceinline__ void store_f32(void *p, int t, int64_t i, float v)
-{
-    if (t == VC_DTYPE_FP16)
-        static_cast<__half *>(p)[i] = __float2half_rn(v);
-    else if (t == VC_DTYPE_BF16)
-        static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
-    else
-        static_cast<float *>(p)[i] = v;
-}
 
 // Weight conversion to the feature dtype (round to nearest even, as vc_store_f32).
 __global__ void cast_kernel(const void *src, int st, void *dst, int dt, int64_t n)

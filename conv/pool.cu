@@ -18,40 +18,12 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "conv_gpu.h"
+#include "cuda_util.cuh"
 
 namespace {
 
-const int kThreads = 256;
 const int kTileC = 32;   // channels per global-pool block (threadIdx.x)
 const int kLanes = 8;    // row lanes per global-pool block (threadIdx.y)
-
-unsigned grid_for(int64_t n)
-{
-    int64_t blocks = (n + kThreads - 1) / kThreads;
-    if (blocks < 1) blocks = 1;
-    return (unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8);
-}
-
-#define GRID_LOOP(i, n)                                                                        \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                  \
-         i += (int64_t)gridDim.x * blockDim.x)
-
-__device__ __forceinline__ float load_f32(const void *p, int t, int64_t i)
-{
-    if (t == VC_DTYPE_FP16) return __half2float(static_cast<const __half *>(p)[i]);
-    if (t == VC_DTYPE_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-    return static_cast<const float *>(p)[i];
-}
-
-__device__ __forceinline__ void store_f32(void *p, int t, int64_t i, float v)
-{
-    if (t == VC_DTYPE_FP16)
-        static_cast<__half *>(p)[i] = __float2half_rn(v);
-    else if (t == VC_DTYPE_BF16)
-        static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
-    else
-        static_cast<float *>(p)[i] = v;
-}
 
 __global__ void pool_kernel(const int32_t *out_in, int64_t n_out, int32_t K, int64_t n_in,
                             const void *in, int dtype, int64_t channels, int mode, void *out)

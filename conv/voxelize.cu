@@ -39,22 +39,10 @@
 #include <cub/device/device_scan.cuh>
 
 #include "voxelize_gpu.h"
+#include "cuda_util.cuh"
 #include "hash/hash_gpu.h"
 
 namespace {
-
-const int kThreads = 256;
-
-unsigned grid_for(int64_t n)
-{
-    int64_t blocks = (n + kThreads - 1) / kThreads;
-    if (blocks < 1) blocks = 1;
-    return (unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8);
-}
-
-#define GRID_LOOP(i, n)                                                                        \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                  \
-         i += (int64_t)gridDim.x * blockDim.x)
 
 // Slots of the device counter block read back at the sync point.
 enum {
