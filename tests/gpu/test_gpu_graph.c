@@ -29,6 +29,7 @@
 #define NFRAMES 3
 
 static cudaStream_t g_stream;
+static const char *g_path = "multi-kernel"; /* the build path under test, for the labels */
 
 #define CUDA_OK(call)                                                                          \
     do {                                                                                       \
@@ -132,17 +133,34 @@ static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_dat
     cmp_array(label, "perm", c->perm, g->perm, n * 4);
 }
 
+/* Uploads and poison go through g_stream, not the legacy default stream: g_stream is
+ * non-blocking, so a cudaMemcpy / cudaMemset on the legacy stream is not ordered with the graph
+ * replays. A pageable cudaMemcpy returns before its last chunk reaches the device and cudaMemset
+ * returns at once, so a replay launched right after could read the previous frame's last rows,
+ * or have its results overwritten by a late poison. (Read-backs stay plain cudaMemcpy: they
+ * follow vc_kmap_gpu_bounded_check, which synchronises g_stream.) */
+static void upload(int32_t *d_in, const int32_t *rows, int64_t n)
+{
+    CUDA_OK(cudaMemcpyAsync(d_in, rows, (size_t)n * 16, cudaMemcpyHostToDevice, g_stream));
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+}
+
+static void fill(void *p, size_t bytes)
+{
+    CUDA_OK(cudaMemsetAsync(p, 0xa5, bytes, g_stream));
+}
+
 static void poison_bounded(const vc_kmap_gpu_bounded *b)
 {
     const vc_kmap_data *m = &b->map;
     const int64_t K = m->volume;
-    if (m->out_coords) CUDA_OK(cudaMemset(m->out_coords, 0xa5, (size_t)b->max_out * 16));
-    CUDA_OK(cudaMemset(m->out_in, 0xa5, (size_t)(b->max_out * K) * 4));
-    CUDA_OK(cudaMemset(m->offsets, 0xa5, (size_t)(K + 1) * 8));
-    CUDA_OK(cudaMemset(m->in_rows, 0xa5, (size_t)b->max_pairs * 4));
-    CUDA_OK(cudaMemset(m->out_rows, 0xa5, (size_t)b->max_pairs * 4));
-    CUDA_OK(cudaMemset(m->masks, 0xa5, (size_t)(b->max_out * m->mask_words) * 4));
-    CUDA_OK(cudaMemset(m->perm, 0xa5, (size_t)b->max_out * 4));
+    if (m->out_coords) fill(m->out_coords, (size_t)b->max_out * 16);
+    fill(m->out_in, (size_t)(b->max_out * K) * 4);
+    fill(m->offsets, (size_t)(K + 1) * 8);
+    fill(m->in_rows, (size_t)b->max_pairs * 4);
+    fill(m->out_rows, (size_t)b->max_pairs * 4);
+    fill(m->masks, (size_t)(b->max_out * m->mask_words) * 4);
+    fill(m->perm, (size_t)b->max_out * 4);
 }
 
 /* Captures one bounded build of b over d_in [n] into an executable graph; NULL on failure. */
@@ -209,8 +227,9 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
                      const int32_t shape[3], int32_t *d_in)
 {
     char label[160];
-    snprintf(label, sizeof label, "type %d k %d s %d p %d d %d | n %lld", (int)d->type,
-             d->kernel[0], d->stride[0], d->padding[0], d->dilation[0], (long long)n);
+    snprintf(label, sizeof label, "%s: type %d k %d s %d p %d d %d | n %lld", g_path,
+             (int)d->type, d->kernel[0], d->stride[0], d->padding[0], d->dilation[0],
+             (long long)n);
     vc_kmap_data cm[NFRAMES];
     memset(cm, 0, sizeof cm);
     int64_t max_out = 1, max_pairs = 1;
@@ -223,7 +242,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
         if (cm[f].n_pairs > max_pairs) max_pairs = cm[f].n_pairs;
     }
     if (d->type == VC_MAP_SUBM) max_out = n;
-    CUDA_OK(cudaMemcpy(d_in, frames[0], (size_t)n * 16, cudaMemcpyHostToDevice));
+    upload(d_in, frames[0], n);
 
     /* 1. bounds that fit: three frames and the first again, each bit-identical */
     {
@@ -237,7 +256,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
         cudaGraphExec_t exec = capture(&b, d_in, n, label);
         for (int r = 0; exec && r <= NFRAMES; r++) {
             const int f = r % NFRAMES;
-            CUDA_OK(cudaMemcpy(d_in, frames[f], (size_t)n * 16, cudaMemcpyHostToDevice));
+            upload(d_in, frames[f], n);
             poison_bounded(&b);
             CUDA_OK(cudaGraphLaunch(exec, g_stream));
             st = vc_kmap_gpu_bounded_check(&b, g_stream, &err);
@@ -253,7 +272,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
             int32_t *bad = malloc((size_t)n * 16);
             memcpy(bad, frames[0], (size_t)n * 16);
             memcpy(bad + 4 * (n - 1), bad + 4 * (n / 3), 16); /* row n-1 repeats row n/3 */
-            CUDA_OK(cudaMemcpy(d_in, bad, (size_t)n * 16, cudaMemcpyHostToDevice));
+            upload(d_in, bad, n);
             CUDA_OK(cudaGraphLaunch(exec, g_stream));
             st = vc_kmap_gpu_bounded_check(&b, g_stream, &err);
             CHECK_MSG(st == VC_ERR_DUPLICATE && strstr(err.msg, "row ") &&
@@ -262,13 +281,13 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
                       err.msg);
             memcpy(bad, frames[1], (size_t)n * 16);
             bad[4 * (n / 2) + 2] = shape[1]; /* y one past the edge */
-            CUDA_OK(cudaMemcpy(d_in, bad, (size_t)n * 16, cudaMemcpyHostToDevice));
+            upload(d_in, bad, n);
             CUDA_OK(cudaGraphLaunch(exec, g_stream));
             st = vc_kmap_gpu_bounded_check(&b, g_stream, &err);
             CHECK_MSG(st == VC_ERR_OUT_OF_RANGE, "%s: replay with a row outside: %s (%s)", label,
                       vc_status_string(st), err.msg);
             /* and a good frame again: nothing stale */
-            CUDA_OK(cudaMemcpy(d_in, frames[2], (size_t)n * 16, cudaMemcpyHostToDevice));
+            upload(d_in, frames[2], n);
             poison_bounded(&b);
             CUDA_OK(cudaGraphLaunch(exec, g_stream));
             st = vc_kmap_gpu_bounded_check(&b, g_stream, &err);
@@ -299,7 +318,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
         if (st != VC_OK) continue;
         cudaGraphExec_t exec = capture(&b, d_in, n, label);
         if (exec) {
-            CUDA_OK(cudaMemcpy(d_in, frames[0], (size_t)n * 16, cudaMemcpyHostToDevice));
+            upload(d_in, frames[0], n);
             CUDA_OK(cudaGraphLaunch(exec, g_stream));
             st = vc_kmap_gpu_bounded_check(&b, g_stream, &err);
             CHECK_MSG(st == VC_ERR_CAPACITY, "%s: max_%s one short: %s (%s)", label,
@@ -359,6 +378,7 @@ int main(void)
         /* both build paths: multi-kernel (the default), then one-kernel cooperative */
         for (int coop = 0; coop < 2; coop++) {
             vc_kmap_gpu_debug_coop(coop);
+            g_path = coop ? "one-kernel" : "multi-kernel";
             printf("%s path\n", coop ? "one-kernel (cooperative)" : "multi-kernel");
             for (size_t di = 0; di < sizeof descs / sizeof descs[0]; di++)
                 run_desc(&descs[di], frames, n, sets[si].batch, sets[si].shape, d_in);
