@@ -2121,44 +2121,16 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
                                          int32_t fwd_in_batch_size, struct CUstream_st *stream,
                                          vc_kmap_data *out, vc_err *err)
 {
-    if (!fwd || !fwd_in_shape || !out)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: NULL argument");
-    if (fwd->type != VC_MAP_STRIDED && fwd->type != VC_MAP_DOWNSAMPLE)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: the forward map must be "
-                       "STRIDED or DOWNSAMPLE (type %d)", (int)fwd->type);
-    const int32_t K = fwd->volume;
-    if (K < 1 || K > kMaxVolume || fwd->n_in < 0 || fwd->n_in > VC_MAX_ROWS || fwd->n_out < 0 ||
-        fwd->n_out > VC_MAX_ROWS || fwd->n_pairs < 0 || (fwd->n_out > 0 && !fwd->out_in))
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: malformed forward map");
-    if (fwd_in_batch_size < 1)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: batch size %d must be >= 1",
-                       (int)fwd_in_batch_size);
-    static const char *const axis_name[3] = {"z", "y", "x"};
-    for (int a = 0; a < 3; a++)
-        if (fwd_in_shape[a] < 1)
-            return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: shape %s = %d must be "
-                           ">= 1", axis_name[a], (int)fwd_in_shape[a]);
+    vc_kmap_data m;
+    vc_status st = vc_kmap_inverse_header(fwd, fwd_in_shape, fwd_in_batch_size, &m, err);
+    if (st != VC_OK) return st;
+    if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: NULL argument");
+    const int32_t K = m.volume;
     cudaStream_t s = (cudaStream_t)stream;
-    vc_status st = VC_OK;
     Job j;
     memset(&j, 0, sizeof j);
     j.K = K;
-    j.words = (K + 31) / 32;
-    vc_kmap_data m;
-    memset(&m, 0, sizeof m);
-    m.type = VC_MAP_INVERSE;
-    for (int a = 0; a < 3; a++) {
-        m.kernel[a] = fwd->kernel[a];
-        m.stride[a] = fwd->stride[a];
-        m.padding[a] = fwd->padding[a];
-        m.dilation[a] = fwd->dilation[a];
-        m.out_shape[a] = fwd_in_shape[a];
-    }
-    m.volume = K;
-    m.n_in = fwd->n_out;
-    m.n_out = fwd->n_in;
-    m.out_batch_size = fwd_in_batch_size;
-    m.mask_words = j.words;
+    j.words = m.mask_words;
     const int64_t n = m.n_out, fwd_entries = fwd->n_out * (int64_t)K;
     int64_t n_entries = 0, n_words = 0;
     int64_t stat[S_WORDS];

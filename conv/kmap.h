@@ -54,6 +54,11 @@ vc_status vc_kmap_build_cpu(const int32_t *in_coords, int64_t n_in, const int32_
 vc_status vc_kmap_inverse_cpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
                               int32_t fwd_in_batch_size, vc_kmap_data *out, vc_err *err);
 
+/* The checks and the header (type, kernel parameters, shapes, counts, mask words) of the
+ * INVERSE of fwd, shared by the CPU and GPU builders; *m is zeroed first, arrays left NULL. */
+vc_status vc_kmap_inverse_header(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
+                                 int32_t fwd_in_batch_size, vc_kmap_data *m, vc_err *err);
+
 /* Fills offsets/in_rows/out_rows/n_pairs and masks/perm from out_in (n_out, volume set). */
 vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err);
 

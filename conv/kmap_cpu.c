@@ -425,17 +425,18 @@ fail:
     return st;
 }
 
-vc_status vc_kmap_inverse_cpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
-                              int32_t fwd_in_batch_size, vc_kmap_data *out, vc_err *err)
+vc_status vc_kmap_inverse_header(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
+                                 int32_t fwd_in_batch_size, vc_kmap_data *m, vc_err *err)
 {
-    if (!fwd || !fwd_in_shape || !out)
+    if (!fwd || !fwd_in_shape || !m)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: NULL argument");
     if (fwd->type != VC_MAP_STRIDED && fwd->type != VC_MAP_DOWNSAMPLE)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: the forward map must be "
                        "STRIDED or DOWNSAMPLE (type %d)", (int)fwd->type);
     const int32_t K = fwd->volume;
     if (K < 1 || K > VC_KMAP_MAX_VOLUME || fwd->n_in < 0 || fwd->n_in > VC_MAX_ROWS ||
-        fwd->n_out < 0 || fwd->n_out > VC_MAX_ROWS || (fwd->n_out > 0 && !fwd->out_in))
+        fwd->n_out < 0 || fwd->n_out > VC_MAX_ROWS || fwd->n_pairs < 0 ||
+        (fwd->n_out > 0 && !fwd->out_in))
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: malformed forward map");
     if (fwd_in_batch_size < 1)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: batch size %d must be >= 1",
@@ -444,21 +445,31 @@ vc_status vc_kmap_inverse_cpu(const vc_kmap_data *fwd, const int32_t fwd_in_shap
         if (fwd_in_shape[a] < 1)
             return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: shape %s = %d must be "
                            ">= 1", axis_name[a], (int)fwd_in_shape[a]);
-
-    vc_kmap_data m;
-    memset(&m, 0, sizeof m);
-    m.type = VC_MAP_INVERSE;
+    memset(m, 0, sizeof *m);
+    m->type = VC_MAP_INVERSE;
     for (int a = 0; a < 3; a++) {
-        m.kernel[a] = fwd->kernel[a];
-        m.stride[a] = fwd->stride[a];
-        m.padding[a] = fwd->padding[a];
-        m.dilation[a] = fwd->dilation[a];
-        m.out_shape[a] = fwd_in_shape[a];
+        m->kernel[a] = fwd->kernel[a];
+        m->stride[a] = fwd->stride[a];
+        m->padding[a] = fwd->padding[a];
+        m->dilation[a] = fwd->dilation[a];
+        m->out_shape[a] = fwd_in_shape[a];
     }
-    m.volume = K;
-    m.n_in = fwd->n_out;
-    m.n_out = fwd->n_in;
-    m.out_batch_size = fwd_in_batch_size;
+    m->volume = K;
+    m->n_in = fwd->n_out;
+    m->n_out = fwd->n_in;
+    m->out_batch_size = fwd_in_batch_size;
+    m->mask_words = (K + 31) / 32;
+    return VC_OK;
+}
+
+vc_status vc_kmap_inverse_cpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
+                              int32_t fwd_in_batch_size, vc_kmap_data *out, vc_err *err)
+{
+    vc_kmap_data m;
+    vc_status hs = vc_kmap_inverse_header(fwd, fwd_in_shape, fwd_in_batch_size, &m, err);
+    if (hs != VC_OK) return hs;
+    if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: NULL argument");
+    const int32_t K = m.volume;
     int64_t n_entries;
     if (vc_mul_overflow_i64(m.n_out, K, &n_entries))
         return vc_fail(err, VC_ERR_LIMIT, "inverse map: %lld outputs x %d offsets overflows",

@@ -374,27 +374,10 @@ extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points 
 {
     // ---- argument checks: those of the CPU twin, in its order ----
     int32_t shape[3];
-    vc_status st = vc_voxelize_check(d, shape, err);
-    if (st != VC_OK) return st;
-    if (!pts) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "voxelize: points is NULL");
-    if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "voxelize: output is NULL");
-    if (pts->memory != VC_MEMORY_DEVICE)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                       "voxelize (GPU): points must be in device memory");
-    if (pts->dim < 3 || (int64_t)pts->dim > VC_MAX_CHANNELS)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                       "voxelize: points dim %d must be in [3, %lld] (x, y, z, extra columns)",
-                       (int)pts->dim, (long long)VC_MAX_CHANNELS);
-    if (pts->count < 0)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "voxelize: points count %lld is negative",
-                       (long long)pts->count);
-    if (pts->count > 0 && !pts->data)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                       "voxelize: points data is NULL with count %lld", (long long)pts->count);
     int64_t total_elems;
-    if (vc_mul_overflow_i64(pts->count, pts->dim, &total_elems))
-        return vc_fail(err, VC_ERR_LIMIT, "voxelize: %lld points x %d columns overflows",
-                       (long long)pts->count, (int)pts->dim);
+    vc_status st = vc_voxelize_check_args(d, pts, out, VC_MEMORY_DEVICE, shape, &total_elems,
+                                          err);
+    if (st != VC_OK) return st;
 
     // Per point the GPU keeps two keys and two indices of 8 bytes: keep those sizes in range
     // (a count this large fails to allocate anyway).

@@ -189,17 +189,18 @@ static void *vc_alloc_n(int64_t n, size_t size)
     return malloc((size_t)bytes);
 }
 
-vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_voxels *out,
-                          vc_voxelize_stats *stats, vc_err *err)
+vc_status vc_voxelize_check_args(const vc_voxelize_desc *d, const vc_points *pts,
+                                 const vc_voxels *out, vc_memory where, int32_t shape[3],
+                                 int64_t *total_elems, vc_err *err)
 {
-    int32_t shape[3];
     vc_status st = vc_voxelize_check(d, shape, err);
     if (st != VC_OK) return st;
     if (!pts) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "voxelize: points is NULL");
     if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "voxelize: output is NULL");
-    if (pts->memory != VC_MEMORY_HOST)
+    if (pts->memory != where)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                       "voxelize (CPU): points must be in host memory");
+                       where == VC_MEMORY_HOST ? "voxelize (CPU): points must be in host memory"
+                                               : "voxelize (GPU): points must be in device memory");
     if (pts->dim < 3 || (int64_t)pts->dim > VC_MAX_CHANNELS)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
                        "voxelize: points dim %d must be in [3, %lld] (x, y, z, extra columns)",
@@ -210,10 +211,19 @@ vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_vo
     if (pts->count > 0 && !pts->data)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
                        "voxelize: points data is NULL with count %lld", (long long)pts->count);
-    int64_t total_elems;
-    if (vc_mul_overflow_i64(pts->count, pts->dim, &total_elems))
+    if (vc_mul_overflow_i64(pts->count, pts->dim, total_elems))
         return vc_fail(err, VC_ERR_LIMIT, "voxelize: %lld points x %d columns overflows",
                        (long long)pts->count, (int)pts->dim);
+    return VC_OK;
+}
+
+vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_voxels *out,
+                          vc_voxelize_stats *stats, vc_err *err)
+{
+    int32_t shape[3];
+    int64_t total_elems;
+    vc_status st = vc_voxelize_check_args(d, pts, out, VC_MEMORY_HOST, shape, &total_elems, err);
+    if (st != VC_OK) return st;
 
     const int64_t n = pts->count;
     const int64_t dim = pts->dim;
