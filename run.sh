@@ -4,6 +4,7 @@
 #                   convolutions on them through the CLI, print a summary (the main job)
 #   ./run.sh test   install what is missing, build, fetch the scans, run every test suite
 #   ./run.sh build  configure and build only
+#   ./run.sh sanitize  the CPU unit suite built with AddressSanitizer and UBSan (leaks included)
 # Environment: BUILD_DIR (default build), VOXCONV_CUDA_ARCHS (default "80;90"; CI uses 90),
 # VOXCONV_CUDA (AUTO|ON|OFF), JOBS (default nproc).
 set -euo pipefail
@@ -102,9 +103,23 @@ run_tests() {
     VC_REQUIRE_DATA=$require ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
 }
 
+sanitize() {
+    local b=${BUILD_DIR}-asan cc=${CC:-}
+    [ -n "$cc" ] || { command -v clang >/dev/null && cc=clang || cc=cc; }
+    local f="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+    say "building the CPU suite with ASan + UBSan in $b"
+    CC=$cc cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DVOXCONV_CUDA=OFF \
+        -DVOXCONV_BUILD_FUZZ=OFF -DVOXCONV_OPENMP=OFF -DCMAKE_C_FLAGS="$f" \
+        -DCMAKE_EXE_LINKER_FLAGS="$f" -DCMAKE_SHARED_LINKER_FLAGS="$f" >"$b.configure.log" 2>&1 ||
+        { cat "$b.configure.log"; exit 1; }
+    cmake --build "$b" -j "$JOBS"
+    ctest --test-dir "$b" -L unit -E install_consumer --output-on-failure -j "$JOBS"
+}
+
 case "${1:-}" in
 demo) deps; build; demo ;;
 test) deps; build; run_tests ;;
 build) deps; build ;;
-*) echo "usage: ./run.sh demo|test|build" >&2; exit 2 ;;
+sanitize) deps; sanitize ;;
+*) echo "usage: ./run.sh demo|test|build|sanitize" >&2; exit 2 ;;
 esac

@@ -366,6 +366,83 @@ static void test_allocator(void)
     CHECK_OK(ctx, vc_context_destroy(ctx));
 }
 
+/* An allocator that fails from the n-th allocation on: every call must then either succeed or
+ * return VC_ERR_OUT_OF_MEMORY, leave *out as it was, and give back all it took. */
+static int64_t g_fail_at, g_calls, g_held;
+static void *failing_alloc(void *user, size_t bytes, vc_memory where, struct CUstream_st *s)
+{
+    (void)user; (void)where; (void)s;
+    if (g_calls++ >= g_fail_at) return NULL;
+    g_held++;
+    return malloc(bytes);
+}
+static void failing_free(void *user, void *p, vc_memory where, struct CUstream_st *s)
+{
+    (void)user; (void)where; (void)s;
+    if (p) g_held--;
+    free(p);
+}
+
+static void test_allocation_failure(void)
+{
+    const int32_t shape[3] = {6, 6, 6};
+    int32_t rows[5][4] = {{0, 1, 1, 1}, {0, 1, 1, 2}, {0, 2, 2, 2}, {1, 5, 5, 5}, {1, 0, 0, 0}};
+    float feats[5][2] = {{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}};
+    float w[3 * 27 * 2];
+    for (int i = 0; i < 3 * 27 * 2; i++) w[i] = 0.03f * (float)(i % 11) - 0.1f;
+    int completed = 0, failures = 0;
+    for (g_fail_at = 0; g_fail_at < 40 && !completed; g_fail_at++) {
+        g_calls = 0;
+        g_held = 0;
+        vc_allocator a = {failing_alloc, failing_free, NULL};
+        vc_context_desc d = VC_CONTEXT_DESC_INIT;
+        d.backend = VC_BACKEND_CPU;
+        d.allocator = &a;
+        vc_context *ctx = NULL;
+        if (vc_context_create(&d, &ctx) != VC_OK) continue;
+        vc_coords *c = (vc_coords *)0x1;
+        vc_tensor *x = (vc_tensor *)0x1, *y = (vc_tensor *)0x1, *z = (vc_tensor *)0x1;
+        vc_status s = vc_coords_create(ctx, &rows[0][0], 5, VC_MEMORY_HOST, shape, 2, &c);
+        int ok = s == VC_OK;
+        CHECK(ok || (s == VC_ERR_OUT_OF_MEMORY && c == (vc_coords *)0x1));
+        if (ok) {
+            s = vc_tensor_create(ctx, c, 2, VC_DTYPE_FP32, feats, VC_MEMORY_HOST, &x);
+            ok = s == VC_OK;
+            CHECK(ok || (s == VC_ERR_OUT_OF_MEMORY && x == (vc_tensor *)0x1));
+        }
+        vc_conv_desc cd = VC_CONV_DESC_INIT;
+        cd.map.type = VC_MAP_STRIDED;
+        for (int i = 0; i < 3; i++) { cd.map.stride[i] = 2; cd.map.padding[i] = 1; }
+        cd.out_channels = 3;
+        cd.weights = w;
+        if (ok) {
+            s = vc_conv_forward(ctx, &cd, x, &y); /* allocates the output set and tensor */
+            ok = s == VC_OK;
+            CHECK(ok || (s == VC_ERR_OUT_OF_MEMORY && y == (vc_tensor *)0x1));
+        }
+        if (ok) {
+            vc_pool_desc pd = VC_POOL_DESC_INIT;
+            s = vc_pool_forward(ctx, &pd, y, &z);
+            ok = s == VC_OK;
+            CHECK(ok || (s == VC_ERR_OUT_OF_MEMORY && z == (vc_tensor *)0x1));
+        }
+        if (!ok) {
+            failures++;
+            CHECK(strlen(vc_context_last_error(ctx)) > 0);
+        }
+        completed = ok;
+        CHECK(feats[4][1] == 10 && rows[3][3] == 5); /* caller data untouched */
+        if (z != (vc_tensor *)0x1) vc_tensor_destroy(z);
+        if (y != (vc_tensor *)0x1) vc_tensor_destroy(y);
+        if (x != (vc_tensor *)0x1) vc_tensor_destroy(x);
+        if (c != (vc_coords *)0x1) vc_coords_destroy(c);
+        CHECK_MSG(g_held == 0, "fail at %lld: %lld allocations not returned",
+                  (long long)g_fail_at, (long long)g_held);
+        CHECK_OK(ctx, vc_context_destroy(ctx));
+    }
+    CHECK(completed && failures >= 4); /* every allocation point was hit once */
+}
+
 int main(void)
 {
     test_version_status();
@@ -374,5 +451,6 @@ int main(void)
     test_kmap_cache();
     test_conv_bad_input();
     test_allocator();
+    test_allocation_failure();
     TEST_END();
 }
