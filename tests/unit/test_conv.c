@@ -4,122 +4,12 @@
  * output coordinate sets are recomputed from the definitions of each map type (subm, strided,
  * downsample, transposed, inverse). Also: dtypes, epilogue (bias, ReLU, LeakyReLU, residual),
  * thread-count determinism, and bad input leaving caller buffers and *out untouched. */
-#include "voxconv.h"
-#include "testutil.h"
-
-/* ---- values stored in fp32 / fp16 / bf16, computed without the library ------------------- */
-
-/* x rounded to nearest even with `bits` significant bits and smallest quantum 2^qmin. */
-static double round_sig(double x, int bits, int qmin)
-{
-    if (x == 0) return x;
-    int e;
-    frexp(fabs(x), &e);
-    int qe = e - bits < qmin ? qmin : e - bits;
-    double q = ldexp(1.0, qe);
-    return copysign(rint(fabs(x) / q) * q, x);
-}
-
-static double round_dt(double x, vc_dtype dt)
-{
-    if (dt == VC_DTYPE_FP16) return round_sig(x, 11, -24);
-    if (dt == VC_DTYPE_BF16) return round_sig(x, 8, -133);
-    return (double)(float)x;
-}
-
-/* Bits of an exactly representable value (|v| < 65504 for fp16). */
-static uint16_t enc_f16(double v)
-{
-    uint16_t s = signbit(v) ? 0x8000u : 0;
-    double a = fabs(v);
-    if (a == 0) return s;
-    int e;
-    frexp(a, &e); /* a in [2^(e-1), 2^e) */
-    if (e - 1 < -14) return s | (uint16_t)(a * ldexp(1.0, 24));
-    return s | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)((a * ldexp(1.0, -(e - 1)) - 1) * 1024);
-}
-
-static uint16_t enc_bf16(double v)
-{
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);
-}
-
-static size_t dt_size(vc_dtype dt) { return dt == VC_DTYPE_FP32 ? 4 : 2; }
-
-/* Fills vals[n] with random values rounded to dt and returns the raw buffer of dt. */
-static void *rand_buffer(vc_rng *rng, int64_t n, vc_dtype dt, double scale, double *vals)
-{
-    void *buf = malloc((size_t)(n > 0 ? n : 1) * dt_size(dt));
-    for (int64_t i = 0; i < n; i++) {
-        double v = round_dt(vc_rng_float(rng) * scale, dt);
-        if (v == 0) v = round_dt(0.5 * scale, dt); /* never all zero */
-        vals[i] = v;
-        if (dt == VC_DTYPE_FP32) ((float *)buf)[i] = (float)v;
-        else if (dt == VC_DTYPE_FP16) ((uint16_t *)buf)[i] = enc_f16(v);
-        else ((uint16_t *)buf)[i] = enc_bf16(v);
-    }
-    return buf;
-}
-
-static const char *dt_name(vc_dtype dt)
-{
-    return dt == VC_DTYPE_FP32 ? "fp32" : dt == VC_DTYPE_FP16 ? "fp16" : "bf16";
-}
+#include "oracle.h"
 
 static const char *type_name(vc_map_type t)
 {
     static const char *n[] = {"subm", "strided", "downsample", "inverse", "transposed"};
     return (unsigned)t < 5 ? n[t] : "?";
-}
-
-/* ---- coordinates --------------------------------------------------------------------------- */
-
-/* n distinct random sites of a [B, Z, Y, X] grid in random order; when n >= 2 the two corner
- * sites (0,0,0,0) and (B-1, Z-1, Y-1, X-1) are among them. */
-static int32_t *rand_coords(vc_rng *rng, const int32_t shape[3], int32_t B, int64_t n)
-{
-    int64_t total = (int64_t)B * shape[0] * shape[1] * shape[2];
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)total);
-    int32_t *c = malloc(sizeof(int32_t) * 4 * (size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; i < total; i++) idx[i] = i;
-    int64_t start = 0;
-    if (n >= 2 && total >= 2) { /* idx[0] = first site, idx[1] = last site */
-        idx[1] = total - 1;
-        idx[total - 1] = 1;
-        start = 2;
-    }
-    for (int64_t i = start; i < n; i++) {
-        int64_t j = i + vc_rng_int(rng, total - i);
-        int64_t t = idx[i];
-        idx[i] = idx[j];
-        idx[j] = t;
-    }
-    /* shuffle so the corners are not always first */
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = vc_rng_int(rng, i + 1);
-        int64_t t = idx[i];
-        idx[i] = idx[j];
-        idx[j] = t;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        int64_t s = idx[i];
-        c[i * 4 + 3] = (int32_t)(s % shape[2]);
-        s /= shape[2];
-        c[i * 4 + 2] = (int32_t)(s % shape[1]);
-        s /= shape[1];
-        c[i * 4 + 1] = (int32_t)(s % shape[0]);
-        c[i * 4 + 0] = (int32_t)(s / shape[0]);
-    }
-    free(idx);
-    return c;
-}
-
-static int64_t site(const int32_t *c, const int32_t shape[3])
-{
-    return (((int64_t)c[0] * shape[0] + c[1]) * shape[1] + c[2]) * shape[2] + c[3];
 }
 
 /* ---- the dense oracle ---------------------------------------------------------------------- */
@@ -322,7 +212,8 @@ static int run_case(vc_context *ctx, vc_rng *rng, const conv_case *c, float **re
     vc_dtype out_dt = (int)c->out_dt < 0 ? c->in_dt : c->out_dt;
 
     /* Input coordinate set X (the forward input for INVERSE). */
-    int32_t *xc = rand_coords(rng, c->shape, c->B, c->n);
+    int64_t n_sites;
+    int32_t *xc = rand_coords(rng, c->shape, c->B, c->n, 0, &n_sites);
     vc_coords *X = NULL, *in_set = NULL;
     vc_kmap *fwd = NULL, *map = NULL;
     vc_tensor *in = NULL, *res = NULL, *out = NULL;
@@ -739,8 +630,9 @@ static void test_determinism(vc_context *ctx1, vc_context *ctx4, vc_rng *rng)
 static void test_bad_input(vc_context *ctx, vc_rng *rng)
 {
     const int32_t shape[3] = {6, 5, 7};
-    int32_t *xc = rand_coords(rng, shape, 2, 40);
-    int32_t *yc = rand_coords(rng, shape, 2, 40);
+    int64_t n_sites;
+    int32_t *xc = rand_coords(rng, shape, 2, 40, 0, &n_sites);
+    int32_t *yc = rand_coords(rng, shape, 2, 40, 0, &n_sites);
     vc_coords *X = NULL, *Y = NULL;
     vc_tensor *in = NULL, *res_other = NULL, *res_chan = NULL, *res_ok = NULL;
     vc_kmap *mapY = NULL;

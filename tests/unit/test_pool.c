@@ -2,113 +2,7 @@
  * over the present inputs of each output's receptive field (subm, strided and downsample maps),
  * evaluated on a dense [B, Z, Y, X] grid with an occupancy mask; global max/mean per batch item
  * (empty items give 0); bad input leaving *out and caller buffers untouched. */
-#include "voxconv.h"
-#include "testutil.h"
-
-/* ---- values stored in fp32 / fp16 / bf16, computed without the library ------------------- */
-
-static double round_sig(double x, int bits, int qmin)
-{
-    if (x == 0) return x;
-    int e;
-    frexp(fabs(x), &e);
-    int qe = e - bits < qmin ? qmin : e - bits;
-    double q = ldexp(1.0, qe);
-    return copysign(rint(fabs(x) / q) * q, x);
-}
-
-static double round_dt(double x, vc_dtype dt)
-{
-    if (dt == VC_DTYPE_FP16) return round_sig(x, 11, -24);
-    if (dt == VC_DTYPE_BF16) return round_sig(x, 8, -133);
-    return (double)(float)x;
-}
-
-static uint16_t enc_f16(double v)
-{
-    uint16_t s = signbit(v) ? 0x8000u : 0;
-    double a = fabs(v);
-    if (a == 0) return s;
-    int e;
-    frexp(a, &e);
-    if (e - 1 < -14) return s | (uint16_t)(a * ldexp(1.0, 24));
-    return s | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)((a * ldexp(1.0, -(e - 1)) - 1) * 1024);
-}
-
-static uint16_t enc_bf16(double v)
-{
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);
-}
-
-static void *rand_buffer(vc_rng *rng, int64_t n, vc_dtype dt, double *vals)
-{
-    void *buf = malloc((size_t)(n > 0 ? n : 1) * (dt == VC_DTYPE_FP32 ? 4 : 2));
-    for (int64_t i = 0; i < n; i++) {
-        double v = round_dt(vc_rng_float(rng) * 4.0, dt);
-        if (v == 0) v = 0.5;
-        vals[i] = v;
-        if (dt == VC_DTYPE_FP32) ((float *)buf)[i] = (float)v;
-        else if (dt == VC_DTYPE_FP16) ((uint16_t *)buf)[i] = enc_f16(v);
-        else ((uint16_t *)buf)[i] = enc_bf16(v);
-    }
-    return buf;
-}
-
-static const char *dt_name(vc_dtype dt)
-{
-    return dt == VC_DTYPE_FP32 ? "fp32" : dt == VC_DTYPE_FP16 ? "fp16" : "bf16";
-}
-
-/* ---- coordinates --------------------------------------------------------------------------- */
-
-/* n distinct random sites of [B, Z, Y, X] in random order, corners included when n >= 2;
- * batch items listed in skip_batch (bit mask) get no site. */
-static int32_t *rand_coords(vc_rng *rng, const int32_t shape[3], int32_t B, int64_t n,
-                            unsigned skip_batch, int64_t *n_out)
-{
-    int64_t per = (int64_t)shape[0] * shape[1] * shape[2], total = 0;
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(B * per));
-    for (int32_t b = 0; b < B; b++)
-        if (!(skip_batch >> b & 1u))
-            for (int64_t s = 0; s < per; s++) idx[total++] = b * per + s;
-    if (n > total) n = total;
-    if (n >= 2) { /* first and last allowed sites */
-        int64_t t = idx[1];
-        idx[1] = idx[total - 1];
-        idx[total - 1] = t;
-    }
-    for (int64_t i = n >= 2 ? 2 : 0; i < n; i++) {
-        int64_t j = i + vc_rng_int(rng, total - i), t = idx[i];
-        idx[i] = idx[j];
-        idx[j] = t;
-    }
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = vc_rng_int(rng, i + 1), t = idx[i];
-        idx[i] = idx[j];
-        idx[j] = t;
-    }
-    int32_t *c = malloc(sizeof(int32_t) * 4 * (size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; i < n; i++) {
-        int64_t s = idx[i];
-        c[i * 4 + 3] = (int32_t)(s % shape[2]);
-        s /= shape[2];
-        c[i * 4 + 2] = (int32_t)(s % shape[1]);
-        s /= shape[1];
-        c[i * 4 + 1] = (int32_t)(s % shape[0]);
-        c[i * 4 + 0] = (int32_t)(s / shape[0]);
-    }
-    free(idx);
-    *n_out = n;
-    return c;
-}
-
-static int64_t site(const int32_t *c, const int32_t shape[3])
-{
-    return (((int64_t)c[0] * shape[0] + c[1]) * shape[1] + c[2]) * shape[2] + c[3];
-}
+#include "oracle.h"
 
 /* ---- the dense oracle ---------------------------------------------------------------------- */
 
@@ -249,7 +143,7 @@ static void run_case(vc_context *ctx, vc_rng *rng, const pool_case *c)
     int64_t n = 0;
     int32_t *xc = rand_coords(rng, c->shape, c->B, c->n, 0, &n);
     double *vals = malloc(sizeof(double) * (size_t)(n * c->channels + 1));
-    void *buf = rand_buffer(rng, n * c->channels, c->dt, vals);
+    void *buf = rand_buffer(rng, n * c->channels, c->dt, 4.0, vals);
     vc_coords *X = NULL;
     vc_tensor *in = NULL, *out = NULL;
     vc_kmap *map = NULL;
@@ -443,7 +337,7 @@ static void test_global(vc_context *ctx, vc_rng *rng)
                     int64_t n = 0;
                     int32_t *xc = rand_coords(rng, shape, B, all_empty ? 0 : 70, 2u, &n);
                     double *vals = malloc(sizeof(double) * (size_t)(n * C + 1));
-                    void *buf = rand_buffer(rng, n * C, dts[dt], vals);
+                    void *buf = rand_buffer(rng, n * C, dts[dt], 4.0, vals);
                     vc_coords *X = NULL;
                     vc_tensor *in = NULL;
                     CHECK_OK(ctx, vc_coords_create(ctx, xc, n, VC_MEMORY_HOST, shape, B, &X));
@@ -499,7 +393,7 @@ static void test_bad_input(vc_context *ctx, vc_rng *rng)
     int32_t *xc = rand_coords(rng, shape, 2, 40, 0, &n);
     int32_t *yc = rand_coords(rng, shape, 2, 40, 0, &n2);
     double vals[40 * 3];
-    void *buf = rand_buffer(rng, 40 * 3, VC_DTYPE_FP32, vals);
+    void *buf = rand_buffer(rng, 40 * 3, VC_DTYPE_FP32, 4.0, vals);
     vc_coords *X = NULL, *Y = NULL;
     vc_tensor *in = NULL;
     vc_kmap *mapY = NULL;
