@@ -15,8 +15,10 @@
 //    call. It is the only host synchronisation in this file; implicit GEMM has none.
 //
 // Weights in a dtype other than the features' are converted on the device into stream-ordered
-// scratch (the GEMM takes A and W in one dtype). Scratch is cudaMallocAsync / cudaFreeAsync on
-// the caller's stream and is released on every path.
+// scratch (the GEMM takes A and W in one dtype), and 16-bit features whose c_in is not a multiple
+// of 8 are widened with zero columns (with their weights) so the GEMM runs 16-byte loads. Scratch
+// comes from the library's stream-ordered pool (vc_gpu_scratch_alloc), is freed with
+// cudaFreeAsync on the caller's stream, and is released on every path.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -33,6 +35,19 @@ namespace {
 __global__ void cast_kernel(const void *src, int st, void *dst, int dt, int64_t n)
 {
     GRID_LOOP(i, n) store_f32(dst, dt, i, load_f32(src, st, i));
+}
+
+// Rows of c columns (dtype st) copied into rows of cp >= c columns (dtype dt), zero-padded: the
+// 16-bit features and weights of a layer whose c_in is not a multiple of 8 are widened so that
+// the GEMM runs its 16-byte loads instead of its 2-byte scalar path (zero columns add nothing).
+__global__ void pad_kernel(const void *src, int st, int64_t rows, int64_t c, void *dst, int dt,
+                           int64_t cp)
+{
+    GRID_LOOP(i, rows * cp)
+    {
+        const int64_t r = i / cp, j = i - r * cp;
+        store_f32(dst, dt, i, j < c ? load_f32(src, st, r * c + j) : 0.0f);
+    }
 }
 
 // out[p, co] = act(acc[p, co] + bias[co] + residual[p, co]) as out dtype; acc NULL reads zeros
@@ -77,9 +92,9 @@ vc_status gemm_fail(vc_err *err, int rc, const char *msg, const char *what)
 
 size_t dtype_bytes(vc_dtype t) { return t == VC_DTYPE_FP32 ? 4 : 2; }
 
-int is_float(vc_dtype t)
+cudaError_t scratch(void **p, int64_t bytes, cudaStream_t s)
 {
-    return t == VC_DTYPE_FP32 || t == VC_DTYPE_FP16 || t == VC_DTYPE_BF16;
+    return (cudaError_t)vc_gpu_scratch_alloc(p, bytes, s);
 }
 
 vc_gemm_act gemm_act(vc_activation a)
@@ -104,31 +119,8 @@ vc_status check_args(const vc_conv_args *a, vc_algo algo, vc_err *err)
     if (algo != VC_ALGO_AUTO && algo != VC_ALGO_IMPLICIT_GEMM &&
         algo != VC_ALGO_GATHER_GEMM_SCATTER)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: unknown algorithm %d", (int)algo);
-    if (a->c_in < 1 || a->c_in > VC_MAX_CHANNELS || a->c_out < 1 || a->c_out > VC_MAX_CHANNELS)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                       "conv: channels must be in 1..%lld (c_in %lld, c_out %lld)",
-                       (long long)VC_MAX_CHANNELS, (long long)a->c_in, (long long)a->c_out);
-    if (!is_float(a->in_dtype) || !is_float(a->out_dtype) || !is_float(a->w_dtype) ||
-        (a->residual && !is_float(a->res_dtype)))
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                       "conv: input, output, weight and residual dtypes must be fp32/fp16/bf16");
-    if (a->act != VC_ACT_NONE && a->act != VC_ACT_RELU && a->act != VC_ACT_LEAKY_RELU)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: unknown activation %d", (int)a->act);
-    if (!a->weights)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: weights are NULL");
-    if (m->n_in > 0 && !a->in)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: input features are NULL");
-    if (m->n_out > 0 && !a->out)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: output buffer is NULL");
-    int64_t t;
-    if (vc_mul_overflow_i64(m->n_out, a->c_out, &t) || t > INT64_MAX / 8 ||
-        vc_mul_overflow_i64(m->n_in, a->c_in, &t) ||
-        vc_mul_overflow_i64(a->c_in, a->c_out, &t) || vc_mul_overflow_i64(t, m->volume, &t) ||
-        t > INT64_MAX / 8)
-        return vc_fail(err, VC_ERR_LIMIT, "conv: sizes overflow (n_out %lld x c_out %lld, "
-                       "K %d x c_in %lld x c_out %lld)", (long long)m->n_out,
-                       (long long)a->c_out, (int)m->volume, (long long)a->c_in,
-                       (long long)a->c_out);
+    vc_status st = vc_conv_check_operands(a, err);
+    if (st != VC_OK) return st;
     if (m->n_out > 0 && m->n_pairs > 0) {
         if (!m->out_in || !m->perm || !m->masks || m->mask_words != (m->volume + 31) / 32)
             return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
@@ -169,7 +161,35 @@ vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32)
     return g;
 }
 
+int g_debug_config = -1; // vc_conv_gpu_debug_config
+
+// The GEMM configuration of the implicit GEMM (an index into vc_gemm_configs' table, or -1 to
+// let gemm/ pick by shape). From `bench_conv --tune` on the H100 (fp16, every conv layer of the
+// suites on the 100.6k-voxel synthetic scan and the 36k-voxel OctoMap scan; docs/benchmarks.md):
+// the gathered problem is latency-bound, so small tiles with more CTAs in flight win until the
+// layer is wide and large: c_out <= 32 -> 64x32x16 (two warps; best or within 6% on every such
+// layer, up to 1.4x faster than 128x32x32 at 32 -> 32 on 55k voxels); c_out <= 64, or fewer
+// than 80k outputs -> 64x64x32 (best on 37 of 44 layers, 1.1-1.3x over 128x64 / 128x128);
+// else 128x128x32 (subm 128 -> 128 and 256 -> 256 at 100k outputs: 7% and 9% over 64x64).
+// fp32 features keep gemm/'s choice.
+int implicit_config(int64_t n_out, int64_t c_out, vc_dtype dt)
+{
+    if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return -1;
+    const char *name = c_out <= 32                    ? "64x32x16_s4"
+                       : c_out <= 64 || n_out < 80000 ? "64x64x32_s4"
+                                                      : "128x128x32_s3";
+    const char *prefix = dt == VC_DTYPE_FP16 ? "f16_" : "bf16_";
+    const vc_gemm_config *t = NULL;
+    const int32_t n = vc_gemm_configs(&t);
+    const size_t lp = strlen(prefix);
+    for (int32_t i = 0; i < n; i++)
+        if (!strncmp(t[i].name, prefix, lp) && !strcmp(t[i].name + lp, name)) return i;
+    return -1;
+}
+
 } // namespace
+
+extern "C" void vc_conv_gpu_debug_config(int32_t config) { g_debug_config = config; }
 
 // Planner for VC_ALGO_AUTO: implicit GEMM for every layer.
 // Evidence (tests/gpu/bench_conv, H100 SXM, fp16, bias + ReLU, L2 flushed, medians of 25; the
@@ -206,9 +226,10 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     if (n_out == 0) return VC_OK;
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    void *w_conv = NULL;
+    void *w_conv = NULL, *in_pad = NULL;
     float *acc = NULL;
     const void *w = a->weights;
+    vc_conv_args pa = *a; // the arguments the GEMM sees (features and c_in may be widened)
     char msg[256] = {0};
     int rc;
 
@@ -222,9 +243,23 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     }
     if (algo == VC_ALGO_AUTO) algo = vc_conv_gpu_plan(m, c_in, c_out, a->in_dtype);
 
-    if (a->w_dtype != a->in_dtype) {
+    if (a->in_dtype != VC_DTYPE_FP32 && c_in % 8 != 0) {
+        // 16-bit features whose rows are not whole 16-byte units: widen to a multiple of 8
+        const int64_t cp = (c_in + 7) / 8 * 8, nw = c_out * (int64_t)K;
+        CU(scratch(&in_pad, m->n_in * cp * 2, s), "allocating padded input");
+        CU(scratch(&w_conv, nw * cp * 2, s), "allocating padded weights");
+        pad_kernel<<<grid_for(m->n_in * cp), kThreads, 0, s>>>(
+            a->in, (int)a->in_dtype, m->n_in, c_in, in_pad, (int)a->in_dtype, cp);
+        LAUNCHED("input padding kernel");
+        pad_kernel<<<grid_for(nw * cp), kThreads, 0, s>>>(a->weights, (int)a->w_dtype, nw, c_in,
+                                                          w_conv, (int)a->in_dtype, cp);
+        LAUNCHED("weight padding kernel");
+        pa.in = in_pad;
+        pa.c_in = cp;
+        w = w_conv;
+    } else if (a->w_dtype != a->in_dtype) {
         const int64_t nw = c_out * (int64_t)K * c_in;
-        CU(cudaMallocAsync(&w_conv, (size_t)nw * dtype_bytes(a->in_dtype), s),
+        CU(scratch(&w_conv, nw * (int64_t)dtype_bytes(a->in_dtype), s),
            "allocating converted weights");
         cast_kernel<<<grid_for(nw), kThreads, 0, s>>>(a->weights, (int)a->w_dtype, w_conv,
                                                       (int)a->in_dtype, nw);
@@ -233,7 +268,7 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     }
 
     if (algo == VC_ALGO_IMPLICIT_GEMM) {
-        vc_gemm_args g = base_args(a, w, tf32);
+        vc_gemm_args g = base_args(&pa, w, tf32);
         g.m = n_out;
         g.taps = K;
         g.gather = m->out_in;
@@ -250,7 +285,11 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         g.residual_dtype = (vc_gemm_dtype)(a->residual ? a->res_dtype : VC_DTYPE_FP32);
         g.act = gemm_act(a->act);
         g.slope = a->slope;
-        rc = vc_gemm_run(&g, -1, s, msg, (int32_t)sizeof msg);
+        const int32_t cfg = g_debug_config >= 0 ? g_debug_config
+                                                : implicit_config(n_out, c_out, pa.in_dtype);
+        rc = vc_gemm_run(&g, cfg, s, msg, (int32_t)sizeof msg);
+        if (rc == -2 && cfg >= 0 && g_debug_config < 0) // a chosen tile that does not fit
+            rc = vc_gemm_run(&g, -1, s, msg, (int32_t)sizeof msg);
         if (rc != 0) {
             st = gemm_fail(err, rc, msg, "implicit GEMM");
             goto done;
@@ -273,14 +312,14 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
                              (int)k);
                 goto done;
             }
-        CU(cudaMallocAsync((void **)&acc, (size_t)(n_out * c_out) * sizeof(float), s),
+        CU(scratch((void **)&acc, n_out * c_out * (int64_t)sizeof(float), s),
            "allocating the fp32 accumulator");
         CU(cudaMemsetAsync(acc, 0, (size_t)(n_out * c_out) * sizeof(float), s),
            "zeroing the accumulator");
         for (int32_t k = 0; k < K; k++) {
             const int64_t np = off[k + 1] - off[k];
             if (np == 0) continue;
-            vc_gemm_args g = base_args(a, w, tf32);
+            vc_gemm_args g = base_args(&pa, w, tf32);
             g.m = np;
             g.taps = 1;
             g.gather = m->in_rows + off[k];
@@ -308,6 +347,7 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
 
 done:
     if (w_conv) cudaFreeAsync(w_conv, s);
+    if (in_pad) cudaFreeAsync(in_pad, s);
     if (acc) cudaFreeAsync(acc, s);
     return st;
 }

@@ -35,6 +35,9 @@ typedef struct vc_conv_args {
  * act(acc + bias + residual) converted to out_dtype. Deterministic: every output element sums its
  * offsets in k order and its input channels in order, whatever the thread count. */
 vc_status vc_conv_cpu(const vc_conv_args *a, vc_err *err);
+/* The checks of a's channels, dtypes, activation, buffers and sizes that the CPU and GPU
+ * convolutions share (a and a->map non-NULL, the map's header already checked). */
+vc_status vc_conv_check_operands(const vc_conv_args *a, vc_err *err);
 
 /* Pooling over a map (max or mean of the present inputs), any float dtype in and out (same). */
 vc_status vc_pool_cpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in, vc_dtype dtype,

@@ -42,13 +42,9 @@ static vc_status check_map(const vc_kmap_data *m, vc_err *err)
     return VC_OK;
 }
 
-static vc_status check_args(const vc_conv_args *a, vc_err *err)
+vc_status vc_conv_check_operands(const vc_conv_args *a, vc_err *err)
 {
-    if (!a || !a->map)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: NULL arguments or kernel map");
     const vc_kmap_data *m = a->map;
-    vc_status st = check_map(m, err);
-    if (st != VC_OK) return st;
     if (a->c_in < 1 || a->c_in > VC_MAX_CHANNELS || a->c_out < 1 || a->c_out > VC_MAX_CHANNELS)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
                        "conv: channels must be in 1..%lld (c_in %lld, c_out %lld)",
@@ -75,6 +71,16 @@ static vc_status check_args(const vc_conv_args *a, vc_err *err)
                        (long long)a->c_out, (int)m->volume, (long long)a->c_in,
                        (long long)a->c_out);
     return VC_OK;
+}
+
+static vc_status check_args(const vc_conv_args *a, vc_err *err)
+{
+    if (!a || !a->map)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: NULL arguments or kernel map");
+    const vc_kmap_data *m = a->map;
+    vc_status st = check_map(m, err);
+    if (st != VC_OK) return st;
+    return vc_conv_check_operands(a, err);
 }
 
 /* Allocates n floats, n > 0 (at least one element so NULL always means failure). */

@@ -26,6 +26,18 @@ struct CUstream_st;
 vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32, struct CUstream_st *stream,
                       vc_err *err);
 
+/* Stream-ordered scratch from the library's device pool (the one the map builds use: freed
+ * blocks stay cached, so a per-call scratch does not go back to the driver after the caller's
+ * synchronisations, as the device's default pool would). Free with cudaFreeAsync on a stream.
+ * Returns a cudaError_t as int; *p is NULL on failure. */
+int vc_gpu_scratch_alloc(void **p, int64_t bytes, struct CUstream_st *stream);
+
+/* Benchmarks and tests only (tests/gpu/bench_conv --tune): forces the GEMM configuration of
+ * the implicit GEMM to entry `config` of vc_gemm_configs' table; -1 (the default) lets the
+ * library choose. Process-wide and not thread-safe; a configuration that does not fit a layer
+ * makes vc_conv_gpu fail with VC_ERR_UNSUPPORTED. */
+void vc_conv_gpu_debug_config(int32_t config);
+
 /* The algorithm VC_ALGO_AUTO runs for this map, channels and feature dtype (never AUTO). */
 vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out, vc_dtype dtype);
 

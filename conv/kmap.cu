@@ -2474,3 +2474,8 @@ extern "C" vc_status vc_kmap_gpu_dirty_pool(size_t bytes, int value, vc_err *err
     if (e == cudaSuccess) e = cudaStreamSynchronize(0);
     return e == cudaSuccess ? VC_OK : cuda_fail(err, e, "dirtying the pool");
 }
+
+extern "C" int vc_gpu_scratch_alloc(void **p, int64_t bytes, struct CUstream_st *stream)
+{
+    return (int)pool_alloc(p, bytes, stream);
+}

@@ -486,28 +486,33 @@ __global__ void __launch_bounds__(WM *WN * 32)
         __syncthreads(); // tile_iters and row_out visible to every thread
     };
 
-    // Gather indices of taps [t, t + gchunk) for the tile's rows into gidx (plain loads, eight
-    // in flight per thread).
+    // Gather indices of taps [t, t + gchunk) for the tile's rows into gidx. A row's taps are
+    // contiguous in the gather table, so a warp reads 32 / gw rows at a time, gw lanes (g_n
+    // rounded up to a power of two) per row: coalesced, no integer division, eight loads in
+    // flight per lane.
     auto load_gidx = [&](int t) {
         __syncthreads();
         g_t0 = t;
         g_n = min(p.gchunk, p.taps - t);
-        const int total = BM * g_n;
-        for (int e0 = 0; e0 < total; e0 += 8 * C::THREADS) {
+        const int lsh = g_n <= 1 ? 0 : 32 - __clz(g_n - 1); // log2 of gw
+        const int tap = lane & ((1 << lsh) - 1);
+        const int step = (C::THREADS / 32) << (5 - lsh);     // rows per pass of the CTA
+        const int r0 = (warp << (5 - lsh)) + (lane >> lsh);
+        for (int rb = r0; rb < BM; rb += 8 * step) {
             int32_t v[8];
 #pragma unroll
             for (int u = 0; u < 8; u++) {
-                int e = e0 + u * C::THREADS + tid;
+                const int row = rb + u * step;
                 v[u] = -1;
-                if (e < total) {
-                    int64_t g = row_g[e / g_n];
-                    if (g >= 0) v[u] = __ldg(p.gather + g * p.taps + t + e % g_n);
+                if (row < BM && tap < g_n) {
+                    const int64_t g = row_g[row];
+                    if (g >= 0) v[u] = __ldg(p.gather + g * p.taps + t + tap);
                 }
             }
 #pragma unroll
             for (int u = 0; u < 8; u++) {
-                int e = e0 + u * C::THREADS + tid;
-                if (e < total) gidx[(e / g_n) * p.gstride + e % g_n] = v[u];
+                const int row = rb + u * step;
+                if (row < BM && tap < g_n) gidx[row * p.gstride + tap] = v[u];
             }
         }
         __syncthreads();

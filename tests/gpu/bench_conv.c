@@ -1,5 +1,5 @@
 /* tests/gpu/bench_conv.c - benchmark of the GPU convolution layers (not a ctest).
- * Usage: bench_conv [--runs N] [--layers DIR] [--csv FILE] [scan.bin|.pcd ...]
+ * Usage: bench_conv [--runs N] [--layers DIR] [--csv FILE] [--dump[-only] DIR] [--net NAME] [--tune] [scan.bin|.pcd ...]
  *
  * Scenes: a synthetic spinning 128-beam LiDAR sweep over a ground plane, walls and parked cars
  * (fixed seed, ~100k voxels at 0.05 x 0.05 x 0.1 m on the SECOND / KITTI grid 41x1600x1408;
@@ -18,7 +18,13 @@
  * and GGS outputs of frame 0 are compared (relative Frobenius) as a sanity check.
  * Map builds are timed apart (vc_kmap_build_gpu_timed, median). Each network is also run as a
  * whole (layers back to back on one stream, maps prebuilt, L2 flushed before the network) per
- * algorithm and with the best algorithm per layer. The summary tables come last. */
+ * algorithm and with the best algorithm per layer. The summary tables come last.
+ * --dump DIR writes each scene's frame-0 voxel coordinates (int32 [N, 4] b, z, y, x) as
+ * DIR/sceneI.npy and one line per scene in DIR/scenes.tsv (file, grid z y x, name as in the CSV),
+ * so that a peer engine can be timed on the same voxels (tests/gpu/peers/spconv_bench.py);
+ * --dump-only DIR writes them and exits. --net NAME runs only the networks whose name contains
+ * NAME (e.g. "sweep", "CenterPoint"). --tune also times each conv layer's implicit GEMM with
+ * every fp16 GEMM configuration and prints a "tune" line per layer. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +35,7 @@
 #include "conv/dtype.h"
 #include "conv/kmap.h"
 #include "conv/kmap_gpu.h"
+#include "gemm/gemm.h"
 #include "hash/hash.h"
 #include "testutil.h"
 #include "voxconv.h"
@@ -51,6 +58,7 @@ static cudaStream_t g_s;
 static void *g_flush;
 static const size_t kFlushBytes = (size_t)256 << 20;
 static FILE *g_csv;
+static int g_tune;
 
 #define DIE_IF(cond, ...)                                                                      \
     do {                                                                                       \
@@ -355,6 +363,29 @@ static int load_scan(const char *path, scene *sc)
     return 0;
 }
 
+/* Frame 0 of every scene as DIR/sceneI.npy, listed in DIR/scenes.tsv. */
+static void dump_scenes(const char *dir, const scene *scenes, int ns)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/scenes.tsv", dir);
+    FILE *f = fopen(path, "w");
+    DIE_IF(!f, "bench_conv: cannot write %s", path);
+    for (int i = 0; i < ns; i++) {
+        vc_array a;
+        memset(&a, 0, sizeof a);
+        a.data = scenes[i].rows[0];
+        a.dtype = VC_DTYPE_INT32;
+        a.ndim = 2;
+        a.shape[0] = scenes[i].n[0];
+        a.shape[1] = 4;
+        snprintf(path, sizeof path, "%s/scene%d.npy", dir, i);
+        DIE_IF(vc_npy_write(NULL, path, &a) != VC_OK, "bench_conv: cannot write %s", path);
+        fprintf(f, "scene%d.npy\t%d\t%d\t%d\t%s\n", i, (int)scenes[i].shape[0],
+                (int)scenes[i].shape[1], (int)scenes[i].shape[2], scenes[i].name);
+    }
+    fclose(f);
+}
+
 /* ---- per-frame state: coordinate levels and maps ----------------------------------------- */
 
 typedef struct level {
@@ -561,6 +592,34 @@ static double rel_diff(const void *a, const void *b, int64_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* --tune: times the layer's implicit GEMM with every fp16 GEMM configuration that fits and
+ * prints one line per layer: each configuration's median and the fastest. */
+static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, const layer *l,
+                       const buffers *b, float auto_ms)
+{
+    const vc_gemm_config *cfg = NULL;
+    const int ncfg = vc_gemm_configs(&cfg);
+    float best = 1e30f;
+    int best_i = -1;
+    printf("tune %s %lld->%lld auto %.4f:", l->name, (long long)l->cin, (long long)l->cout,
+           auto_ms);
+    for (int c = 0; c < ncfg; c++) {
+        if (cfg[c].ab_dtype != VC_GEMM_F16) continue;
+        vc_conv_gpu_debug_config(c);
+        vc_err err = {{0}};
+        vc_status st = run_layer(&fs[0].maps[map_of[0][li]].m, b, 0, l, VC_ALGO_IMPLICIT_GEMM,
+                                 &err);
+        if (st == VC_OK) {
+            float ms = time_layer(fs, nf, map_of, li, l, b, VC_ALGO_IMPLICIT_GEMM);
+            printf(" %s %.4f", cfg[c].name, ms);
+            if (ms < best) best = ms, best_i = c;
+        }
+        cudaGetLastError();
+    }
+    vc_conv_gpu_debug_config(-1);
+    printf(" | best %s %.4f\n", best_i >= 0 ? cfg[best_i].name : "-", best);
+}
+
 typedef struct layer_result {
     float ms[2];        /* implicit, ggs                                                      */
     double diff;        /* implicit vs ggs on frame 0                                         */
@@ -634,6 +693,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
             r->ms[1] = is_pool(l) ? r->ms[0]
                                   : time_layer(fs, nf, map_of, i, l, b,
                                                VC_ALGO_GATHER_GEMM_SCATTER);
+            if (g_tune && !is_pool(l)) tune_layer(fs, nf, map_of, i, l, b, r->ms[0]);
             r->diff = 0;
             if (!is_pool(l)) {
                 /* frame 0: implicit into out[0], GGS into out2 */
@@ -669,11 +729,12 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                is_pool(l) ? "pool" : r->plan == VC_ALGO_GATHER_GEMM_SCATTER ? "ggs" : "impl");
         if (g_csv)
             fprintf(g_csv, "\"%s\",\"%s\",%s,%s,\"%s\",\"%s\",%lld,%lld,%lld,%lld,%lld,"
-                    "%.5f,%.5f,%.5f,%.3g\n",
+                    "%.5f,%.5f,%.5f,%.3g,%s\n",
                     sc->name, nt->name, l->name, kTypeNames[l->type], ks, ss,
                     (long long)r->n_in, (long long)r->n_out, (long long)r->pairs,
                     (long long)l->cin, (long long)l->cout, r->ms[0], r->ms[1], floor_ms,
-                    r->diff);
+                    r->diff,
+                    is_pool(l) ? "pool" : r->plan == VC_ALGO_GATHER_GEMM_SCATTER ? "ggs" : "impl");
     }
 
     /* whole network, layers back to back: implicit, ggs, best per layer */
@@ -777,7 +838,9 @@ int main(int argc, char **argv)
         printf("bench_conv: no CUDA device\n");
         return 77;
     }
-    const char *layers_dir = NULL, *csv = NULL;
+    const char *layers_dir = NULL, *csv = NULL, *dump = NULL;
+    int dump_only = 0;
+    const char *only_net = NULL;
     const char *files[MAX_SCENES];
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
@@ -788,6 +851,15 @@ int main(int argc, char **argv)
             layers_dir = argv[++i];
         } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
             csv = argv[++i];
+        } else if (!strcmp(argv[i], "--dump") && i + 1 < argc) {
+            dump = argv[++i];
+        } else if (!strcmp(argv[i], "--tune")) {
+            g_tune = 1;
+        } else if (!strcmp(argv[i], "--net") && i + 1 < argc) {
+            only_net = argv[++i];
+        } else if (!strcmp(argv[i], "--dump-only") && i + 1 < argc) {
+            dump = argv[++i];
+            dump_only = 1;
         } else if (nfiles < MAX_SCENES - 1) {
             files[nfiles++] = argv[i];
         }
@@ -796,7 +868,7 @@ int main(int argc, char **argv)
         g_csv = fopen(csv, "w");
         if (g_csv)
             fprintf(g_csv, "scene,net,layer,type,kernel,stride,n_in,n_out,pairs,cin,cout,"
-                    "implicit_ms,ggs_ms,floor_ms,impl_vs_ggs\n");
+                    "implicit_ms,ggs_ms,floor_ms,impl_vs_ggs,plan\n");
     }
     CUDA_CHECK(cudaStreamCreate(&g_s));
     CUDA_CHECK(cudaMalloc(&g_flush, kFlushBytes));
@@ -855,6 +927,8 @@ int main(int argc, char **argv)
         ns++;
     }
 
+    if (dump) dump_scenes(dump, scenes, ns);
+    if (dump_only) return 0;
     for (int si = 0; si < ns; si++) {
         scene *sc = &scenes[si];
         static frame_state fs[NFRAMES];
@@ -924,7 +998,8 @@ int main(int argc, char **argv)
             CUDA_CHECK(cudaMemcpy(b.bias, hb, sizeof hb, cudaMemcpyHostToDevice));
         }
         for (int i = 0; i < 4; i++)
-            if (ok[i]) bench_net(sc, fs, &nets[i], map_of[i], &b);
+            if (ok[i] && (!only_net || strstr(nets[i].name, only_net)))
+                bench_net(sc, fs, &nets[i], map_of[i], &b);
         for (int i = 0; i < 4; i++)
             for (int f = 0; f < sc->nframes; f++) free(map_of[i][f]);
         for (int f = 0; f < sc->nframes; f++) {
