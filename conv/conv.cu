@@ -165,18 +165,18 @@ int g_debug_config = -1; // vc_conv_gpu_debug_config
 
 // The GEMM configuration of the implicit GEMM (an index into vc_gemm_configs' table, or -1 to
 // let gemm/ pick by shape). From `bench_conv --tune` on the H100 (fp16, every conv layer of the
-// suites on the 100.6k-voxel synthetic scan and the 36k-voxel OctoMap scan; docs/benchmarks.md):
-// the gathered problem is latency-bound, so small tiles with more CTAs in flight win until the
-// layer is wide and large: c_out <= 32 -> 64x32x16 (two warps; best or within 6% on every such
-// layer, up to 1.4x faster than 128x32x32 at 32 -> 32 on 55k voxels); c_out <= 64, or fewer
-// than 80k outputs -> 64x64x32 (best on 37 of 44 layers, 1.1-1.3x over 128x64 / 128x128);
-// else 128x128x32 (subm 128 -> 128 and 256 -> 256 at 100k outputs: 7% and 9% over 64x64).
-// fp32 features keep gemm/'s choice.
+// suites on the 100.6k-voxel synthetic scan and the 36k-voxel OctoMap scan, a CTA per tile;
+// docs/benchmarks.md): the gathered problem is latency-bound, so small tiles with more CTAs in
+// flight win until the layer is wide and large: c_out <= 32 -> 64x32x16 (two warps; best or
+// within 6% on every such layer, up to 1.5x faster than 128x32x32); c_out <= 64, or fewer than
+// 30k outputs -> 64x64x32 (best on most of them, 1.1-1.3x over 128x64 / 128x128); else
+// 128x128x32 (subm 128 -> 128 and 256 -> 256 at 100k outputs: 12% and 11% over 64x64, MinkUNet's
+// 96 -> 96 at 41k: 11%). fp32 features keep gemm/'s choice.
 int implicit_config(int64_t n_out, int64_t c_out, vc_dtype dt)
 {
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return -1;
     const char *name = c_out <= 32                    ? "64x32x16_s4"
-                       : c_out <= 64 || n_out < 80000 ? "64x64x32_s4"
+                       : c_out <= 64 || n_out < 30000 ? "64x64x32_s4"
                                                       : "128x128x32_s3";
     const char *prefix = dt == VC_DTYPE_FP16 ? "f16_" : "bf16_";
     const vc_gemm_config *t = NULL;
