@@ -585,15 +585,23 @@ static void test_per_offset(vc_rng *rng)
     }
 }
 
-/* Every configuration of the table on a case it fits, and -2 where it does not. */
+/* Every configuration of the table on a case it fits, and -2 where it does not (the wgmma
+ * configurations, "_wg", fit a compute capability 9.0 device only). Then each on larger cases:
+ * dense with several tiles per CTA of the persistent grid (more tiles than SMs), k not a
+ * multiple of the tile's k, n past one tile and not a multiple of it, the whole epilogue; and
+ * gathered over 27 taps with masks and permutations. */
 static void test_configs(vc_rng *rng)
 {
     const vc_gemm_config *t = NULL;
     int32_t nc = vc_gemm_configs(&t);
     CHECK(nc > 0 && t != NULL);
+    struct cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    const int sm90 = prop.major == 9 && prop.minor == 0;
     for (int32_t i = 0; i < nc; i++) {
         CHECK(t[i].name && t[i].tile_m > 0 && t[i].tile_n > 0 && t[i].tile_k > 0);
         int math = t[i].ab_dtype != VC_GEMM_F32 ? VC_GEMM_MATH_DEFAULT : t[i].math;
+        const int wg = strstr(t[i].name, "_wg") != NULL;
         int32_t ks[] = {64, 3, 24, 8};
         for (int j = 0; j < 4; j++) {
             gcase c = base(g_small ? 100 : 777, 40 + 24 * j, ks[j], t[i].ab_dtype, math,
@@ -606,10 +614,34 @@ static void test_configs(vc_rng *rng)
             c.bias = 1;
             int narrow = strstr(t[i].name, "scalar") || strstr(t[i].name, "_a4") ||
                          strstr(t[i].name, "fma");
-            int fits = narrow || ks[j] % (t[i].ab_dtype == VC_GEMM_F32 ? 4 : 8) == 0;
+            int fits = (narrow || ks[j] % (t[i].ab_dtype == VC_GEMM_F32 ? 4 : 8) == 0) &&
+                       (!wg || sm90);
             double e = run_case(rng, &c, fits ? 0 : -2);
             if (j == 0) printf("config %2d %-26s k %d: rel err %.2e\n", i, t[i].name, ks[j], e);
         }
+        if (wg && !sm90) continue;
+        /* dense: two waves of tiles at one CTA per SM (several tiles per CTA) */
+        int64_t tiles = g_small ? 24 : 2 * (int64_t)prop.multiProcessorCount;
+        gcase d = base(tiles * t[i].tile_m / 2 + 17, 2 * t[i].tile_n + 8, 3 * t[i].tile_k / 2 + 8,
+                       t[i].ab_dtype, math, t[i].ab_dtype);
+        d.config = i;
+        d.bias = d.residual = 1;
+        d.res_dt = VC_GEMM_BF16;
+        d.act = VC_GEMM_ACT_LEAKY;
+        d.slope = 0.25f;
+        double ed = run_case(rng, &d, 0);
+        /* gathered, 27 taps (masks, gather_rows, row_map), C in fp32 */
+        gcase g = base(g_small ? 150 : 1500, t[i].tile_n + 24, 2 * t[i].tile_k, t[i].ab_dtype,
+                       math, VC_GEMM_F32);
+        g.config = i;
+        g.gather = g.masks = g.grows = g.rmap = 1;
+        g.taps = g.b_taps = 27;
+        g.present = 0.3;
+        g.bias = 1;
+        g.act = VC_GEMM_ACT_RELU;
+        double eg = run_case(rng, &g, 0);
+        printf("config %2d %-26s dense m %lld n %d k %d: %.2e; gathered n %d k %d: %.2e\n", i,
+               t[i].name, (long long)d.m, d.n, d.k, ed, g.n, g.k, eg);
     }
     /* misaligned A and W: the library must pick a path that fits */
     for (int mo = 0; mo < NMODES; mo++) {
