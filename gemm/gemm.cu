@@ -54,10 +54,10 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s)
 #define MMA(name, T, dt, math, BM, BN, BK, WM, WN, S, LB)                                      \
     {{name, BM, BN, BK, S, WM * WN, dt, math},                                                 \
      LB,                                                                                       \
-     vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false>,                                     \
+     vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, 0>,                                     \
      false}
-#define WGMMA(name, T, dt, math, BN, S)                                                        \
-    {{#name, 128, BN, 128 / (int)sizeof(T), S, 8, dt, math}, 16, vcg::launch_##name, true},
+#define WGMMA(name, T, dt, math, BN, BK, S, WG)                                                \
+    {{#name, 128, BN, BK, S, 8, dt, math}, 16, vcg::launch_##name, true},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
 // rows (64x64), narrow n (128x32), and a tile for k that is not a multiple of the 16-byte load;
@@ -65,7 +65,7 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s)
 // (mma.sync 128x256 tiles were measured and dropped: 238 registers, one CTA per SM, slower.)
 const Entry kTable[] = {
     MMA("f16_128x128x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2, 4, 3, 16),
-    MMA("f16_128x96x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 96, 32, 2, 2, 4, 16),
+    MMA("f16_128x96x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 96, 32, 4, 2, 4, 16),
     MMA("f16_128x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2, 4, 16),
     MMA("f16_64x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 4, 16),
     MMA("f16_128x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1, 4, 16),
@@ -74,7 +74,7 @@ const Entry kTable[] = {
         2),
     MMA("bf16_128x128x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2,
         4, 3, 16),
-    MMA("bf16_128x96x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 96, 32, 2, 2,
+    MMA("bf16_128x96x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 96, 32, 4, 2,
         4, 16),
     MMA("bf16_128x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2,
         4, 16),

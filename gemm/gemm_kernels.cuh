@@ -357,11 +357,12 @@ __device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_ma
 // multiple of LB / sizeof(T) and the A and W bases LB-aligned), 2 = 16-bit scalar loads through
 // registers (any k). Shared tiles are rows of BK elements; 16-byte units are XOR-swizzled so
 // that ldmatrix and the copies are free of bank conflicts.
-// WG: Hopper wgmma (sm_90a only) in place of mma.sync: rows of 128 bytes (the 128-byte swizzle
-// that wgmma's descriptors read), one warpgroup per 64 rows of the tile computing all BN columns
+// WG: Hopper wgmma (sm_90a only) in place of mma.sync (1; 2 = the same with a proxy fence before
+// every barrier, an experiment): rows of 64 or 128 bytes (the 64- or 128-byte swizzle that
+// wgmma's descriptors read), one warpgroup per 64 rows of the tile computing all BN columns
 // (WM = BM / 16 warps of 16 rows, WN = 1), 16-byte loads.
 
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, int WG>
 struct MmaCfg {
     static constexpr int THREADS = WM * WN * 32;
     static constexpr int ES = (int)sizeof(T);
@@ -374,28 +375,27 @@ struct MmaCfg {
     static constexpr int E = LB / ES > 0 ? LB / ES : 1; // elements per load
     static constexpr int LPR = BK / E;                // loads per row
     static constexpr int ROWS_PER_PASS = THREADS / LPR;
-    // B rows per pass may exceed BN (narrow tiles): then only threads with lrow < BN load B.
+    // BN need not be a multiple of the rows per pass: the last pass loads the rows below BN.
     static constexpr int A_LOADS = BM / ROWS_PER_PASS;
     static constexpr int B_LOADS = (BN + ROWS_PER_PASS - 1) / ROWS_PER_PASS;
     static constexpr bool B_PARTIAL = BN % ROWS_PER_PASS != 0;
     static constexpr int STAGE_BYTES = (BM + BN) * ROWB;
     static constexpr int ALIGN = WG ? 1024 : 0; // slack to align the stages to a swizzle atom
     static constexpr int SMEM = STAGES * STAGE_BYTES + ALIGN;
-    // The epilogue stages each warp's 16-row slab EPI_COLS columns at a time.
-    static constexpr int EPI_COLS = WTN % 64 == 0 ? 64 : WTN;
+    // The epilogue stages each warp's 16-row slab EPI_COLS columns at a time (wgmma: 32 of the
+    // BN, so that the staging takes 18 KB of shared memory, not BN / 32 times that).
+    static constexpr int EPI_COLS = WG ? 32 : WTN;
     static constexpr int EPI_LD = EPI_COLS + 4;                 // staging row stride, floats
     static constexpr int EPI_BYTES = WM * WN * 16 * EPI_LD * 4;
     static_assert(ROWB % 32 == 0 && UNITS <= 8, "shared rows of 32..128 bytes");
     static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile of 16 x 16 at least");
-    static_assert(THREADS % LPR == 0 && BM % ROWS_PER_PASS == 0 &&
-                      (BN % ROWS_PER_PASS == 0 || BN < ROWS_PER_PASS),
-                  "load mapping");
+    static_assert(THREADS % LPR == 0 && BM % ROWS_PER_PASS == 0, "load mapping");
     static_assert(LB != 2 || ES == 2, "scalar loads are for 16-bit types");
     static_assert(STAGES >= 2, "two stages at least");
     static_assert(EPI_COLS % 16 == 0, "the staged epilogue reads 8-column chunks, 32 a warp");
-    static_assert(!WG || (ROWB == 128 && WN == 1 && WM * 16 == BM && BM % 64 == 0 && LB == 16 &&
-                          (BN == 128 || BN == 192 || BN == 256)),
-                  "wgmma tiles: 128-byte rows, one warpgroup per 64 rows, N of 128/192/256");
+    static_assert(!WG || ((ROWB == 128 || ROWB == 64) && WN == 1 && WM * 16 == BM &&
+                          BM % 64 == 0 && LB == 16 && (BN == 128 || BN == 192 || BN == 256)),
+                  "wgmma tiles: 64/128-byte rows, one warpgroup per 64 rows, N of 128/192/256");
 };
 
 // Byte offset of 16-byte unit u of row `row` in a tile with UNITS units per row.
@@ -412,7 +412,7 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
 // the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
 // taps are all masked runs one iteration of zeros, so every tile has at least one iteration
 // and the producer is never more than STAGES - 1 tiles ahead.
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, int WG>
 __global__ void __launch_bounds__(WM *WN * 32)
     mma_kernel(const Params p)
 {
@@ -644,14 +644,18 @@ __global__ void __launch_bounds__(WM *WN * 32)
                                  "r"(to_tf32(v[3])));
                 }
             }
-            fence_proxy_async(); // this thread's copies, then the barrier: visible to wgmma
+            // The rounded words (st.shared, the generic proxy) are for the tensor cores (the
+            // async proxy): a proxy fence in each writing thread, then the barrier. cp.async
+            // data needs none: its completion (wait_group) and the barrier order it.
+            if constexpr (sizeof(T) == 4 || WG == 2) fence_proxy_async();
         }
         __syncthreads();
         if constexpr (WG) {
             // The warpgroup's 64 rows of A against all BN rows of B, KSTEPS k-steps of 32
             // bytes (the descriptor's start address advances 2 units of 16 bytes a step); the
             // loads of the next stage are issued while the tensor cores run.
-            const uint64_t da = wg_desc(sa + (warp >> 2) * 64 * C::ROWB), db = wg_desc(sb);
+            const uint64_t da = wg_desc<C::ROWB>(sa + (warp >> 2) * 64 * C::ROWB);
+            const uint64_t db = wg_desc<C::ROWB>(sb);
             wg_fence_acc(acc[0]);
             wg_fence();
 #pragma unroll
@@ -770,7 +774,7 @@ inline cudaError_t sm_count(int *count)
 
 // The tensor-core kernel runs a persistent grid: as many CTAs as fit on the device at once, or
 // the tile count if smaller.
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, int WG>
 cudaError_t launch_mma(const Params &p, cudaStream_t s)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;

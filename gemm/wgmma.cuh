@@ -1,7 +1,8 @@
 // gemm/wgmma.cuh - Hopper warpgroup MMA (wgmma.mma_async, sm_90a) for the tensor-core kernel of
 // gemm/gemm_kernels.cuh: the shared-memory matrix descriptor of a K-major tile stored with the
 // 128-byte swizzle (rows of 128 bytes, 16-byte unit u of row r at unit u ^ (r % 8): the layout
-// swz<8, 1> of gemm_kernels.cuh writes), the fences, and m64nNk16 (fp16, bf16) / m64nNk8 (tf32)
+// swz<8, 1> of gemm_kernels.cuh writes) or the 64-byte one (rows of 64 bytes, u ^ (r / 2 % 4):
+// swz<4, 2>), the fences, and m64nNk16 (fp16, bf16) / m64nNk8 (tf32)
 // for N = 128, 192, 256 with fp32 accumulators. The instructions assemble for sm_90a only: they
 // are used by gemm/gemm_sm90.cu, the one file built for that target.
 #ifndef VC_GEMM_WGMMA_CUH
@@ -19,14 +20,17 @@ namespace vcg {
 #define VC_WG_ASM(...) __trap() // never instantiated outside the sm_90a file
 #endif
 
-// Descriptor of a K-major operand at shared address `saddr` (1024-byte aligned atom base, or
-// that plus 32 bytes per k-step): start address (bits 0-13, 16-byte units), leading byte offset
-// 16 (unused by swizzled K-major tiles), stride byte offset 1024 (one 8-row swizzle atom), 128-byte
-// swizzle (bits 62-63 = 1).
+// Descriptor of a K-major operand with rows of ROWB = 128 or 64 bytes, stored with the swizzle
+// of that width, at shared address `saddr` (an 8-row atom base, 8 x ROWB aligned, or that plus 32
+// bytes per k-step): start address (bits 0-13, 16-byte units), leading byte offset 16 (unused by
+// swizzled K-major tiles), stride byte offset 8 x ROWB (one 8-row atom), swizzle mode (bits 62-63:
+// 1 = 128-byte, 2 = 64-byte).
+template <int ROWB>
 __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr)
 {
-    return (uint64_t)((saddr >> 4) & 0x3FFFu) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           (1ull << 62);
+    static_assert(ROWB == 128 || ROWB == 64, "128- or 64-byte swizzle");
+    return (uint64_t)((saddr >> 4) & 0x3FFFu) | (1ull << 16) |
+           ((uint64_t)(8 * ROWB >> 4) << 32) | ((ROWB == 128 ? 1ull : 2ull) << 62);
 }
 
 // Registers written by other instructions are ready for the wgmma that follow.

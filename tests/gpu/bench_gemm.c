@@ -1,5 +1,7 @@
 /* tests/gpu/bench_gemm.c - benchmark of vc_gemm_run (gemm/gemm.h) against cuBLAS (not a ctest).
  * Usage: bench_gemm [runs] [tune]
+ *        bench_gemm one fp16|bf16|tf32 M k n [config name]   (5 launches of one problem, for a
+ *        profiler: ncu --launch-skip 4 --launch-count 1 ...)
  *   - ceilings first: a device-to-device copy (bytes read + written) and cuBLAS 8192^3 in fp16,
  *     bf16 and tf32; they give each row's floor, max(FLOPs / cuBLAS 8192^3 rate, bytes / copy
  *     bandwidth);
@@ -493,6 +495,30 @@ int main(int argc, char **argv)
         return 77;
     }
     int tune = 0;
+    if (argc >= 6 && !strcmp(argv[1], "one")) {
+        dense d;
+        memset(&d, 0, sizeof d);
+        d.mode = !strcmp(argv[2], "bf16") ? MODE_BF16 : !strcmp(argv[2], "tf32") ? MODE_TF32 : MODE_F16;
+        d.M = atoll(argv[3]);
+        d.k = atoi(argv[4]);
+        d.n = atoi(argv[5]);
+        d.config = -1;
+        if (argc >= 7) {
+            const vc_gemm_config *t;
+            int32_t nc = vc_gemm_configs(&t);
+            for (int32_t i = 0; i < nc; i++)
+                if (!strcmp(t[i].name, argv[6])) d.config = i;
+        }
+        CUDA_CHECK(cudaStreamCreate(&g_stream));
+        make_patterns();
+        dense_alloc(&d);
+        for (int i = 0; i < 5; i++) run_ours(&d, i % d.sets);
+        CUDA_CHECK(cudaStreamSynchronize(g_stream));
+        DIE_IF(d.bad, "vc_gemm_run failed: %s", d.msg);
+        printf("one: %s M=%lld k=%d n=%d config %d\n", argv[2], (long long)d.M, d.k, d.n, d.config);
+        dense_free(&d);
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "tune"))
             tune = 1;
