@@ -56,8 +56,8 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s)
      LB,                                                                                       \
      vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, 0>,                                     \
      false}
-#define WGMMA(name, T, dt, math, BN, BK, S, WG)                                                \
-    {{#name, 128, BN, BK, S, 8, dt, math}, 16, vcg::launch_##name, true},
+#define WGMMA(name, T, dt, math, BM, BN, BK, S, WG)                                            \
+    {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
 // rows (64x64), narrow n (128x32), and a tile for k that is not a multiple of the 16-byte load;
@@ -161,36 +161,35 @@ int find(const char *name)
     return -1;
 }
 
-// The wgmma configuration of this dtype and math with tile_n == bn, or -1.
-int find_wg(const vc_gemm_args *a, int bn)
+// The wgmma configuration of this dtype and math with this tile, or -1.
+int find_wg(const vc_gemm_args *a, int bm, int bn)
 {
     for (int i = 0; i < kTableSize; i++) {
         const vc_gemm_config &c = kTable[i].cfg;
-        if (kTable[i].sm90 && c.ab_dtype == a->ab_dtype && c.tile_n == bn &&
+        if (kTable[i].sm90 && c.ab_dtype == a->ab_dtype && c.tile_m == bm && c.tile_n == bn &&
             (a->ab_dtype != VC_GEMM_F32 || c.math == a->math))
             return i;
     }
     return -1;
 }
 
-// On a compute capability 9.0 device, the wgmma tile for wide n (>= 128) with at least one wave
-// of 128-row tiles, or -1: the tile width that pads n least (the wider on a tie).
+// On a compute capability 9.0 device, the wgmma tile for n > 64 with at least one wave of tiles,
+// or -1 (measurements in gemm/NOTES.md).
 int pick_wg(const vc_gemm_args *a)
 {
-    if (a->n_cols < 128 || !device_sm90()) return -1;
+    if (a->n_cols <= 64 || !device_sm90()) return -1;
     int sms = 132;
     if (sm_count(&sms) != cudaSuccess) return -1;
-    int best = -1, best_pad = 0, best_bn = 0;
-    for (int bn = 256; bn >= 128; bn -= 64) {
-        const int i = find_wg(a, bn);
-        if (i < 0) continue;
-        const int pad = (a->n_cols + bn - 1) / bn * bn;
-        if (best < 0 || pad < best_pad) best = i, best_pad = pad, best_bn = bn;
-    }
-    if (best < 0) return -1;
-    const int64_t tiles = (a->m + 127) / 128 * ((a->n_cols + best_bn - 1) / best_bn);
+    int bm = 128, bn = 128;
+    if (a->n_cols > 128 && a->n_cols % 192 == 0)
+        bm = 64, bn = 192;
+    else if (a->n_cols > 128 && a->n_cols % 256 == 0)
+        bm = 64, bn = 256;
+    const int i = find_wg(a, bm, bn);
+    if (i < 0) return -1;
+    const int64_t tiles = (a->m + bm - 1) / bm * ((a->n_cols + bn - 1) / bn);
     char why[8];
-    return tiles >= sms && fits(kTable[best], a, why, sizeof why) ? best : -1;
+    return tiles >= sms && fits(kTable[i], a, why, sizeof why) ? i : -1;
 }
 
 // The configuration for these arguments, by dtype, load width, n_cols and row count (chosen

@@ -451,8 +451,10 @@ __global__ void __launch_bounds__(WM *WN * 32)
     auto setup_tile = [&]() {
         __syncthreads(); // nobody still reads the previous tile's producer data
         ld_slot = ld_slot + 1 == STAGES ? 0 : ld_slot + 1;
-        const int64_t m0 = (ld_tile / p.n_tiles) * BM;
-        const int n0 = (int)(ld_tile % p.n_tiles) * BN;
+        // Tile numbers below n_total fit 32 bits (vc_gemm_run checks): 32-bit division.
+        const uint32_t t32 = (uint32_t)ld_tile;
+        const int64_t m0 = (int64_t)(t32 / (uint32_t)p.n_tiles) * BM;
+        const int n0 = (int)(t32 % (uint32_t)p.n_tiles) * BN;
         for (int i = tid; i < BM; i += C::THREADS) {
             int64_t gi = m0 + i, g = -1, r = -1;
             if (gi < p.m) {
@@ -710,7 +712,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
         // as 8-column chunks, so that the epilogue runs once per 8 outputs with 16-byte accesses.
         {
             const int g = lane >> 2, q = lane & 3;
-            const int n0 = (int)(c_tile % p.n_tiles) * BN;
+            const int n0 = (int)((uint32_t)c_tile % (uint32_t)p.n_tiles) * BN;
             float *ws = stage + warp * 16 * C::EPI_LD;
             constexpr int CPR = C::EPI_COLS / 8; // chunks per slab row
 #pragma unroll

@@ -1,32 +1,39 @@
 /* gemm/gemm_sm90.h - the Hopper (wgmma, sm_90a) configurations of the GEMM table: one list that
  * gemm/gemm_sm90.cu instantiates (the only file built for sm_90a) and gemm/gemm.cu puts in its
  * table when the build has them (VC_GEMM_HAVE_SM90A). Each is the tensor-core kernel of
- * gemm/gemm_kernels.cuh with WG != 0: a 128 x BN tile, two warpgroups of 64 rows each, rows of
- * 64 or 128 bytes, 16-byte cp.async loads. */
+ * gemm/gemm_kernels.cuh with WG != 0: a BM x BN tile, one warpgroup per 64 rows, rows of 64 or
+ * 128 bytes, 16-byte cp.async loads. */
 #ifndef VC_GEMM_GEMM_SM90_H
 #define VC_GEMM_GEMM_SM90_H
 
 #include <cuda_runtime.h>
 
-/* X(name, element type, dtype, math, BN, BK, stages, WG mode of mma_kernel) */
+/* X(name, element type, dtype, math, BM, BN, BK, stages, WG mode of mma_kernel) */
 #define VC_GEMM_SM90_CONFIGS(X)                                                                \
-    X(f16_128x256x64_s3_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 256, 64, 3, 1)          \
-    X(f16_128x256x64_s3_wgf, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 256, 64, 3, 2)         \
-    X(f16_128x192x64_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 192, 64, 4, 1)          \
-    X(f16_128x128x64_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 4, 1)          \
-    X(f16_128x256x32_s6_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 256, 32, 6, 1)          \
-    X(f16_128x128x32_s5_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 32, 5, 1)          \
-    X(bf16_128x256x64_s3_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 256, 64, 3, 1) \
-    X(bf16_128x192x64_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 192, 64, 4, 1) \
-    X(bf16_128x128x64_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 64, 4, 1) \
-    X(bf16_128x128x32_s5_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 32, 5, 1) \
-    X(tf32_128x256x32_s3_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 256, 32, 3, 1)             \
-    X(tf32_128x192x32_s4_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 192, 32, 4, 1)             \
-    X(tf32_128x128x32_s4_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 32, 4, 1)
+    X(f16_64x128x32_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 128, 32, 4, 1)       \
+    X(f16_64x192x32_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 192, 32, 4, 1)       \
+    X(f16_64x256x32_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 256, 32, 4, 1)       \
+    X(f16_128x128x32_s5_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 5, 1)     \
+    X(f16_128x256x64_s3_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 256, 64, 3, 1)     \
+    X(bf16_64x128x32_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 128, 32, 4,  \
+      1)                                                                                       \
+    X(bf16_64x192x32_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 192, 32, 4,  \
+      1)                                                                                       \
+    X(bf16_64x256x32_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 256, 32, 4,  \
+      1)                                                                                       \
+    X(bf16_128x128x32_s5_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32,   \
+      5, 1)                                                                                    \
+    X(bf16_128x256x64_s3_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 256, 64,   \
+      3, 1)                                                                                    \
+    X(tf32_64x128x16_s4_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 128, 16, 4, 1)          \
+    X(tf32_64x192x16_s4_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 192, 16, 4, 1)          \
+    X(tf32_64x256x16_s4_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 256, 16, 4, 1)          \
+    X(tf32_128x128x16_s5_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 128, 16, 5, 1)        \
+    X(tf32_128x256x32_s3_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 256, 32, 3, 1)
 
 namespace vcg {
 struct Params;
-#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BN, BK, S, WG)                                         \
+#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S, WG)                                         \
     cudaError_t launch_##name(const Params &p, cudaStream_t s);
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DECLARE)
 #undef VC_GEMM_SM90_DECLARE

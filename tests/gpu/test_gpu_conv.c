@@ -4,7 +4,8 @@
  * vc_kmap_build_gpu on device coordinates (bit-identical, checked by test_gpu_kmap; here the
  * counts are compared), runs the CPU twin on the host map and the GPU on the device map, and
  * compares ||gpu - cpu|| / ||cpu|| with DESIGN §7's tolerances: 1e-6 fp32, 5e-4 tf32, 1e-2 when
- * the features or the output are fp16 / bf16. GPU outputs are poisoned with NaN (0xFF bytes)
+ * the features or the output are fp16 / bf16 (for tf32 the CPU twin gets the fp32 operands rounded
+ * to tf32 as the tensor cores round them). GPU outputs are poisoned with NaN (0xFF bytes)
  * before each run, so an unwritten element fails; each GPU run is done twice and the two results
  * must be bit-identical (determinism).
  * Coverage: every map type (SUBM k1/k3/k5/k7, dilation, 3x1x1, STRIDED, DOWNSAMPLE, TRANSPOSED,
@@ -295,6 +296,18 @@ static void run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng *
     a.res_dtype = o.res_dt;
     a.act = o.act;
     a.slope = 0.1f;
+    /* TF32 math: the CPU reference takes the fp32 operands rounded as the tensor cores take them */
+    float *in_r = NULL, *w_r = NULL;
+    if (o.tf32 && o.in_dt == VC_DTYPE_FP32) {
+        in_r = malloc((size_t)(n_in * o.c_in > 0 ? n_in * o.c_in : 1) * sizeof *in_r);
+        for (int64_t i = 0; i < n_in * o.c_in; i++) in_r[i] = vc_round_tf32(((float *)in_h)[i]);
+        a.in = in_r;
+        if (o.w_dt == VC_DTYPE_FP32) {
+            w_r = malloc((size_t)(nw > 0 ? nw : 1) * sizeof *w_r);
+            for (int64_t i = 0; i < nw; i++) w_r[i] = vc_round_tf32(((float *)w_h)[i]);
+            a.weights = w_r;
+        }
+    }
     vc_err ce = {{0}}, ge = {{0}};
     vc_status cs = vc_conv_cpu(&a, &ce);
 
@@ -349,6 +362,8 @@ static void run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng *
     cudaFree(out_d);
     free(in_h);
     free(w_h);
+    free(in_r);
+    free(w_r);
     free(bias_h);
     free(res_h);
     free(out_c);

@@ -49,18 +49,9 @@ static float round_to(int d, float v)
     return v;
 }
 
-/* fp32 -> tf32 as cvt.rna does (nearest, ties away from zero); the reference of TF32 math uses
- * operands rounded this way, so the comparison sees the accumulation error only. */
-static float round_tf32(float v)
-{
-    uint32_t u = vc_f32_bits(v);
-    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
-    return vc_bits_f32(u);
-}
-
 static void round_tf32_all(float *v, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) v[i] = round_tf32(v[i]);
+    for (int64_t i = 0; i < n; i++) v[i] = vc_round_tf32(v[i]);
 }
 
 /* Packs n floats into a host buffer of dtype d. */
