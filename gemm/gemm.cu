@@ -54,9 +54,9 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s)
 #define MMA(name, T, dt, math, BM, BN, BK, WM, WN, S, LB)                                      \
     {{name, BM, BN, BK, S, WM * WN, dt, math},                                                 \
      LB,                                                                                       \
-     vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, 0>,                                     \
+     vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false>,                                     \
      false}
-#define WGMMA(name, T, dt, math, BM, BN, BK, S, WG)                                            \
+#define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
     {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
@@ -173,23 +173,25 @@ int find_wg(const vc_gemm_args *a, int bm, int bn)
     return -1;
 }
 
-// On a compute capability 9.0 device, the wgmma tile for n > 64 with at least one wave of tiles,
-// or -1 (measurements in gemm/NOTES.md).
+// On a compute capability 9.0 device, the wgmma tile for n > 64 with a full wave of tiles, or -1 (H100 measurements in gemm/NOTES.md): 128x128 at two CTAs per SM, or 128x256 where n is
+// a multiple of 256 and the arithmetic dominates (tf32; 16-bit with k * taps >= 2048); tf32 n of
+// 64 or 128 stays on the mma.sync 128x64 tile (as fast). Gathers over several taps (the implicit
+// convolution) stay on mma.sync: wgmma was measured on dense problems only, and its gather-index
+// staging would leave one 128x128 CTA per SM.
 int pick_wg(const vc_gemm_args *a)
 {
-    if (a->n_cols <= 64 || !device_sm90()) return -1;
+    if (a->n_cols <= 64 || (a->gather && a->taps > 1) || !device_sm90()) return -1;
+    const bool tf32 = a->ab_dtype == VC_GEMM_F32;
+    if (tf32 && a->n_cols <= 128 && a->n_cols % 64 == 0) return -1;
     int sms = 132;
     if (sm_count(&sms) != cudaSuccess) return -1;
-    int bm = 128, bn = 128;
-    if (a->n_cols > 128 && a->n_cols % 192 == 0)
-        bm = 64, bn = 192;
-    else if (a->n_cols > 128 && a->n_cols % 256 == 0)
-        bm = 64, bn = 256;
-    const int i = find_wg(a, bm, bn);
+    const bool wide = a->n_cols % 256 == 0 && (tf32 || (int64_t)a->k * a->taps >= 2048);
+    const int bn = wide ? 256 : 128;
+    const int i = find_wg(a, 128, bn);
     if (i < 0) return -1;
-    const int64_t tiles = (a->m + bm - 1) / bm * ((a->n_cols + bn - 1) / bn);
+    const int64_t tiles = (a->m + 127) / 128 * ((a->n_cols + bn - 1) / bn);
     char why[8];
-    return tiles >= sms && fits(kTable[i], a, why, sizeof why) ? i : -1;
+    return tiles >= (wide ? sms : 2 * sms) && fits(kTable[i], a, why, sizeof why) ? i : -1;
 }
 
 // The configuration for these arguments, by dtype, load width, n_cols and row count (chosen

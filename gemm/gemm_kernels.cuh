@@ -357,12 +357,11 @@ __device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_ma
 // multiple of LB / sizeof(T) and the A and W bases LB-aligned), 2 = 16-bit scalar loads through
 // registers (any k). Shared tiles are rows of BK elements; 16-byte units are XOR-swizzled so
 // that ldmatrix and the copies are free of bank conflicts.
-// WG: Hopper wgmma (sm_90a only) in place of mma.sync (1; 2 = the same with a proxy fence before
-// every barrier, an experiment): rows of 64 or 128 bytes (the 64- or 128-byte swizzle that
-// wgmma's descriptors read), one warpgroup per 64 rows of the tile computing all BN columns
-// (WM = BM / 16 warps of 16 rows, WN = 1), 16-byte loads.
+// WG: Hopper wgmma (sm_90a only) in place of mma.sync: rows of 64 or 128 bytes (the 64- or
+// 128-byte swizzle that wgmma's descriptors read), one warpgroup per 64 rows of the tile computing
+// all BN columns (WM = BM / 16 warps of 16 rows, WN = 1), 16-byte loads.
 
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, int WG>
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
 struct MmaCfg {
     static constexpr int THREADS = WM * WN * 32;
     static constexpr int ES = (int)sizeof(T);
@@ -412,7 +411,7 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
 // the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
 // taps are all masked runs one iteration of zeros, so every tile has at least one iteration
 // and the producer is never more than STAGES - 1 tiles ahead.
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, int WG>
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
 __global__ void __launch_bounds__(WM *WN * 32)
     mma_kernel(const Params p)
 {
@@ -451,10 +450,8 @@ __global__ void __launch_bounds__(WM *WN * 32)
     auto setup_tile = [&]() {
         __syncthreads(); // nobody still reads the previous tile's producer data
         ld_slot = ld_slot + 1 == STAGES ? 0 : ld_slot + 1;
-        // Tile numbers below n_total fit 32 bits (vc_gemm_run checks): 32-bit division.
-        const uint32_t t32 = (uint32_t)ld_tile;
-        const int64_t m0 = (int64_t)(t32 / (uint32_t)p.n_tiles) * BM;
-        const int n0 = (int)(t32 % (uint32_t)p.n_tiles) * BN;
+        const int64_t m0 = (ld_tile / p.n_tiles) * BM;
+        const int n0 = (int)(ld_tile % p.n_tiles) * BN;
         for (int i = tid; i < BM; i += C::THREADS) {
             int64_t gi = m0 + i, g = -1, r = -1;
             if (gi < p.m) {
@@ -649,7 +646,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
             // The rounded words (st.shared, the generic proxy) are for the tensor cores (the
             // async proxy): a proxy fence in each writing thread, then the barrier. cp.async
             // data needs none: its completion (wait_group) and the barrier order it.
-            if constexpr (sizeof(T) == 4 || WG == 2) fence_proxy_async();
+            if constexpr (sizeof(T) == 4) fence_proxy_async();
         }
         __syncthreads();
         if constexpr (WG) {
@@ -712,7 +709,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
         // as 8-column chunks, so that the epilogue runs once per 8 outputs with 16-byte accesses.
         {
             const int g = lane >> 2, q = lane & 3;
-            const int n0 = (int)((uint32_t)c_tile % (uint32_t)p.n_tiles) * BN;
+            const int n0 = (int)(c_tile % p.n_tiles) * BN;
             float *ws = stage + warp * 16 * C::EPI_LD;
             constexpr int CPR = C::EPI_COLS / 8; // chunks per slab row
 #pragma unroll
@@ -776,7 +773,7 @@ inline cudaError_t sm_count(int *count)
 
 // The tensor-core kernel runs a persistent grid: as many CTAs as fit on the device at once, or
 // the tile count if smaller.
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, int WG>
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
 cudaError_t launch_mma(const Params &p, cudaStream_t s)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;

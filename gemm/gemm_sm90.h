@@ -8,32 +8,22 @@
 
 #include <cuda_runtime.h>
 
-/* X(name, element type, dtype, math, BM, BN, BK, stages, WG mode of mma_kernel) */
+/* X(name, element type, dtype, math, BM, BN, BK, stages). 128x128 (rows of 64 bytes, 5 stages)
+ * fits two CTAs on an SM, so that one computes while the other waits or runs its epilogue; 128x256
+ * (one CTA per SM) pays where the arithmetic does: long k (16-bit), or tf32's n = 256. */
 #define VC_GEMM_SM90_CONFIGS(X)                                                                \
-    X(f16_64x128x32_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 128, 32, 4, 1)       \
-    X(f16_64x192x32_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 192, 32, 4, 1)       \
-    X(f16_64x256x32_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 256, 32, 4, 1)       \
-    X(f16_128x128x32_s5_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 5, 1)     \
-    X(f16_128x256x64_s3_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 256, 64, 3, 1)     \
-    X(bf16_64x128x32_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 128, 32, 4,  \
-      1)                                                                                       \
-    X(bf16_64x192x32_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 192, 32, 4,  \
-      1)                                                                                       \
-    X(bf16_64x256x32_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 256, 32, 4,  \
-      1)                                                                                       \
+    X(f16_128x128x32_s5_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 5)        \
+    X(f16_128x256x64_s3_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 256, 64, 3)        \
     X(bf16_128x128x32_s5_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32,   \
-      5, 1)                                                                                    \
+      5)                                                                                       \
     X(bf16_128x256x64_s3_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 256, 64,   \
-      3, 1)                                                                                    \
-    X(tf32_64x128x16_s4_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 128, 16, 4, 1)          \
-    X(tf32_64x192x16_s4_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 192, 16, 4, 1)          \
-    X(tf32_64x256x16_s4_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 256, 16, 4, 1)          \
-    X(tf32_128x128x16_s5_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 128, 16, 5, 1)        \
-    X(tf32_128x256x32_s3_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 256, 32, 3, 1)
+      3)                                                                                       \
+    X(tf32_128x128x16_s5_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 128, 16, 5)           \
+    X(tf32_128x256x32_s3_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 256, 32, 3)
 
 namespace vcg {
 struct Params;
-#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S, WG)                                         \
+#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S)                                         \
     cudaError_t launch_##name(const Params &p, cudaStream_t s);
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DECLARE)
 #undef VC_GEMM_SM90_DECLARE
