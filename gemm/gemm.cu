@@ -8,73 +8,39 @@
 
 #include "gemm/gemm.h"
 #include "gemm/gemm_kernels.cuh"
+#include "gemm/gemm_sm90.h"
 
 namespace {
 
 using vcg::Params;
+using vcg::sm_count;
 
 typedef cudaError_t (*launch_fn)(const Params &p, cudaStream_t s);
 
 // One compiled configuration: its public description, how it loads (bytes per global load; 2 =
-// 16-bit scalar loads; 0 = the fp32 FMA kernel's scalar loads) and its launcher.
+// 16-bit scalar loads; 0 = the fp32 FMA kernel's scalar loads), its launcher, and whether it is
+// a wgmma kernel (runs on compute capability 9.0 only).
 struct Entry {
     vc_gemm_config cfg;
     int load_bytes;
     launch_fn launch;
+    bool sm90;
 };
 
-// Multiprocessor count of the current device, cached per device.
-cudaError_t sm_count(int *count)
+// Whether the current device has compute capability 9.0 (the sm_90a kernels run there only),
+// cached per device.
+bool device_sm90()
 {
-    static int cache[64];
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    if (dev < 64 && cache[dev] > 0) {
-        *count = cache[dev];
-        return cudaSuccess;
-    }
-    e = cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess && dev < 64) cache[dev] = *count;
-    return e;
-}
-
-// The tensor-core kernel runs a persistent grid: as many CTAs as fit on the device at once, or
-// the tile count if smaller.
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB>
-cudaError_t launch_mma(const Params &p, cudaStream_t s)
-{
-    using C = vcg::MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB>;
-    auto kern = vcg::mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB>;
-    const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (vcg::kGatherChunk + 1) * 4;
-    const int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
-    // Shared memory past 48 KB needs the opt-in, once per device (a benign race: concurrent
-    // callers set the same value).
-    static unsigned long long set_on = 0;
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
-    if (!(set_on & bit)) {
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dyn);
-        if (e != cudaSuccess) return e;
-        set_on |= bit;
-    }
-    int sms = 0, per_sm = 0;
-    if ((e = sm_count(&sms)) != cudaSuccess) return e;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, C::THREADS, dyn);
-    if (e != cudaSuccess) return e;
-    if (per_sm < 1) per_sm = 1;
-    const int64_t tiles = p.m_tiles * p.n_tiles;
-    // With masks (the implicit-GEMM convolution) tiles differ in cost by the taps they skip, and
-    // a CTA per tile - the hardware hands the next tile to whichever CTA finishes - beat the
-    // persistent grid's fixed round robin on every layer measured (bench_conv --tune, H100:
-    // subm 16->16 on 100.6k voxels 45.5 -> 38.8 us, 64->64 87.7 -> 79.0, 256->256 664 -> 598;
-    // equal on the small layers; gemm/NOTES.md).
-    const int64_t grid =
-        p.masks || tiles < (int64_t)sms * per_sm ? tiles : (int64_t)sms * per_sm;
-    kern<<<(unsigned)grid, C::THREADS, dyn, s>>>(p);
-    return cudaGetLastError();
+    static int cache[64]; // 0 unknown, 1 no, 2 yes
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (dev < 64 && cache[dev]) return cache[dev] == 2;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return false;
+    const bool yes = major == 9 && minor == 0;
+    if (dev < 64) cache[dev] = yes ? 2 : 1;
+    return yes;
 }
 
 template <int BM, int BN, int BK, int TM, int TN>
@@ -86,29 +52,40 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s)
 }
 
 #define MMA(name, T, dt, math, BM, BN, BK, WM, WN, S, LB)                                      \
-    {{name, BM, BN, BK, S, WM * WN, dt, math}, LB, launch_mma<T, BM, BN, BK, WM, WN, S, LB>}
+    {{name, BM, BN, BK, S, WM * WN, dt, math},                                                 \
+     LB,                                                                                       \
+     vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false>,                                     \
+     false}
+#define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
+    {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
-// rows (64x64), narrow n (128x32; 64x32 with two warps, which the implicit-GEMM convolution
-// picks for c_out <= 32: conv/conv.cu), and a tile for k that is not a multiple of the 16-byte
-// load.
-// (128x256 tiles were measured and dropped: 238 registers, one CTA per SM, slower everywhere.)
+// rows (64x64), narrow n (128x32, 256x32; 64x32 with two warps, which the implicit-GEMM
+// convolution picks for c_out <= 32: conv/conv.cu), and a tile for k that is not a multiple of
+// the 16-byte load; on Hopper, the wgmma tiles of gemm/gemm_sm90.h.
+// (mma.sync 128x256 tiles were measured and dropped: 238 registers, one CTA per SM, slower.)
 const Entry kTable[] = {
     MMA("f16_128x128x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2, 4, 3, 16),
+    MMA("f16_128x96x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 96, 32, 4, 2, 4, 16),
     MMA("f16_128x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2, 4, 16),
     MMA("f16_64x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 4, 16),
     MMA("f16_128x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1, 4, 16),
+    MMA("f16_256x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 256, 32, 32, 8, 1, 4, 16),
     MMA("f16_64x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1, 4, 16),
     MMA("f16_64x32x16_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1, 4, 16),
     MMA("f16_64x64x16_s3_scalar", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 16, 2, 2, 3,
         2),
     MMA("bf16_128x128x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2,
         4, 3, 16),
+    MMA("bf16_128x96x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 96, 32, 4, 2,
+        4, 16),
     MMA("bf16_128x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2,
         4, 16),
     MMA("bf16_64x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2,
         4, 16),
     MMA("bf16_128x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1,
+        4, 16),
+    MMA("bf16_256x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 256, 32, 32, 8, 1,
         4, 16),
     MMA("bf16_64x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1,
         4, 16),
@@ -116,15 +93,20 @@ const Entry kTable[] = {
         4, 16),
     MMA("bf16_64x64x16_s3_scalar", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 16,
         2, 2, 3, 2),
+    MMA("tf32_128x96x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 96, 16, 2, 2, 4, 16),
     MMA("tf32_128x64x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 64, 16, 2, 2, 4, 16),
     MMA("tf32_64x64x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 16),
     MMA("tf32_64x64x16_s4_a4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 4),
     {{"f32_64x64x16_fma", 64, 64, 16, 1, 8, VC_GEMM_F32, VC_GEMM_MATH_FP32}, 0,
-     launch_simt<64, 64, 16, 4, 4>},
+     launch_simt<64, 64, 16, 4, 4>, false},
+#ifdef VC_GEMM_HAVE_SM90A
+    VC_GEMM_SM90_CONFIGS(WGMMA)
+#endif
 };
 const int kTableSize = (int)(sizeof kTable / sizeof kTable[0]);
 
 #undef MMA
+#undef WGMMA
 
 void set_msg(char *msg, int32_t len, const char *fmt, ...)
 {
@@ -158,6 +140,11 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
             return false;
         }
     }
+    if (e.sm90 && !device_sm90()) {
+        snprintf(why, why_len, "configuration %s (wgmma) needs a compute capability 9.0 device",
+                 e.cfg.name);
+        return false;
+    }
     if (e.load_bytes >= 4) {
         const int per = e.load_bytes / dtype_size(a->ab_dtype);
         if (a->k % per != 0 || !aligned(a->a, e.load_bytes) || !aligned(a->w, e.load_bytes)) {
@@ -181,28 +168,70 @@ int find(const char *name)
     return -1;
 }
 
+// The wgmma configuration of this dtype and math with this tile, or -1.
+int find_wg(const vc_gemm_args *a, int bm, int bn)
+{
+    for (int i = 0; i < kTableSize; i++) {
+        const vc_gemm_config &c = kTable[i].cfg;
+        if (kTable[i].sm90 && c.ab_dtype == a->ab_dtype && c.tile_m == bm && c.tile_n == bn &&
+            (a->ab_dtype != VC_GEMM_F32 || c.math == a->math))
+            return i;
+    }
+    return -1;
+}
+
+// On a compute capability 9.0 device, the wgmma tile for n > 64 with a full wave of tiles, or -1 (H100 measurements in gemm/NOTES.md): 128x128 at two CTAs per SM, or 128x256 where n is
+// a multiple of 256 and the arithmetic dominates (tf32; 16-bit with k * taps >= 2048); tf32 n of
+// 64 or 128 stays on the mma.sync 128x64 tile (as fast). Gathers over several taps (the implicit
+// convolution) stay on mma.sync: wgmma was measured on dense problems only, and its gather-index
+// staging would leave one 128x128 CTA per SM.
+int pick_wg(const vc_gemm_args *a)
+{
+    if (a->n_cols <= 64 || (a->gather && a->taps > 1) || !device_sm90()) return -1;
+    const bool tf32 = a->ab_dtype == VC_GEMM_F32;
+    if (tf32 && a->n_cols <= 128 && a->n_cols % 64 == 0) return -1;
+    int sms = 132;
+    if (sm_count(&sms) != cudaSuccess) return -1;
+    const bool wide = a->n_cols % 256 == 0 && (tf32 || (int64_t)a->k * a->taps >= 2048);
+    const int bn = wide ? 256 : 128;
+    const int i = find_wg(a, 128, bn);
+    if (i < 0) return -1;
+    const int64_t tiles = (a->m + 127) / 128 * ((a->n_cols + bn - 1) / bn);
+    char why[8];
+    return tiles >= (wide ? sms : 2 * sms) && fits(kTable[i], a, why, sizeof why) ? i : -1;
+}
+
 // The configuration for these arguments, by dtype, load width, n_cols and row count (chosen
 // from the H100 measurements in gemm/NOTES.md).
 int pick(const vc_gemm_args *a)
 {
-    const int64_t ctas_128 = (a->m + 127) / 128;
     const int sms_x2 = 2 * 132; // enough tiles to fill an H100 twice over
     char why[8];
+    if (a->ab_dtype == VC_GEMM_F32 && a->math != VC_GEMM_MATH_TF32)
+        return find("f32_64x64x16_fma");
+    const int wg = pick_wg(a);
+    if (wg >= 0) return wg;
     if (a->ab_dtype == VC_GEMM_F32) {
-        if (a->math != VC_GEMM_MATH_TF32) return find("f32_64x64x16_fma");
-        const bool small = (a->k <= 16 && a->n_cols <= 64) || ctas_128 < sms_x2;
-        int vec = find(small ? "tf32_64x64x16_s4" : "tf32_128x64x16_s4");
+        const int64_t tiles_128 = (a->m + 127) / 128 * ((a->n_cols + 63) / 64);
+        const bool small = (a->k <= 16 && a->n_cols <= 64) || tiles_128 < sms_x2;
+        int vec = find(small                ? "tf32_64x64x16_s4"
+                       : a->n_cols % 96 == 0 ? "tf32_128x96x16_s4"
+                                             : "tf32_128x64x16_s4");
         if (fits(kTable[vec], a, why, sizeof why)) return vec;
         return find("tf32_64x64x16_s4_a4");
     }
     const bool h = a->ab_dtype == VC_GEMM_F16;
+    const int64_t m_128 = (a->m + 127) / 128;
     const char *name;
     if (a->n_cols <= 32)
-        name = h ? "f16_128x32x32_s4" : "bf16_128x32x32_s4";
-    else if (ctas_128 * ((a->n_cols + 127) / 128) < sms_x2)
+        name = m_128 >= 4 * sms_x2 ? (h ? "f16_256x32x32_s4" : "bf16_256x32x32_s4")
+                                   : (h ? "f16_128x32x32_s4" : "bf16_128x32x32_s4");
+    else if (m_128 * ((a->n_cols + 127) / 128) < sms_x2)
         name = h ? "f16_64x64x32_s4" : "bf16_64x64x32_s4"; // few rows: more, smaller tiles
     else if (a->n_cols <= 64)
         name = h ? "f16_128x64x32_s4" : "bf16_128x64x32_s4";
+    else if (a->n_cols <= 96)
+        name = h ? "f16_128x96x32_s4" : "bf16_128x96x32_s4";
     else
         name = h ? "f16_128x128x32_s3" : "bf16_128x128x32_s3";
     int i = find(name);

@@ -1,7 +1,8 @@
-// gemm/gemm_kernels.cuh - the device code of gemm/gemm.cu: the launch parameters, the per-CTA
-// set-up (row gather/scatter indices, OR of the rows' tap masks), the fused epilogue, the
-// tensor-core kernel (mma.sync m16n8k16 fp16/bf16, m16n8k8 tf32; ldmatrix; multi-stage cp.async
-// with zero-fill) and the exact fp32 FMA kernel. Included by gemm/gemm.cu only.
+// gemm/gemm_kernels.cuh - the device code of gemm/gemm.cu and gemm/gemm_sm90.cu: the launch
+// parameters, the per-CTA set-up (row gather/scatter indices, OR of the rows' tap masks), the fused
+// epilogue, the tensor-core kernel (mma.sync m16n8k16 fp16/bf16, m16n8k8 tf32 with ldmatrix, or
+// Hopper wgmma from shared-memory descriptors; multi-stage cp.async with zero-fill), its launcher,
+// and the exact fp32 FMA kernel.
 #ifndef VC_GEMM_KERNELS_CUH
 #define VC_GEMM_KERNELS_CUH
 
@@ -13,6 +14,7 @@
 #include <type_traits>
 
 #include "gemm/gemm.h"
+#include "gemm/wgmma.cuh"
 
 namespace vcg {
 
@@ -355,8 +357,11 @@ __device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_ma
 // multiple of LB / sizeof(T) and the A and W bases LB-aligned), 2 = 16-bit scalar loads through
 // registers (any k). Shared tiles are rows of BK elements; 16-byte units are XOR-swizzled so
 // that ldmatrix and the copies are free of bank conflicts.
+// WG: Hopper wgmma (sm_90a only) in place of mma.sync: rows of 64 or 128 bytes (the 64- or
+// 128-byte swizzle that wgmma's descriptors read), one warpgroup per 64 rows of the tile computing
+// all BN columns (WM = BM / 16 warps of 16 rows, WN = 1), 16-byte loads.
 
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB>
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
 struct MmaCfg {
     static constexpr int THREADS = WM * WN * 32;
     static constexpr int ES = (int)sizeof(T);
@@ -369,18 +374,27 @@ struct MmaCfg {
     static constexpr int E = LB / ES > 0 ? LB / ES : 1; // elements per load
     static constexpr int LPR = BK / E;                // loads per row
     static constexpr int ROWS_PER_PASS = THREADS / LPR;
-    static constexpr int A_LOADS = BM / ROWS_PER_PASS, B_LOADS = BN / ROWS_PER_PASS;
+    // BN need not be a multiple of the rows per pass: the last pass loads the rows below BN.
+    static constexpr int A_LOADS = BM / ROWS_PER_PASS;
+    static constexpr int B_LOADS = (BN + ROWS_PER_PASS - 1) / ROWS_PER_PASS;
+    static constexpr bool B_PARTIAL = BN % ROWS_PER_PASS != 0;
     static constexpr int STAGE_BYTES = (BM + BN) * ROWB;
-    static constexpr int SMEM = STAGES * STAGE_BYTES;
-    static constexpr int EPI_LD = WTN + 4;                   // staging row stride, floats
-    static constexpr int EPI_BYTES = WM * WN * 16 * EPI_LD * 4; // a 16-row slab per warp
+    static constexpr int ALIGN = WG ? 1024 : 0; // slack to align the stages to a swizzle atom
+    static constexpr int SMEM = STAGES * STAGE_BYTES + ALIGN;
+    // The epilogue stages each warp's 16-row slab EPI_COLS columns at a time (wgmma: 32 of the
+    // BN, so that the staging takes 18 KB of shared memory, not BN / 32 times that).
+    static constexpr int EPI_COLS = WG ? 32 : WTN;
+    static constexpr int EPI_LD = EPI_COLS + 4;                 // staging row stride, floats
+    static constexpr int EPI_BYTES = WM * WN * 16 * EPI_LD * 4;
     static_assert(ROWB % 32 == 0 && UNITS <= 8, "shared rows of 32..128 bytes");
     static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile of 16 x 16 at least");
-    static_assert(THREADS % LPR == 0 && BM % ROWS_PER_PASS == 0 && BN % ROWS_PER_PASS == 0,
-                  "load mapping");
+    static_assert(THREADS % LPR == 0 && BM % ROWS_PER_PASS == 0, "load mapping");
     static_assert(LB != 2 || ES == 2, "scalar loads are for 16-bit types");
     static_assert(STAGES >= 2, "two stages at least");
-    static_assert(WTN % 16 == 0, "the staged epilogue reads 8-column chunks, 32 a warp");
+    static_assert(EPI_COLS % 16 == 0, "the staged epilogue reads 8-column chunks, 32 a warp");
+    static_assert(!WG || ((ROWB == 128 || ROWB == 64) && WN == 1 && WM * 16 == BM &&
+                          BM % 64 == 0 && LB == 16 && (BN == 128 || BN == 256)),
+                  "wgmma tiles: 64/128-byte rows, one warpgroup per 64 rows, N of 128 or 256");
 };
 
 // Byte offset of 16-byte unit u of row `row` in a tile with UNITS units per row.
@@ -397,11 +411,11 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
 // the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
 // taps are all masked runs one iteration of zeros, so every tile has at least one iteration
 // and the producer is never more than STAGES - 1 tiles ahead.
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB>
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
 __global__ void __launch_bounds__(WM *WN * 32)
     mma_kernel(const Params p)
 {
-    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB>;
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ int64_t row_g[BM];
     __shared__ int64_t row_out[STAGES][BM];
@@ -416,7 +430,8 @@ __global__ void __launch_bounds__(WM *WN * 32)
     const int words = (p.taps + 31) >> 5;
     const T *A = static_cast<const T *>(p.a);
     const T *W = static_cast<const T *>(p.w);
-    const uint32_t s_base = smem_addr(smem);
+    // wgmma's 128-byte swizzle is a function of the address: stages start on 1024-byte atoms.
+    const uint32_t s_base = WG ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
 
     // Load mapping: this thread's load column (fixed) and rows lrow + j * ROWS_PER_PASS.
     const int lcol = tid % C::LPR, lrow = tid / C::LPR;
@@ -552,6 +567,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
 #pragma unroll
             for (int j = 0; j < C::B_LOADS; j++) {
                 int row = lrow + j * C::ROWS_PER_PASS;
+                if (C::B_PARTIAL && row >= BN) break;
                 bool ok = col_ok && b_off[j] >= 0;
                 const T *src = ok ? W + b_off[j] + w_tap : W;
                 cp_async<LB>(sb + swz<C::UNITS, C::RPL>(row, unit) + within, src, ok ? LB : 0);
@@ -575,6 +591,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
 #pragma unroll
             for (int j = 0; j < C::B_LOADS; j++) {
                 int row = lrow + j * C::ROWS_PER_PASS;
+                if (C::B_PARTIAL && row >= BN) break;
                 uint32_t d = sb + swz<C::UNITS, C::RPL>(row, unit) + within;
                 asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(d), "h"(vb[j]));
             }
@@ -609,13 +626,52 @@ __global__ void __launch_bounds__(WM *WN * 32)
     int c_slot = 0, c_iter = 0, c_iters = tile_iters[0], c_stage = 0;
     for (;;) {
         cp_async_wait<STAGES - 2>();
-        __syncthreads();
-        if (ld_tile < n_total) load_stage();
-        cp_async_commit();
-
         const uint32_t sa = s_base + c_stage * C::STAGE_BYTES;
         const uint32_t sb = sa + BM * C::ROWB;
         c_stage = c_stage + 1 == STAGES ? 0 : c_stage + 1;
+        if constexpr (WG) {
+            // tf32: wgmma reads fp32 words and drops their low 13 bits; round the words this
+            // thread copied to nearest (as cvt.rna for mma.sync) before the tensor cores see them.
+            if constexpr (sizeof(T) == 4) {
+#pragma unroll
+                for (int j = 0; j < C::A_LOADS + C::B_LOADS; j++) {
+                    const bool is_a = j < C::A_LOADS;
+                    const int row = lrow + (is_a ? j : j - C::A_LOADS) * C::ROWS_PER_PASS;
+                    if (C::B_PARTIAL && !is_a && row >= BN) break;
+                    const uint32_t at = (is_a ? sa : sb) + swz<C::UNITS, C::RPL>(row, unit);
+                    uint32_t v[4];
+                    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                                 : "r"(at));
+                    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(at),
+                                 "r"(to_tf32(v[0])), "r"(to_tf32(v[1])), "r"(to_tf32(v[2])),
+                                 "r"(to_tf32(v[3])));
+                }
+            }
+            // The rounded words (st.shared, the generic proxy) are for the tensor cores (the
+            // async proxy): a proxy fence in each writing thread, then the barrier. cp.async
+            // data needs none: its completion (wait_group) and the barrier order it.
+            if constexpr (sizeof(T) == 4) fence_proxy_async();
+        }
+        __syncthreads();
+        if constexpr (WG) {
+            // The warpgroup's 64 rows of A against all BN rows of B, KSTEPS k-steps of 32
+            // bytes (the descriptor's start address advances 2 units of 16 bytes a step); the
+            // loads of the next stage are issued while the tensor cores run.
+            const uint64_t da = wg_desc<C::ROWB>(sa + (warp >> 2) * 64 * C::ROWB);
+            const uint64_t db = wg_desc<C::ROWB>(sb);
+            wg_fence_acc(acc[0]);
+            wg_fence();
+#pragma unroll
+            for (int ks = 0; ks < C::KSTEPS; ks++) wgmma<T, BN>(acc[0], da + 2 * ks, db + 2 * ks);
+            wg_commit();
+        }
+        if (ld_tile < n_total) load_stage();
+        cp_async_commit();
+        if constexpr (WG) {
+            wg_wait0();
+            wg_fence_acc(acc[0]);
+        } else {
 #pragma unroll
         for (int ks = 0; ks < C::KSTEPS; ks++) {
             uint32_t af[C::MI][4], bf[C::NI][2];
@@ -650,31 +706,34 @@ __global__ void __launch_bounds__(WM *WN * 32)
 #pragma unroll
                 for (int j = 0; j < C::NI; j++) mma<T>(acc[i][j], af[i], bf[j][0], bf[j][1]);
         }
+        }
         if (++c_iter < c_iters) continue;
 
         // Epilogue: each warp stages a 16-row slab of its fragments (lane: rows g, g + 8,
-        // columns 2q, 2q + 1) in shared memory and reads it back as 8-column chunks, so that
-        // the epilogue runs once per 8 outputs with 16-byte accesses.
+        // columns 2q, 2q + 1), EPI_COLS columns at a time, in shared memory and reads it back
+        // as 8-column chunks, so that the epilogue runs once per 8 outputs with 16-byte accesses.
         {
             const int g = lane >> 2, q = lane & 3;
             const int n0 = (int)(c_tile % p.n_tiles) * BN;
             float *ws = stage + warp * 16 * C::EPI_LD;
-            constexpr int CPR = C::WTN / 8; // chunks per slab row
+            constexpr int CPR = C::EPI_COLS / 8; // chunks per slab row
 #pragma unroll
-            for (int i = 0; i < C::MI; i++) {
+            for (int i = 0; i < C::MI; i++)
 #pragma unroll
-                for (int j = 0; j < C::NI; j++) {
+            for (int j0 = 0; j0 < C::NI; j0 += CPR) {
+#pragma unroll
+                for (int j = 0; j < CPR; j++) {
                     *reinterpret_cast<float2 *>(ws + g * C::EPI_LD + j * 8 + 2 * q) =
-                        make_float2(acc[i][j][0], acc[i][j][1]);
+                        make_float2(acc[i][j0 + j][0], acc[i][j0 + j][1]);
                     *reinterpret_cast<float2 *>(ws + (g + 8) * C::EPI_LD + j * 8 + 2 * q) =
-                        make_float2(acc[i][j][2], acc[i][j][3]);
+                        make_float2(acc[i][j0 + j][2], acc[i][j0 + j][3]);
                 }
                 __syncwarp();
 #pragma unroll
                 for (int u = 0; u < 16 * CPR / 32; u++) {
                     const int c = lane + 32 * u, row = c / CPR, col = (c % CPR) * 8;
                     const int64_t r = row_out[c_slot][wm0 + i * 16 + row];
-                    const int n = n0 + wn0 + col;
+                    const int n = n0 + wn0 + j0 * 8 + col;
                     if (r >= 0 && n < p.n_cols) {
                         const float4 *src = reinterpret_cast<const float4 *>(
                             ws + row * C::EPI_LD + col);
@@ -699,6 +758,60 @@ __global__ void __launch_bounds__(WM *WN * 32)
         c_iters = tile_iters[c_slot];
     }
     cp_async_wait<0>();
+}
+
+// Multiprocessor count of the current device, cached per device.
+inline cudaError_t sm_count(int *count)
+{
+    static int cache[64];
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    if (dev < 64 && cache[dev] > 0) {
+        *count = cache[dev];
+        return cudaSuccess;
+    }
+    e = cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess && dev < 64) cache[dev] = *count;
+    return e;
+}
+
+// The tensor-core kernel runs a persistent grid: as many CTAs as fit on the device at once, or
+// the tile count if smaller.
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
+cudaError_t launch_mma(const Params &p, cudaStream_t s)
+{
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (kGatherChunk + 1) * 4;
+    const int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
+    // Shared memory past 48 KB needs the opt-in, once per device (a benign race: concurrent
+    // callers set the same value).
+    static unsigned long long set_on = 0;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
+    if (!(set_on & bit)) {
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dyn);
+        if (e != cudaSuccess) return e;
+        set_on |= bit;
+    }
+    int sms = 0, per_sm = 0;
+    if ((e = sm_count(&sms)) != cudaSuccess) return e;
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, C::THREADS, dyn);
+    if (e != cudaSuccess) return e;
+    if (per_sm < 1) per_sm = 1;
+    const int64_t tiles = p.m_tiles * p.n_tiles;
+    // With masks (the implicit-GEMM convolution) tiles differ in cost by the taps they skip, and
+    // a CTA per tile - the hardware hands the next tile to whichever CTA finishes - beat the
+    // persistent grid's fixed round robin on every layer measured (bench_conv --tune, H100:
+    // subm 16->16 on 100.6k voxels 45.5 -> 38.8 us, 64->64 87.7 -> 79.0, 256->256 664 -> 598;
+    // equal on the small layers; gemm/NOTES.md).
+    const int64_t grid =
+        p.masks || tiles < (int64_t)sms * per_sm ? tiles : (int64_t)sms * per_sm;
+    kern<<<(unsigned)grid, C::THREADS, dyn, s>>>(p);
+    return cudaGetLastError();
 }
 
 // ---- the exact fp32 kernel ------------------------------------------------------------------

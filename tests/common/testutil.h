@@ -90,6 +90,18 @@ static inline vc_rng vc_test_rng(const char *name)
     return r;
 }
 
+/* fp32 -> tf32 as cvt.rna does (nearest, ties away from zero), kept in an fp32: the reference of
+ * TF32 math uses operands rounded this way, so a comparison sees the accumulation error only (a
+ * tiny output can otherwise miss the tf32 tolerance by chance alone). */
+static inline float vc_round_tf32(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
 /* ||a - b|| / ||b|| in double; returns INFINITY if any NaN appears. */
 static inline double vc_rel_err(const float *a, const double *ref, int64_t n)
 {

@@ -1,5 +1,7 @@
 /* tests/gpu/bench_gemm.c - benchmark of vc_gemm_run (gemm/gemm.h) against cuBLAS (not a ctest).
  * Usage: bench_gemm [runs] [tune]
+ *        bench_gemm one fp16|bf16|tf32 M k n [config name]   (5 launches of one problem, for a
+ *        profiler: ncu --launch-skip 4 --launch-count 1 ...)
  *   - ceilings first: a device-to-device copy (bytes read + written) and cuBLAS 8192^3 in fp16,
  *     bf16 and tf32; they give each row's floor, max(FLOPs / cuBLAS 8192^3 rate, bytes / copy
  *     bandwidth);
@@ -10,7 +12,8 @@
  *     neighbours each), out_in [N, 27] as the gather, C in fp16, with and without the per-output
  *     masks, and with masks and the rows sorted by mask (gather_rows = row_map = the sorting
  *     permutation, as the implicit GEMM runs); useful FLOPs = 2 x pairs x k x n;
- *   - with `tune`: every configuration of the table on the fp16 and tf32 suite shapes.
+ *   - with `tune`: every configuration of the table on the fp16 and tf32 suite shapes (but the
+ *     scalar-load ones, which exist for k that 16-byte loads do not fit).
  * Timing: CUDA events around a batch that cycles over enough input sets to pass twice the L2
  * (so no launch finds its inputs in the cache); 3 warm-up batches; the median over `runs`
  * (default 25, at least 20) batches, divided by the batch length. Prints a markdown table last. */
@@ -272,6 +275,7 @@ static void tune_dense(int mode, int64_t M, int32_t k, int32_t n)
     for (int32_t i = 0; i < nc; i++) {
         if ((int)t[i].ab_dtype != ab_of(mode)) continue;
         if (mode == MODE_TF32 && t[i].math != VC_GEMM_MATH_TF32) continue;
+        if (strstr(t[i].name, "scalar") || strstr(t[i].name, "_a4")) continue; /* odd k only */
         d.config = i;
         d.bad = 0;
         run_ours(&d, 0);
@@ -491,6 +495,30 @@ int main(int argc, char **argv)
         return 77;
     }
     int tune = 0;
+    if (argc >= 6 && !strcmp(argv[1], "one")) {
+        dense d;
+        memset(&d, 0, sizeof d);
+        d.mode = !strcmp(argv[2], "bf16") ? MODE_BF16 : !strcmp(argv[2], "tf32") ? MODE_TF32 : MODE_F16;
+        d.M = atoll(argv[3]);
+        d.k = atoi(argv[4]);
+        d.n = atoi(argv[5]);
+        d.config = -1;
+        if (argc >= 7) {
+            const vc_gemm_config *t;
+            int32_t nc = vc_gemm_configs(&t);
+            for (int32_t i = 0; i < nc; i++)
+                if (!strcmp(t[i].name, argv[6])) d.config = i;
+        }
+        CUDA_CHECK(cudaStreamCreate(&g_stream));
+        make_patterns();
+        dense_alloc(&d);
+        for (int i = 0; i < 5; i++) run_ours(&d, i % d.sets);
+        CUDA_CHECK(cudaStreamSynchronize(g_stream));
+        DIE_IF(d.bad, "vc_gemm_run failed: %s", d.msg);
+        printf("one: %s M=%lld k=%d n=%d config %d\n", argv[2], (long long)d.M, d.k, d.n, d.config);
+        dense_free(&d);
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "tune"))
             tune = 1;

@@ -1,0 +1,124 @@
+// gemm/wgmma.cuh - Hopper warpgroup MMA (wgmma.mma_async, sm_90a) for the tensor-core kernel of
+// gemm/gemm_kernels.cuh: the shared-memory matrix descriptor of a K-major tile stored with the
+// 128-byte swizzle (rows of 128 bytes, 16-byte unit u of row r at unit u ^ (r % 8): the layout
+// swz<8, 1> of gemm_kernels.cuh writes) or the 64-byte one (rows of 64 bytes, u ^ (r / 2 % 4):
+// swz<4, 2>), the fences, and m64nNk16 (fp16, bf16) / m64nNk8 (tf32)
+// for N = 128 and 256 with fp32 accumulators. The instructions assemble for sm_90a only: they
+// are used by gemm/gemm_sm90.cu, the one file built for that target.
+#ifndef VC_GEMM_WGMMA_CUH
+#define VC_GEMM_WGMMA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace vcg {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define VC_WG_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define VC_WG_ASM(...) __trap() // never instantiated outside the sm_90a file
+#endif
+
+// Descriptor of a K-major operand with rows of ROWB = 128 or 64 bytes, stored with the swizzle
+// of that width, at shared address `saddr` (an 8-row atom base, 8 x ROWB aligned, or that plus 32
+// bytes per k-step): start address (bits 0-13, 16-byte units), leading byte offset 16 (unused by
+// swizzled K-major tiles), stride byte offset 8 x ROWB (one 8-row atom), swizzle mode (bits 62-63:
+// 1 = 128-byte, 2 = 64-byte).
+template <int ROWB>
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr)
+{
+    static_assert(ROWB == 128 || ROWB == 64, "128- or 64-byte swizzle");
+    return (uint64_t)((saddr >> 4) & 0x3FFFu) | (1ull << 16) |
+           ((uint64_t)(8 * ROWB >> 4) << 32) | ((ROWB == 128 ? 1ull : 2ull) << 62);
+}
+
+// Registers written by other instructions are ready for the wgmma that follow.
+__device__ __forceinline__ void wg_fence() { VC_WG_ASM("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit()
+{
+    VC_WG_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait0()
+{
+    VC_WG_ASM("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// Shared memory written through the generic proxy (cp.async, st.shared) is visible to the
+// tensor cores' async proxy after this fence and a barrier.
+__device__ __forceinline__ void fence_proxy_async()
+{
+    VC_WG_ASM("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Keeps the compiler from moving accumulator reads or writes across a wgmma wait.
+template <int NI>
+__device__ __forceinline__ void wg_fence_acc(float (&d)[NI][4])
+{
+#pragma unroll
+    for (int j = 0; j < NI; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(d[j][e])::"memory");
+}
+
+// D[64 x N] += A[64 x K] B[N x K]^T for one warpgroup, A and B K-major in shared memory
+// (descriptors), K = 16 (fp16/bf16) or 8 (tf32). Fragment j of d: columns 8j + 2q, 8j + 2q + 1 of
+// rows 16 w + g and 16 w + g + 8 (w: warp of the group, g = lane / 4, q = lane % 4), as mma.sync.
+template <typename T, int N>
+__device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
+
+#define VC_WG_D1(d, j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+#define VC_WG_D8(d, j)                                                                         \
+    VC_WG_D1(d, j), VC_WG_D1(d, j + 1), VC_WG_D1(d, j + 2), VC_WG_D1(d, j + 3),               \
+        VC_WG_D1(d, j + 4), VC_WG_D1(d, j + 5), VC_WG_D1(d, j + 6), VC_WG_D1(d, j + 7)
+#define VC_WG_OUT128(d) VC_WG_D8(d, 0), VC_WG_D8(d, 8)
+#define VC_WG_OUT256(d) VC_WG_OUT128(d), VC_WG_D8(d, 16), VC_WG_D8(d, 24)
+#define VC_WG_R0 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23," \
+    "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44," \
+    "%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+#define VC_WG_R64 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84," \
+    "%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
+#define VC_WG_R96 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113," \
+    "%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+// "{accumulators}, descA, descB" and the operand number of the scale-d flag, per N.
+#define VC_WG_REGS128 "{" VC_WG_R0 "}, %64, %65"
+#define VC_WG_REGS256 "{" VC_WG_R0 "," VC_WG_R64 "," VC_WG_R96 "}, %128, %129"
+#define VC_WG_FLAG128 "%66"
+#define VC_WG_FLAG256 "%130"
+
+#define VC_WG_STR(regs, flag, op, tail)                                                          \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, " flag ", 0;\n" op " " regs ", p" tail ";\n}\n"
+#define VC_WG_OP(T, N, op, tail)                                                               \
+    template <>                                                                                \
+    __device__ __forceinline__ void wgmma<T, N>(float(&d)[N / 8][4], uint64_t da, uint64_t db) \
+    {                                                                                          \
+        VC_WG_ASM(VC_WG_STR(VC_WG_REGS##N, VC_WG_FLAG##N, op, tail)                            \
+                  : VC_WG_OUT##N(d)                                                            \
+                  : "l"(da), "l"(db), "r"(1));                                                 \
+    }
+// The 16-bit forms take no transpose (K-major A and B); tf32 is K-major only.
+#define VC_WG_OPS(N)                                                                           \
+    VC_WG_OP(__half, N, "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16", ", 1, 1, 0, 0") \
+    VC_WG_OP(__nv_bfloat16, N, "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16",     \
+             ", 1, 1, 0, 0")                                                                   \
+    VC_WG_OP(float, N, "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32", ", 1, 1")
+VC_WG_OPS(128)
+VC_WG_OPS(256)
+
+#undef VC_WG_OPS
+#undef VC_WG_OP
+#undef VC_WG_STR
+#undef VC_WG_REGS128
+#undef VC_WG_REGS256
+#undef VC_WG_FLAG128
+#undef VC_WG_FLAG256
+#undef VC_WG_R0
+#undef VC_WG_R64
+#undef VC_WG_R96
+#undef VC_WG_OUT128
+#undef VC_WG_OUT256
+#undef VC_WG_D8
+#undef VC_WG_D1
+
+} // namespace vcg
+
+#endif
