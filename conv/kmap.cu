@@ -58,6 +58,7 @@ const int kRowWarps = kRowThreads / 32;
 const int kMaxKernel = 7;
 const int kMaxVolume = kMaxKernel * kMaxKernel * kMaxKernel;
 const int kScanItems = 8;
+const int kTailItems = 16; // counts per thread and chunk in the row pass's final scan
 const int kRetries = 6;
 const int kMaxDevices = 64;
 // The look-back radix sorts (below): at most kMaxPasses passes of digits of <= kMaxDigitBits.
@@ -170,8 +171,10 @@ struct Fill {
     int64_t words;
 };
 
-// Clears up to three regions to all ones and one to zero, and resets the status block.
-__global__ void prep_kernel(Fill a, Fill b, Fill c, Fill z, int64_t *scr, int64_t n_out_init)
+// Clears up to four regions to all ones (odd: one more int32 to -1, or NULL) and one to zero,
+// and resets the status block.
+__global__ void prep_kernel(Fill a, Fill b, Fill c, Fill d, int32_t *odd, Fill z, int64_t *scr,
+                            int64_t n_out_init)
 {
     const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -184,10 +187,12 @@ __global__ void prep_kernel(Fill a, Fill b, Fill c, Fill z, int64_t *scr, int64_
         scr[S_FLAGS] = 0;
         scr[S_DONE] = 0;
         scr[7] = 0;
+        if (odd) *odd = -1;
     }
     for (int64_t i = t0; i < a.words; i += step) a.p[i] = ~0ull;
     for (int64_t i = t0; i < b.words; i += step) b.p[i] = ~0ull;
     for (int64_t i = t0; i < c.words; i += step) c.p[i] = ~0ull;
+    for (int64_t i = t0; i < d.words; i += step) d.p[i] = ~0ull;
     for (int64_t i = t0; i < z.words; i += step) z.p[i] = 0ull;
 }
 
@@ -219,12 +224,13 @@ __device__ __forceinline__ void add_dups(unsigned n_dup, int64_t *scr)
         atomicAdd((unsigned long long *)&scr[S_N_DUP], (unsigned long long)n_dup);
 }
 
-// SUBM: inserts the input rows and clears the upper half (k > centre) of out_in, which the
-// lookup kernel fills only through the symmetry.
+// SUBM: inserts the input rows; clear: also writes -1 into the upper half (k > centre) of
+// out_in, which the lookup fills only through the symmetry (the multi-kernel path has prep
+// fill all of out_in with -1 instead).
 __device__ __forceinline__ void st_subm_insert(const int32_t *coords, int64_t n,
                                                const vc_keypack &kin,
                                                const vc_hash_gpu_view &hin, int32_t K,
-                                               int32_t *out_in, int64_t *scr)
+                                               int32_t *out_in, int64_t *scr, bool clear)
 {
     unsigned n_dup = 0;
     GRID_LOOP(i, n)
@@ -233,10 +239,12 @@ __device__ __forceinline__ void st_subm_insert(const int32_t *coords, int64_t n,
         insert_input(kin, hin, c, i, scr, n_dup);
     }
     const int32_t centre = (K - 1) / 2, U = K - centre - 1;
-    GRID_LOOP(j, n * U)
-    {
-        const int64_t p = div_idx(j, U);
-        out_in[p * K + centre + 1 + (j - p * U)] = -1;
+    if (clear) {
+        GRID_LOOP(j, n * U)
+        {
+            const int64_t p = div_idx(j, U);
+            out_in[p * K + centre + 1 + (j - p * U)] = -1;
+        }
     }
     add_dups(n_dup, scr);
 }
@@ -245,44 +253,70 @@ __global__ void subm_insert_kernel(const int32_t *coords, int64_t n, vc_keypack 
                                    vc_hash_gpu_view hin, int32_t K, int32_t *out_in,
                                    int64_t *scr)
 {
-    st_subm_insert(coords, n, kin, hin, K, out_in, scr);
+    st_subm_insert(coords, n, kin, hin, K, out_in, scr, false);
 }
 
-// SUBM: thread (p, k) for k <= centre. k == centre is p itself; otherwise the neighbour q at
-// offset k, written at (p, k) and mirrored at (q, K-1-k).
+// SUBM: item (p, k) for k <= centre. k == centre is p itself; otherwise the neighbour q at
+// offset k, written at (p, k) and mirrored at (q, K-1-k); a missing one is written as -1 only
+// where write_missing (out_in not filled with -1 before). A thread takes kLookups items at a
+// time, a whole grid apart, and waits on their hash probes together.
+const int kLookups = 4;
+
 __device__ __forceinline__ void st_subm_lookup(const int32_t *coords, int64_t n, const Geom &g,
                                                const vc_keypack &kin,
-                                               const vc_hash_gpu_view &hin, int32_t *out_in)
+                                               const vc_hash_gpu_view &hin, int32_t *out_in,
+                                               bool write_missing)
 {
     const int32_t K = g.K, centre = (K - 1) / 2, H = centre + 1;
-    GRID_LOOP(i, n * H)
-    {
-        const int64_t p = div_idx(i, H);
-        const int32_t k = (int32_t)(i - p * H);
-        if (k == centre) {
-            out_in[p * K + k] = (int32_t)p;
-            continue;
+    const int64_t total = n * H, T = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i0 < total;
+         i0 += kLookups * T) {
+        int64_t p[kLookups];
+        int32_t k[kLookups], v[kLookups];
+        uint64_t key[kLookups];
+        bool act[kLookups];
+#pragma unroll
+        for (int j = 0; j < kLookups; j++) {
+            const int64_t i = i0 + j * T;
+            act[j] = false;
+            key[j] = 0;
+            k[j] = centre;
+            p[j] = 0;
+            if (i >= total) continue;
+            p[j] = div_idx(i, H);
+            k[j] = (int32_t)(i - p[j] * H);
+            if (k[j] == centre) continue;
+            const int4 c = reinterpret_cast<const int4 *>(coords)[p[j]];
+            int32_t d[3];
+            offset_of(g, k[j], d);
+            const int64_t z = (int64_t)c.y + (int64_t)(d[0] - g.kernel[0] / 2) * g.dilation[0];
+            const int64_t y = (int64_t)c.z + (int64_t)(d[1] - g.kernel[1] / 2) * g.dilation[1];
+            const int64_t x = (int64_t)c.w + (int64_t)(d[2] - g.kernel[2] / 2) * g.dilation[2];
+            act[j] = z >= 0 && z < g.in_shape[0] && y >= 0 && y < g.in_shape[1] && x >= 0 &&
+                     x < g.in_shape[2];
+            if (act[j])
+                key[j] = vc_key_pack_d(kin, c.x, (int32_t)z, (int32_t)y, (int32_t)x);
         }
-        const int4 c = reinterpret_cast<const int4 *>(coords)[p];
-        int32_t d[3];
-        offset_of(g, k, d);
-        const int64_t z = (int64_t)c.y + (int64_t)(d[0] - g.kernel[0] / 2) * g.dilation[0];
-        const int64_t y = (int64_t)c.z + (int64_t)(d[1] - g.kernel[1] / 2) * g.dilation[1];
-        const int64_t x = (int64_t)c.w + (int64_t)(d[2] - g.kernel[2] / 2) * g.dilation[2];
-        int32_t v = -1;
-        if (z >= 0 && z < g.in_shape[0] && y >= 0 && y < g.in_shape[1] && x >= 0 &&
-            x < g.in_shape[2])
-            v = vc_hash_gpu_lookup(hin, vc_key_pack_d(kin, c.x, (int32_t)z, (int32_t)y,
-                                                      (int32_t)x));
-        out_in[p * K + k] = v;
-        if (v >= 0) out_in[(int64_t)v * K + (K - 1 - k)] = (int32_t)p;
+        vc_hash_gpu_lookup_batch<kLookups>(hin, key, act, v);
+#pragma unroll
+        for (int j = 0; j < kLookups; j++) {
+            if (i0 + j * T >= total) continue;
+            if (k[j] == centre) {
+                out_in[p[j] * K + centre] = (int32_t)p[j];
+            } else if (v[j] >= 0) {
+                out_in[p[j] * K + k[j]] = v[j];
+                out_in[(int64_t)v[j] * K + (K - 1 - k[j])] = (int32_t)p[j];
+            } else if (write_missing) {
+                out_in[p[j] * K + k[j]] = -1;
+            }
+        }
     }
 }
 
 __global__ void subm_lookup_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
                                    vc_hash_gpu_view hin, int32_t *out_in)
 {
-    st_subm_lookup(coords, n, g, kin, hin, out_in);
+    st_subm_lookup(coords, n, g, kin, hin, out_in, false);
 }
 
 // The digit histograms of the output-key sort, counted as the keys are claimed (each unique key
@@ -497,7 +531,6 @@ template <int BITS> struct SortSmem {
     typename Scan::TempStorage scan;
     int32_t wcnt[kRowWarps][kBins];
     int32_t wpre[kRowWarps][kBins];
-    int32_t run[kBins];
     long long tbase[kBins];
     long long gbase[kBins];
     long long tile;
@@ -562,20 +595,14 @@ __device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t 
     const int B = S::kBins, BPT = B / kRowThreads;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const uint32_t dmask = (1u << dbits) - 1u;
-    {
-        // global base of each digit, kRowThreads bins per round
-        long long carry = 0;
-        for (int b = 0; b < BPT; b++) {
-            const int bin = b * kRowThreads + tid;
-            long long excl, agg;
-            typename S::Scan(sm.scan).ExclusiveSum((long long)__ldcg(&ghist[bin]), excl, agg);
-            sm.gbase[bin] = carry + excl;
-            carry += agg;
-            __syncthreads(); // the scan storage is reused
-        }
-    }
     const unsigned lt = (1u << lane) - 1u;
     const int64_t tiles = (n + kTile - 1) / kTile;
+    // Every load a tile needs is issued before anything waits on one: the digit counts here,
+    // the tile's items below (one memory round trip instead of one per item).
+    uint32_t hc[BPT];
+#pragma unroll
+    for (int b = 0; b < BPT; b++) hc[b] = __ldcg(&ghist[b * kRowThreads + tid]);
+    bool based = false;
     for (int64_t t = blockIdx.x;; t += gridDim.x) {
         if (ctr) {
             if (tid == 0) sm.tile = (long long)atomicAdd(ctr, 1ull);
@@ -583,50 +610,73 @@ __device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t 
             t = sm.tile;
         }
         if (t >= tiles) break;
+        // Item r of warp w is item t * kTile + w * 32 * kSortItems + 32 r + lane: a warp's
+        // items are contiguous, so it ranks them alone and the block meets at a barrier once.
         uint32_t k[kSortItems];
         int32_t v[kSortItems], dg[kSortItems], lr[kSortItems];
-        for (int b = 0; b < BPT; b++) {
-            const int bin = b * kRowThreads + tid;
-            sm.run[bin] = 0;
-            for (int w = 0; w < kRowWarps; w++) sm.wcnt[w][bin] = 0;
-        }
-        __syncthreads();
+        const int64_t i0 = t * kTile + (int64_t)warp * 32 * kSortItems + lane;
 #pragma unroll
         for (int r = 0; r < kSortItems; r++) {
-            const int64_t i = t * kTile + r * kRowThreads + tid;
+            const int64_t i = i0 + 32 * r;
             const bool ok = i < n;
             k[r] = ok ? __ldcg(&src_k[i]) : 0u;
             v[r] = ok ? (src_v ? __ldcg(&src_v[i]) : (int32_t)i) : 0;
+        }
+#pragma unroll
+        for (int b = 0; b < BPT; b++)
+            for (int w = 0; w < kRowWarps; w++) sm.wcnt[w][b * kRowThreads + tid] = 0;
+        if (!based) {
+            // global base of each digit (once per block), kRowThreads bins per round
+            long long carry = 0;
+            for (int b = 0; b < BPT; b++) {
+                long long excl, agg;
+                typename S::Scan(sm.scan).ExclusiveSum((long long)hc[b], excl, agg);
+                sm.gbase[b * kRowThreads + tid] = carry + excl;
+                carry += agg;
+                __syncthreads(); // the scan storage is reused
+            }
+            based = true;
+        }
+        __syncthreads();
+        // Ranks within the warp: earlier items of the warp with the same digit.
+        int32_t *wc = sm.wcnt[warp];
+#pragma unroll
+        for (int r = 0; r < kSortItems; r++) {
+            const bool ok = i0 + 32 * r < n;
             dg[r] = ok ? (int32_t)(((k[r] ^ flip) >> shift) & dmask) : B;
             const unsigned peers = __match_any_sync(0xffffffffu, dg[r]);
             const int rank = __popc(peers & lt);
-            if (ok && rank == 0) sm.wcnt[warp][dg[r]] = __popc(peers);
-            __syncthreads();
-            for (int b = 0; b < BPT; b++) {
-                const int bin = b * kRowThreads + tid;
-                int run = sm.run[bin];
-                for (int w = 0; w < kRowWarps; w++) {
-                    const int c = sm.wcnt[w][bin];
-                    sm.wpre[w][bin] = run;
-                    run += c;
-                    sm.wcnt[w][bin] = 0;
-                }
-                sm.run[bin] = run;
-            }
-            __syncthreads();
-            lr[r] = ok ? sm.wpre[warp][dg[r]] + rank : 0;
+            const int before = ok ? wc[dg[r]] : 0;
+            __syncwarp();
+            if (ok && rank == 0) wc[dg[r]] = before + __popc(peers);
+            __syncwarp();
+            lr[r] = before + rank;
         }
-        for (int b = 0; b < BPT; b++)
-            lb_publish(lb, t, B, b * kRowThreads + tid, sm.run[b * kRowThreads + tid]);
+        __syncthreads();
+        // Per digit: the counts of earlier warps, the tile's count, its prefix over tiles.
+        int agg[BPT];
+#pragma unroll
         for (int b = 0; b < BPT; b++) {
             const int bin = b * kRowThreads + tid;
-            sm.tbase[bin] = sm.gbase[bin] + lb_walk(lb, t, B, bin, sm.run[bin]);
+            int run = 0;
+            for (int w = 0; w < kRowWarps; w++) {
+                const int c = sm.wcnt[w][bin];
+                sm.wpre[w][bin] = run;
+                run += c;
+            }
+            agg[b] = run;
+            lb_publish(lb, t, B, bin, run);
+        }
+#pragma unroll
+        for (int b = 0; b < BPT; b++) {
+            const int bin = b * kRowThreads + tid;
+            sm.tbase[bin] = sm.gbase[bin] + lb_walk(lb, t, B, bin, agg[b]);
         }
         __syncthreads();
 #pragma unroll
         for (int r = 0; r < kSortItems; r++) {
             if (dg[r] == B) continue;
-            const long long pos = sm.tbase[dg[r]] + lr[r];
+            const long long pos = sm.tbase[dg[r]] + sm.wpre[warp][dg[r]] + lr[r];
             if (pos >= n) continue; // only where the histograms counted more than n items
             if (dst_k) dst_k[pos] = k[r];
             if (dst_v) dst_v[pos] = v[r];
@@ -701,7 +751,10 @@ const int kMaxStageK = 32;
 
 __host__ __device__ __forceinline__ int stage_stride(int32_t K) { return K | 1; }
 
-// Copies rows [p0, p0 + cnt) (cnt <= kRowThreads) of out_in into srow (stride S).
+// Copies rows [p0, p0 + cnt) (cnt <= kRowThreads, K <= kMaxStageK) of out_in into srow
+// (stride S). All of a thread's loads are issued before its first store.
+const int kStageLoads = kMaxStageK / 4; // 16-byte loads per thread: 256 rows x 32 ints / 256
+
 __device__ __forceinline__ void stage_rows(const int32_t *out_in, int32_t K, int64_t p0, int cnt,
                                            int32_t *srow, int S)
 {
@@ -712,18 +765,26 @@ __device__ __forceinline__ void stage_rows(const int32_t *out_in, int32_t K, int
     // out_in is), element e = 4i..4i+3; row and column advance by a constant per step.
     const bool aligned = ((uintptr_t)src & 15) == 0;
     const int n4 = aligned ? total / 4 : 0;
+    int4 v[kStageLoads];
+#pragma unroll
+    for (int j = 0; j < kStageLoads; j++) {
+        const int i = tid + j * kRowThreads;
+        if (i < n4) v[j] = reinterpret_cast<const int4 *>(src)[i];
+    }
     const int step = 4 * kRowThreads, dr = step / K, dc = step - dr * K;
     int row = (4 * tid) / K, col = 4 * tid - row * K;
-    for (int i = tid; i < n4; i += kRowThreads) {
-        const int4 v = reinterpret_cast<const int4 *>(src)[i];
-        const int32_t x[4] = {v.x, v.y, v.z, v.w};
-        int r = row, c = col;
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-            srow[r * S + c] = x[q];
-            if (++c == K) {
-                c = 0;
-                r++;
+    for (int j = 0; j < kStageLoads; j++) {
+        if (tid + j * kRowThreads < n4) {
+            const int32_t x[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+            int r = row, c = col;
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                srow[r * S + c] = x[q];
+                if (++c == K) {
+                    c = 0;
+                    r++;
+                }
             }
         }
         row += dr;
@@ -797,10 +858,15 @@ __global__ void __launch_bounds__(kRowThreads)
                 for (int32_t k = k0; k < k1; k++)
                     if (row[k] >= 0) m |= 1u << (k - k0);
             }
-            if (nh) {
-                const uint32_t key = ~m, dmask = (1u << sp.dbits) - 1u;
-                for (int q = 0; q < sp.passes; q++)
-                    atomicAdd(&shist[q * kMaxBins + ((key >> (q * sp.dbits)) & dmask)], 1u);
+        }
+        if (nh) {
+            // digit counts of ~m, one shared atomic per distinct digit of the warp
+            const uint32_t key = ~m, dmask = (1u << sp.dbits) - 1u;
+            for (int q = 0; q < sp.passes; q++) {
+                const uint32_t d = valid ? (key >> (q * sp.dbits)) & dmask : 0xffffffffu;
+                const unsigned peers = __match_any_sync(0xffffffffu, d);
+                if (valid && (peers & ((1u << lane) - 1u)) == 0)
+                    atomicAdd(&shist[q * kMaxBins + d], (uint32_t)__popc(peers));
             }
         }
         if (p < rows) masks[p * words + w] = m;
@@ -830,24 +896,37 @@ __global__ void __launch_bounds__(kRowThreads)
     __syncthreads();
     if (!am_last) return;
     __threadfence();
-    // The scan, one contiguous segment of cnt per thread: its sum, one block scan, then the
-    // segment again with the running sum (one round of loads in flight, not one per chunk).
-    const int64_t L = (int64_t)K * nb, seg = (L + kRowThreads - 1) / kRowThreads;
-    const int64_t i0 = (int64_t)tid * seg, i1 = i0 + seg < L ? i0 + seg : L;
-    long long tsum = 0;
-    for (int64_t i = i0; i < i1; i++) tsum += __ldcg(&cnt[i]);
-    long long excl, total;
-    Scan(scan_tmp).ExclusiveSum(tsum, excl, total);
-    long long run = excl;
-    for (int64_t i = i0; i < i1; i++) {
-        base[i] = run;
-        if (i % nb == 0) offsets[i / nb] = run;
-        run += __ldcg(&cnt[i]);
+    // The scan, kTailItems consecutive counts per thread and chunk, each chunk's loads all in
+    // flight before the block scan.
+    const int64_t L = (int64_t)K * nb;
+    long long carry = 0;
+    for (int64_t start = 0; start < L; start += (int64_t)kRowThreads * kTailItems) {
+        int32_t v[kTailItems];
+        long long tsum = 0;
+        const int64_t i0 = start + (int64_t)tid * kTailItems;
+#pragma unroll
+        for (int j = 0; j < kTailItems; j++) v[j] = i0 + j < L ? __ldcg(&cnt[i0 + j]) : 0;
+#pragma unroll
+        for (int j = 0; j < kTailItems; j++) tsum += v[j];
+        long long excl, agg;
+        Scan(scan_tmp).ExclusiveSum(tsum, excl, agg);
+        __syncthreads(); // scan_tmp is reused by the next chunk
+        long long run = carry + excl;
+#pragma unroll
+        for (int j = 0; j < kTailItems; j++) {
+            const int64_t i = i0 + j;
+            if (i < L) {
+                base[i] = run;
+                if (i % nb == 0) offsets[i / nb] = run;
+            }
+            run += v[j];
+        }
+        carry += agg;
     }
     if (tid == 0) {
-        offsets[K] = total;
-        scr[S_N_PAIRS] = total;
-        if (total > max_pairs) raise_flag(scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
+        offsets[K] = carry;
+        scr[S_N_PAIRS] = carry;
+        if (carry > max_pairs) raise_flag(scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
         scr[S_DONE] = 0;
     }
 }
@@ -927,7 +1006,7 @@ template <int BITS> struct PairsSortSmem {
 };
 
 template <int BITS>
-__global__ void __launch_bounds__(kRowThreads)
+__global__ void __launch_bounds__(kRowThreads, 3)
     pairs_sort_kernel(PairsArgs pa, int64_t pair_blocks, LsdSort ps, int32_t pass,
                       int64_t sort_blocks, const int64_t *d_n, int64_t rows)
 {
@@ -1190,7 +1269,7 @@ __global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
     grid.sync();
     if (st & ST_FRONT) {
         if (subm)
-            st_subm_insert(a.coords, a.n_in, a.kin, a.hin, a.g.K, a.out_in, a.scr);
+            st_subm_insert(a.coords, a.n_in, a.kin, a.hin, a.g.K, a.out_in, a.scr, true);
         else
             st_newout_insert(a.coords, a.n_in, a.g, a.kin, a.hin, a.kout, a.hout, a.ukeys,
                              a.ucap, a.scr, KeyHist{NULL, 0, 0});
@@ -1227,7 +1306,7 @@ __global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
     }
     if (st & ST_OUTIN) {
         if (subm)
-            st_subm_lookup(a.coords, n, a.g, a.kin, a.hin, a.out_in);
+            st_subm_lookup(a.coords, n, a.g, a.kin, a.hin, a.out_in, true);
         else
             st_scatter(a.coords, a.n_in, a.g, a.kout, a.hout, n, a.out_in, a.scr);
         if (!(st & (ST_ROWS | ST_PERM))) return;
@@ -1540,16 +1619,25 @@ void init_header(const Job &j, vc_kmap_data *m)
 
 // ---- queued stages (no host synchronisation in any of these) -----------------------------
 
-cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s)
+// minus1: an int32 array of n_minus1 entries to fill with -1 as well (SUBM and INVERSE:
+// out_in), or NULL.
+cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s,
+                   int32_t *minus1 = NULL, int64_t n_minus1 = 0)
 {
     Fill f0 = {b.tin, z.cap_in > 0 ? table_words(z.cap_in, z.packed_in) : 0};
     Fill f1 = {b.tout, z.cap_out > 0 ? table_words(z.cap_out, z.packed_out) : 0};
     Fill f2 = {(unsigned long long *)b.ukeys, z.ucap > 0 ? ukey_words(z.ucap, z.ukey32) : 0};
-    Fill f3 = {(unsigned long long *)b.hist, b.zero_words};
+    Fill f3 = {(unsigned long long *)minus1, minus1 ? n_minus1 / 2 : 0};
+    int32_t *odd = minus1 && n_minus1 % 2 ? minus1 + n_minus1 - 1 : NULL;
+    Fill fz = {(unsigned long long *)b.hist, b.zero_words};
     int64_t mx = f0.words > f1.words ? f0.words : f1.words;
     if (f2.words > mx) mx = f2.words;
     if (f3.words > mx) mx = f3.words;
-    prep_kernel<<<grid_for(mx), kThreads, 0, s>>>(f0, f1, f2, f3, b.scr, n_out_init);
+    if (fz.words > mx) mx = fz.words;
+    // a few stores per thread: a grid of at most 1024 blocks
+    unsigned grid = grid_for(mx);
+    if (grid > 1024) grid = 1024;
+    prep_kernel<<<grid, kThreads, 0, s>>>(f0, f1, f2, f3, odd, fz, b.scr, n_out_init);
     return cudaGetLastError();
 }
 
@@ -1570,9 +1658,10 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_i
 {
     if (j.n_in == 0) return cudaSuccess;
     if (!j.new_out) {
-        const int64_t upper = j.n_in * (j.K - (j.K - 1) / 2 - 1);
-        subm_insert_kernel<<<grid_for(j.n_in > upper ? j.n_in : upper), kThreads, 0, s>>>(
-            j.d_in, j.n_in, j.kin, view_in(z, b), j.K, out_in, b.scr);
+        // out_in is all -1 already (prep)
+        subm_insert_kernel<<<grid_for(j.n_in), kThreads, 0, s>>>(j.d_in, j.n_in, j.kin,
+                                                                 view_in(z, b), j.K, out_in,
+                                                                 b.scr);
     } else if (z.ukey32) {
         const PermPlan kp = key_plan(z);
         newout_insert_kernel<uint32_t><<<grid_for(j.n_in), kThreads, 0, s>>>(
@@ -1667,8 +1756,8 @@ cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *
 {
     if (j.n_in == 0) return cudaSuccess;
     const int64_t total = j.n_in * ((j.K - 1) / 2 + 1);
-    subm_lookup_kernel<<<grid_for(total), kThreads, 0, s>>>(j.d_in, j.n_in, j.g, j.kin,
-                                                            view_in(z, b), out_in);
+    subm_lookup_kernel<<<grid_for((total + kLookups - 1) / kLookups), kThreads, 0, s>>>(
+        j.d_in, j.n_in, j.g, j.kin, view_in(z, b), out_in);
     return cudaGetLastError();
 }
 
@@ -1900,7 +1989,7 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
         CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
         carve(z, true, true, (char *)ws, &b);
         EV(0);
-        CU(q_prep(z, b, n, s), "clearing the tables");
+        CU(q_prep(z, b, n, s, m->out_in, n_entries), "clearing the tables");
         CU(q_insert(j, z, b, m->out_in, s), "inserting the input keys");
         EV(1);
         EV(2);
@@ -2554,9 +2643,7 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     CU(pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
     CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
     carve(z, true, true, (char *)ws, &b);
-    CU(q_prep(z, b, n, s), "clearing the status");
-    CU(cudaMemsetAsync(m.out_in, 0xff, (size_t)(n_entries > 0 ? n_entries : 1) * 4, s),
-       "clearing out_in");
+    CU(q_prep(z, b, n, s, m.out_in, n_entries), "clearing the status and out_in");
     if (fwd_entries > 0) {
         inverse_kernel<<<grid_for(fwd_entries), kThreads, 0, s>>>(fwd->out_in, fwd_entries, K,
                                                                   fwd->n_in, m.out_in, b.scr);
@@ -2744,7 +2831,8 @@ extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int
     Bufs bf;
     memset(&bf, 0, sizeof bf);
     carve(z, true, true, (char *)b->workspace, &bf);
-    cudaError_t e = q_prep(z, bf, j.new_out ? 0 : n_in, s);
+    cudaError_t e = j.new_out ? q_prep(z, bf, 0, s)
+                              : q_prep(z, bf, n_in, s, m->out_in, n_in * (int64_t)j.K);
     if (e == cudaSuccess) e = q_insert(j, z, bf, m->out_in, s);
     if (!j.new_out) {
         if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);
