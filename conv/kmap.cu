@@ -2,31 +2,37 @@
 // conv/kmap_cpu.c. Variants, sync points and the status block: see kmap_gpu.h.
 //
 // Steps (one kernel each unless said):
-//  prep     clears the hash tables (all ones) and the status block;
+//  prep     clears the hash tables (all ones), the sort histograms (zero) and the status block;
 //  insert   packs the input rows, checks their range, inserts them (row index as value: a
 //           repeated key keeps its smallest row and records the first repeat, as the CPU's
 //           sequential insert would); SUBM: also writes -1 into the upper half of out_in;
 //           STRIDED / DOWNSAMPLE / TRANSPOSED: also inserts each candidate output key into the
-//           output table and appends the keys it claims (warp-aggregated counter) to a list;
-//  outputs  (new-output types) radix sort of the unique output keys: rank order = (b, z, y, x)
-//           order, the CPU's; a rank kernel stores each key's rank in the output table,
-//           unpacks out_coords and clears out_in to -1;
+//           output table and appends the keys it claims (warp-aggregated counter) to a list,
+//           counting the digits of the keys it claims for their sort;
+//  outputs  (new-output types) radix sort of the unique output keys (32-bit keys: the look-back
+//           sort below, a kernel per pass; 64-bit keys: CUB): rank order = (b, z, y, x) order,
+//           the CPU's; a rank kernel stores each key's rank in the output table, unpacks
+//           out_coords and clears out_in to -1;
 //  out_in   SUBM: one thread per (row, offset k <= centre) looks the neighbour up and writes
 //           out_in[p, k] = q and, by the kernel symmetry (q, p, K-1-k), out_in[q, K-1-k] = p:
 //           half the lookups. Others: one thread per input enumerates the offsets that reach
 //           an output (per-axis masks) and writes out_in[p, k] = q; (p, k) has at most one q;
-//  rowpass  one thread per output row: the mask words, per-block per-offset counts (warp
-//           ballots), and in the last block to finish (a counter) the exclusive scan of the
-//           counts in [K][block] order: per-(offset, block) pair bases, offsets[], n_pairs;
+//  rowpass  one thread per output row (rows staged in shared memory, K <= 32): the mask words,
+//           per-block per-offset counts (warp ballots), the digit histograms of the mask sort,
+//           and in the last block to finish (a counter) the exclusive scan of the counts in
+//           [K][block] order: per-(offset, block) pair bases, offsets[], n_pairs;
 //  pairs    one thread per output row again: ballot ranks, pairs written at base + rank, so the
 //           pairs of an offset are in output-row order, as on the CPU;
-//  perm     a stable radix sort of (mask, row) descending on the K mask bits (K <= 32), or LSD
-//           passes over the mask words (K > 32), from the identity.
+//  perm     K <= 32: a stable LSD radix sort of the masks, descending, from the identity, in
+//           ceil(K / 9) passes of one kernel each whose tiles take their digit prefixes by
+//           decoupled look-back (the first pass in the same launch as the pairs); K > 32: CUB
+//           sorts over the mask words, least significant word first.
+//  SUBM k3 is 7 kernels: prep, insert, out_in, rowpass, pairs + pass 1, pass 2, pass 3.
 // Hash tables use 8-byte packed slots when the key layout fits 31 bits (hash_gpu.h).
 // The same steps can also run as one cooperative kernel (coop_kernel, below) for K <= 32 and
-// 32-bit output keys, with grid-wide barriers in place of kernel boundaries and a radix sort of
-// its own (decoupled look-back) in place of CUB's. It is off by default (measured slower on the
-// H100; see g_coop_enabled) and turned on by vc_kmap_gpu_debug_coop(1).
+// 32-bit output keys, with grid-wide barriers in place of kernel boundaries and the same
+// look-back sort with 8-bit digits. It is off by default (measured slower on the H100; see
+// g_coop_enabled) and turned on by vc_kmap_gpu_debug_coop(1).
 // Temporaries are carved from one workspace; arrays of the regular build come from a
 // stream-ordered pool of the library that keeps freed blocks for reuse.
 #include <cuda_runtime.h>
@@ -52,8 +58,13 @@ const int kRowWarps = kRowThreads / 32;
 const int kMaxKernel = 7;
 const int kMaxVolume = kMaxKernel * kMaxKernel * kMaxKernel;
 const int kScanItems = 8;
+const int kTailItems = 16; // counts per thread and chunk in the row pass's final scan
 const int kRetries = 6;
 const int kMaxDevices = 64;
+// The look-back radix sorts (below): at most kMaxPasses passes of digits of <= kMaxDigitBits.
+const int kMaxPasses = 4;
+const int kMaxDigitBits = 9;
+const int kMaxBins = 1 << kMaxDigitBits;
 
 enum {
     S_BAD_ROW = VC_KMAP_GPU_BAD_ROW,
@@ -71,6 +82,7 @@ struct Geom {
     int32_t in_shape[3], out_shape[3];
     int32_t K;
     int32_t type;
+    uint32_t mag[2]; // ceil(2^16 / kernel[2]), ceil(2^16 / kernel[1]): offset_of's divisions
 };
 
 unsigned grid_for(int64_t n)
@@ -97,13 +109,22 @@ __device__ __forceinline__ int64_t dev_count(const int64_t *d_n, int64_t rows)
     return n < rows ? (n > 0 ? n : 0) : rows;
 }
 
-// Kernel offset k -> (dz, dy, dx), z slowest and x fastest.
+// i / d for i >= 0, d > 0: 32-bit division where i fits (a 64-bit division costs several times
+// as many instructions).
+__device__ __forceinline__ int64_t div_idx(int64_t i, int32_t d)
+{
+    return i <= 0xffffffffll ? (int64_t)((uint32_t)i / (uint32_t)d) : i / d;
+}
+
+// Kernel offset k -> (dz, dy, dx), z slowest and x fastest. The divisions by the kernel sizes
+// (<= 7) are multiplications by mag: exact for k < 343 (the error k * (mag - 2^16 / s) / 2^16
+// stays below 0.006, and a quotient's fraction below 6/7).
 __device__ __forceinline__ void offset_of(const Geom &g, int32_t k, int32_t d[3])
 {
-    d[2] = k % g.kernel[2];
-    int32_t t = k / g.kernel[2];
-    d[1] = t % g.kernel[1];
-    d[0] = t / g.kernel[1];
+    const int32_t t = (int32_t)(((uint32_t)k * g.mag[0]) >> 16);
+    d[2] = k - t * g.kernel[2];
+    d[0] = (int32_t)(((uint32_t)t * g.mag[1]) >> 16);
+    d[1] = t - d[0] * g.kernel[1];
 }
 
 // STRIDED / TRANSPOSED: the output coordinate along axis a that input coordinate c writes at
@@ -150,8 +171,10 @@ struct Fill {
     int64_t words;
 };
 
-// Clears up to three regions to all ones and resets the status block.
-__global__ void prep_kernel(Fill a, Fill b, Fill c, int64_t *scr, int64_t n_out_init)
+// Clears up to four regions to all ones (odd: one more int32 to -1, or NULL) and one to zero,
+// and resets the status block.
+__global__ void prep_kernel(Fill a, Fill b, Fill c, Fill d, int32_t *odd, Fill z, int64_t *scr,
+                            int64_t n_out_init)
 {
     const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -164,10 +187,13 @@ __global__ void prep_kernel(Fill a, Fill b, Fill c, int64_t *scr, int64_t n_out_
         scr[S_FLAGS] = 0;
         scr[S_DONE] = 0;
         scr[7] = 0;
+        if (odd) *odd = -1;
     }
     for (int64_t i = t0; i < a.words; i += step) a.p[i] = ~0ull;
     for (int64_t i = t0; i < b.words; i += step) b.p[i] = ~0ull;
     for (int64_t i = t0; i < c.words; i += step) c.p[i] = ~0ull;
+    for (int64_t i = t0; i < d.words; i += step) d.p[i] = ~0ull;
+    for (int64_t i = t0; i < z.words; i += step) z.p[i] = 0ull;
 }
 
 // Range check and insert of input row i; false for a row outside the limits.
@@ -198,12 +224,13 @@ __device__ __forceinline__ void add_dups(unsigned n_dup, int64_t *scr)
         atomicAdd((unsigned long long *)&scr[S_N_DUP], (unsigned long long)n_dup);
 }
 
-// SUBM: inserts the input rows and clears the upper half (k > centre) of out_in, which the
-// lookup kernel fills only through the symmetry.
+// SUBM: inserts the input rows; clear: also writes -1 into the upper half (k > centre) of
+// out_in, which the lookup fills only through the symmetry (the multi-kernel path has prep
+// fill all of out_in with -1 instead).
 __device__ __forceinline__ void st_subm_insert(const int32_t *coords, int64_t n,
                                                const vc_keypack &kin,
                                                const vc_hash_gpu_view &hin, int32_t K,
-                                               int32_t *out_in, int64_t *scr)
+                                               int32_t *out_in, int64_t *scr, bool clear)
 {
     unsigned n_dup = 0;
     GRID_LOOP(i, n)
@@ -212,10 +239,12 @@ __device__ __forceinline__ void st_subm_insert(const int32_t *coords, int64_t n,
         insert_input(kin, hin, c, i, scr, n_dup);
     }
     const int32_t centre = (K - 1) / 2, U = K - centre - 1;
-    GRID_LOOP(j, n * U)
-    {
-        const int64_t p = j / U;
-        out_in[p * K + centre + 1 + (j - p * U)] = -1;
+    if (clear) {
+        GRID_LOOP(j, n * U)
+        {
+            const int64_t p = div_idx(j, U);
+            out_in[p * K + centre + 1 + (j - p * U)] = -1;
+        }
     }
     add_dups(n_dup, scr);
 }
@@ -224,55 +253,97 @@ __global__ void subm_insert_kernel(const int32_t *coords, int64_t n, vc_keypack 
                                    vc_hash_gpu_view hin, int32_t K, int32_t *out_in,
                                    int64_t *scr)
 {
-    st_subm_insert(coords, n, kin, hin, K, out_in, scr);
+    st_subm_insert(coords, n, kin, hin, K, out_in, scr, false);
 }
 
-// SUBM: thread (p, k) for k <= centre. k == centre is p itself; otherwise the neighbour q at
-// offset k, written at (p, k) and mirrored at (q, K-1-k).
+// SUBM: item (p, k) for k <= centre. k == centre is p itself; otherwise the neighbour q at
+// offset k, written at (p, k) and mirrored at (q, K-1-k); a missing one is written as -1 only
+// where write_missing (out_in not filled with -1 before). A thread takes kLookups items at a
+// time, a whole grid apart, and waits on their hash probes together. (4 measured slower than
+// 1 on the H100, 27.6 against 21.3 us for 1.4M items: fewer threads in flight.)
+const int kLookups = 1;
+
 __device__ __forceinline__ void st_subm_lookup(const int32_t *coords, int64_t n, const Geom &g,
                                                const vc_keypack &kin,
-                                               const vc_hash_gpu_view &hin, int32_t *out_in)
+                                               const vc_hash_gpu_view &hin, int32_t *out_in,
+                                               bool write_missing)
 {
     const int32_t K = g.K, centre = (K - 1) / 2, H = centre + 1;
-    GRID_LOOP(i, n * H)
-    {
-        const int64_t p = i / H;
-        const int32_t k = (int32_t)(i - p * H);
-        if (k == centre) {
-            out_in[p * K + k] = (int32_t)p;
-            continue;
+    const int64_t total = n * H, T = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i0 < total;
+         i0 += kLookups * T) {
+        int64_t p[kLookups];
+        int32_t k[kLookups], v[kLookups];
+        uint64_t key[kLookups];
+        bool act[kLookups];
+#pragma unroll
+        for (int j = 0; j < kLookups; j++) {
+            const int64_t i = i0 + j * T;
+            act[j] = false;
+            key[j] = 0;
+            k[j] = centre;
+            p[j] = 0;
+            if (i >= total) continue;
+            p[j] = div_idx(i, H);
+            k[j] = (int32_t)(i - p[j] * H);
+            if (k[j] == centre) continue;
+            const int4 c = reinterpret_cast<const int4 *>(coords)[p[j]];
+            int32_t d[3];
+            offset_of(g, k[j], d);
+            const int64_t z = (int64_t)c.y + (int64_t)(d[0] - g.kernel[0] / 2) * g.dilation[0];
+            const int64_t y = (int64_t)c.z + (int64_t)(d[1] - g.kernel[1] / 2) * g.dilation[1];
+            const int64_t x = (int64_t)c.w + (int64_t)(d[2] - g.kernel[2] / 2) * g.dilation[2];
+            act[j] = z >= 0 && z < g.in_shape[0] && y >= 0 && y < g.in_shape[1] && x >= 0 &&
+                     x < g.in_shape[2];
+            if (act[j])
+                key[j] = vc_key_pack_d(kin, c.x, (int32_t)z, (int32_t)y, (int32_t)x);
         }
-        const int4 c = reinterpret_cast<const int4 *>(coords)[p];
-        int32_t d[3];
-        offset_of(g, k, d);
-        const int64_t z = (int64_t)c.y + (int64_t)(d[0] - g.kernel[0] / 2) * g.dilation[0];
-        const int64_t y = (int64_t)c.z + (int64_t)(d[1] - g.kernel[1] / 2) * g.dilation[1];
-        const int64_t x = (int64_t)c.w + (int64_t)(d[2] - g.kernel[2] / 2) * g.dilation[2];
-        int32_t v = -1;
-        if (z >= 0 && z < g.in_shape[0] && y >= 0 && y < g.in_shape[1] && x >= 0 &&
-            x < g.in_shape[2])
-            v = vc_hash_gpu_lookup(hin, vc_key_pack_d(kin, c.x, (int32_t)z, (int32_t)y,
-                                                      (int32_t)x));
-        out_in[p * K + k] = v;
-        if (v >= 0) out_in[(int64_t)v * K + (K - 1 - k)] = (int32_t)p;
+        vc_hash_gpu_lookup_batch<kLookups>(hin, key, act, v);
+#pragma unroll
+        for (int j = 0; j < kLookups; j++) {
+            if (i0 + j * T >= total) continue;
+            if (k[j] == centre) {
+                out_in[p[j] * K + centre] = (int32_t)p[j];
+            } else if (v[j] >= 0) {
+                out_in[p[j] * K + k[j]] = v[j];
+                out_in[(int64_t)v[j] * K + (K - 1 - k[j])] = (int32_t)p[j];
+            } else if (write_missing) {
+                out_in[p[j] * K + k[j]] = -1;
+            }
+        }
     }
 }
 
 __global__ void subm_lookup_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
                                    vc_hash_gpu_view hin, int32_t *out_in)
 {
-    st_subm_lookup(coords, n, g, kin, hin, out_in);
+    st_subm_lookup(coords, n, g, kin, hin, out_in, true);
 }
+
+// The digit histograms of the output-key sort, counted as the keys are claimed (each unique key
+// once): a block's counts in shared memory (shist [passes][kMaxBins]), added to the global ones
+// at the end. shist NULL: none (64-bit keys sort with CUB; the cooperative kernel counts apart).
+struct KeyHist {
+    uint32_t *shist;
+    int32_t passes, dbits;
+};
 
 // Claims an output key in the output table; a new key is appended to ukeys at a position
 // taken from the claim counter (one atomic per group of converged lanes).
 template <typename UKey>
 __device__ __forceinline__ void collect_output(const vc_hash_gpu_view &hout, uint64_t key,
-                                               UKey *ukeys, int64_t ucap, int64_t *scr)
+                                               UKey *ukeys, int64_t ucap, int64_t *scr,
+                                               const KeyHist &kh)
 {
     int64_t rec;
     const int r = vc_hash_gpu_insert_d(hout, key, INT32_MAX, false, &rec);
     if (r == VC_HGI_CLAIMED) {
+        if (kh.shist) {
+            const uint32_t dmask = (1u << kh.dbits) - 1u;
+            for (int q = 0; q < kh.passes; q++)
+                atomicAdd(&kh.shist[q * kMaxBins + (((uint32_t)key >> (q * kh.dbits)) & dmask)],
+                          1u);
+        }
         cg::coalesced_group grp = cg::coalesced_threads();
         unsigned long long first = 0;
         if (grp.thread_rank() == 0)
@@ -296,7 +367,7 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
                                                  const vc_hash_gpu_view &hin,
                                                  const vc_keypack &kout,
                                                  const vc_hash_gpu_view &hout, UKey *ukeys,
-                                                 int64_t ucap, int64_t *scr)
+                                                 int64_t ucap, int64_t *scr, const KeyHist &kh)
 {
     unsigned n_dup = 0;
     GRID_LOOP(i, n)
@@ -306,7 +377,7 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
         if (g.type == VC_MAP_DOWNSAMPLE) {
             collect_output(hout, vc_key_pack_d(kout, c.x, c.y / g.stride[0], c.z / g.stride[1],
                                                c.w / g.stride[2]),
-                           ukeys, ucap, scr);
+                           ukeys, ucap, scr, kh);
             continue;
         }
         const uint32_t mz = axis_mask(g, 0, c.y), my = axis_mask(g, 1, c.z),
@@ -318,7 +389,8 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
                 target_of(g, 1, c.z, __ffs(ay) - 1, &oy);
                 for (uint32_t ax = mx; ax; ax &= ax - 1) {
                     target_of(g, 2, c.w, __ffs(ax) - 1, &ox);
-                    collect_output(hout, vc_key_pack_d(kout, c.x, oz, oy, ox), ukeys, ucap, scr);
+                    collect_output(hout, vc_key_pack_d(kout, c.x, oz, oy, ox), ukeys, ucap, scr,
+                                   kh);
                 }
             }
         }
@@ -330,9 +402,20 @@ template <typename UKey>
 __global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
                                      vc_hash_gpu_view hin, vc_keypack kout,
                                      vc_hash_gpu_view hout, UKey *ukeys, int64_t ucap,
-                                     int64_t *scr)
+                                     int64_t *scr, uint32_t *khist, int32_t passes,
+                                     int32_t dbits)
 {
-    st_newout_insert(coords, n, g, kin, hin, kout, hout, ukeys, ucap, scr);
+    __shared__ uint32_t shist[kMaxPasses * kMaxBins];
+    const int nh = khist ? passes * kMaxBins : 0;
+    for (int i = threadIdx.x; i < nh; i += blockDim.x) shist[i] = 0;
+    __syncthreads();
+    const KeyHist kh = {khist ? shist : NULL, passes, dbits};
+    st_newout_insert(coords, n, g, kin, hin, kout, hout, ukeys, ucap, scr, kh);
+    __syncthreads();
+    for (int i = threadIdx.x; i < nh; i += blockDim.x) {
+        const uint32_t c = shist[i];
+        if (c) atomicAdd(&khist[i], c);
+    }
 }
 
 // Rank r of the sorted output keys: stored as the key's value, unpacked into out_coords; and
@@ -418,7 +501,7 @@ __global__ void inverse_kernel(const int32_t *fwd_out_in, int64_t n_entries, int
     {
         int32_t q = fwd_out_in[i];
         if (q < 0) continue;
-        int64_t p = i / K;
+        int64_t p = div_idx(i, K);
         int32_t k = (int32_t)(i - p * K);
         if (q >= fwd_n_in) {
             raise_flag(scr, VC_KMAP_GPU_F_BAD_ENTRY);
@@ -429,43 +512,385 @@ __global__ void inverse_kernel(const int32_t *fwd_out_in, int64_t n_entries, int
     }
 }
 
+// ---- the look-back radix sort --------------------------------------------------------------
+//
+// A stable LSD radix sort whose tiles take their digit prefixes by decoupled look-back (each
+// tile publishes its digit counts, then the running prefix of its predecessors, which it reads
+// back-to-front): after one histogram of every pass's digits (made by whatever step produced
+// the keys), a pass is one kernel, or one step between two grid barriers of the cooperative
+// kernel, with no scan step. Digits of up to 9 bits: BITS = 8 (256 bins, one per thread) or 9
+// (512 bins, two per thread). The multi-kernel path sorts the masks with it (K <= 32, one mask
+// word: ceil(K / 9) passes); the cooperative kernel sorts the output keys and the masks with
+// 8-bit digits.
+
+const int kSortItems = 8;
+const int kTile = kRowThreads * kSortItems; // items per sort tile
+
+template <int BITS> struct SortSmem {
+    static const int kBins = 1 << BITS;
+    typedef cub::BlockScan<long long, kRowThreads> Scan;
+    typename Scan::TempStorage scan;
+    int32_t wcnt[kRowWarps][kBins];
+    int32_t wpre[kRowWarps][kBins];
+    long long tbase[kBins];
+    long long gbase[kBins];
+    long long tile;
+};
+
+const unsigned long long kLbAgg = 1ull << 62, kLbInc = 2ull << 62, kLbVal = (1ull << 62) - 1;
+const int kLbWindow = 16;
+
+// Decoupled look-back for slot j of tile t (m slots per tile), in two halves so that a block
+// posts all its slots before it waits on any: lb_publish posts the tile's count agg (tile 0:
+// as its inclusive sum); lb_walk returns the sum of the slot over tiles < t and posts the
+// inclusive sum. A tile waits only on smaller tiles, held by blocks that took them earlier
+// (tile numbers come from a counter, or each resident block of a cooperative launch takes its
+// tiles in increasing order), so the smallest tile in progress never waits: no deadlock.
+__device__ __forceinline__ void lb_publish(unsigned long long *lb, int64_t t, int64_t m,
+                                           int64_t j, long long agg)
+{
+    atomicExch(lb + t * m + j, (t == 0 ? kLbInc : kLbAgg) | (unsigned long long)agg);
+}
+
+__device__ __forceinline__ long long lb_walk(unsigned long long *lb, int64_t t, int64_t m,
+                                             int64_t j, long long agg)
+{
+    if (t == 0) return 0;
+    const volatile unsigned long long *w = lb;
+    long long excl = 0;
+    // Walk back kLbWindow tiles at a time (independent loads in flight: when every tile starts
+    // at once, as the few tiles of a small sort do, the walk of tile t takes t / kLbWindow
+    // round trips); tile 0 always holds an inclusive prefix, so the walk ends there at the
+    // latest.
+    for (int64_t u = t - 1;; u -= kLbWindow) {
+        unsigned long long v[kLbWindow];
+#pragma unroll
+        for (int i = 0; i < kLbWindow; i++) v[i] = u - i >= 0 ? w[(u - i) * m + j] : 0;
+        bool done = false;
+#pragma unroll
+        for (int i = 0; i < kLbWindow; i++) {
+            if (done) break;
+            while ((v[i] >> 62) == 0) v[i] = w[(u - i) * m + j];
+            excl += (long long)(v[i] & kLbVal);
+            if ((v[i] >> 62) == 2) done = true;
+        }
+        if (done) break;
+    }
+    atomicExch(lb + t * m + j, kLbInc | (unsigned long long)(excl + agg));
+    return excl;
+}
+
+// One stable LSD pass over n items: digit ((key ^ flip) >> shift) & (2^dbits - 1), dbits <=
+// BITS, of src_k; values src_v (NULL: the item index) into dst_k (NULL: keys not kept) / dst_v
+// (NULL: none). ghist: the pass's global digit counts [2^BITS]; lb: its look-back words
+// [tiles][2^BITS], zero before the pass; ctr: a tile counter at zero (ordinary launches: tiles
+// go to blocks in the order the blocks ask) or NULL (cooperative launches: block b takes tiles
+// b, b + gridDim.x, ...).
+template <int BITS>
+__device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t *dst_k,
+                          int32_t *dst_v, int64_t n, uint32_t flip, int shift, int dbits,
+                          const uint32_t *ghist, unsigned long long *lb,
+                          unsigned long long *ctr, SortSmem<BITS> &sm)
+{
+    typedef SortSmem<BITS> S;
+    const int B = S::kBins, BPT = B / kRowThreads;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const uint32_t dmask = (1u << dbits) - 1u;
+    const unsigned lt = (1u << lane) - 1u;
+    const int64_t tiles = (n + kTile - 1) / kTile;
+    // Every load a tile needs is issued before anything waits on one: the digit counts here,
+    // the tile's items below (one memory round trip instead of one per item).
+    uint32_t hc[BPT];
+#pragma unroll
+    for (int b = 0; b < BPT; b++) hc[b] = __ldcg(&ghist[b * kRowThreads + tid]);
+    bool based = false;
+    for (int64_t t = blockIdx.x;; t += gridDim.x) {
+        if (ctr) {
+            if (tid == 0) sm.tile = (long long)atomicAdd(ctr, 1ull);
+            __syncthreads();
+            t = sm.tile;
+        }
+        if (t >= tiles) break;
+        // Item r of warp w is item t * kTile + w * 32 * kSortItems + 32 r + lane: a warp's
+        // items are contiguous, so it ranks them alone and the block meets at a barrier once.
+        uint32_t k[kSortItems];
+        int32_t v[kSortItems], dg[kSortItems], lr[kSortItems];
+        const int64_t i0 = t * kTile + (int64_t)warp * 32 * kSortItems + lane;
+#pragma unroll
+        for (int r = 0; r < kSortItems; r++) {
+            const int64_t i = i0 + 32 * r;
+            const bool ok = i < n;
+            k[r] = ok ? __ldcg(&src_k[i]) : 0u;
+            v[r] = ok ? (src_v ? __ldcg(&src_v[i]) : (int32_t)i) : 0;
+        }
+#pragma unroll
+        for (int b = 0; b < BPT; b++)
+            for (int w = 0; w < kRowWarps; w++) sm.wcnt[w][b * kRowThreads + tid] = 0;
+        if (!based) {
+            // global base of each digit (once per block), kRowThreads bins per round
+            long long carry = 0;
+            for (int b = 0; b < BPT; b++) {
+                long long excl, agg;
+                typename S::Scan(sm.scan).ExclusiveSum((long long)hc[b], excl, agg);
+                sm.gbase[b * kRowThreads + tid] = carry + excl;
+                carry += agg;
+                __syncthreads(); // the scan storage is reused
+            }
+            based = true;
+        }
+        __syncthreads();
+        // Ranks within the warp: earlier items of the warp with the same digit.
+        int32_t *wc = sm.wcnt[warp];
+#pragma unroll
+        for (int r = 0; r < kSortItems; r++) {
+            const bool ok = i0 + 32 * r < n;
+            dg[r] = ok ? (int32_t)(((k[r] ^ flip) >> shift) & dmask) : B;
+            const unsigned peers = __match_any_sync(0xffffffffu, dg[r]);
+            const int rank = __popc(peers & lt);
+            const int before = ok ? wc[dg[r]] : 0;
+            __syncwarp();
+            if (ok && rank == 0) wc[dg[r]] = before + __popc(peers);
+            __syncwarp();
+            lr[r] = before + rank;
+        }
+        __syncthreads();
+        // Per digit: the counts of earlier warps, the tile's count, its prefix over tiles.
+        int agg[BPT];
+#pragma unroll
+        for (int b = 0; b < BPT; b++) {
+            const int bin = b * kRowThreads + tid;
+            int run = 0;
+            for (int w = 0; w < kRowWarps; w++) {
+                const int c = sm.wcnt[w][bin];
+                sm.wpre[w][bin] = run;
+                run += c;
+            }
+            agg[b] = run;
+            lb_publish(lb, t, B, bin, run);
+        }
+#pragma unroll
+        for (int b = 0; b < BPT; b++) {
+            const int bin = b * kRowThreads + tid;
+            sm.tbase[bin] = sm.gbase[bin] + lb_walk(lb, t, B, bin, agg[b]);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < kSortItems; r++) {
+            if (dg[r] == B) continue;
+            const long long pos = sm.tbase[dg[r]] + sm.wpre[warp][dg[r]] + lr[r];
+            if (pos >= n) continue; // only where the histograms counted more than n items
+            if (dst_k) dst_k[pos] = k[r];
+            if (dst_v) dst_v[pos] = v[r];
+        }
+        __syncthreads();
+    }
+}
+
+// A whole LSD sort over the digits of 32-bit keys, a pass at a time. Pass p reads the keys
+// from src (p = 0) or the other key buffer, and the values from the identity (p = 0) or the
+// other value buffer; keys alternate sk_a, sk_b, values sv and perm, starting so that the last
+// pass lands its values in perm (and its keys, when keep_keys, in sk_a for an odd number of
+// passes, sk_b for an even one). NULL perm and sv: keys only. The mask sort (outputs by
+// descending mask, ties by row): src = masks, flip = ~0, values into perm. The output-key
+// sort: flip = 0, keys only, kept.
+struct LsdSort {
+    const uint32_t *src;
+    uint32_t *sk_a, *sk_b;
+    int32_t *sv, *perm;
+    uint32_t flip;
+    int32_t keep_keys;
+    uint32_t *hist;            // [passes][hist_stride] digit counts of key ^ flip
+    int64_t hist_stride;
+    unsigned long long *lb;    // [passes][lb_stride] look-back words, zero before the sort
+    int64_t lb_stride;
+    unsigned long long *ctr;   // [passes] tile counters at zero, or NULL (cooperative)
+    int32_t passes, dbits;
+};
+
+template <int BITS>
+__device__ __forceinline__ void lsd_pass(const LsdSort &a, int p, int64_t n, SortSmem<BITS> &sm)
+{
+    const int P = a.passes;
+    const bool last = p == P - 1;
+    const uint32_t *src_k = p == 0 ? a.src : ((p - 1) % 2 == 0 ? a.sk_a : a.sk_b);
+    const int32_t *src_v = p == 0 ? NULL : ((P - p) % 2 == 0 ? a.perm : a.sv);
+    uint32_t *dst_k = last && !a.keep_keys ? NULL : (p % 2 == 0 ? a.sk_a : a.sk_b);
+    int32_t *dst_v = (P - 1 - p) % 2 == 0 ? a.perm : a.sv;
+    sort_pass<BITS>(src_k, src_v, dst_k, dst_v, n, a.flip, a.dbits * p, a.dbits,
+                    a.hist + p * a.hist_stride, a.lb + p * a.lb_stride,
+                    a.ctr ? a.ctr + p : NULL, sm);
+}
+
+// Passes and digit width of a sort of K-bit keys (K <= 32): ceil(K / 9) passes of equal digits
+// (K = 27: 3 x 9; K = 8: 1 x 8; K = 32: 4 x 8).
+struct PermPlan {
+    int32_t passes, dbits, bits; // bits: the SortSmem width, 8 or 9
+    int64_t tiles;
+    int64_t lb_words;            // tile counters, then passes x tiles x 2^bits look-back words
+};
+
+PermPlan perm_plan(int32_t K, int64_t rows)
+{
+    PermPlan pl;
+    pl.passes = (K + kMaxDigitBits - 1) / kMaxDigitBits;
+    if (pl.passes < 1) pl.passes = 1;
+    pl.dbits = (K + pl.passes - 1) / pl.passes;
+    if (pl.dbits < 1) pl.dbits = 1;
+    pl.bits = pl.dbits > 8 ? 9 : 8;
+    pl.tiles = (rows + kTile - 1) / kTile;
+    if (pl.tiles < 1) pl.tiles = 1;
+    pl.lb_words = kMaxPasses + (int64_t)pl.passes * pl.tiles * ((int64_t)1 << pl.bits);
+    return pl;
+}
+
+// Row passes read out_in a 256-row chunk at a time. Where K <= kMaxStageK the chunk is first
+// copied into shared memory with coalesced 16-byte loads (rows of stride K | 1: odd, so that
+// thread p reading its row hits distinct banks); a thread reading its own row from global
+// memory instead touches a new sector per offset, and the L1 does not hold a chunk's rows for
+// long beside the shared memory of its neighbours.
+const int kMaxStageK = 32;
+
+__host__ __device__ __forceinline__ int stage_stride(int32_t K) { return K | 1; }
+
+// Copies rows [p0, p0 + cnt) (cnt <= kRowThreads, K <= kMaxStageK) of out_in into srow
+// (stride S). All of a thread's loads are issued before its first store.
+const int kStageLoads = kMaxStageK / 4; // 16-byte loads per thread: 256 rows x 32 ints / 256
+const int kStageBatch = 4;              // of which in flight at once (registers)
+
+__device__ __forceinline__ void stage_rows(const int32_t *out_in, int32_t K, int64_t p0, int cnt,
+                                           int32_t *srow, int S)
+{
+    const int total = cnt * K;
+    const int32_t *src = out_in + p0 * K;
+    const int tid = threadIdx.x;
+    // 16-byte loads where src is aligned (p0 is a multiple of kRowThreads, so it is whenever
+    // out_in is), element e = 4i..4i+3; row and column advance by a constant per step.
+    const bool aligned = ((uintptr_t)src & 15) == 0;
+    const int n4 = aligned ? total / 4 : 0;
+    const int step = 4 * kRowThreads, dr = step / K, dc = step - dr * K;
+    int row = (4 * tid) / K, col = 4 * tid - row * K;
+    int4 v[kStageBatch];
+#pragma unroll
+    for (int j = 0; j < kStageLoads; j++) {
+        if (j % kStageBatch == 0) {
+            // the next kStageBatch loads, all in flight before their stores
+#pragma unroll
+            for (int q = 0; q < kStageBatch; q++) {
+                const int i = tid + (j + q) * kRowThreads;
+                if (i < n4) v[q] = reinterpret_cast<const int4 *>(src)[i];
+            }
+        }
+        if (tid + j * kRowThreads < n4) {
+            const int4 &vj = v[j % kStageBatch];
+            const int32_t x[4] = {vj.x, vj.y, vj.z, vj.w};
+            int r = row, c = col;
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                srow[r * S + c] = x[q];
+                if (++c == K) {
+                    c = 0;
+                    r++;
+                }
+            }
+        }
+        row += dr;
+        col += dc;
+        if (col >= K) {
+            col -= K;
+            row++;
+        }
+    }
+    for (int e = 4 * n4 + tid; e < total; e += kRowThreads) {
+        const int r = e / K;
+        srow[r * S + (e - r * K)] = src[e];
+    }
+}
+
+// What the row pass prepares for the look-back mask sort (K <= 32), or nothing (hist NULL).
+struct SortPrep {
+    uint32_t *hist;           // [passes][kMaxBins] digit counts of ~mask, zero before the pass
+    int32_t passes, dbits;
+    unsigned long long *zero; // the sort's tile counters and look-back words, cleared here
+    int64_t zero_words;
+};
+
+// Dynamic shared memory of rowpass_kernel: wc [kRowWarps][K] ints, then the staged rows.
+size_t rowpass_smem(int32_t K)
+{
+    size_t b = (size_t)kRowWarps * K * 4;
+    if (K <= kMaxStageK) b += (size_t)kRowThreads * stage_stride(K) * 4;
+    return b;
+}
+
 // One thread per output row p < rows (rows past the device count n get mask 0): mask words,
-// iota for the mask sort, the block's per-offset counts cnt[k * nb + block]; the last block to
-// finish scans cnt into base (pair position of the first pair of (k, block)), offsets and
-// n_pairs.
-__global__ void __launch_bounds__(kRowThreads)
+// iota for a CUB mask sort (NULL: none), the block's per-offset counts cnt[k * nb + block],
+// the digit histograms of a look-back mask sort (sp); the last block to finish scans cnt into
+// base (pair position of the first pair of (k, block)), offsets and n_pairs. At most 64
+// registers: 4 blocks per SM, so that ~500 blocks (128k rows) run in one wave.
+__global__ void __launch_bounds__(kRowThreads, 4)
     rowpass_kernel(const int32_t *out_in, int32_t K, int32_t words, const int64_t *d_n,
                    int64_t rows, uint32_t *masks, int32_t *iota, int32_t *cnt, int64_t *base,
-                   int64_t *offsets, int64_t max_pairs, int64_t *scr)
+                   int64_t *offsets, int64_t max_pairs, int64_t *scr, SortPrep sp)
 {
     typedef cub::BlockScan<long long, kRowThreads> Scan;
     __shared__ typename Scan::TempStorage scan_tmp;
-    __shared__ int32_t wc[kRowWarps][kMaxVolume];
+    __shared__ uint32_t shist[kMaxPasses * kMaxBins];
     __shared__ int am_last;
+    extern __shared__ int32_t dyn[];
+    int32_t *wc = dyn;                       // [kRowWarps][K]
+    int32_t *srow = dyn + kRowWarps * K;     // [kRowThreads][S] where K <= kMaxStageK
+    const bool staged = K <= kMaxStageK;
+    const int S = stage_stride(K);
     const int64_t n = dev_count(d_n, rows);
     const int64_t nb = gridDim.x;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t p = (int64_t)blockIdx.x * kRowThreads + tid;
+    const int64_t p0 = (int64_t)blockIdx.x * kRowThreads, p = p0 + tid;
     const bool valid = p < n;
+    const int nh = sp.hist ? sp.passes * kMaxBins : 0;
+    for (int i = tid; i < nh; i += kRowThreads) shist[i] = 0;
+    for (int64_t i = p; i < sp.zero_words; i += nb * kRowThreads) sp.zero[i] = 0;
+    if (staged && p0 < n)
+        stage_rows(out_in, K, p0, (int)(n - p0 < kRowThreads ? n - p0 : kRowThreads), srow, S);
+    __syncthreads();
     for (int32_t w = 0; w < words; w++) {
         const int32_t k0 = 32 * w, k1 = K < k0 + 32 ? K : k0 + 32;
         uint32_t m = 0;
         if (valid) {
-            const int32_t *row = out_in + p * K;
-            for (int32_t k = k0; k < k1; k++)
-                if (row[k] >= 0) m |= 1u << (k - k0);
+            if (staged) {
+                const int32_t *row = srow + tid * S;
+                for (int32_t k = k0; k < k1; k++)
+                    if (row[k] >= 0) m |= 1u << (k - k0);
+            } else {
+                const int32_t *row = out_in + p * K;
+                for (int32_t k = k0; k < k1; k++)
+                    if (row[k] >= 0) m |= 1u << (k - k0);
+            }
+        }
+        if (nh) {
+            // digit counts of ~m, one shared atomic per distinct digit of the warp
+            const uint32_t key = ~m, dmask = (1u << sp.dbits) - 1u;
+            for (int q = 0; q < sp.passes; q++) {
+                const uint32_t d = valid ? (key >> (q * sp.dbits)) & dmask : 0xffffffffu;
+                const unsigned peers = __match_any_sync(0xffffffffu, d);
+                if (valid && (peers & ((1u << lane) - 1u)) == 0)
+                    atomicAdd(&shist[q * kMaxBins + d], (uint32_t)__popc(peers));
+            }
         }
         if (p < rows) masks[p * words + w] = m;
         for (int32_t k = k0; k < k1; k++) {
             const unsigned b = __ballot_sync(0xffffffffu, (m >> (k - k0)) & 1u);
-            if (lane == 0) wc[warp][k] = __popc(b);
+            if (lane == 0) wc[warp * K + k] = __popc(b);
         }
     }
-    if (p < rows) iota[p] = (int32_t)p;
+    if (iota && p < rows) iota[p] = (int32_t)p;
     __syncthreads();
+    for (int i = tid; i < nh; i += kRowThreads) {
+        const uint32_t c = shist[i];
+        if (c) atomicAdd(&sp.hist[i], c);
+    }
     for (int32_t k = tid; k < K; k += kRowThreads) {
         int32_t sum = 0;
-        for (int w = 0; w < kRowWarps; w++) sum += wc[w][k];
+        for (int w = 0; w < kRowWarps; w++) sum += wc[w * K + k];
         cnt[(int64_t)k * nb + blockIdx.x] = sum;
     }
     // Publish the counts, then count this block done; the last one sees every count.
@@ -478,28 +903,35 @@ __global__ void __launch_bounds__(kRowThreads)
     __syncthreads();
     if (!am_last) return;
     __threadfence();
+    // The scan, kTailItems consecutive counts per thread and chunk, each chunk's loads all in
+    // flight before the block scan.
     const int64_t L = (int64_t)K * nb;
     long long carry = 0;
-    for (int64_t start = 0; start < L; start += (int64_t)kRowThreads * kScanItems) {
-        long long v[kScanItems], tsum = 0;
-        const int64_t i0 = start + (int64_t)tid * kScanItems;
+    for (int64_t start = 0; start < L; start += (int64_t)kRowThreads * kTailItems) {
+        int32_t v[kTailItems];
+        long long tsum = 0;
+        const int64_t i0 = start + (int64_t)tid * kTailItems;
 #pragma unroll
-        for (int j = 0; j < kScanItems; j++) {
-            v[j] = i0 + j < L ? (long long)__ldcg(&cnt[i0 + j]) : 0;
-            tsum += v[j];
-        }
+        for (int j = 0; j < kTailItems; j++) v[j] = i0 + j < L ? __ldcg(&cnt[i0 + j]) : 0;
+#pragma unroll
+        for (int j = 0; j < kTailItems; j++) tsum += v[j];
         long long excl, agg;
         Scan(scan_tmp).ExclusiveSum(tsum, excl, agg);
         __syncthreads(); // scan_tmp is reused by the next chunk
         long long run = carry + excl;
+        // (k, b) of element i0 + j, advanced without divisions
+        int64_t kk = div_idx(i0, (int32_t)nb), bb = i0 - kk * nb;
 #pragma unroll
-        for (int j = 0; j < kScanItems; j++) {
-            const int64_t i = i0 + j;
-            if (i < L) {
-                base[i] = run;
-                if (i % nb == 0) offsets[i / nb] = run;
+        for (int j = 0; j < kTailItems; j++) {
+            if (i0 + j < L) {
+                base[i0 + j] = run;
+                if (bb == 0) offsets[kk] = run;
             }
             run += v[j];
+            if (++bb == nb) {
+                bb = 0;
+                kk++;
+            }
         }
         carry += agg;
     }
@@ -511,34 +943,44 @@ __global__ void __launch_bounds__(kRowThreads)
     }
 }
 
-// One thread per output row again: pair (p, k) goes to base[k, block] + (set bits of offset k
-// in earlier warps of the block) + (set lanes before p in its warp). Positions >= max_pairs
-// are not written (the overflow flag is already up).
-__global__ void __launch_bounds__(kRowThreads)
-    pairs_kernel(const int32_t *out_in, const uint32_t *masks, int32_t K, int32_t words,
-                 const int64_t *d_n, int64_t rows, const int64_t *base, int64_t max_pairs,
-                 int32_t *in_rows, int32_t *out_rows)
+// The pair scatter of one 256-row chunk: pair (p, k) goes to base[k, chunk] + (set bits of
+// offset k in earlier warps of the chunk) + (set lanes before p in its warp). Positions >=
+// max_pairs are not written (the overflow flag is already up). Where K <= kMaxStageK the
+// chunk's rows are staged in shared memory first (srow, stride S).
+struct PairsArgs {
+    const int32_t *out_in;
+    const uint32_t *masks;
+    int32_t K, words;
+    const int64_t *base;
+    int64_t max_pairs;
+    int32_t *in_rows, *out_rows;
+};
+
+__device__ __forceinline__ void st_pairs(const PairsArgs &a, int64_t n, int64_t chunk,
+                                         int64_t nb, long long *wpre, int32_t *srow)
 {
-    __shared__ long long wpre[kRowWarps][kMaxVolume];
-    const int64_t n = dev_count(d_n, rows);
-    const int64_t nb = gridDim.x;
+    const int32_t K = a.K, words = a.words;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t p = (int64_t)blockIdx.x * kRowThreads + tid;
+    const int64_t p0 = chunk * kRowThreads, p = p0 + tid;
     const bool valid = p < n;
+    const bool staged = K <= kMaxStageK;
+    const int S = stage_stride(K);
+    if (staged && p0 < n)
+        stage_rows(a.out_in, K, p0, (int)(n - p0 < kRowThreads ? n - p0 : kRowThreads), srow, S);
     for (int32_t w = 0; w < words; w++) {
         const int32_t k0 = 32 * w, k1 = K < k0 + 32 ? K : k0 + 32;
-        const uint32_t m = valid ? masks[p * words + w] : 0u;
+        const uint32_t m = valid ? a.masks[p * words + w] : 0u;
         for (int32_t k = k0; k < k1; k++) {
             const unsigned b = __ballot_sync(0xffffffffu, (m >> (k - k0)) & 1u);
-            if (lane == 0) wpre[warp][k] = __popc(b);
+            if (lane == 0) wpre[warp * K + k] = __popc(b);
         }
     }
     __syncthreads();
     for (int32_t k = tid; k < K; k += kRowThreads) {
-        long long run = base[(int64_t)k * nb + blockIdx.x];
+        long long run = a.base[(int64_t)k * nb + chunk];
         for (int w = 0; w < kRowWarps; w++) {
-            const long long t = wpre[w][k];
-            wpre[w][k] = run;
+            const long long t = wpre[w * K + k];
+            wpre[w * K + k] = run;
             run += t;
         }
     }
@@ -546,19 +988,49 @@ __global__ void __launch_bounds__(kRowThreads)
     const unsigned lt = (1u << lane) - 1u;
     for (int32_t w = 0; w < words; w++) {
         const int32_t k0 = 32 * w, k1 = K < k0 + 32 ? K : k0 + 32;
-        const uint32_t m = valid ? masks[p * words + w] : 0u;
+        const uint32_t m = valid ? a.masks[p * words + w] : 0u;
         for (int32_t k = k0; k < k1; k++) {
             const unsigned bit = (m >> (k - k0)) & 1u;
             const unsigned b = __ballot_sync(0xffffffffu, bit);
             if (bit) {
-                const long long pos = wpre[warp][k] + __popc(b & lt);
-                if (pos < max_pairs) {
-                    in_rows[pos] = out_in[p * K + k];
-                    out_rows[pos] = (int32_t)p;
+                const long long pos = wpre[warp * K + k] + __popc(b & lt);
+                if (pos < a.max_pairs) {
+                    a.in_rows[pos] = staged ? srow[tid * S + k] : a.out_in[p * K + k];
+                    a.out_rows[pos] = (int32_t)p;
                 }
             }
         }
     }
+}
+
+// Blocks [0, sort_blocks) run pass `pass` of the look-back mask sort (tiles by counter), blocks
+// [sort_blocks, sort_blocks + pair_blocks) the pair scatter of chunk blockIdx.x - sort_blocks:
+// either part may be empty, so the pairs, a pass, or the pairs with the first pass beside them
+// are one launch. Shared memory: the sort's, or the pairs' prefix words [kRowWarps][K] and
+// (K <= kMaxStageK) staged rows.
+template <int BITS> struct PairsSortSmem {
+    static const size_t kSort = sizeof(SortSmem<BITS>);
+    static const size_t kWide = sizeof(long long) * kRowWarps * kMaxVolume;
+    static const size_t kStaged = sizeof(long long) * kRowWarps * kMaxStageK +
+                                  sizeof(int32_t) * kRowThreads * (kMaxStageK | 1);
+    static const size_t kPairs = kWide > kStaged ? kWide : kStaged;
+    static const size_t kBytes = kSort > kPairs ? kSort : kPairs;
+};
+
+template <int BITS>
+__global__ void __launch_bounds__(kRowThreads, 3)
+    pairs_sort_kernel(PairsArgs pa, int64_t pair_blocks, LsdSort ps, int32_t pass,
+                      int64_t sort_blocks, const int64_t *d_n, int64_t rows)
+{
+    __shared__ __align__(16) unsigned char raw[PairsSortSmem<BITS>::kBytes];
+    const int64_t n = dev_count(d_n, rows);
+    if ((int64_t)blockIdx.x < sort_blocks) {
+        lsd_pass<BITS>(ps, pass, n, *reinterpret_cast<SortSmem<BITS> *>(raw));
+        return;
+    }
+    long long *wpre = reinterpret_cast<long long *>(raw);
+    int32_t *srow = reinterpret_cast<int32_t *>(raw + sizeof(long long) * kRowWarps * pa.K);
+    st_pairs(pa, n, (int64_t)blockIdx.x - sort_blocks, pair_blocks, wpre, srow);
 }
 
 __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int64_t n,
@@ -573,14 +1045,10 @@ __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int
 // of a build, with grid-wide barriers between them instead of kernel boundaries (each of which
 // costs a launch and a drain of the GPU). Every block stays resident (cooperative launch), so
 // blocks may also wait on each other: the pair counts and the radix sorts take their prefixes
-// across tiles by decoupled look-back (each tile publishes its counts, then the running prefix
-// of its predecessors, which it reads back-to-front) and need no separate scan step. The sorts
-// are stable LSD radix sorts on 8-bit digits over the device count of items.
+// across tiles by decoupled look-back and need no separate scan step. The sorts are stable LSD
+// radix sorts on 8-bit digits over the device count of items.
 
-const int kSortItems = 8;
-const int kTile = kRowThreads * kSortItems; // items per sort tile
 const int kMaxCoopK = 32;
-const int kMaxPasses = 4;
 
 struct Coop {
     int32_t stages;      // ST_* bits
@@ -614,56 +1082,12 @@ struct Coop {
 };
 
 struct CoopSmem {
-    typedef cub::BlockScan<long long, kRowThreads> Scan;
-    typename Scan::TempStorage scan;
-    int32_t wcnt[kRowWarps][256];
-    int32_t wpre[kRowWarps][256];
-    int32_t run[256];
-    long long tbase[256];
-    long long gbase[256];
+    SortSmem<8> s;
     uint32_t shist[kMaxPasses][256];
     int32_t wc[kRowWarps][kMaxCoopK];
     long long wp[kRowWarps][kMaxCoopK];
     long long soff[kMaxCoopK + 1];
 };
-
-const unsigned long long kLbAgg = 1ull << 62, kLbInc = 2ull << 62, kLbVal = (1ull << 62) - 1;
-const int kLbWindow = 4;
-
-// Decoupled look-back for slot j of tile t (m slots per tile): publishes the tile's count agg,
-// returns the sum of the slot over tiles < t, then publishes the inclusive sum. Tiles are
-// handled in increasing order by each block and every block is resident, so the smallest tile
-// in progress never waits: no deadlock. (Used by the sorts, whose tiles are few: n / 2048.)
-__device__ __forceinline__ long long lookback(unsigned long long *lb, int64_t t, int64_t m,
-                                              int64_t j, long long agg)
-{
-    unsigned long long *mine = lb + t * m + j;
-    if (t == 0) {
-        atomicExch(mine, kLbInc | (unsigned long long)agg);
-        return 0;
-    }
-    atomicExch(mine, kLbAgg | (unsigned long long)agg);
-    const volatile unsigned long long *w = lb;
-    long long excl = 0;
-    // Walk back kLbWindow tiles at a time (independent loads in flight); tile 0 always holds
-    // an inclusive prefix, so the walk ends there at the latest.
-    for (int64_t u = t - 1;; u -= kLbWindow) {
-        unsigned long long v[kLbWindow];
-#pragma unroll
-        for (int i = 0; i < kLbWindow; i++) v[i] = u - i >= 0 ? w[(u - i) * m + j] : 0;
-        bool done = false;
-#pragma unroll
-        for (int i = 0; i < kLbWindow; i++) {
-            if (done) break;
-            while ((v[i] >> 62) == 0) v[i] = w[(u - i) * m + j];
-            excl += (long long)(v[i] & kLbVal);
-            if ((v[i] >> 62) == 2) done = true;
-        }
-        if (done) break;
-    }
-    atomicExch(mine, kLbInc | (unsigned long long)(excl + agg));
-    return excl;
-}
 
 // Adds the block's digit histograms (passes of them) to the global ones and clears them.
 __device__ __forceinline__ void flush_hist(CoopSmem &sm, uint32_t *hist, int passes)
@@ -675,65 +1099,6 @@ __device__ __forceinline__ void flush_hist(CoopSmem &sm, uint32_t *hist, int pas
         sm.shist[p][threadIdx.x] = 0;
     }
     __syncthreads();
-}
-
-// One stable LSD pass over n items: digit ((key ^ flip) >> shift) & 255 of src_k, values
-// src_v (NULL: the item index) into dst_k (NULL: keys not kept) / dst_v (NULL: none).
-// ghist: the pass's global digit counts; lb: its look-back words [tiles][256].
-__device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t *dst_k,
-                          int32_t *dst_v, int64_t n, uint32_t flip, int shift,
-                          const uint32_t *ghist, unsigned long long *lb, CoopSmem &sm)
-{
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    {
-        long long excl;
-        CoopSmem::Scan(sm.scan).ExclusiveSum((long long)__ldcg(&ghist[tid]), excl);
-        sm.gbase[tid] = excl;
-    }
-    const unsigned lt = (1u << lane) - 1u;
-    const int64_t tiles = (n + kTile - 1) / kTile;
-    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-        uint32_t k[kSortItems];
-        int32_t v[kSortItems], dg[kSortItems], lr[kSortItems];
-        sm.run[tid] = 0;
-        for (int w = 0; w < kRowWarps; w++) sm.wcnt[w][tid] = 0;
-        __syncthreads();
-#pragma unroll
-        for (int r = 0; r < kSortItems; r++) {
-            const int64_t i = t * kTile + r * kRowThreads + tid;
-            const bool ok = i < n;
-            k[r] = ok ? __ldcg(&src_k[i]) : 0u;
-            v[r] = ok ? (src_v ? __ldcg(&src_v[i]) : (int32_t)i) : 0;
-            dg[r] = ok ? (int32_t)(((k[r] ^ flip) >> shift) & 255u) : 256;
-            const unsigned peers = __match_any_sync(0xffffffffu, dg[r]);
-            const int rank = __popc(peers & lt);
-            if (ok && rank == 0) sm.wcnt[warp][dg[r]] = __popc(peers);
-            __syncthreads();
-            {
-                int run = sm.run[tid];
-                for (int w = 0; w < kRowWarps; w++) {
-                    const int c = sm.wcnt[w][tid];
-                    sm.wpre[w][tid] = run;
-                    run += c;
-                    sm.wcnt[w][tid] = 0;
-                }
-                sm.run[tid] = run;
-            }
-            __syncthreads();
-            lr[r] = ok ? sm.wpre[warp][dg[r]] + rank : 0;
-        }
-        const long long excl = lookback(lb, t, 256, tid, sm.run[tid]);
-        sm.tbase[tid] = sm.gbase[tid] + excl;
-        __syncthreads();
-#pragma unroll
-        for (int r = 0; r < kSortItems; r++) {
-            if (dg[r] == 256) continue;
-            const long long pos = sm.tbase[dg[r]] + lr[r];
-            if (dst_k) dst_k[pos] = k[r];
-            if (dst_v) dst_v[pos] = v[r];
-        }
-        __syncthreads();
-    }
 }
 
 // Masks, the mask sort's digit histograms, and per-(chunk, offset) pair counts with their
@@ -788,7 +1153,7 @@ __device__ void coop_colscan(const Coop &a, int64_t n, CoopSmem &sm)
                 tsum += v[j];
             }
             long long excl, agg;
-            CoopSmem::Scan(sm.scan).ExclusiveSum(tsum, excl, agg);
+            SortSmem<8>::Scan(sm.s.scan).ExclusiveSum(tsum, excl, agg);
             __syncthreads(); // the scan storage is reused by the next chunk
             long long run = carry + excl;
 #pragma unroll
@@ -857,22 +1222,27 @@ __device__ void coop_pairs(const Coop &a, int64_t n, CoopSmem &sm)
     }
 }
 
-// The mask sort (descending mask, ties by row): passes over ~mask from the least significant
-// digit, values from the identity; the last pass writes perm.
+// The mask sort (lsd_pass), 8-bit digits, a grid barrier between passes.
 __device__ void coop_perm(const Coop &a, int64_t n, CoopSmem &sm, cg::grid_group &grid)
 {
-    const int P = a.perm_passes;
-    const uint32_t *src_k = a.masks;
-    const int32_t *src_v = NULL;
-    for (int p = 0; p < P; p++) {
-        const bool last = p == P - 1;
-        uint32_t *dst_k = last ? NULL : (p % 2 == 0 ? a.sk_a : a.sk_b);
-        int32_t *dst_v = ((P - 1 - p) % 2 == 0) ? a.perm : a.sv;
-        sort_pass(src_k, src_v, dst_k, dst_v, n, 0xffffffffu, 8 * p,
-                  a.hist + (kMaxPasses + p) * 256, a.lb_perm + p * a.perm_stride, sm);
-        if (!last) grid.sync();
-        src_k = dst_k;
-        src_v = dst_v;
+    LsdSort ps;
+    ps.src = a.masks;
+    ps.sk_a = a.sk_a;
+    ps.sk_b = a.sk_b;
+    ps.sv = a.sv;
+    ps.perm = a.perm;
+    ps.flip = 0xffffffffu;
+    ps.keep_keys = 0;
+    ps.hist = a.hist + kMaxPasses * 256;
+    ps.hist_stride = 256;
+    ps.lb = a.lb_perm;
+    ps.lb_stride = a.perm_stride;
+    ps.ctr = NULL;
+    ps.passes = a.perm_passes;
+    ps.dbits = 8;
+    for (int p = 0; p < ps.passes; p++) {
+        lsd_pass<8>(ps, p, n, sm.s);
+        if (p < ps.passes - 1) grid.sync();
     }
 }
 
@@ -911,10 +1281,10 @@ __global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
     grid.sync();
     if (st & ST_FRONT) {
         if (subm)
-            st_subm_insert(a.coords, a.n_in, a.kin, a.hin, a.g.K, a.out_in, a.scr);
+            st_subm_insert(a.coords, a.n_in, a.kin, a.hin, a.g.K, a.out_in, a.scr, true);
         else
             st_newout_insert(a.coords, a.n_in, a.g, a.kin, a.hin, a.kout, a.hout, a.ukeys,
-                             a.ucap, a.scr);
+                             a.ucap, a.scr, KeyHist{NULL, 0, 0});
         if (!(st & ~ST_FRONT)) return;
         grid.sync();
     }
@@ -937,8 +1307,8 @@ __global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
         const uint32_t *src = a.ukeys;
         for (int p = 0; p < KP; p++) {
             uint32_t *dst = (p % 2 == 0) ? a.ukeys_alt : a.ukeys;
-            sort_pass(src, NULL, dst, NULL, n, 0u, 8 * p, a.hist + p * 256,
-                      a.lb_key + p * a.key_stride, sm);
+            sort_pass<8>(src, NULL, dst, NULL, n, 0u, 8 * p, 8, a.hist + p * 256,
+                         a.lb_key + p * a.key_stride, NULL, sm.s);
             grid.sync();
             src = dst;
         }
@@ -948,7 +1318,7 @@ __global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
     }
     if (st & ST_OUTIN) {
         if (subm)
-            st_subm_lookup(a.coords, n, a.g, a.kin, a.hin, a.out_in);
+            st_subm_lookup(a.coords, n, a.g, a.kin, a.hin, a.out_in, true);
         else
             st_scatter(a.coords, a.n_in, a.g, a.kout, a.hout, n, a.out_in, a.scr);
         if (!(st & (ST_ROWS | ST_PERM))) return;
@@ -1043,6 +1413,7 @@ struct Sizes {
     int64_t ucap;              // entries of the output-key list
     int64_t nsort;             // output keys sorted (0: none)
     int32_t end_bit_out;
+    int32_t key_bits;          // bits of the output keys (new-output types)
     int64_t rows;              // rows of the row passes
     int32_t K, words;
     size_t cub_bytes;
@@ -1050,12 +1421,20 @@ struct Sizes {
 
 struct Bufs {
     int64_t *scr;
+    // Tables part, one region cleared to zero by prep (zero_words): the digit counts of the
+    // mask sort (hist) and of the output-key sort (khist), [kMaxPasses][kMaxBins] each, and
+    // the output-key sort's tile counters and look-back words (32-bit output keys).
+    uint32_t *hist, *khist;
+    unsigned long long *klbz;
+    int64_t klbz_words, zero_words;
     unsigned long long *tin, *tout;
     void *ukeys, *usorted;
     int32_t *cnt;
     int64_t *base;
     int32_t *iota;
     uint32_t *keys_a, *keys_b;
+    unsigned long long *lbz;   // the mask sort's tile counters and look-back words (K <= 32)
+    int64_t lbz_words;
     void *cub;
     size_t cub_bytes;
 };
@@ -1076,6 +1455,9 @@ struct Carver {
     }
 };
 
+// The output-key sort of a build with 32-bit output keys: over the key bits, tiles for ucap.
+PermPlan key_plan(const Sizes &z) { return perm_plan(z.key_bits, z.ucap); }
+
 // Lays the temporaries out from `base` (NULL: just the size): the tables part (status block,
 // hash tables, output-key list) and / or the rows part (sorted keys, counts, sort buffers).
 size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
@@ -1083,6 +1465,11 @@ size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
     Carver c = {base, 0};
     if (tables) {
         b->scr = c.take<int64_t>(S_WORDS);
+        b->hist = c.take<uint32_t>(2 * kMaxPasses * kMaxBins); // 16 KB: klbz follows at once
+        b->khist = base ? b->hist + kMaxPasses * kMaxBins : NULL;
+        b->klbz_words = z.ucap > 0 && z.ukey32 ? key_plan(z).lb_words : 0;
+        b->klbz = b->klbz_words > 0 ? c.take<unsigned long long>(b->klbz_words) : NULL;
+        b->zero_words = kMaxPasses * kMaxBins + b->klbz_words;
         b->tin = c.take<unsigned long long>(table_words(z.cap_in, z.packed_in));
         b->tout = z.cap_out > 0 ? c.take<unsigned long long>(table_words(z.cap_out, z.packed_out))
                                 : NULL;
@@ -1098,7 +1485,9 @@ size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
         b->base = c.take<int64_t>((int64_t)z.K * nb);
         b->iota = c.take<int32_t>(z.rows);
         b->keys_a = c.take<uint32_t>(z.rows);
-        b->keys_b = z.words > 1 ? c.take<uint32_t>(z.rows) : NULL;
+        b->keys_b = c.take<uint32_t>(z.rows);
+        b->lbz_words = z.words == 1 ? perm_plan(z.K, z.rows).lb_words : 0;
+        b->lbz = b->lbz_words > 0 ? c.take<unsigned long long>(b->lbz_words) : NULL;
         b->cub = c.take<char>((int64_t)z.cub_bytes);
         b->cub_bytes = z.cub_bytes;
     }
@@ -1110,7 +1499,7 @@ cudaError_t cub_bytes_for(Sizes *z)
 {
     size_t a = 0, b = 0;
     cudaError_t e = cudaSuccess;
-    if (z->nsort > 0) {
+    if (z->nsort > 0 && !z->ukey32) { // 32-bit keys: the look-back sort, no CUB
         if (z->ukey32)
             e = cub::DeviceRadixSort::SortKeys(NULL, a, (const uint32_t *)NULL, (uint32_t *)NULL,
                                                z->nsort, 0, z->end_bit_out);
@@ -1119,7 +1508,7 @@ cudaError_t cub_bytes_for(Sizes *z)
                                                z->nsort, 0, z->end_bit_out);
         if (e != cudaSuccess) return e;
     }
-    if (z->rows > 0) {
+    if (z->rows > 0 && z->words > 1) { // K <= 32: the look-back sort, no CUB
         const int bits = z->K < 32 ? z->K : 32;
         e = cub::DeviceRadixSort::SortPairsDescending(NULL, b, (const uint32_t *)NULL,
                                                       (uint32_t *)NULL, (const int32_t *)NULL,
@@ -1214,6 +1603,8 @@ vc_status setup_job(Job *j, const int32_t *d_in, int64_t n_in, const int32_t sha
     j->K = d->kernel[0] * d->kernel[1] * d->kernel[2];
     j->g.K = j->K;
     j->g.type = (int32_t)d->type;
+    j->g.mag[0] = (65536u + (uint32_t)d->kernel[2] - 1u) / (uint32_t)d->kernel[2];
+    j->g.mag[1] = (65536u + (uint32_t)d->kernel[1] - 1u) / (uint32_t)d->kernel[1];
     j->words = (j->K + 31) / 32;
     j->bits_in = key_bits(j->kin);
     j->bits_out = key_bits(j->kout);
@@ -1240,14 +1631,25 @@ void init_header(const Job &j, vc_kmap_data *m)
 
 // ---- queued stages (no host synchronisation in any of these) -----------------------------
 
-cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s)
+// minus1: an int32 array of n_minus1 entries to fill with -1 as well (SUBM and INVERSE:
+// out_in), or NULL.
+cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s,
+                   int32_t *minus1 = NULL, int64_t n_minus1 = 0)
 {
     Fill f0 = {b.tin, z.cap_in > 0 ? table_words(z.cap_in, z.packed_in) : 0};
     Fill f1 = {b.tout, z.cap_out > 0 ? table_words(z.cap_out, z.packed_out) : 0};
     Fill f2 = {(unsigned long long *)b.ukeys, z.ucap > 0 ? ukey_words(z.ucap, z.ukey32) : 0};
+    Fill f3 = {(unsigned long long *)minus1, minus1 ? n_minus1 / 2 : 0};
+    int32_t *odd = minus1 && n_minus1 % 2 ? minus1 + n_minus1 - 1 : NULL;
+    Fill fz = {(unsigned long long *)b.hist, b.zero_words};
     int64_t mx = f0.words > f1.words ? f0.words : f1.words;
     if (f2.words > mx) mx = f2.words;
-    prep_kernel<<<grid_for(mx), kThreads, 0, s>>>(f0, f1, f2, b.scr, n_out_init);
+    if (f3.words > mx) mx = f3.words;
+    if (fz.words > mx) mx = fz.words;
+    // a few stores per thread: a grid of at most 1024 blocks
+    unsigned grid = grid_for(mx);
+    if (grid > 1024) grid = 1024;
+    prep_kernel<<<grid, kThreads, 0, s>>>(f0, f1, f2, f3, odd, fz, b.scr, n_out_init);
     return cudaGetLastError();
 }
 
@@ -1268,18 +1670,31 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_i
 {
     if (j.n_in == 0) return cudaSuccess;
     if (!j.new_out) {
-        const int64_t upper = j.n_in * (j.K - (j.K - 1) / 2 - 1);
-        subm_insert_kernel<<<grid_for(j.n_in > upper ? j.n_in : upper), kThreads, 0, s>>>(
-            j.d_in, j.n_in, j.kin, view_in(z, b), j.K, out_in, b.scr);
+        // out_in is all -1 already (prep)
+        subm_insert_kernel<<<grid_for(j.n_in), kThreads, 0, s>>>(j.d_in, j.n_in, j.kin,
+                                                                 view_in(z, b), j.K, out_in,
+                                                                 b.scr);
     } else if (z.ukey32) {
+        const PermPlan kp = key_plan(z);
         newout_insert_kernel<uint32_t><<<grid_for(j.n_in), kThreads, 0, s>>>(
             j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
-            (uint32_t *)b.ukeys, z.ucap, b.scr);
+            (uint32_t *)b.ukeys, z.ucap, b.scr, b.khist, kp.passes, kp.dbits);
     } else {
         newout_insert_kernel<uint64_t><<<grid_for(j.n_in), kThreads, 0, s>>>(
             j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
-            (uint64_t *)b.ukeys, z.ucap, b.scr);
+            (uint64_t *)b.ukeys, z.ucap, b.scr, NULL, 0, 0);
     }
+    return cudaGetLastError();
+}
+
+template <int BITS>
+cudaError_t q_pairs_sort(const PairsArgs &pa, int64_t pair_blocks, const LsdSort &ps, int pass,
+                         int64_t sort_blocks, const int64_t *d_n, int64_t rows, cudaStream_t s)
+{
+    const int64_t blocks = pair_blocks + sort_blocks;
+    if (blocks == 0) return cudaSuccess;
+    pairs_sort_kernel<BITS><<<(unsigned)blocks, kRowThreads, 0, s>>>(pa, pair_blocks, ps, pass,
+                                                                     sort_blocks, d_n, rows);
     return cudaGetLastError();
 }
 
@@ -1292,25 +1707,47 @@ cudaError_t q_outputs(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data 
     cudaError_t e;
     size_t bytes = b.cub_bytes;
     const int64_t *d_n = b.scr + S_N_OUT;
-    if (z.nsort > 0) {
-        if (z.ukey32)
-            e = cub::DeviceRadixSort::SortKeys(b.cub, bytes, (const uint32_t *)b.ukeys,
-                                               (uint32_t *)b.usorted, z.nsort, 0, z.end_bit_out,
-                                               s);
-        else
-            e = cub::DeviceRadixSort::SortKeys(b.cub, bytes, (const uint64_t *)b.ukeys,
-                                               (uint64_t *)b.usorted, z.nsort, 0, z.end_bit_out,
-                                               s);
+    const void *sorted = b.usorted;
+    if (z.nsort > 0 && z.ukey32) {
+        // The look-back sort over the device count of keys (at most nsort), its histograms
+        // counted by the insert as the keys were claimed: ukeys -> usorted -> ukeys ...
+        const PermPlan pl = key_plan(z);
+        LsdSort ks;
+        ks.src = (const uint32_t *)b.ukeys;
+        ks.sk_a = (uint32_t *)b.usorted;
+        ks.sk_b = (uint32_t *)b.ukeys;
+        ks.sv = ks.perm = NULL;
+        ks.flip = 0;
+        ks.keep_keys = 1;
+        ks.hist = b.khist;
+        ks.hist_stride = kMaxBins;
+        ks.ctr = b.klbz;
+        ks.lb = b.klbz + kMaxPasses;
+        ks.lb_stride = pl.tiles * ((int64_t)1 << pl.bits);
+        ks.passes = pl.passes;
+        ks.dbits = pl.dbits;
+        PairsArgs none;
+        memset(&none, 0, sizeof none);
+        const int64_t tiles = (z.nsort + kTile - 1) / kTile;
+        for (int p = 0; p < pl.passes; p++) {
+            e = pl.bits == 9 ? q_pairs_sort<9>(none, 0, ks, p, tiles, d_n, z.nsort, s)
+                             : q_pairs_sort<8>(none, 0, ks, p, tiles, d_n, z.nsort, s);
+            if (e != cudaSuccess) return e;
+        }
+        sorted = pl.passes % 2 == 1 ? b.usorted : b.ukeys;
+    } else if (z.nsort > 0) {
+        e = cub::DeviceRadixSort::SortKeys(b.cub, bytes, (const uint64_t *)b.ukeys,
+                                           (uint64_t *)b.usorted, z.nsort, 0, z.end_bit_out, s);
         if (e != cudaSuccess) return e;
     }
     if (rows > 0) {
         const unsigned grid = grid_for(rows * j.K);
         if (z.ukey32)
-            rank_kernel<uint32_t><<<grid, kThreads, 0, s>>>((const uint32_t *)b.usorted, d_n, rows,
+            rank_kernel<uint32_t><<<grid, kThreads, 0, s>>>((const uint32_t *)sorted, d_n, rows,
                                                             j.kout, view_out(z, b), j.K,
                                                             m->out_coords, m->out_in, b.scr);
         else
-            rank_kernel<uint64_t><<<grid, kThreads, 0, s>>>((const uint64_t *)b.usorted, d_n, rows,
+            rank_kernel<uint64_t><<<grid, kThreads, 0, s>>>((const uint64_t *)sorted, d_n, rows,
                                                             j.kout, view_out(z, b), j.K,
                                                             m->out_coords, m->out_in, b.scr);
         e = cudaGetLastError();
@@ -1331,13 +1768,15 @@ cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *
 {
     if (j.n_in == 0) return cudaSuccess;
     const int64_t total = j.n_in * ((j.K - 1) / 2 + 1);
-    subm_lookup_kernel<<<grid_for(total), kThreads, 0, s>>>(j.d_in, j.n_in, j.g, j.kin,
-                                                            view_in(z, b), out_in);
+    subm_lookup_kernel<<<grid_for((total + kLookups - 1) / kLookups), kThreads, 0, s>>>(
+        j.d_in, j.n_in, j.g, j.kin, view_in(z, b), out_in);
     return cudaGetLastError();
 }
 
 // Masks, counts, scan, pairs (ev_pairs after them, may be NULL), then perm. rows: capacity of
 // the row arrays; the device count at S_N_OUT (<= rows) says how many are real.
+// K <= 32: the look-back mask sort, its first pass in the launch of the pair scatter (apart when
+// timed), then one launch per pass. K > 32: CUB sorts of the mask words.
 cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
                      int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s)
 {
@@ -1350,38 +1789,83 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     }
     const int64_t nb = row_blocks(rows);
     const int64_t *d_n = b.scr + S_N_OUT;
+    PairsArgs pa;
+    pa.out_in = m->out_in;
+    pa.masks = m->masks;
+    pa.K = K;
+    pa.words = words;
+    pa.base = b.base;
+    pa.max_pairs = max_pairs;
+    pa.in_rows = m->in_rows;
+    pa.out_rows = m->out_rows;
+    if (words == 1) {
+        const PermPlan pl = perm_plan(K, rows);
+        LsdSort ps;
+        ps.src = m->masks;
+        ps.sk_a = b.keys_a;
+        ps.sk_b = b.keys_b;
+        ps.sv = b.iota;
+        ps.perm = m->perm;
+        ps.flip = 0xffffffffu;
+        ps.keep_keys = 0;
+        ps.hist = b.hist;
+        ps.hist_stride = kMaxBins;
+        ps.ctr = b.lbz;
+        ps.lb = b.lbz + kMaxPasses;
+        ps.lb_stride = pl.tiles * ((int64_t)1 << pl.bits);
+        ps.passes = pl.passes;
+        ps.dbits = pl.dbits;
+        SortPrep sp = {b.hist, pl.passes, pl.dbits, b.lbz, b.lbz_words};
+        rowpass_kernel<<<(unsigned)nb, kRowThreads, rowpass_smem(K), s>>>(
+            m->out_in, K, words, d_n, rows, m->masks, NULL, b.cnt, b.base, m->offsets, max_pairs,
+            b.scr, sp);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        for (int p = 0; p < pl.passes; p++) {
+            int64_t pairs = p == 0 ? nb : 0;
+            if (p == 0 && ev_pairs) {
+                e = pl.bits == 9 ? q_pairs_sort<9>(pa, nb, ps, 0, 0, d_n, rows, s)
+                                 : q_pairs_sort<8>(pa, nb, ps, 0, 0, d_n, rows, s);
+                if (e == cudaSuccess) e = cudaEventRecord(ev_pairs, s);
+                if (e != cudaSuccess) return e;
+                pairs = 0;
+            }
+            e = pl.bits == 9 ? q_pairs_sort<9>(pa, pairs, ps, p, pl.tiles, d_n, rows, s)
+                             : q_pairs_sort<8>(pa, pairs, ps, p, pl.tiles, d_n, rows, s);
+            if (e != cudaSuccess) return e;
+        }
+        return cudaSuccess;
+    }
     // The LSD passes below alternate between two value buffers, perm and iota: start from the
     // one that makes the last pass land in perm (no copy, so a captured graph holds kernels
     // and memsets only).
     int32_t *ident = (words % 2 == 0) ? m->perm : b.iota;
-    rowpass_kernel<<<(unsigned)nb, kRowThreads, 0, s>>>(m->out_in, K, words, d_n, rows, m->masks,
-                                                        ident, b.cnt, b.base, m->offsets,
-                                                        max_pairs, b.scr);
+    SortPrep none = {NULL, 0, 0, NULL, 0};
+    rowpass_kernel<<<(unsigned)nb, kRowThreads, rowpass_smem(K), s>>>(
+        m->out_in, K, words, d_n, rows, m->masks, ident, b.cnt, b.base, m->offsets, max_pairs,
+        b.scr, none);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    pairs_kernel<<<(unsigned)nb, kRowThreads, 0, s>>>(m->out_in, m->masks, K, words, d_n, rows,
-                                                      b.base, max_pairs, m->in_rows,
-                                                      m->out_rows);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    {
+        LsdSort ps;
+        memset(&ps, 0, sizeof ps);
+        if ((e = q_pairs_sort<8>(pa, nb, ps, 0, 0, d_n, rows, s)) != cudaSuccess) return e;
+    }
     if (ev_pairs && (e = cudaEventRecord(ev_pairs, s)) != cudaSuccess) return e;
     size_t bytes = b.cub_bytes;
-    if (words == 1)
-        return cub::DeviceRadixSort::SortPairsDescending(b.cub, bytes, m->masks, b.keys_a, b.iota,
-                                                         m->perm, rows, 0, K, s);
     // Stable LSD passes, least significant word first, from the identity.
-    int32_t *pa = ident, *pb = ident == m->perm ? b.iota : m->perm;
+    int32_t *pa_ = ident, *pb_ = ident == m->perm ? b.iota : m->perm;
     for (int32_t w = 0; w < words; w++) {
-        mask_word_kernel<<<grid_for(rows), kThreads, 0, s>>>(m->masks, pa, rows, words, w,
+        mask_word_kernel<<<grid_for(rows), kThreads, 0, s>>>(m->masks, pa_, rows, words, w,
                                                              b.keys_a);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
         const int bits = K - 32 * w < 32 ? K - 32 * w : 32;
-        e = cub::DeviceRadixSort::SortPairsDescending(b.cub, bytes, b.keys_a, b.keys_b, pa, pb,
+        e = cub::DeviceRadixSort::SortPairsDescending(b.cub, bytes, b.keys_a, b.keys_b, pa_, pb_,
                                                       rows, 0, bits, s);
         if (e != cudaSuccess) return e;
-        int32_t *x = pa;
-        pa = pb;
-        pb = x;
+        int32_t *x = pa_;
+        pa_ = pb_;
+        pb_ = x;
     }
-    return cudaSuccess; // pa == m->perm
+    return cudaSuccess; // pa_ == m->perm
 }
 
 // ---- host side ---------------------------------------------------------------------------
@@ -1394,13 +1878,28 @@ vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
     return vc_fail(err, VC_ERR_CUDA, "kernel map: %s: %s", what, cudaGetErrorString(e));
 }
 
-// Copies the status block back: THE synchronisation point of a stage.
+// Copies the status block back: THE synchronisation point of a stage. Through a pinned block
+// of the calling thread (made at its first read-back, kept for the process) where one could be
+// made: a copy into pageable memory goes through a staging buffer and costs more.
 cudaError_t read_status(const int64_t *scr, int64_t st[S_WORDS], cudaStream_t s)
 {
-    cudaError_t e = cudaMemcpyAsync(st, scr, S_WORDS * sizeof(int64_t), cudaMemcpyDeviceToHost,
+    static thread_local int64_t *pinned = NULL;
+    static thread_local bool tried = false;
+    if (!tried) {
+        tried = true;
+        void *p = NULL;
+        if (cudaMallocHost(&p, S_WORDS * sizeof(int64_t)) == cudaSuccess)
+            pinned = (int64_t *)p;
+        else
+            cudaGetLastError();
+    }
+    int64_t *dst = pinned ? pinned : st;
+    cudaError_t e = cudaMemcpyAsync(dst, scr, S_WORDS * sizeof(int64_t), cudaMemcpyDeviceToHost,
                                     s);
     if (e != cudaSuccess) return e;
-    return cudaStreamSynchronize(s);
+    e = cudaStreamSynchronize(s);
+    if (e == cudaSuccess && pinned) memcpy(st, pinned, S_WORDS * sizeof(int64_t));
+    return e;
 }
 
 // The CPU's verdict on bad input rows: whichever of the first row outside the limits and the
@@ -1502,7 +2001,7 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
         CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
         carve(z, true, true, (char *)ws, &b);
         EV(0);
-        CU(q_prep(z, b, n, s), "clearing the tables");
+        CU(q_prep(z, b, n, s, m->out_in, n_entries), "clearing the tables");
         CU(q_insert(j, z, b, m->out_in, s), "inserting the input keys");
         EV(1);
         EV(2);
@@ -1569,6 +2068,7 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
     z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
     z.packed_out = j.bits_out <= VC_HASH_GPU_PACKED_BITS;
     z.ukey32 = z.packed_out;
+    z.key_bits = j.bits_out;
     z.cap_out = vc_hash_capacity_for(est);
     z.K = K;
     z.words = j.words;
@@ -2155,9 +2655,7 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     CU(pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
     CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
     carve(z, true, true, (char *)ws, &b);
-    CU(q_prep(z, b, n, s), "clearing the status");
-    CU(cudaMemsetAsync(m.out_in, 0xff, (size_t)(n_entries > 0 ? n_entries : 1) * 4, s),
-       "clearing out_in");
+    CU(q_prep(z, b, n, s, m.out_in, n_entries), "clearing the status and out_in");
     if (fwd_entries > 0) {
         inverse_kernel<<<grid_for(fwd_entries), kThreads, 0, s>>>(fwd->out_in, fwd_entries, K,
                                                                   fwd->n_in, m.out_in, b.scr);
@@ -2215,6 +2713,7 @@ Sizes bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
     if (j.new_out) {
         z.packed_out = j.bits_out <= VC_HASH_GPU_PACKED_BITS;
         z.ukey32 = z.packed_out;
+        z.key_bits = j.bits_out;
         z.cap_out = vc_hash_capacity_for(b->max_out);
         z.ucap = b->max_out;
         z.nsort = b->max_out;
@@ -2344,7 +2843,8 @@ extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int
     Bufs bf;
     memset(&bf, 0, sizeof bf);
     carve(z, true, true, (char *)b->workspace, &bf);
-    cudaError_t e = q_prep(z, bf, j.new_out ? 0 : n_in, s);
+    cudaError_t e = j.new_out ? q_prep(z, bf, 0, s)
+                              : q_prep(z, bf, n_in, s, m->out_in, n_in * (int64_t)j.K);
     if (e == cudaSuccess) e = q_insert(j, z, bf, m->out_in, s);
     if (!j.new_out) {
         if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);

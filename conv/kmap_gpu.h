@@ -31,8 +31,9 @@
  *    Device consumers may instead read d_status directly (n_out / n_pairs words) and skip the
  *    check, at their own risk: a nonzero flags word means the map must not be used.
  *
- * Kernels. A build is a sequence of ordinary kernels and CUB radix sorts (no host
- * synchronisation between them): SUBM k3 about 15 launches, a captured graph of as many nodes.
+ * Kernels. A build is a sequence of ordinary kernels (no host synchronisation between them),
+ * with CUB radix sorts only for masks of K > 32 and 64-bit output keys: SUBM k3 is 7 launches,
+ * a captured graph of 7 kernel nodes.
  * Optionally (vc_kmap_gpu_debug_coop(1); off by default because it measured slower on the H100,
  * docs/benchmarks.md), where K <= 32 and the output keys fit 31 bits, a whole build phase is ONE
  * cooperative kernel (cudaLaunchCooperativeKernel: every block resident, grid-wide barriers

@@ -294,30 +294,69 @@ static __device__ __forceinline__ void vc_hash_gpu_set_d(const vc_hash_gpu_view 
         h.slots[2 * s + 1] = vc_hash_bias_d(val);
 }
 
+/* The values stored for keys[0..N) where act[j] (out[j] = -1 where absent or not act): the
+ * first probe of every key is loaded before any is examined, so N lookups wait on one memory
+ * round trip (plus one per further probe) instead of N. */
+template <int N>
+static __device__ __forceinline__ void vc_hash_gpu_lookup_batch(const vc_hash_gpu_view &h,
+                                                                const uint64_t *keys,
+                                                                const bool *act, int32_t *out)
+{
+    uint64_t s[N];
+    bool live[N];
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        out[j] = -1;
+        live[j] = act[j] && keys[j] != VC_HASH_EMPTY &&
+                  !(h.packed && (keys[j] >> VC_HASH_GPU_PACKED_BITS));
+        s[j] = vc_hash_mix_d(keys[j]) & h.mask;
+    }
+    if (h.packed) {
+        uint64_t w[N];
+#pragma unroll
+        for (int j = 0; j < N; j++) w[j] = live[j] ? h.slots[s[j]] : VC_HASH_EMPTY;
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            if (!live[j]) continue;
+            for (int32_t p = 1;; p++) {
+                if ((w[j] >> 32) == keys[j]) {
+                    out[j] = vc_hash_unbias_d(w[j]);
+                    break;
+                }
+                if (w[j] == VC_HASH_EMPTY || p >= h.limit) break;
+                s[j] = (s[j] + 1u) & h.mask;
+                w[j] = h.slots[s[j]];
+            }
+        }
+        return;
+    }
+    const ulonglong2 *slots = reinterpret_cast<const ulonglong2 *>(h.slots);
+    ulonglong2 w[N];
+#pragma unroll
+    for (int j = 0; j < N; j++) w[j] = live[j] ? slots[s[j]] : make_ulonglong2(VC_HASH_EMPTY, 0);
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        if (!live[j]) continue;
+        for (int32_t p = 1;; p++) {
+            if (w[j].x == keys[j]) {
+                out[j] = vc_hash_unbias_d(w[j].y);
+                break;
+            }
+            if (w[j].x == VC_HASH_EMPTY || p >= h.limit) break;
+            s[j] = (s[j] + 1u) & h.mask;
+            w[j] = slots[s[j]];
+        }
+    }
+}
+
 /* The value stored for `key`, or -1. */
 static __device__ __forceinline__ int32_t vc_hash_gpu_lookup(const vc_hash_gpu_view &h,
                                                              uint64_t key)
 {
-    if (key == VC_HASH_EMPTY) return -1;
-    uint64_t s = vc_hash_mix_d(key) & h.mask;
-    if (h.packed) {
-        if (key >> VC_HASH_GPU_PACKED_BITS) return -1;
-        for (int32_t n = 0; n < h.limit; n++) {
-            uint64_t w = h.slots[s];
-            if ((w >> 32) == key) return vc_hash_unbias_d(w);
-            if (w == VC_HASH_EMPTY) return -1;
-            s = (s + 1u) & h.mask;
-        }
-        return -1;
-    }
-    const ulonglong2 *slots = reinterpret_cast<const ulonglong2 *>(h.slots);
-    for (int32_t n = 0; n < h.limit; n++) {
-        ulonglong2 w = slots[s];
-        if (w.x == key) return vc_hash_unbias_d(w.y);
-        if (w.x == VC_HASH_EMPTY) return -1;
-        s = (s + 1u) & h.mask;
-    }
-    return -1;
+    const bool act = true;
+    int32_t out;
+    vc_hash_gpu_lookup_batch<1>(h, &key, &act, &out);
+    return out;
 }
 #endif
 

@@ -429,11 +429,110 @@ static void map_floors(const scene *sc, const vc_map_desc *d, int64_t n, int64_t
     fl[5] = fl[0] + fl[1] + fl[2] + fl[3] + fl[4];
 }
 
+/* ---- probes: the SM clock, and what a graph node costs on this machine ------------------ */
+
+static CUfunction g_spin, g_empty, g_atom;
+static int g_nvrtc_ok;
+static unsigned long long *g_spin_out;
+
+/* Queues a spin of ns nanoseconds on g_s (nothing when the probe kernels did not compile). */
+static void queue_spin(long long ns)
+{
+    if (!g_nvrtc_ok) return;
+    void *args[] = {&ns, &g_spin_out};
+    DIE_IF(cuLaunchKernel(g_spin, 1, 1, 1, 32, 1, 1, 0, (CUstream)g_s, args, NULL) !=
+               CUDA_SUCCESS, "launching the spin probe failed");
+}
+
+/* The SM clock now (MHz): a 20 us spin's cycles over its nanoseconds; 0 without the probes. */
+static double clock_now(void)
+{
+    if (!g_nvrtc_ok) return 0;
+    unsigned long long r[2] = {0, 0};
+    queue_spin(20000);
+    CUDA_CHECK(cudaStreamSynchronize(g_s));
+    CUDA_CHECK(cudaMemcpy(r, g_spin_out, sizeof r, cudaMemcpyDeviceToHost));
+    return r[0] ? (double)r[1] * 1e3 / (double)r[0] : 0;
+}
+
+/* Replays a graph of `nodes` empty kernels (a chain), started right after the host launch
+ * ("direct") or queued behind a 200 us spin so that the host's submission is hidden
+ * ("queued"): microseconds, medians. */
+static void probe_graph(int nodes, float *direct, float *queued)
+{
+    cudaGraph_t g;
+    cudaGraphExec_t ex;
+    CUDA_CHECK(cudaStreamBeginCapture(g_s, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < nodes; i++)
+        DIE_IF(cuLaunchKernel(g_empty, 1, 1, 1, 32, 1, 1, 0, (CUstream)g_s, NULL, NULL) !=
+                   CUDA_SUCCESS, "capturing the empty kernels failed");
+    CUDA_CHECK(cudaStreamEndCapture(g_s, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&ex, g, 0));
+    cudaGraphDestroy(g);
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    float *t = malloc(sizeof(float) * (size_t)g_runs);
+    for (int mode = 0; mode < 2; mode++) {
+        for (int r = -WARMUP; r < g_runs; r++) {
+            if (mode) queue_spin(200000);
+            CUDA_CHECK(cudaEventRecord(e0, g_s));
+            CUDA_CHECK(cudaGraphLaunch(ex, g_s));
+            CUDA_CHECK(cudaEventRecord(e1, g_s));
+            CUDA_CHECK(cudaEventSynchronize(e1));
+            if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+        }
+        *(mode ? queued : direct) = median(t, g_runs) * 1e3f;
+    }
+    free(t);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaGraphExecDestroy(ex);
+}
+
+/* Random-slot atomics: n operations over a table of `words` words (all ones before each run),
+ * microseconds (median) and G operations per second, per mode of the atom kernel. */
+static void probe_atomics(long long n, long long words)
+{
+    static const char *names[5] = {"64-bit CAS on an empty slot", "load, then 64-bit CAS",
+                                   "32-bit CAS", "plain 64-bit store", "32-bit atomicAdd"};
+    unsigned long long *t = NULL, mask = (unsigned long long)words - 1;
+    CUDA_CHECK(cudaMalloc((void **)&t, (size_t)words * 8));
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    float *ts = malloc(sizeof(float) * (size_t)g_runs);
+    unsigned blocks = (unsigned)((n + 255) / 256);
+    for (int mode = 0; mode < 5; mode++) {
+        for (int r = -WARMUP; r < g_runs; r++) {
+            CUDA_CHECK(cudaMemsetAsync(t, 0xff, (size_t)words * 8, g_s));
+            void *args[] = {&t, &mask, &n, &mode};
+            CUDA_CHECK(cudaEventRecord(e0, g_s));
+            DIE_IF(cuLaunchKernel(g_atom, blocks, 1, 1, 256, 1, 1, 0, (CUstream)g_s, args, NULL) !=
+                       CUDA_SUCCESS, "launching the atomics probe failed");
+            CUDA_CHECK(cudaEventRecord(e1, g_s));
+            CUDA_CHECK(cudaEventSynchronize(e1));
+            if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ts[r], e0, e1));
+        }
+        const float us = median(ts, g_runs) * 1e3f;
+        printf("| %s | %lld | %lld MB | %.1f | %.2f |\n", names[mode], n, words * 8 >> 20, us,
+               (double)n / us * 1e-3);
+    }
+    free(ts);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(t);
+}
+
+/* Clock read after each map row's graph replays, printed with the probes. */
+static char g_clock_lines[16][160];
+static int g_nclock;
+
 static void bench_build(const scene *sc, int32_t *const *d_rows, const char *label,
                         const vc_map_desc *d)
 {
-    float *t[8];
-    for (int i = 0; i < 8; i++) t[i] = malloc(sizeof(float) * (size_t)g_runs);
+    float *t[9];
+    for (int i = 0; i < 9; i++) t[i] = malloc(sizeof(float) * (size_t)g_runs);
     int64_t n_out[NFRAMES] = {0}, n_pairs[NFRAMES] = {0}, max_in = 1, max_out = 1, max_pairs = 1;
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
@@ -505,6 +604,22 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[7][r], e0, e1));
     }
+    const double mhz = clock_now();
+    /* the same replays queued behind a 200 us spin: the GPU's time alone, without the host's
+     * submission of the graph */
+    for (int r = -WARMUP; r < g_runs; r++) {
+        int f = (r + WARMUP) % sc->nframes;
+        queue_spin(200000);
+        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        CUDA_CHECK(cudaGraphLaunch(exec[f], g_s));
+        CUDA_CHECK(cudaEventRecord(e1, g_s));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[8][r], e0, e1));
+    }
+    if (g_nclock < 16)
+        snprintf(g_clock_lines[g_nclock++], sizeof g_clock_lines[0],
+                 "%s, %s: SM clock %.0f MHz right after the graph replays", sc->name, label,
+                 mhz);
     for (int f = 0; f < sc->nframes; f++) {
         CUDA_CHECK(cudaGraphLaunch(exec[f], g_s));
         DIE_IF(vc_kmap_gpu_bounded_check(&b, g_s, &err) != VC_OK, "%s %s: replay: %s", sc->name,
@@ -518,16 +633,17 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
     vc_kmap_gpu_bounded_destroy(&b);
     double fl[6];
     map_floors(sc, d, sc->n[0], n_out[0], n_pairs[0], fl);
-    float med[8];
-    for (int i = 0; i < 8; i++) med[i] = median(t[i], g_runs);
+    float med[9];
+    for (int i = 0; i < 9; i++) med[i] = median(t[i], g_runs);
     printf("| %s | %s | %lld | %lld | %lld |", sc->name, label, (long long)sc->n[0],
            (long long)n_out[0], (long long)n_pairs[0]);
     for (int i = 0; i < 6; i++) printf(" %.1f |", med[i] * 1e3);
-    printf(" %.1f | %.1f |\n", med[6] * 1e3, med[7] * 1e3);
+    printf(" %.1f | %.1f | %.1f |\n", med[6] * 1e3, med[7] * 1e3, med[8] * 1e3);
     printf("| | floor (us) | | | |");
     for (int i = 0; i < 6; i++) printf(" %.1f |", fl[i]);
-    printf(" x%.1f | x%.1f |\n", med[6] * 1e3 / fl[5], med[7] * 1e3 / fl[5]);
-    for (int i = 0; i < 8; i++) free(t[i]);
+    printf(" x%.1f | x%.1f | x%.1f |\n", med[6] * 1e3 / fl[5], med[7] * 1e3 / fl[5],
+           med[8] * 1e3 / fl[5]);
+    for (int i = 0; i < 9; i++) free(t[i]);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
 }
@@ -557,6 +673,39 @@ static const char *kMinuetSrc =
     "      if (lo < n && sorted[lo] == key) v = order[lo];\n"
     "    }\n"
     "    out_in[i] = v;\n"
+    "  }\n"
+    "}\n"
+    "/* probes: a spin of ns nanoseconds (globaltimer) that reports the SM cycles it took, and\n"
+    "   an empty kernel */\n"
+    "extern \"C\" __global__ void spin(long long ns, unsigned long long *out)\n"
+    "{\n"
+    "  unsigned long long t0, t1;\n"
+    "  asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t0));\n"
+    "  long long c0 = clock64();\n"
+    "  do { asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t1)); }\n"
+    "  while ((long long)(t1 - t0) < ns);\n"
+    "  long long c1 = clock64();\n"
+    "  if (out && threadIdx.x == 0 && blockIdx.x == 0) { out[0] = t1 - t0; out[1] = c1 - c0; }\n"
+    "}\n"
+    "extern \"C\" __global__ void empty(void) {}\n"
+    "/* random-slot atomics over a table of mask + 1 words: mode 0 64-bit CAS on an empty slot,\n"
+    "   1 load then 64-bit CAS (the insert's pattern), 2 32-bit CAS, 3 plain 64-bit store,\n"
+    "   4 32-bit atomicAdd */\n"
+    "extern \"C\" __global__ void atom(unsigned long long *t, unsigned long long mask,\n"
+    "    long long n, int mode)\n"
+    "{\n"
+    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+    "       i += (long long)gridDim.x * blockDim.x) {\n"
+    "    unsigned long long k = (unsigned long long)i * 0x9e3779b97f4a7c15ull;\n"
+    "    k ^= k >> 29;\n"
+    "    unsigned long long s = k & mask;\n"
+    "    if (mode == 0) atomicCAS(&t[s], ~0ull, (unsigned long long)i);\n"
+    "    else if (mode == 1) {\n"
+    "      if (t[s] == ~0ull) atomicCAS(&t[s], ~0ull, (unsigned long long)i);\n"
+    "    }\n"
+    "    else if (mode == 2) atomicCAS((unsigned *)&t[s], ~0u, (unsigned)i);\n"
+    "    else if (mode == 3) t[s] = i;\n"
+    "    else atomicAdd((unsigned *)&t[s], 1u);\n"
     "  }\n"
     "}\n";
 
@@ -590,7 +739,10 @@ static int minuet_init(void)
     nvrtcDestroyProgram(&prog);
     CUmodule mod;
     int rc = cuModuleLoadData(&mod, cubin) == CUDA_SUCCESS &&
-                     cuModuleGetFunction(&g_query, mod, "query") == CUDA_SUCCESS
+                     cuModuleGetFunction(&g_query, mod, "query") == CUDA_SUCCESS &&
+                     cuModuleGetFunction(&g_spin, mod, "spin") == CUDA_SUCCESS &&
+                     cuModuleGetFunction(&g_empty, mod, "empty") == CUDA_SUCCESS &&
+                     cuModuleGetFunction(&g_atom, mod, "atom") == CUDA_SUCCESS
                  ? 0
                  : -1;
     free(cubin);
@@ -702,7 +854,38 @@ int main(int argc, char **argv)
            prop.multiProcessorCount, prop.l2CacheSize >> 20, clock_khz / 1000, mem_khz / 1000,
            g_runs, WARMUP);
 
+    /* VC_BENCH_ONLY=subm (strided, down): the outdoor scene's subm k3 (strided k3 s2 p1,
+     * downsample k2 s2) row alone, for profilers */
+    const char *only = getenv("VC_BENCH_ONLY");
+    const int only_map = !only                      ? 0
+                         : strcmp(only, "subm") == 0    ? 1
+                         : strcmp(only, "strided") == 0 ? 2
+                         : strcmp(only, "down") == 0    ? 3
+                                                        : 0;
+    const int subm_only = only_map != 0;
+    g_nvrtc_ok = minuet_init() == 0;
+    if (g_nvrtc_ok) CUDA_CHECK(cudaMalloc((void **)&g_spin_out, 2 * sizeof(unsigned long long)));
+    if (g_nvrtc_ok && !subm_only) {
+        /* what a graph node costs here: chains of empty kernels */
+        printf("## Probes\n\n");
+        printf("SM clock at the start: %.0f MHz\n\n", clock_now());
+        printf("| graph of empty kernels | replay (us) | replay queued behind a spin (us) |\n");
+        printf("|---|---|---|\n");
+        const int sizes[3] = {1, 8, 16};
+        for (int i = 0; i < 3; i++) {
+            float dt = 0, qt = 0;
+            probe_graph(sizes[i], &dt, &qt);
+            printf("| %d nodes | %.1f | %.1f |\n", sizes[i], dt, qt);
+        }
+        printf("\n| random-slot operation | ops | table | us | G ops/s |\n|---|---|---|---|---|\n");
+        probe_atomics(100000, 1 << 18);
+        probe_atomics(1000000, 1 << 21);
+        printf("\nSM clock after the probes: %.0f MHz\n\n", clock_now());
+        fflush(stdout);
+    }
+
     vc_rng rng = {0x5eed5eed12345ull};
+    if (!subm_only) {
     printf("## Hash table (random keys, load <= 0.5; floor = max(bytes / 3.0 TB/s, keys / "
            "sector rate of the table's size))\n\n");
     printf("| op | slots | keys | table | ms | keys/s | floor us | vs floor |\n");
@@ -712,6 +895,7 @@ int main(int argc, char **argv)
     bench_hash(10000000, 0, &rng);
     bench_hash(10000000, 1, &rng);
     fflush(stdout);
+    }
 
     scene scenes[8];
     int ns = 0;
@@ -745,11 +929,16 @@ int main(int argc, char **argv)
         ns++;
     }
 
+    if (subm_only) {
+        for (int i = 1; i < ns; i++)
+            for (int f = 0; f < scenes[i].nframes; f++) free(scenes[i].rows[f]);
+        ns = 1;
+    }
     printf("\n## Map builds (microseconds, medians; stages of the timed build, then the whole "
            "regular call and a CUDA-graph replay of the bounded build)\n\n");
     printf("| scene | map | voxels | outputs | pairs | insert | out coords | out_in | pairs | "
-           "masks+perm | staged total | call | graph |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "masks+perm | staged total | call | graph | graph, queued |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int32_t *d_rows[8][NFRAMES];
     vc_map_desc subm = VC_MAP_DESC_INIT, strided = VC_MAP_DESC_INIT, down = VC_MAP_DESC_INIT;
     strided.type = VC_MAP_STRIDED;
@@ -766,6 +955,11 @@ int main(int argc, char **argv)
             CUDA_CHECK(cudaMalloc((void **)&d_rows[i][f], b ? b : 16));
             CUDA_CHECK(cudaMemcpy(d_rows[i][f], scenes[i].rows[f], b, cudaMemcpyHostToDevice));
         }
+        if (subm_only) {
+            const vc_map_desc *dd = only_map == 1 ? &subm : only_map == 2 ? &strided : &down;
+            bench_build(&scenes[i], d_rows[i], only, dd);
+            continue;
+        }
         bench_build(&scenes[i], d_rows[i], "subm k3", &subm);
         bench_build(&scenes[i], d_rows[i], "strided k3 s2 p1", &strided);
         bench_build(&scenes[i], d_rows[i], "downsample k2 s2", &down);
@@ -781,10 +975,16 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
+    if (g_nclock > 0) {
+        printf("\n");
+        for (int i = 0; i < g_nclock; i++) printf("# %s\n", g_clock_lines[i]);
+    }
     printf("\n## Sorted-array alternative, subm k3 out_in only (keys packed and radix sorted on "
            "the GPU, then binary search; microseconds)\n\n");
     printf("| scene | voxels | sort | query | sort + query |\n|---|---|---|---|---|\n");
-    if (minuet_init() != 0) {
+    if (subm_only) {
+        printf("| (VC_BENCH_ONLY: skipped) | | | | |\n");
+    } else if (!g_nvrtc_ok) {
         printf("| NVRTC compile failed | | | | |\n");
     } else {
         for (int i = 0; i < ns; i++) bench_minuet(&scenes[i], d_rows[i]);

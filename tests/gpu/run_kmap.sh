@@ -3,7 +3,10 @@
 # test_gpu_graph, compute-sanitizer memcheck and racecheck over both (VC_SANITIZE=1: small
 # sizes), and bench_kmap on the synthetic scenes and the real scans of datasets/data. Expects the
 # targets built in $B (default b). Full logs under $OUT (default ./out); a short summary last.
-# Usage: tests/gpu/run_kmap.sh [tests] [bench] [sanitize]   (default: all three, in that order)
+# Usage: tests/gpu/run_kmap.sh [tests] [bench] [sanitize] [profile]
+#        (default: tests sanitize bench; profile = Nsight Compute over the outdoor subm k3
+#        builds of bench_kmap: each kernel's duration, clocks as found; BASE=path of another
+#        bench_kmap binary profiles that one too, PROFILE_STRIDED=1 the strided k3 s2 build)
 #        BUDGET=seconds stops starting new steps past that many seconds (default 220).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -62,6 +65,47 @@ case " $what " in *" sanitize "*)
         done
     else
         say "compute-sanitizer: not found"
+    fi
+    ;;
+esac
+case " $what " in *" profile "*)
+    # ncu serialises the kernels: durations without the launch gaps. Caches are not flushed
+    # between kernels (a build's data lives in L2 as it would in a real run).
+    prof() { # prof NAME BINARY [MAP]  (MAP: subm, strided or down; default subm)
+        VC_BENCH_ONLY=${3:-subm} run "$1" 150 ncu --clock-control none --cache-control none \
+            --metrics gpu__time_duration.sum --csv --page raw -k 'regex:[Kk]ernel' \
+            --launch-count 600 "$2" 20
+        python3 - "$OUT/$1.log" >"$OUT/$1.txt" <<'PY'
+import csv, io, statistics, sys
+lines = open(sys.argv[1]).read().splitlines()
+start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+if start is None:
+    print("no ncu table"); sys.exit(0)
+allr = list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+rows = [r for r in allr if r.get("ID", "").isdigit()]
+col = next(c for c in rows[0] if "gpu__time_duration" in c)
+unit = next((r[col] for r in allr if not r.get("ID", "").isdigit()), "nsecond")
+scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit.strip(), 1e-3)
+by = {}
+order = []
+for r in rows:
+    name = r["Kernel Name"].split("(")[0][:60]
+    if name not in by: order.append(name)
+    by.setdefault(name, []).append(float(r[col].replace(",", "")) * scale)
+print("%-62s %6s %9s %9s" % ("kernel", "count", "median us", "min us"))
+for n in order:
+    v = by[n]
+    print("%-62s %6d %9.2f %9.2f" % (n, len(v), statistics.median(v), min(v)))
+print("launches %d, sum of medians per launch kind above" % len(rows))
+PY
+        cat "$OUT/$1.txt" | tee -a "$summary"
+    }
+    if command -v ncu >/dev/null; then
+        prof ncu_subm "$B/tests/bench_kmap"
+        [ -n "${BASE:-}" ] && prof ncu_subm_base "$BASE"
+        [ -n "${PROFILE_STRIDED:-}" ] && prof ncu_strided "$B/tests/bench_kmap" strided
+    else
+        say "ncu: not found"
     fi
     ;;
 esac
