@@ -163,28 +163,51 @@ vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32)
 
 int g_debug_config = -1; // vc_conv_gpu_debug_config
 
-// The GEMM configuration of the implicit GEMM (an index into vc_gemm_configs' table, or -1 to
-// let gemm/ pick by shape). From `bench_conv --tune` on the H100 (fp16, every conv layer of the
-// suites on the 100.6k-voxel synthetic scan and the 36k-voxel OctoMap scan, a CTA per tile;
-// docs/benchmarks.md): the gathered problem is latency-bound, so small tiles with more CTAs in
-// flight win until the layer is wide and large: c_out <= 32 -> 64x32x16 (two warps; best or
-// within 6% on every such layer, up to 1.5x faster than 128x32x32); c_out <= 64, or fewer than
-// 30k outputs -> 64x64x32 (best on most of them, 1.1-1.3x over 128x64 / 128x128); else
-// 128x128x32 (subm 128 -> 128 and 256 -> 256 at 100k outputs: 12% and 11% over 64x64, MinkUNet's
-// 96 -> 96 at 41k: 11%). fp32 features keep gemm/'s choice.
-int implicit_config(int64_t n_out, int64_t c_out, vc_dtype dt)
+// The GEMM configurations of the implicit GEMM, best first (indices into vc_gemm_configs'
+// table; the next is used when one is absent or does not fit the device, e.g. wgmma tiles off
+// Hopper; -1 ends the list and lets gemm/ pick by shape). From `bench_conv --tune` on the H100
+// (fp16, every conv layer of the suites on the 100.6k-voxel synthetic scan, a CTA per tile;
+// docs/benchmarks.md). The gathered problem is latency-bound, so small tiles with more CTAs in
+// flight win until the layer is wide and large:
+//   c_out <= 32                        -> 64x32x16 (two warps; up to 1.5x over 128x32x32)
+//   c_out == 96, >= 30k outputs        -> 128x96x32 (MinkUNet's 96-wide decoder: 8-11% over
+//                                         128x128, which wastes a quarter of its columns)
+//   c_out % 256 == 0, >= 30k outputs   -> wgmma 128x256x64 (subm 256->256 on 100k voxels: 0.332
+//                                         ms against 0.595 for mma.sync 128x128)
+//   c_out >= 128, >= 10k outputs       -> wgmma 128x128x32 (8-10% over 64x64 at 15k outputs,
+//                                         equal at 100k), else mma.sync 128x128x32 at >= 30k
+//   otherwise                          -> 64x64x32 (best on the coarse levels)
+// fp32 features keep gemm/'s choice.
+void implicit_configs(int64_t n_out, int64_t c_out, vc_dtype dt, int32_t out[4])
 {
-    if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return -1;
-    const char *name = c_out <= 32                    ? "64x32x16_s4"
-                       : c_out <= 64 || n_out < 30000 ? "64x64x32_s4"
-                                                      : "128x128x32_s3";
+    out[0] = out[1] = out[2] = out[3] = -1;
+    if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
+    const char *names[4] = {NULL, NULL, NULL, NULL};
+    if (c_out <= 32) {
+        names[0] = "64x32x16_s4";
+    } else if (c_out == 96 && n_out >= 30000) {
+        names[0] = "128x96x32_s4";
+        names[1] = "128x128x32_s3";
+    } else if (c_out % 256 == 0 && n_out >= 30000) {
+        names[0] = "128x256x64_s3_wg";
+        names[1] = "128x128x32_s3";
+    } else if (c_out >= 128 && n_out >= 10000) {
+        names[0] = "128x128x32_s5_wg";
+        names[1] = n_out >= 30000 ? "128x128x32_s3" : "64x64x32_s4";
+    } else {
+        names[0] = "64x64x32_s4";
+    }
     const char *prefix = dt == VC_DTYPE_FP16 ? "f16_" : "bf16_";
     const vc_gemm_config *t = NULL;
     const int32_t n = vc_gemm_configs(&t);
     const size_t lp = strlen(prefix);
-    for (int32_t i = 0; i < n; i++)
-        if (!strncmp(t[i].name, prefix, lp) && !strcmp(t[i].name + lp, name)) return i;
-    return -1;
+    int k = 0;
+    for (int j = 0; j < 4 && names[j]; j++)
+        for (int32_t i = 0; i < n; i++)
+            if (!strncmp(t[i].name, prefix, lp) && !strcmp(t[i].name + lp, names[j])) {
+                out[k++] = i;
+                break;
+            }
 }
 
 } // namespace
@@ -285,11 +308,14 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         g.residual_dtype = (vc_gemm_dtype)(a->residual ? a->res_dtype : VC_DTYPE_FP32);
         g.act = gemm_act(a->act);
         g.slope = a->slope;
-        const int32_t cfg = g_debug_config >= 0 ? g_debug_config
-                                                : implicit_config(n_out, c_out, pa.in_dtype);
-        rc = vc_gemm_run(&g, cfg, s, msg, (int32_t)sizeof msg);
-        if (rc == -2 && cfg >= 0 && g_debug_config < 0) // a chosen tile that does not fit
-            rc = vc_gemm_run(&g, -1, s, msg, (int32_t)sizeof msg);
+        int32_t cfgs[4];
+        implicit_configs(n_out, c_out, pa.in_dtype, cfgs);
+        if (g_debug_config >= 0) cfgs[0] = g_debug_config, cfgs[1] = -1;
+        rc = -2;
+        for (int j = 0; j < 4 && rc == -2; j++) { // -2: that tile does not fit: the next one
+            rc = vc_gemm_run(&g, cfgs[j], s, msg, (int32_t)sizeof msg);
+            if (cfgs[j] < 0 || g_debug_config >= 0) break;
+        }
         if (rc != 0) {
             st = gemm_fail(err, rc, msg, "implicit GEMM");
             goto done;
