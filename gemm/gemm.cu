@@ -60,7 +60,7 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s)
     {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
-// rows (64x64), narrow n (128x32, 256x32; 64x32 with two warps, which the implicit-GEMM
+// rows (64x64), narrow n (128x32, 256x32; 64x32x16 with two warps, which the implicit-GEMM
 // convolution picks for c_out <= 32: conv/conv.cu), and a tile for k that is not a multiple of
 // the 16-byte load; on Hopper, the wgmma tiles of gemm/gemm_sm90.h.
 // (mma.sync 128x256 tiles were measured and dropped: 238 registers, one CTA per SM, slower.)
@@ -71,7 +71,6 @@ const Entry kTable[] = {
     MMA("f16_64x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 4, 16),
     MMA("f16_128x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1, 4, 16),
     MMA("f16_256x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 256, 32, 32, 8, 1, 4, 16),
-    MMA("f16_64x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1, 4, 16),
     MMA("f16_64x32x16_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1, 4, 16),
     MMA("f16_64x64x16_s3_scalar", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 16, 2, 2, 3,
         2),
@@ -86,8 +85,6 @@ const Entry kTable[] = {
     MMA("bf16_128x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1,
         4, 16),
     MMA("bf16_256x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 256, 32, 32, 8, 1,
-        4, 16),
-    MMA("bf16_64x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1,
         4, 16),
     MMA("bf16_64x32x16_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1,
         4, 16),
