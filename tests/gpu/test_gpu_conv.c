@@ -884,6 +884,12 @@ int main(void)
         map_pair m = build_pair(&c, d_rows, &d, "50k subm k3");
         run_algos("50k subm k3", &m, opts(64, 64, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
         run_conv("50k subm k3", &m, opts(32, 32, VC_DTYPE_FP32, VC_ALGO_IMPLICIT_GEMM), &rng);
+        /* the planner's tiles for wide layers on large levels (conv.cu, implicit_configs):
+         * 256-wide (wgmma 128x256x64 on Hopper), 96-wide (128x96), 128-wide bf16 (wgmma
+         * 128x128) */
+        run_conv("50k subm k3", &m, opts(128, 256, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
+        run_conv("50k subm k3", &m, opts(96, 96, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
+        run_conv("50k subm k3", &m, opts(128, 128, VC_DTYPE_BF16, VC_ALGO_AUTO), &rng);
         free_pair(&m);
         cudaFree(d_rows);
         free(c.rows);
