@@ -39,6 +39,10 @@ vc_status vc_conv_cpu(const vc_conv_args *a, vc_err *err);
  * convolutions share (a and a->map non-NULL, the map's header already checked). */
 vc_status vc_conv_check_operands(const vc_conv_args *a, vc_err *err);
 
+/* The argument checks the CPU and GPU pooling share (the map's header, mode, dtype, channels,
+ * sizes; the buffers when n_out > 0). */
+vc_status vc_pool_check_args(const vc_kmap_data *map, vc_pool_mode mode, const void *in,
+                             vc_dtype dtype, int64_t channels, const void *out, vc_err *err);
 /* Pooling over a map (max or mean of the present inputs), any float dtype in and out (same). */
 vc_status vc_pool_cpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in, vc_dtype dtype,
                       int64_t channels, void *out, int num_threads, vc_err *err);

@@ -12,8 +12,8 @@
 #include "conv.h"
 #include "dtype.h"
 
-vc_status vc_pool_cpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in, vc_dtype dtype,
-                      int64_t channels, void *out, int num_threads, vc_err *err)
+vc_status vc_pool_check_args(const vc_kmap_data *map, vc_pool_mode mode, const void *in,
+                             vc_dtype dtype, int64_t channels, const void *out, vc_err *err)
 {
     if (!map)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "pool: kernel map is NULL");
@@ -36,9 +36,19 @@ vc_status vc_pool_cpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in
         return vc_fail(err, VC_ERR_LIMIT, "pool: sizes overflow (n_in %lld, n_out %lld, volume "
                        "%lld, channels %lld)", (long long)n_in, (long long)n_out, (long long)K,
                        (long long)channels);
-    if (n_out == 0) return VC_OK;
-    if (!map->out_in || !out || (n_in > 0 && !in))
+    if (n_out > 0 && (!map->out_in || !out || (n_in > 0 && !in)))
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "pool: NULL map table, input or output");
+    return VC_OK;
+}
+
+vc_status vc_pool_cpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in, vc_dtype dtype,
+                      int64_t channels, void *out, int num_threads, vc_err *err)
+{
+    vc_status st = vc_pool_check_args(map, mode, in, dtype, channels, out, err);
+    if (st != VC_OK) return st;
+    const int64_t n_in = map->n_in, n_out = map->n_out;
+    const int64_t K = map->volume;
+    if (n_out == 0) return VC_OK;
     /* Check every table entry before writing anything. */
     const int32_t *oi = map->out_in;
     for (int64_t i = 0; i < n_out * K; i++)
