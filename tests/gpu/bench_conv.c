@@ -43,6 +43,8 @@
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "bench_util.h"
+
 #define NFRAMES 3
 #define WARMUP 3
 #define MAX_LAYERS 96
@@ -60,31 +62,6 @@ static const size_t kFlushBytes = (size_t)256 << 20;
 static FILE *g_csv;
 static int g_tune;
 
-#define DIE_IF(cond, ...)                                                                      \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-#define CUDA_CHECK(call)                                                                       \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        DIE_IF(e_ != cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                    \
-    } while (0)
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void flush_l2(void) { CUDA_CHECK(cudaMemsetAsync(g_flush, (int)(rand() & 0xff),
                                                         kFlushBytes, g_s)); }

@@ -30,6 +30,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "bench_util.h"
+
 #define WARMUP 3
 
 static int g_runs = 25;
@@ -38,36 +40,11 @@ static cublasHandle_t g_blas;
 static double g_bw = 3.0e12;                   /* measured copy bandwidth, bytes/s */
 static double g_peak[3] = {748e12, 748e12, 374e12}; /* measured cuBLAS 8192^3 per dtype mode */
 
-#define DIE_IF(cond, ...)                                                                      \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-#define CUDA_CHECK(call)                                                                       \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        DIE_IF(e_ != cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                    \
-    } while (0)
 #define BLAS_CHECK(call)                                                                       \
     do {                                                                                       \
         cublasStatus_t s_ = (call);                                                            \
         DIE_IF(s_ != CUBLAS_STATUS_SUCCESS, "%s: cublas status %d", #call, (int)s_);           \
     } while (0)
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ---- random device data ---------------------------------------------------------------------- */
 

@@ -39,37 +39,14 @@
 #include <cuda_runtime_api.h>
 #include <nvrtc.h>
 
+#include "bench_util.h"
+
 #define NFRAMES 3
 #define WARMUP 3
 
 static int g_runs = 25;
 static cudaStream_t g_s;
 
-#define DIE_IF(cond, ...)                                                                      \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-#define CUDA_CHECK(call)                                                                       \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        DIE_IF(e_ != cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                    \
-    } while (0)
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Random 32-byte sectors per second that a table of `bytes` allows (ANCHORS §3). */
 static double sector_rate(double bytes)

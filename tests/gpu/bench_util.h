@@ -1,0 +1,38 @@
+/* tests/gpu/bench_util.h - what the GPU benchmark programs (bench_kmap, bench_gemm, bench_conv)
+ * share: die-on-error checks (a benchmark has nothing to report past a failed call) and the
+ * median of the timed runs. Include after <cuda_runtime_api.h>. Not for the tests, which count
+ * failures instead (testutil.h). */
+#ifndef VC_TESTS_GPU_BENCH_UTIL_H
+#define VC_TESTS_GPU_BENCH_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define DIE_IF(cond, ...)                                                                      \
+    do {                                                                                       \
+        if (cond) {                                                                            \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define CUDA_CHECK(call)                                                                       \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        DIE_IF(e_ != cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                    \
+    } while (0)
+
+static inline int vc_bench_cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of n timings (sorts v in place). */
+static inline float median(float *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, vc_bench_cmp_float);
+    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#endif
