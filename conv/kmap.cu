@@ -1563,18 +1563,8 @@ int64_t reach_of(const vc_map_desc *d)
 vc_status setup_job(Job *j, const int32_t *d_in, int64_t n_in, const int32_t shape[3],
                     int32_t batch_size, const vc_map_desc *d, vc_err *err)
 {
-    if (!shape || !d) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
-    if (n_in < 0 || (n_in > 0 && !d_in))
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: bad input (%lld rows, %s)",
-                       (long long)n_in, d_in ? "data" : "NULL data");
-    if (n_in > VC_MAX_ROWS)
-        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld input rows exceed the limit %lld",
-                       (long long)n_in, (long long)VC_MAX_ROWS);
-    if (batch_size < 1)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: batch size %d must be >= 1",
-                       (int)batch_size);
     int32_t oshape[3];
-    vc_status st = vc_kmap_check_desc(d, shape, oshape, err);
+    vc_status st = vc_kmap_check_build(d_in, n_in, shape, batch_size, d, oshape, err);
     if (st != VC_OK) return st;
     memset(j, 0, sizeof *j);
     if (vc_keypack_init(&j->kin, batch_size, shape) != 0)

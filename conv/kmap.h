@@ -41,6 +41,12 @@ typedef struct vc_kmap_data {
  * SUBM, zero padding for DOWNSAMPLE, INVERSE not handled here) and computes the output shape. */
 vc_status vc_kmap_check_desc(const vc_map_desc *d, const int32_t in_shape[3], int32_t out_shape[3],
                              vc_err *err);
+/* The argument checks the CPU and GPU map builds share: shape and descriptor present, n_in rows
+ * (at most VC_MAX_ROWS, coordinates present when n_in > 0), batch_size >= 1, then
+ * vc_kmap_check_desc (which writes the output shape). */
+vc_status vc_kmap_check_build(const int32_t *in_coords, int64_t n_in, const int32_t shape[3],
+                              int32_t batch_size, const vc_map_desc *d, int32_t out_shape[3],
+                              vc_err *err);
 
 /* Builds a SUBM, STRIDED, DOWNSAMPLE or TRANSPOSED map over host coordinates [n_in, 4] (rows
  * distinct and inside shape/batch_size; a duplicate gives VC_ERR_DUPLICATE). */

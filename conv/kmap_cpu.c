@@ -122,6 +122,24 @@ vc_status vc_kmap_check_desc(const vc_map_desc *d, const int32_t in_shape[3], in
     return VC_OK;
 }
 
+vc_status vc_kmap_check_build(const int32_t *in_coords, int64_t n_in, const int32_t shape[3],
+                              int32_t batch_size, const vc_map_desc *d, int32_t out_shape[3],
+                              vc_err *err)
+{
+    if (!shape || !d)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
+    if (n_in < 0 || (n_in > 0 && !in_coords))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: bad input (%lld rows, %s)",
+                       (long long)n_in, in_coords ? "data" : "NULL data");
+    if (n_in > VC_MAX_ROWS)
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld input rows exceed the limit %lld",
+                       (long long)n_in, (long long)VC_MAX_ROWS);
+    if (batch_size < 1)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: batch size %d must be >= 1",
+                       (int)batch_size);
+    return vc_kmap_check_desc(d, shape, out_shape, err);
+}
+
 /* Kernel offset k -> (dz, dy, dx), z slowest and x fastest. */
 static void kernel_offsets(const int32_t kernel[3], int32_t (*dk)[3])
 {
@@ -209,19 +227,9 @@ vc_status vc_kmap_build_cpu(const int32_t *in_coords, int64_t n_in, const int32_
                             int32_t batch_size, const vc_map_desc *d, int num_threads,
                             vc_kmap_data *out, vc_err *err)
 {
-    if (!out || !shape || !d)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
-    if (n_in < 0 || (n_in > 0 && !in_coords))
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: bad input (%lld rows, %s)",
-                       (long long)n_in, in_coords ? "data" : "NULL data");
-    if (n_in > VC_MAX_ROWS)
-        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld input rows exceed the limit %lld",
-                       (long long)n_in, (long long)VC_MAX_ROWS);
-    if (batch_size < 1)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: batch size %d must be >= 1",
-                       (int)batch_size);
+    if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
     int32_t oshape[3];
-    vc_status st = vc_kmap_check_desc(d, shape, oshape, err);
+    vc_status st = vc_kmap_check_build(in_coords, n_in, shape, batch_size, d, oshape, err);
     if (st != VC_OK) return st;
     vc_keypack kin, kout;
     if (vc_keypack_init(&kin, batch_size, shape) != 0)
