@@ -692,11 +692,15 @@ __device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t 
 // pass lands its values in perm (and its keys, when keep_keys, in sk_a for an odd number of
 // passes, sk_b for an even one). NULL perm and sv: keys only. The mask sort (outputs by
 // descending mask, ties by row): src = masks, flip = ~0, values into perm. The output-key
-// sort: flip = 0, keys only, kept.
+// sort: flip = 0, keys only, kept. With part (the map's perm_part, kmap.h), pass p < passes - 1
+// writes its values to part + p * part_stride instead, and the next pass reads them there: the
+// partial sorts are kept at no extra cost (sv unused).
 struct LsdSort {
     const uint32_t *src;
     uint32_t *sk_a, *sk_b;
     int32_t *sv, *perm;
+    int32_t *part;
+    int64_t part_stride;
     uint32_t flip;
     int32_t keep_keys;
     uint32_t *hist;            // [passes][hist_stride] digit counts of key ^ flip
@@ -716,6 +720,10 @@ __device__ __forceinline__ void lsd_pass(const LsdSort &a, int p, int64_t n, Sor
     const int32_t *src_v = p == 0 ? NULL : ((P - p) % 2 == 0 ? a.perm : a.sv);
     uint32_t *dst_k = last && !a.keep_keys ? NULL : (p % 2 == 0 ? a.sk_a : a.sk_b);
     int32_t *dst_v = (P - 1 - p) % 2 == 0 ? a.perm : a.sv;
+    if (a.part) {
+        src_v = p == 0 ? NULL : a.part + (p - 1) * a.part_stride;
+        dst_v = last ? a.perm : a.part + p * a.part_stride;
+    }
     sort_pass<BITS>(src_k, src_v, dst_k, dst_v, n, a.flip, a.dbits * p, a.dbits,
                     a.hist + p * a.hist_stride, a.lb + p * a.lb_stride,
                     a.ctr ? a.ctr + p : NULL, sm);
@@ -731,11 +739,13 @@ struct PermPlan {
 
 PermPlan perm_plan(int32_t K, int64_t rows)
 {
+    static_assert(kMaxDigitBits == 9, "vc_kmap_sort_plan (kmap.h) plans 9-bit digits");
     PermPlan pl;
-    pl.passes = (K + kMaxDigitBits - 1) / kMaxDigitBits;
-    if (pl.passes < 1) pl.passes = 1;
-    pl.dbits = (K + pl.passes - 1) / pl.passes;
-    if (pl.dbits < 1) pl.dbits = 1;
+    pl.passes = vc_kmap_sort_plan(K, &pl.dbits); // the plan the CPU twin's partial sorts follow
+    if (pl.passes < 1) {
+        pl.passes = 1;
+        pl.dbits = 1;
+    }
     pl.bits = pl.dbits > 8 ? 9 : 8;
     pl.tiles = (rows + kTile - 1) / kTile;
     if (pl.tiles < 1) pl.tiles = 1;
@@ -1231,6 +1241,8 @@ __device__ void coop_perm(const Coop &a, int64_t n, CoopSmem &sm, cg::grid_group
     ps.sk_b = a.sk_b;
     ps.sv = a.sv;
     ps.perm = a.perm;
+    ps.part = NULL; // 8-bit digits: not the partial sorts of kmap.h's plan, none kept
+    ps.part_stride = 0;
     ps.flip = 0xffffffffu;
     ps.keep_keys = 0;
     ps.hist = a.hist + kMaxPasses * 256;
@@ -1394,6 +1406,15 @@ template <typename T> cudaError_t pool_alloc_n(T **p, int64_t n, cudaStream_t s)
 {
     if (n < 1) n = 1;
     return pool_alloc((void **)p, n * (int64_t)sizeof(T), s);
+}
+
+// Elements of a map's partial mask sorts (kmap.h) over `rows` rows: (passes - 1) x rows for a
+// one-word mask sorted in two passes or more, else 0.
+int64_t part_elems(int32_t K, int64_t rows)
+{
+    int32_t d;
+    const int32_t passes = vc_kmap_sort_plan(K, &d);
+    return passes > 1 ? (int64_t)(passes - 1) * rows : 0;
 }
 
 template <typename T> cudaError_t dev_alloc_n(T **p, int64_t n)
@@ -1706,7 +1727,8 @@ cudaError_t q_outputs(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data 
         ks.src = (const uint32_t *)b.ukeys;
         ks.sk_a = (uint32_t *)b.usorted;
         ks.sk_b = (uint32_t *)b.ukeys;
-        ks.sv = ks.perm = NULL;
+        ks.sv = ks.perm = ks.part = NULL;
+        ks.part_stride = 0;
         ks.flip = 0;
         ks.keep_keys = 1;
         ks.hist = b.khist;
@@ -1772,6 +1794,9 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
 {
     cudaError_t e;
     const int32_t K = j.K, words = j.words;
+    m->part_count = m->perm_part && words == 1 && rows > 0 ? perm_plan(K, rows).passes - 1 : 0;
+    m->part_bits = m->part_count > 0 ? perm_plan(K, rows).dbits : 0;
+    m->part_stride = m->part_count > 0 ? rows : 0;
     if (rows == 0) {
         e = cudaMemsetAsync(m->offsets, 0, ((size_t)K + 1) * sizeof(int64_t), s);
         if (e == cudaSuccess && ev_pairs) e = cudaEventRecord(ev_pairs, s);
@@ -1796,6 +1821,8 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         ps.sk_b = b.keys_b;
         ps.sv = b.iota;
         ps.perm = m->perm;
+        ps.part = m->part_count > 0 ? m->perm_part : NULL;
+        ps.part_stride = rows;
         ps.flip = 0xffffffffu;
         ps.keep_keys = 0;
         ps.hist = b.hist;
@@ -1924,17 +1951,18 @@ vc_status input_error(const int64_t st[S_WORDS], const int32_t *d_in, int64_t n_
 
 void free_map_arrays(vc_kmap_data *m, bool pool)
 {
-    void *p[7] = {m->out_coords, m->out_in, m->offsets, m->in_rows, m->out_rows, m->masks,
-                  m->perm};
+    void *p[8] = {m->out_coords, m->out_in, m->offsets, m->in_rows, m->out_rows, m->masks,
+                  m->perm, m->perm_part};
     bool any = false;
-    for (int i = 0; i < 7; i++) any = any || p[i];
+    for (int i = 0; i < 8; i++) any = any || p[i];
     if (!any) return;
     // Pool blocks are freed without an implicit synchronisation: wait for every user first.
     if (pool) cudaDeviceSynchronize();
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (p[i]) cudaFree(p[i]);
     cudaGetLastError();
-    m->out_coords = m->out_in = m->in_rows = m->out_rows = m->perm = NULL;
+    m->out_coords = m->out_in = m->in_rows = m->out_rows = m->perm = m->perm_part = NULL;
+    m->part_count = 0;
     m->offsets = NULL;
     m->masks = NULL;
 }
@@ -1980,6 +2008,8 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
     CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
     CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
     CU(pool_alloc_n(&m->perm, n, s), "allocating perm");
+    if (part_elems(K, n) > 0)
+        CU(pool_alloc_n(&m->perm_part, part_elems(K, n), s), "allocating the partial sorts");
     // Pairs: at most n * K (sized without reading the count back).
     CU(pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
     CU(pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
@@ -2129,6 +2159,8 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
     CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
     CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
     CU(pool_alloc_n(&m->perm, n_out, s), "allocating perm");
+    if (part_elems(K, n_out) > 0)
+        CU(pool_alloc_n(&m->perm_part, part_elems(K, n_out), s), "allocating the partial sorts");
     CU(pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
     CU(pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
     z.nsort = n_out;
@@ -2641,6 +2673,8 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     CU(pool_alloc_n(&m.offsets, (int64_t)K + 1, s), "allocating offsets");
     CU(pool_alloc_n(&m.masks, n_words, s), "allocating masks");
     CU(pool_alloc_n(&m.perm, n, s), "allocating perm");
+    if (part_elems(K, n) > 0)
+        CU(pool_alloc_n(&m.perm_part, part_elems(K, n), s), "allocating the partial sorts");
     CU(pool_alloc_n(&m.in_rows, fwd->n_pairs, s), "allocating in_rows");
     CU(pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
     CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
@@ -2768,6 +2802,10 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     if (e == cudaSuccess) e = dev_alloc_n(&t.map.out_rows, max_pairs);
     if (e == cudaSuccess) e = dev_alloc_n(&t.map.masks, n_words);
     if (e == cudaSuccess) e = dev_alloc_n(&t.map.perm, max_out);
+    // the partial sorts: rows = max_in (SUBM) or max_out per build; part_stride is set by each
+    const int64_t part_rows = max_in > max_out ? max_in : max_out;
+    if (e == cudaSuccess && !t.coop && part_elems(j.K, part_rows) > 0)
+        e = dev_alloc_n(&t.map.perm_part, part_elems(j.K, part_rows));
     if (e == cudaSuccess) {
         t.workspace_bytes = t.coop ? coop_carve(zc, true, true, NULL, &ca)
                                    : carve(z, true, true, NULL, &bf);

@@ -109,6 +109,26 @@ static void cmp_array(const char *label, const char *name, const void *host, con
     free(g);
 }
 
+static int g_coop_on; /* the one-kernel build path is on (vc_kmap_gpu_debug_coop) */
+
+/* The partial mask sorts (conv/kmap.h) equal the CPU twin's. The one-kernel (cooperative) build
+ * sorts with 8-bit digits and keeps none: only a run with that path on may show none. */
+static void cmp_parts(const char *label, const vc_kmap_data *c, const vc_kmap_data *g, int coop)
+{
+    /* no outputs: nothing to order (a bounded build allocated its sorts before it knew) */
+    if (c->n_out == 0 || (g->part_count == 0 && c->part_count > 0 && coop)) return;
+    CHECK_MSG(c->part_count == g->part_count && c->part_bits == g->part_bits,
+              "%s: partial sorts: cpu %d of %d bits, gpu %d of %d bits", label,
+              (int)c->part_count, (int)c->part_bits, (int)g->part_count, (int)g->part_bits);
+    if (c->part_count != g->part_count) return;
+    for (int32_t q = 0; q < c->part_count; q++) {
+        char name[32];
+        snprintf(name, sizeof name, "perm_part[%d]", (int)q);
+        cmp_array(label, name, c->perm_part + q * c->part_stride,
+                  g->perm_part + q * g->part_stride, c->n_out * 4);
+    }
+}
+
 static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_data *g)
 {
     CHECK_MSG(c->type == g->type && c->volume == g->volume && c->n_in == g->n_in &&
@@ -131,6 +151,7 @@ static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_dat
     cmp_array(label, "out_rows", c->out_rows, g->out_rows, c->n_pairs * 4);
     cmp_array(label, "masks", c->masks, g->masks, n * c->mask_words * 4);
     cmp_array(label, "perm", c->perm, g->perm, n * 4);
+    cmp_parts(label, c, g, g_coop_on);
 }
 
 /* Uploads and poison go through g_stream, not the legacy default stream: g_stream is
@@ -161,6 +182,9 @@ static void poison_bounded(const vc_kmap_gpu_bounded *b)
     fill(m->out_rows, (size_t)b->max_pairs * 4);
     fill(m->masks, (size_t)(b->max_out * m->mask_words) * 4);
     fill(m->perm, (size_t)b->max_out * 4);
+    int32_t dbits, passes = vc_kmap_sort_plan((int32_t)K, &dbits);
+    const int64_t part_rows = b->max_in > b->max_out ? b->max_in : b->max_out;
+    if (m->perm_part && passes > 1) fill(m->perm_part, (size_t)((passes - 1) * part_rows) * 4);
 }
 
 /* Captures one bounded build of b over d_in [n] into an executable graph; NULL on failure. */
@@ -377,13 +401,13 @@ int main(void)
         CUDA_OK(cudaMalloc((void **)&d_in, (size_t)n * 16));
         /* both build paths: multi-kernel (the default), then one-kernel cooperative */
         for (int coop = 0; coop < 2; coop++) {
-            vc_kmap_gpu_debug_coop(coop);
+            vc_kmap_gpu_debug_coop(g_coop_on = coop);
             g_path = coop ? "one-kernel" : "multi-kernel";
             printf("%s path\n", coop ? "one-kernel (cooperative)" : "multi-kernel");
             for (size_t di = 0; di < sizeof descs / sizeof descs[0]; di++)
                 run_desc(&descs[di], frames, n, sets[si].batch, sets[si].shape, d_in);
         }
-        vc_kmap_gpu_debug_coop(0);
+        vc_kmap_gpu_debug_coop(g_coop_on = 0);
         cudaFree(d_in);
         for (int f = 0; f < NFRAMES; f++) free(frames[f]);
     }

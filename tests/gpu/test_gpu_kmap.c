@@ -252,6 +252,26 @@ static void cmp_array(const char *label, const char *name, const void *host, con
     free(g);
 }
 
+static int g_coop_on; /* the one-kernel build path is on (vc_kmap_gpu_debug_coop) */
+
+/* The partial mask sorts (conv/kmap.h) equal the CPU twin's. The one-kernel (cooperative) build
+ * sorts with 8-bit digits and keeps none: only a run with that path on may show none. */
+static void cmp_parts(const char *label, const vc_kmap_data *c, const vc_kmap_data *g, int coop)
+{
+    /* no outputs: nothing to order (a bounded build allocated its sorts before it knew) */
+    if (c->n_out == 0 || (g->part_count == 0 && c->part_count > 0 && coop)) return;
+    CHECK_MSG(c->part_count == g->part_count && c->part_bits == g->part_bits,
+              "%s: partial sorts: cpu %d of %d bits, gpu %d of %d bits", label,
+              (int)c->part_count, (int)c->part_bits, (int)g->part_count, (int)g->part_bits);
+    if (c->part_count != g->part_count) return;
+    for (int32_t q = 0; q < c->part_count; q++) {
+        char name[32];
+        snprintf(name, sizeof name, "perm_part[%d]", (int)q);
+        cmp_array(label, name, c->perm_part + q * c->part_stride,
+                  g->perm_part + q * g->part_stride, c->n_out * 4);
+    }
+}
+
 static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_data *g)
 {
     CHECK_MSG(c->type == g->type && c->volume == g->volume && c->n_in == g->n_in &&
@@ -282,6 +302,7 @@ static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_dat
     cmp_array(label, "out_rows", c->out_rows, g->out_rows, c->n_pairs * 4);
     cmp_array(label, "masks", c->masks, g->masks, n * c->mask_words * 4);
     cmp_array(label, "perm", c->perm, g->perm, n * 4);
+    cmp_parts(label, c, g, g_coop_on);
 }
 
 static vc_map_desc mkdesc(vc_map_type t, int kz, int ky, int kx, int s, int p, int dil)
@@ -311,6 +332,10 @@ static void poison_bounded(const vc_kmap_gpu_bounded *b)
     CUDA_OK(cudaMemset(m->out_rows, 0xa5, (size_t)b->max_pairs * 4));
     CUDA_OK(cudaMemset(m->masks, 0xa5, (size_t)(b->max_out * m->mask_words) * 4));
     CUDA_OK(cudaMemset(m->perm, 0xa5, (size_t)b->max_out * 4));
+    int32_t dbits, passes = vc_kmap_sort_plan((int32_t)K, &dbits);
+    const int64_t part_rows = b->max_in > b->max_out ? b->max_in : b->max_out;
+    if (m->perm_part && passes > 1)
+        CUDA_OK(cudaMemset(m->perm_part, 0xa5, (size_t)((passes - 1) * part_rows) * 4));
 }
 
 /* The bounded build of the same map with loose bounds must give the same arrays. */
@@ -533,7 +558,7 @@ int main(void)
     const char *ce = getenv("VC_TEST_COOP");
     const int coop = ce && atoi(ce) != 0;
     if (coop) printf("VC_TEST_COOP: one-kernel path where it applies\n");
-    vc_kmap_gpu_debug_coop(coop);
+    vc_kmap_gpu_debug_coop(g_coop_on = coop);
     for (int layout = 0; layout < 2; layout++) {
         const int32_t bits = layout ? 31 : 64;
         const int64_t big_range = layout ? ((int64_t)1 << 31) - 1 : (int64_t)1 << 40;
@@ -572,7 +597,7 @@ int main(void)
         free(c.rows);
     }
     /* the other path: one-kernel (cooperative) by default, multi-kernel with VC_TEST_COOP */
-    vc_kmap_gpu_debug_coop(!coop);
+    vc_kmap_gpu_debug_coop(g_coop_on = !coop);
     const size_t again[2] = {g_small ? 8u : 9u, g_small ? 4u : 11u};
     for (size_t a = 0; a < 2; a++) {
         const size_t i = again[a];
@@ -580,7 +605,7 @@ int main(void)
         run_sweep(&c, 0);
         free(c.rows);
     }
-    vc_kmap_gpu_debug_coop(coop);
+    vc_kmap_gpu_debug_coop(g_coop_on = coop);
     if (!g_small) {
         cloud c = make_cloud(&rng, 1000000, 2, big, 3);
         printf("1M cloud: %lld voxels\n", (long long)c.n);

@@ -201,14 +201,37 @@ static int lex_cmp(const int32_t *a, const int32_t *b)
     return 0;
 }
 
-/* 1 if output a comes strictly before output b in perm order. */
-static int perm_before(const vc_kmap_data *m, int32_t a, int32_t b)
+/* 1 if output a comes strictly before output b in perm order, the mask's word 0 and-ed with
+ * low (~0 for perm, the low bits of a partial sort). */
+static int perm_before(const vc_kmap_data *m, uint32_t low, int32_t a, int32_t b)
 {
     const uint32_t *ma = m->masks + (int64_t)a * m->mask_words;
     const uint32_t *mb = m->masks + (int64_t)b * m->mask_words;
-    for (int w = m->mask_words - 1; w >= 0; w--)
-        if (ma[w] != mb[w]) return ma[w] > mb[w];
+    for (int w = m->mask_words - 1; w >= 0; w--) {
+        const uint32_t x = w ? ma[w] : ma[0] & low, y = w ? mb[w] : mb[0] & low;
+        if (x != y) return x > y;
+    }
     return a < b;
+}
+
+/* order is a permutation of 0..n-1 sorted by perm_before(low); returns the problems. */
+static int check_order(const vc_kmap_data *m, const int32_t *order, uint32_t low)
+{
+    const int64_t n = m->n_out;
+    int bad = 0;
+    char *seen = calloc((size_t)(n > 0 ? n : 1), 1);
+    if (!seen) return 1;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t r = order[i];
+        if (r < 0 || r >= n || seen[r]) {
+            bad++;
+            break;
+        }
+        seen[r] = 1;
+        if (i > 0 && !perm_before(m, low, order[i - 1], r)) bad++;
+    }
+    free(seen);
+    return bad;
 }
 
 /* Pair lists, masks and perm are consistent with out_in. Returns the number of problems. */
@@ -248,20 +271,17 @@ static int check_derived(const vc_kmap_data *m)
         }
     }
     /* perm: a permutation in mask order */
-    if (n > 0) {
-        char *seen = calloc((size_t)n, 1);
-        if (!seen) return bad + 1;
-        for (int64_t i = 0; i < n; i++) {
-            int32_t r = m->perm[i];
-            if (r < 0 || r >= n || seen[r]) {
-                bad++;
-                break;
-            }
-            seen[r] = 1;
-            if (i > 0 && !perm_before(m, m->perm[i - 1], r)) bad++;
-        }
-        free(seen);
-    }
+    if (n > 0) bad += check_order(m, m->perm, ~0u);
+    /* The partial sorts of a one-word mask sorted in ceil(K / 9) radix passes of
+     * ceil(K / passes) bits: pass s orders by the low bits of passes 0..s (kmap.h). */
+    const int passes = K <= 32 ? (K + 8) / 9 : 0, dbits = passes ? (K + passes - 1) / passes : 0;
+    const int want = passes > 1 && n > 0 ? passes - 1 : 0;
+    if (m->part_count != want || (want && (m->part_bits != dbits || !m->perm_part ||
+                                           m->part_stride < n)))
+        return bad + 1;
+    for (int q = 0; q < want; q++)
+        bad += check_order(m, m->perm_part + q * m->part_stride,
+                           ((uint32_t)1 << (dbits * (q + 1))) - 1u);
     return bad;
 }
 
@@ -308,6 +328,11 @@ static int maps_equal(const vc_kmap_data *a, const vc_kmap_data *b)
     if (n > 0 && (memcmp(a->masks, b->masks, (size_t)(n * a->mask_words * 4)) ||
                   memcmp(a->perm, b->perm, (size_t)n * 4)))
         return 0;
+    if (a->part_count != b->part_count || a->part_bits != b->part_bits) return 0;
+    for (int32_t q = 0; q < a->part_count; q++)
+        if (memcmp(a->perm_part + q * a->part_stride, b->perm_part + q * b->part_stride,
+                   (size_t)n * 4))
+            return 0;
     return 1;
 }
 
