@@ -272,8 +272,9 @@ extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstrea
         BAD("act %d is not a vc_gemm_act", (int)a->act);
     if (a->residual && !valid_dtype(a->residual_dtype))
         BAD("residual_dtype %d is not a dtype", (int)a->residual_dtype);
-    if (a->accumulate && a->c_dtype != VC_GEMM_F32)
-        BAD("accumulate needs an fp32 C (c_dtype %d)", (int)a->c_dtype);
+    const int32_t tap_hi = a->tap_hi == 0 ? a->taps : a->tap_hi;
+    if (a->tap_lo < 0 || a->tap_lo >= tap_hi || tap_hi > a->taps)
+        BAD("tap range [%d, %d) is not inside [0, %d)", a->tap_lo, a->tap_hi, a->taps);
     if (a->a_rows < 0) BAD("a_rows = %lld is negative", (long long)a->a_rows);
     if (a->b_taps < 1) BAD("b_taps = %d must be >= 1", a->b_taps);
     if (a->b_tap0 < 0 || (int64_t)a->b_tap0 + a->taps > a->b_taps)
@@ -317,6 +318,8 @@ extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstrea
     p.c = a->c;
     p.c_dtype = a->c_dtype;
     p.accumulate = a->accumulate ? 1 : 0;
+    p.tap_lo = a->tap_lo;
+    p.tap_hi = tap_hi;
     p.bias = a->bias;
     p.residual = a->residual;
     p.res_dtype = a->residual ? a->residual_dtype : VC_GEMM_F32;

@@ -6,9 +6,12 @@
  *
  *   r      = row_map ? row_map[i] : i                    (the output row of logical row i)
  *   g      = gather_rows ? gather_rows[i] : i            (the row of the gather table)
- *   acc[n] = sum over t in [0, taps), c in [0, k):
+ *   acc[n] = sum over t in [tap_lo, tap_hi), c in [0, k):
  *              A[ gather[g * taps + t], c ] * W[n, b_tap0 + t, c]       (a -1 index reads zeros)
  *   C[r, n] = epilogue(acc[n] (+ C[r, n] if accumulate))
+ *
+ * ([tap_lo, tap_hi) is [0, taps) unless a range is given: a tap range lets several launches
+ * split the taps, each with its own row order, the later ones accumulating into C.)
  *
  * W is the weight tensor in spconv's layout [n_cols, b_taps, k] (C_out, kernel volume, C_in), so
  * the weights of tap t are read in place. With gather == NULL the A rows are g itself (a dense
@@ -74,7 +77,8 @@ typedef struct vc_gemm_args {
     vc_gemm_math math;
     void *c;                   /* C [*, n_cols] row-major                                         */
     vc_gemm_dtype c_dtype;
-    int accumulate;            /* C += (fp32 C only)                                              */
+    int accumulate;            /* C += (C read in c_dtype: a 16-bit C adds its rounded values)     */
+    int32_t tap_lo, tap_hi;    /* taps computed: [tap_lo, tap_hi); tap_hi = 0 means [0, taps)    */
     /* epilogue, in this order: + bias[n], + residual[r, n], activation, convert to c_dtype     */
     const float *bias;         /* [n_cols] or NULL                                               */
     const void *residual;      /* [*, n_cols] or NULL, indexed by r                              */

@@ -34,6 +34,7 @@ struct Params {
     int32_t b_taps, b_tap0;
     void *c;
     int32_t c_dtype, accumulate;
+    int32_t tap_lo, tap_hi; // the taps computed, [tap_lo, tap_hi) within [0, taps)
     const float *bias;
     const void *residual;
     int32_t res_dtype, act;
@@ -179,9 +180,10 @@ __device__ __forceinline__ void epilogue2(const Params &p, int64_t r, int n, flo
     const bool two = n + 1 < p.n_cols;
     if (two && p.pair_store) {
         if (p.accumulate) {
-            float2 c = *reinterpret_cast<const float2 *>(static_cast<const float *>(p.c) + at);
-            v0 += c.x;
-            v1 += c.y;
+            float x, y;
+            load_any2(p.c, p.c_dtype, at, x, y);
+            v0 += x;
+            v1 += y;
         }
         if (p.bias) {
             v0 += p.bias[n];
@@ -201,7 +203,7 @@ __device__ __forceinline__ void epilogue2(const Params &p, int64_t r, int n, flo
     for (int j = 0; j < 2; j++) {
         if (j == 1 && !two) break;
         float x = v[j];
-        if (p.accumulate) x += static_cast<const float *>(p.c)[at + j];
+        if (p.accumulate) x += load_any(p.c, p.c_dtype, at + j);
         if (p.bias) x += p.bias[n + j];
         if (p.residual) x += load_any(p.residual, p.res_dtype, at + j);
         store_any(p.c, p.c_dtype, at + j, activate(p, x));
@@ -263,7 +265,7 @@ __device__ __forceinline__ void epilogue8(const Params &p, int64_t r, int n, flo
     if (p.vec8 && n + 8 <= p.n_cols) {
         float x[8];
         if (p.accumulate) {
-            load_any8(p.c, VC_GEMM_F32, at, x);
+            load_any8(p.c, p.c_dtype, at, x);
 #pragma unroll
             for (int e = 0; e < 8; e++) v[e] += x[e];
         }
@@ -288,7 +290,7 @@ __device__ __forceinline__ void epilogue8(const Params &p, int64_t r, int n, flo
     for (int e = 0; e < 8; e++) {
         if (n + e >= p.n_cols) break;
         float x = v[e];
-        if (p.accumulate) x += static_cast<const float *>(p.c)[at + e];
+        if (p.accumulate) x += load_any(p.c, p.c_dtype, at + e);
         if (p.bias) x += p.bias[n + e];
         if (p.residual) x += load_any(p.residual, p.res_dtype, at + e);
         store_any(p.c, p.c_dtype, at + e, activate(p, x));
@@ -296,6 +298,14 @@ __device__ __forceinline__ void epilogue8(const Params &p, int64_t r, int n, flo
 }
 
 // ---- CTA set-up shared by both kernels -------------------------------------------------------
+
+// The bits of mask word w whose taps are in [tap_lo, tap_hi).
+__device__ __forceinline__ uint32_t tap_bits(const Params &p, int w)
+{
+    const int lo = max(p.tap_lo - 32 * w, 0), hi = min(p.tap_hi - 32 * w, 32);
+    if (hi <= lo) return 0u;
+    return (hi == 32 ? ~0u : (1u << hi) - 1u) & ~((1u << lo) - 1u);
+}
 
 // Row gather index g (-1: row past m) and output row r of each of the CTA's BM rows; the OR of
 // the rows' tap masks (when used). Returns the number of taps the CTA computes.
@@ -328,22 +338,18 @@ __device__ __forceinline__ int cta_setup(const Params &p, int64_t m0, int64_t *r
         }
     }
     __syncthreads();
-    if (!p.masks) return p.taps;
+    if (!p.masks) return p.tap_hi - p.tap_lo;
     int n = 0;
-    for (int w = 0; w < words; w++) {
-        uint32_t v = tile_mask[w];
-        if (w == words - 1 && (p.taps & 31)) v &= (1u << (p.taps & 31)) - 1u;
-        n += __popc(v);
-    }
+    for (int w = 0; w < words; w++) n += __popc(tile_mask[w] & tap_bits(p, w));
     return n;
 }
 
 // The first tap >= t that the CTA computes (taps when none).
 __device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_mask, int t)
 {
-    if (!p.masks) return t;
-    while (t < p.taps) {
-        uint32_t v = tile_mask[t >> 5] >> (t & 31);
+    if (!p.masks) return t < p.tap_hi ? t : p.taps;
+    while (t < p.tap_hi) {
+        uint32_t v = (tile_mask[t >> 5] & tap_bits(p, t >> 5)) >> (t & 31);
         if (v) return t + __ffs(v) - 1;
         t = (t | 31) + 1;
     }
@@ -475,14 +481,10 @@ __global__ void __launch_bounds__(WM *WN * 32)
             }
         }
         __syncthreads();
-        int active = p.taps;
+        int active = p.tap_hi - p.tap_lo;
         if (p.masks) {
             active = 0;
-            for (int w = 0; w < words; w++) {
-                uint32_t v = tile_mask[w];
-                if (w == words - 1 && (p.taps & 31)) v &= (1u << (p.taps & 31)) - 1u;
-                active += __popc(v);
-            }
+            for (int w = 0; w < words; w++) active += __popc(tile_mask[w] & tap_bits(p, w));
         }
         ld_iters = active * kc_per_tap;
         dummy = ld_iters == 0;
@@ -490,7 +492,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
         if (tid == 0) tile_iters[ld_slot] = ld_iters;
         ld_iter = 0;
         ld_kc = 0;
-        ld_tap = dummy ? 0 : next_tap(p, tile_mask, 0);
+        ld_tap = dummy ? p.tap_lo : next_tap(p, tile_mask, p.tap_lo);
         cur_tap = -1;
         g_n = 0;
 #pragma unroll
@@ -508,7 +510,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
     auto load_gidx = [&](int t) {
         __syncthreads();
         g_t0 = t;
-        g_n = min(p.gchunk, p.taps - t);
+        g_n = min(p.gchunk, p.tap_hi - t);
         const int lsh = g_n <= 1 ? 0 : 32 - __clz(g_n - 1); // log2 of gw
         const int tap = lane & ((1 << lsh) - 1);
         const int step = (C::THREADS / 32) << (5 - lsh);     // rows per pass of the CTA
@@ -851,7 +853,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
         int n = n0 + lrow + j * ROWS_PER_PASS;
         b_off[j] = n < p.n_cols ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : -1;
     }
-    int ld_tap = next_tap(p, tile_mask, 0), ld_kc = 0, cur_tap = -1;
+    int ld_tap = next_tap(p, tile_mask, p.tap_lo), ld_kc = 0, cur_tap = -1;
     float ra[A_LOADS], rb[B_LOADS];
     auto load_regs = [&]() {
         if (ld_tap != cur_tap) {

@@ -103,6 +103,7 @@ typedef struct gcase {
     int rmap;        /* row_map: a permutation into more C rows than m */
     int masks;       /* per-output masks built from the gather table */
     int accumulate, bias, residual, res_dt, act;
+    int tap_lo, tap_hi; /* the taps computed (0, 0: all) */
     float slope;
     int config;      /* -1: the library picks */
     int misalign;    /* A and W start one element past an aligned address */
@@ -138,10 +139,11 @@ static void describe(const gcase *c, char *buf, size_t len)
 {
     snprintf(buf, len,
              "m %lld n %d k %d taps %d (b %d/%d) ab %s math %d c %s gather %d(%.2f) grows %d "
-             "rmap %d masks %d acc %d bias %d res %d(%s) act %d cfg %d mis %d",
+             "rmap %d masks %d acc %d bias %d res %d(%s) act %d cfg %d mis %d range [%d,%d)",
              (long long)c->m, c->n, c->k, c->taps, c->b_tap0, c->b_taps, dt_name(c->ab), c->math,
              dt_name(c->cdt), c->gather, c->present, c->grows, c->rmap, c->masks, c->accumulate,
-             c->bias, c->residual, dt_name(c->res_dt), c->act, c->config, c->misalign);
+             c->bias, c->residual, dt_name(c->res_dt), c->act, c->config, c->misalign, c->tap_lo,
+             c->tap_hi);
 }
 
 /* Runs one case; returns the relative error (or -1 when vc_gemm_run did not return 0). */
@@ -193,6 +195,11 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
     /* C before the run: poison (NaN) or random fp32 values to accumulate into */
     float *c0 = malloc((size_t)(c_rows * n > 0 ? c_rows * n : 1) * 4);
     for (int64_t i = 0; i < c_rows * n; i++) c0[i] = c->accumulate ? vc_rng_float(rng) : NAN;
+    if (c->accumulate && c->cdt != VC_GEMM_F32) { /* the reference adds what C holds */
+        void *t = pack(c->cdt, c0, c_rows * n);
+        for (int64_t i = 0; i < c_rows * n; i++) c0[i] = vc_load_f32(t, (vc_dtype)c->cdt, i);
+        free(t);
+    }
 
     const size_t es = dt_size(c->ab), off = c->misalign ? es : 0;
     void *hA = pack(c->ab, A, a_rows * k), *hW = pack(c->ab, W, (int64_t)n * c->b_taps * k);
@@ -209,7 +216,7 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
     for (int64_t i = 0; i < m; i++) {
         int64_t r = rmap ? rmap[i] : i, g = grows ? grows[i] : i;
         for (int32_t j = 0; j < n; j++) acc[j] = accm[j] = 0;
-        for (int32_t t = 0; t < taps; t++) {
+        for (int32_t t = c->tap_lo; t < (c->tap_hi ? c->tap_hi : taps); t++) {
             int64_t idx = gather ? gather[g * taps + t] : g;
             if (idx < 0) continue;
             const float *ar = A + idx * k;
@@ -280,6 +287,8 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
     a.residual_dtype = (vc_gemm_dtype)c->res_dt;
     a.act = (vc_gemm_act)c->act;
     a.slope = c->slope;
+    a.tap_lo = c->tap_lo;
+    a.tap_hi = c->tap_hi;
 
     double err = -1;
     char msg[256] = "";
@@ -488,7 +497,11 @@ static void test_gathered(vc_rng *rng)
                 c.grows = (v + s) % 2;
                 c.rmap = (v / 2 + s) % 2;
                 c.masks = taps > 1 ? 1 + (v == 5) : (v == 2);
-                c.accumulate = cdt == VC_GEMM_F32 && (s % 3 == 1);
+                c.accumulate = s % 3 == 1; /* into fp32, fp16 or bf16 C */
+                if (taps > 1 && s % 2 == 0) { /* one group of a three-way mask split */
+                    c.tap_lo = 9 * (v / 2);
+                    c.tap_hi = c.tap_lo + 9;
+                }
                 c.bias = (v + s) % 3 != 0;
                 c.residual = (v + s) % 4 == 1 || v == 3;
                 c.res_dt = (s + v) % 3;
@@ -518,6 +531,16 @@ static void test_masks_equal(vc_rng *rng)
         double e1 = run_case(rng, &c, 0);
         CHECK_MSG(e0 == e1, "masks changed the result (%s): %.3g vs %.3g", dt_name(c.ab), e0,
                   e1);
+        /* a tap range, with and without masks */
+        c.tap_lo = 5;
+        c.tap_hi = 20;
+        rng->s = save;
+        double e2 = run_case(rng, &c, 0);
+        rng->s = save;
+        c.masks = 0;
+        double e3 = run_case(rng, &c, 0);
+        CHECK_MSG(e2 == e3, "masks changed a tap range's result (%s): %.3g vs %.3g",
+                  dt_name(c.ab), e2, e3);
     }
 }
 
@@ -655,8 +678,17 @@ static void test_configs(vc_rng *rng)
         g.bias = 1;
         g.act = VC_GEMM_ACT_RELU;
         double eg = run_case(rng, &g, 0);
-        printf("config %2d %-26s dense m %lld n %d k %d: %.2e; gathered n %d k %d: %.2e\n", i,
-               t[i].name, (long long)d.m, d.n, d.k, ed, g.n, g.k, eg);
+        /* the middle group of a three-way mask split (taps [9, 18)) added into a C of the
+         * features' dtype, with a residual: the convolution's mask-split passes */
+        gcase h = g;
+        h.tap_lo = 9;
+        h.tap_hi = 18;
+        h.accumulate = h.residual = 1;
+        h.cdt = h.res_dt = t[i].ab_dtype;
+        double eh = run_case(rng, &h, 0);
+        printf("config %2d %-26s dense m %lld n %d k %d: %.2e; gathered n %d k %d: %.2e, taps "
+               "[9, 18) accumulated: %.2e\n", i, t[i].name, (long long)d.m, d.n, d.k, ed, g.n,
+               g.k, eg, eh);
     }
     /* misaligned A and W: the library must pick a path that fits */
     for (int mo = 0; mo < NMODES; mo++) {
@@ -686,7 +718,7 @@ static void test_bad_args(void)
         const char *what;
         vc_gemm_args a;
         int config;
-    } bad[24];
+    } bad[32];
     int nb = 0;
 #define BAD_CASE(name, field_stmt)                                                            \
     do {                                                                                       \
@@ -707,7 +739,9 @@ static void test_bad_args(void)
     BAD_CASE("c dtype", x->c_dtype = (vc_gemm_dtype)-2);
     BAD_CASE("math", x->math = (vc_gemm_math)9);
     BAD_CASE("act", x->act = (vc_gemm_act)5);
-    BAD_CASE("accumulate f16 C", (x->accumulate = 1, x->c_dtype = VC_GEMM_F16));
+    BAD_CASE("tap range empty", (x->tap_lo = 1, x->tap_hi = 1));
+    BAD_CASE("tap range past taps", x->tap_hi = 2);
+    BAD_CASE("tap_lo < 0", (x->tap_lo = -1, x->tap_hi = 1));
     BAD_CASE("b_tap0 past b_taps", (x->b_taps = 4, x->b_tap0 = 4));
     BAD_CASE("taps past b_taps", (x->gather = (const int32_t *)buf, x->taps = 3, x->b_taps = 2));
     BAD_CASE("dense taps 2", (x->taps = 2, x->b_taps = 2));
