@@ -1,11 +1,21 @@
 // conv/conv.cu - sparse convolution on the GPU (DESIGN §4): the dispatcher behind vc_conv_gpu.
 // Both algorithms run on the one GEMM family of gemm/gemm.h; the CPU twin is vc_conv_cpu.
 //
-//  - IMPLICIT GEMM: one vc_gemm_run over all n_out outputs, output-stationary: the GEMM gathers
+//  - IMPLICIT GEMM: vc_gemm_run over all n_out outputs, output-stationary: the GEMM gathers
 //    the K taps of each output through out_in in its main loop, walks the outputs in mask order
 //    (perm, which the map sorted by neighbour mask) so a CTA skips the taps none of its rows
-//    has, and applies the epilogue (bias, residual, activation, output dtype) before its single
-//    write of each output row. No atomics, no scratch besides converted weights.
+//    has, and applies the epilogue (bias, residual, activation, output dtype) before it writes
+//    each output row. No atomics, no scratch besides converted weights.
+//    MASK SPLIT: a CTA computes every tap any of its rows has, and rows sorted by the whole mask
+//    agree on its high bits only (2.1x the products needed on the real scans at 64-row tiles).
+//    With S-way split the taps run in S launches, group q = taps [d q, d (q + 1)) (the last
+//    group to K) in the order of the map's partial sort q (perm_part, kmap.h; the last group in
+//    perm), so each launch's tiles share that group's bits: 3-way at 64 rows is 1.2-1.3x the
+//    products needed. Launch q > 0 adds into the output the launches before it wrote (in the
+//    output dtype: a 16-bit output rounds the partial sums once per launch, within DESIGN §7's
+//    1e-2); the last applies the epilogue. Fixed order: deterministic. Measured slower than one
+//    launch on every layer (split_ways), so the planner does not split; the split stays, tested,
+//    for the benchmarks (vc_conv_gpu_debug_split) and for kernels where it may pay.
 //  - GATHER-GEMM-SCATTER (GGS): an fp32 accumulator [n_out, c_out] set to zero, one GEMM per
 //    offset k with pairs (gather in_rows, scatter-add into out_rows; the rows of one offset are
 //    distinct, and the launches are ordered on one stream, so no atomics), then an epilogue
@@ -162,6 +172,23 @@ vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32)
 }
 
 int g_debug_config = -1; // vc_conv_gpu_debug_config
+int g_debug_split = 0;   // vc_conv_gpu_debug_split (0: the planner's)
+
+// Mask-split ways of a layer: 1 (no split) unless vc_conv_gpu_debug_split asks for more, capped
+// at what the map kept (16-bit features only). Measured (bench_conv --tune, H100, fp16, every
+// tile x 1/2/3 ways, subm sweep and CenterPoint on the 100.6k-voxel scan): the split lost on
+// all 13 layers whose map has one, with each layer's best tile - subm 16->16 41.1 / 53.0 / 59.9 us for 1 / 2 / 3
+// ways, 64->64 80.3 / 89.4 / 103.9, 256->256 331 / 381 / 481 (wgmma 128x256) - although it
+// cuts the taps computed from 2.1x to 1.2-1.4x the needed ones: each launch pays again for the
+// tile set-up (rows, masks, gather indices) and the output's read-modify-write, and the
+// gathered GEMM is bound by those memory round trips, not by its tensor-core work.
+int split_ways(const vc_kmap_data *m, vc_dtype dt)
+{
+    const int most = m->perm_part && m->part_count > 0 ? m->part_count + 1 : 1;
+    if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return 1;
+    if (g_debug_split <= 0) return 1;
+    return g_debug_split < most ? g_debug_split : most;
+}
 
 // The GEMM configurations of the implicit GEMM, best first (indices into vc_gemm_configs'
 // table; the next is used when one is absent or does not fit the device, e.g. wgmma tiles off
@@ -213,6 +240,7 @@ void implicit_configs(int64_t n_out, int64_t c_out, vc_dtype dt, int32_t out[4])
 } // namespace
 
 extern "C" void vc_conv_gpu_debug_config(int32_t config) { g_debug_config = config; }
+extern "C" void vc_conv_gpu_debug_split(int32_t ways) { g_debug_split = ways; }
 
 // Planner for VC_ALGO_AUTO: implicit GEMM for every layer.
 // Evidence (tests/gpu/bench_conv, H100 SXM, fp16, bias + ReLU, L2 flushed, medians of 25; the
@@ -311,14 +339,31 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         int32_t cfgs[4];
         implicit_configs(n_out, c_out, pa.in_dtype, cfgs);
         if (g_debug_config >= 0) cfgs[0] = g_debug_config, cfgs[1] = -1;
-        rc = -2;
-        for (int j = 0; j < 4 && rc == -2; j++) { // -2: that tile does not fit: the next one
-            rc = vc_gemm_run(&g, cfgs[j], s, msg, (int32_t)sizeof msg);
-            if (cfgs[j] < 0 || g_debug_config >= 0) break;
-        }
-        if (rc != 0) {
-            st = gemm_fail(err, rc, msg, "implicit GEMM");
-            goto done;
+        const int ways = split_ways(m, pa.in_dtype);
+        int32_t used = -1;
+        for (int q = 0; q < ways; q++) {
+            const bool last = q == ways - 1;
+            g.tap_lo = q * m->part_bits;
+            g.tap_hi = last ? K : (q + 1) * m->part_bits;
+            g.gather_rows = g.row_map = last ? m->perm : m->perm_part + q * m->part_stride;
+            g.accumulate = q > 0;
+            g.bias = last ? a->bias : NULL;
+            g.residual = last ? a->residual : NULL;
+            g.act = last ? gemm_act(a->act) : VC_GEMM_ACT_NONE;
+            if (q > 0) { // the tile the first launch settled on
+                rc = vc_gemm_run(&g, used, s, msg, (int32_t)sizeof msg);
+            } else {
+                rc = -2;
+                for (int j = 0; j < 4 && rc == -2; j++) { // -2: that tile does not fit: next
+                    rc = vc_gemm_run(&g, cfgs[j], s, msg, (int32_t)sizeof msg);
+                    used = cfgs[j];
+                    if (cfgs[j] < 0 || g_debug_config >= 0) break;
+                }
+            }
+            if (rc != 0) {
+                st = gemm_fail(err, rc, msg, "implicit GEMM");
+                goto done;
+            }
         }
     } else {
         // SYNC POINT (documented in conv_gpu.h): the per-offset pair counts.

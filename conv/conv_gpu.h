@@ -37,6 +37,9 @@ int vc_gpu_scratch_alloc(void **p, int64_t bytes, struct CUstream_st *stream);
  * library choose. Process-wide and not thread-safe; a configuration that does not fit a layer
  * makes vc_conv_gpu fail with VC_ERR_UNSUPPORTED. */
 void vc_conv_gpu_debug_config(int32_t config);
+/* Benchmarks only: the mask-split ways of the implicit GEMM (conv.cu), capped at what the map
+ * kept (its partial sorts + 1); 0 restores the planner's. Not thread-safe. */
+void vc_conv_gpu_debug_split(int32_t ways);
 
 /* The algorithm VC_ALGO_AUTO runs for this map, channels and feature dtype (never AUTO). */
 vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out, vc_dtype dtype);

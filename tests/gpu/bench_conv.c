@@ -576,25 +576,30 @@ static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, cons
 {
     const vc_gemm_config *cfg = NULL;
     const int ncfg = vc_gemm_configs(&cfg);
+    const vc_kmap_data *m = &fs[0].maps[map_of[0][li]].m;
+    const int max_ways = m->part_count + 1; /* mask split: 1 .. partial sorts + 1 launches */
     float best = 1e30f;
-    int best_i = -1;
+    int best_i = -1, best_w = 1;
     printf("tune %s %lld->%lld auto %.4f:", l->name, (long long)l->cin, (long long)l->cout,
            auto_ms);
     for (int c = 0; c < ncfg; c++) {
         if (cfg[c].ab_dtype != VC_GEMM_F16) continue;
         vc_conv_gpu_debug_config(c);
-        vc_err err = {{0}};
-        vc_status st = run_layer(&fs[0].maps[map_of[0][li]].m, b, 0, l, VC_ALGO_IMPLICIT_GEMM,
-                                 &err);
-        if (st == VC_OK) {
-            float ms = time_layer(fs, nf, map_of, li, l, b, VC_ALGO_IMPLICIT_GEMM);
-            printf(" %s %.4f", cfg[c].name, ms);
-            if (ms < best) best = ms, best_i = c;
+        for (int w = 1; w <= max_ways; w++) {
+            vc_conv_gpu_debug_split(w);
+            vc_err err = {{0}};
+            vc_status st = run_layer(m, b, 0, l, VC_ALGO_IMPLICIT_GEMM, &err);
+            if (st == VC_OK) {
+                float ms = time_layer(fs, nf, map_of, li, l, b, VC_ALGO_IMPLICIT_GEMM);
+                printf(" %s/%d %.4f", cfg[c].name, w, ms);
+                if (ms < best) best = ms, best_i = c, best_w = w;
+            }
+            cudaGetLastError();
         }
-        cudaGetLastError();
     }
     vc_conv_gpu_debug_config(-1);
-    printf(" | best %s %.4f\n", best_i >= 0 ? cfg[best_i].name : "-", best);
+    vc_conv_gpu_debug_split(0);
+    printf(" | best %s/%d %.4f\n", best_i >= 0 ? cfg[best_i].name : "-", best_w, best);
 }
 
 typedef struct layer_result {

@@ -259,9 +259,11 @@ static const char *algo_name(vc_algo a)
 }
 
 /* Runs one layer on both sides and compares. */
-static void run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng *rng)
+/* Returns the relative error against the CPU twin (-1 when not compared). */
+static double run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng *rng)
 {
-    if (!m->ok) return;
+    double err = -1;
+    if (!m->ok) return err;
     g_cases++;
     const vc_kmap_data *cm = &m->cpu;
     const int64_t n_in = cm->n_in, n_out = cm->n_out, K = cm->volume;
@@ -343,6 +345,7 @@ static void run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng *
         if (o.in_dt == VC_DTYPE_FP32 && o.tf32) tol = 5e-4;
         if (o.in_dt != VC_DTYPE_FP32 || o.out_dt != VC_DTYPE_FP32) tol = 1e-2;
         double e = vc_rel_err(gf, ref, n_o);
+        err = e;
         int64_t nan_at = -1;
         for (int64_t i = 0; i < n_o && nan_at < 0; i++)
             if (isnan(gf[i])) nan_at = i;
@@ -369,6 +372,7 @@ static void run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng *
     free(out_c);
     free(out_g);
     free(out_g2);
+    return err;
 }
 
 /* Both algorithms (and AUTO) with the same options. */
@@ -890,6 +894,24 @@ int main(void)
         run_conv("50k subm k3", &m, opts(128, 256, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
         run_conv("50k subm k3", &m, opts(96, 96, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
         run_conv("50k subm k3", &m, opts(128, 128, VC_DTYPE_BF16, VC_ALGO_AUTO), &rng);
+        /* the implicit GEMM's mask split forced to 1, 2 and 3 launches (the later ones adding
+         * into the 16-bit output), bias + residual + ReLU; 0 restores the planner's */
+        for (int ways = 1; ways <= 3; ways++) {
+            vc_conv_gpu_debug_split(ways);
+            double e[3];
+            const vc_dtype dts[3] = {VC_DTYPE_FP16, VC_DTYPE_BF16, VC_DTYPE_FP16};
+            const int64_t ch[3][2] = {{64, 64}, {32, 48}, {16, 128}};
+            for (int i = 0; i < 3; i++) {
+                conv_opts o = opts(ch[i][0], ch[i][1], dts[i], VC_ALGO_IMPLICIT_GEMM);
+                o.bias = o.res = 1;
+                o.act = VC_ACT_RELU;
+                if (i == 2) o.out_dt = VC_DTYPE_FP32;
+                e[i] = run_conv("50k subm k3 split", &m, o, &rng);
+            }
+            printf("mask split %d-way: rel err fp16 64->64 %.2e, bf16 32->48 %.2e, fp16 in / fp32 "
+                   "out 16->128 %.2e\n", ways, e[0], e[1], e[2]);
+        }
+        vc_conv_gpu_debug_split(0);
         free_pair(&m);
         cudaFree(d_rows);
         free(c.rows);
