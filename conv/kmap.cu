@@ -58,7 +58,7 @@ const int kRowWarps = kRowThreads / 32;
 const int kMaxKernel = 7;
 const int kMaxVolume = kMaxKernel * kMaxKernel * kMaxKernel;
 const int kScanItems = 8;
-const int kTailItems = 16; // counts per thread and chunk in the row pass's final scan
+const int kTailItems = 8; // counts per thread and chunk in the row pass's final scan
 const int kRetries = 6;
 const int kMaxDevices = 64;
 // The look-back radix sorts (below): at most kMaxPasses passes of digits of <= kMaxDigitBits.
@@ -824,12 +824,21 @@ struct SortPrep {
     int64_t zero_words;
 };
 
-// Dynamic shared memory of rowpass_kernel: wc [kRowWarps][K] ints, then the staged rows.
+// The final scan's chunk, staged in shared memory so that its loads and stores are coalesced:
+// counts as ints, then the prefixes as long longs, one pad word per 32 (no bank conflicts when
+// thread t walks elements t * kTailItems ..).
+const int kTailChunk = kRowThreads * kTailItems;
+const int kTailPadded = kTailChunk + kTailChunk / 32;
+__host__ __device__ __forceinline__ int tail_pad(int i) { return i + (i >> 5); }
+
+// Dynamic shared memory of rowpass_kernel: wc [kRowWarps][K] ints, then the staged rows; the
+// last block reuses it for the final scan's chunk.
 size_t rowpass_smem(int32_t K)
 {
     size_t b = (size_t)kRowWarps * K * 4;
     if (K <= kMaxStageK) b += (size_t)kRowThreads * stage_stride(K) * 4;
-    return b;
+    const size_t tail = (size_t)kTailPadded * (4 + 8);
+    return b > tail ? b : tail;
 }
 
 // One thread per output row p < rows (rows past the device count n get mask 0): mask words,
@@ -913,37 +922,55 @@ __global__ void __launch_bounds__(kRowThreads, 4)
     __syncthreads();
     if (!am_last) return;
     __threadfence();
-    // The scan, kTailItems consecutive counts per thread and chunk, each chunk's loads all in
-    // flight before the block scan.
+    // The scan of cnt in chunks of kTailChunk counts: loaded coalesced into shared memory, each
+    // thread scans kTailItems consecutive ones, the prefixes go back through shared memory and
+    // out coalesced (a thread reading or writing its own consecutive elements in global memory
+    // touches a new sector per element: ~8x the transactions, the bulk of the pass's time on one
+    // SM while the others idle).
+    int32_t *tv = dyn;                                                 // [kTailPadded]
+    long long *tb = reinterpret_cast<long long *>(dyn + kTailPadded); // [kTailPadded]
     const int64_t L = (int64_t)K * nb;
     long long carry = 0;
-    for (int64_t start = 0; start < L; start += (int64_t)kRowThreads * kTailItems) {
+    for (int64_t start = 0; start < L; start += kTailChunk) {
         int32_t v[kTailItems];
+#pragma unroll
+        for (int j = 0; j < kTailItems; j++) {
+            const int64_t i = start + j * kRowThreads + tid;
+            v[j] = i < L ? __ldcg(&cnt[i]) : 0;
+        }
+#pragma unroll
+        for (int j = 0; j < kTailItems; j++) tv[tail_pad(j * kRowThreads + tid)] = v[j];
+        __syncthreads();
         long long tsum = 0;
-        const int64_t i0 = start + (int64_t)tid * kTailItems;
 #pragma unroll
-        for (int j = 0; j < kTailItems; j++) v[j] = i0 + j < L ? __ldcg(&cnt[i0 + j]) : 0;
-#pragma unroll
-        for (int j = 0; j < kTailItems; j++) tsum += v[j];
+        for (int j = 0; j < kTailItems; j++) {
+            v[j] = tv[tail_pad(tid * kTailItems + j)];
+            tsum += v[j];
+        }
         long long excl, agg;
         Scan(scan_tmp).ExclusiveSum(tsum, excl, agg);
-        __syncthreads(); // scan_tmp is reused by the next chunk
         long long run = carry + excl;
+        const int64_t i0 = start + (int64_t)tid * kTailItems;
         // (k, b) of element i0 + j, advanced without divisions
         int64_t kk = div_idx(i0, (int32_t)nb), bb = i0 - kk * nb;
 #pragma unroll
         for (int j = 0; j < kTailItems; j++) {
-            if (i0 + j < L) {
-                base[i0 + j] = run;
-                if (bb == 0) offsets[kk] = run;
-            }
+            tb[tail_pad(tid * kTailItems + j)] = run;
+            if (i0 + j < L && bb == 0) offsets[kk] = run;
             run += v[j];
             if (++bb == nb) {
                 bb = 0;
                 kk++;
             }
         }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < kTailItems; j++) {
+            const int64_t i = start + j * kRowThreads + tid;
+            if (i < L) base[i] = tb[tail_pad(j * kRowThreads + tid)];
+        }
         carry += agg;
+        __syncthreads(); // tv, tb and scan_tmp are reused by the next chunk
     }
     if (tid == 0) {
         offsets[K] = carry;
