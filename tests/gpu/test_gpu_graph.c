@@ -20,6 +20,7 @@
 #include "conv/kmap.h"
 #include "conv/kmap_gpu.h"
 #include "hash/hash.h"
+#include "kmap_compare.h"
 #include "testutil.h"
 #include "voxconv.h"
 
@@ -81,78 +82,9 @@ static int32_t *make_rows(vc_rng *rng, int64_t n, int32_t batch, const int32_t s
     return rows;
 }
 
-/* ---- comparison ------------------------------------------------------------------------- */
-
-static void cmp_array(const char *label, const char *name, const void *host, const void *dev,
-                      int64_t bytes)
-{
-    if (bytes <= 0) return;
-    if (!dev || !host) {
-        CHECK_MSG(0, "%s: %s is NULL (host %p, device %p)", label, name, host, dev);
-        return;
-    }
-    unsigned char *g = malloc((size_t)bytes);
-    cudaError_t e = cudaMemcpy(g, dev, (size_t)bytes, cudaMemcpyDeviceToHost);
-    CHECK_MSG(e == cudaSuccess, "%s: copying %s: %s", label, name, cudaGetErrorString(e));
-    if (e == cudaSuccess && memcmp(g, host, (size_t)bytes) != 0) {
-        int64_t w = 0, nw = bytes / 4;
-        const int32_t *a = host, *b = (const int32_t *)g;
-        while (w < nw && a[w] == b[w]) w++;
-        int64_t diffs = 0;
-        for (int64_t i = w; i < nw; i++) diffs += a[i] != b[i];
-        CHECK_MSG(0, "%s: %s differs in %lld of %lld words, first at word %lld (cpu %d, gpu %d)",
-                  label, name, (long long)diffs, (long long)nw, (long long)w,
-                  w < nw ? (int)a[w] : 0, w < nw ? (int)b[w] : 0);
-    } else {
-        vc_t_pass++;
-    }
-    free(g);
-}
+/* ---- comparison (kmap_compare.h) ----------------------------------------------------------- */
 
 static int g_coop_on; /* the one-kernel build path is on (vc_kmap_gpu_debug_coop) */
-
-/* The partial mask sorts (conv/kmap.h) equal the CPU twin's. The one-kernel (cooperative) build
- * sorts with 8-bit digits and keeps none: only a run with that path on may show none. */
-static void cmp_parts(const char *label, const vc_kmap_data *c, const vc_kmap_data *g, int coop)
-{
-    /* no outputs: nothing to order (a bounded build allocated its sorts before it knew) */
-    if (c->n_out == 0 || (g->part_count == 0 && c->part_count > 0 && coop)) return;
-    CHECK_MSG(c->part_count == g->part_count && c->part_bits == g->part_bits,
-              "%s: partial sorts: cpu %d of %d bits, gpu %d of %d bits", label,
-              (int)c->part_count, (int)c->part_bits, (int)g->part_count, (int)g->part_bits);
-    if (c->part_count != g->part_count) return;
-    for (int32_t q = 0; q < c->part_count; q++) {
-        char name[32];
-        snprintf(name, sizeof name, "perm_part[%d]", (int)q);
-        cmp_array(label, name, c->perm_part + q * c->part_stride,
-                  g->perm_part + q * g->part_stride, c->n_out * 4);
-    }
-}
-
-static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_data *g)
-{
-    CHECK_MSG(c->type == g->type && c->volume == g->volume && c->n_in == g->n_in &&
-                  c->n_out == g->n_out && c->n_pairs == g->n_pairs &&
-                  c->mask_words == g->mask_words && c->out_batch_size == g->out_batch_size &&
-                  memcmp(c->out_shape, g->out_shape, sizeof c->out_shape) == 0,
-              "%s: header: n_in %lld/%lld n_out %lld/%lld n_pairs %lld/%lld words %d/%d",
-              label, (long long)c->n_in, (long long)g->n_in, (long long)c->n_out,
-              (long long)g->n_out, (long long)c->n_pairs, (long long)g->n_pairs,
-              (int)c->mask_words, (int)g->mask_words);
-    if (c->n_out != g->n_out || c->n_pairs != g->n_pairs || c->volume != g->volume) return;
-    int64_t n = c->n_out, K = c->volume;
-    CHECK_MSG((c->out_coords == NULL) == (g->out_coords == NULL), "%s: out_coords presence",
-              label);
-    if (c->out_coords && g->out_coords)
-        cmp_array(label, "out_coords", c->out_coords, g->out_coords, n * 16);
-    cmp_array(label, "out_in", c->out_in, g->out_in, n * K * 4);
-    cmp_array(label, "offsets", c->offsets, g->offsets, (K + 1) * 8);
-    cmp_array(label, "in_rows", c->in_rows, g->in_rows, c->n_pairs * 4);
-    cmp_array(label, "out_rows", c->out_rows, g->out_rows, c->n_pairs * 4);
-    cmp_array(label, "masks", c->masks, g->masks, n * c->mask_words * 4);
-    cmp_array(label, "perm", c->perm, g->perm, n * 4);
-    cmp_parts(label, c, g, g_coop_on);
-}
 
 /* Uploads and poison go through g_stream, not the legacy default stream: g_stream is
  * non-blocking, so a cudaMemcpy / cudaMemset on the legacy stream is not ordered with the graph
@@ -288,7 +220,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
             if (st == VC_OK) {
                 char l2[220];
                 snprintf(l2, sizeof l2, "%s (graph replay %d, frame %d)", label, r, f);
-                cmp_maps(l2, &cm[f], &b.map);
+                cmp_maps(l2, &cm[f], &b.map, g_coop_on);
             }
         }
         /* 2. a replay on a cloud with a repeated row, then one with a row outside the shape */
@@ -319,7 +251,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
             if (st == VC_OK) {
                 char l2[220];
                 snprintf(l2, sizeof l2, "%s (graph replay after bad rows)", label);
-                cmp_maps(l2, &cm[2], &b.map);
+                cmp_maps(l2, &cm[2], &b.map, g_coop_on);
             }
             free(bad);
         }

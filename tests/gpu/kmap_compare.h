@@ -1,0 +1,95 @@
+/* tests/gpu/kmap_compare.h - comparison of a GPU kernel map (device arrays) with its CPU twin's
+ * (host arrays), bit for bit, for test_gpu_kmap and test_gpu_graph. Each check counts through
+ * testutil.h (CHECK_MSG, vc_t_pass). */
+#ifndef VC_TESTS_GPU_KMAP_COMPARE_H
+#define VC_TESTS_GPU_KMAP_COMPARE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "conv/kmap.h"
+#include "testutil.h"
+
+/* Compares a host array with a device array of `bytes`; prints the first differing word. */
+static void cmp_array(const char *label, const char *name, const void *host, const void *dev,
+                      int64_t bytes)
+{
+    if (bytes <= 0) return;
+    if (!dev || !host) {
+        CHECK_MSG(0, "%s: %s is NULL (host %p, device %p)", label, name, host, dev);
+        return;
+    }
+    unsigned char *g = malloc((size_t)bytes);
+    cudaError_t e = cudaMemcpy(g, dev, (size_t)bytes, cudaMemcpyDeviceToHost);
+    CHECK_MSG(e == cudaSuccess, "%s: copying %s: %s", label, name, cudaGetErrorString(e));
+    if (e == cudaSuccess && memcmp(g, host, (size_t)bytes) != 0) {
+        int64_t w = 0, nw = bytes / 4;
+        const int32_t *a = host, *b = (const int32_t *)g;
+        while (w < nw && a[w] == b[w]) w++;
+        int64_t diffs = 0;
+        for (int64_t i = w; i < nw; i++) diffs += a[i] != b[i];
+        CHECK_MSG(0, "%s: %s differs in %lld of %lld words, first at word %lld (cpu %d, gpu %d)",
+                  label, name, (long long)diffs, (long long)nw, (long long)w,
+                  w < nw ? (int)a[w] : 0, w < nw ? (int)b[w] : 0);
+    } else {
+        vc_t_pass++;
+    }
+    free(g);
+}
+
+/* The partial mask sorts (conv/kmap.h) equal the CPU twin's. The one-kernel (cooperative) build
+ * sorts with 8-bit digits and keeps none: only a run with that path on may show none. */
+static void cmp_parts(const char *label, const vc_kmap_data *c, const vc_kmap_data *g, int coop)
+{
+    /* no outputs: nothing to order (a bounded build allocated its sorts before it knew) */
+    if (c->n_out == 0 || (g->part_count == 0 && c->part_count > 0 && coop)) return;
+    CHECK_MSG(c->part_count == g->part_count && c->part_bits == g->part_bits,
+              "%s: partial sorts: cpu %d of %d bits, gpu %d of %d bits", label,
+              (int)c->part_count, (int)c->part_bits, (int)g->part_count, (int)g->part_bits);
+    if (c->part_count != g->part_count) return;
+    for (int32_t q = 0; q < c->part_count; q++) {
+        char name[32];
+        snprintf(name, sizeof name, "perm_part[%d]", (int)q);
+        cmp_array(label, name, c->perm_part + q * c->part_stride,
+                  g->perm_part + q * g->part_stride, c->n_out * 4);
+    }
+}
+
+/* The GPU map g equals the CPU twin's c field by field; coop: the one-kernel build may have run. */
+static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_data *g, int coop)
+{
+    CHECK_MSG(c->type == g->type && c->volume == g->volume && c->n_in == g->n_in &&
+                  c->n_out == g->n_out && c->n_pairs == g->n_pairs &&
+                  c->mask_words == g->mask_words && c->out_batch_size == g->out_batch_size &&
+                  memcmp(c->out_shape, g->out_shape, sizeof c->out_shape) == 0 &&
+                  memcmp(c->kernel, g->kernel, sizeof c->kernel) == 0 &&
+                  memcmp(c->stride, g->stride, sizeof c->stride) == 0 &&
+                  memcmp(c->padding, g->padding, sizeof c->padding) == 0 &&
+                  memcmp(c->dilation, g->dilation, sizeof c->dilation) == 0,
+              "%s: header: n_out %lld/%lld n_pairs %lld/%lld words %d/%d out_shape %dx%dx%d/"
+              "%dx%dx%d", label, (long long)c->n_out, (long long)g->n_out,
+              (long long)c->n_pairs, (long long)g->n_pairs, (int)c->mask_words,
+              (int)g->mask_words, (int)c->out_shape[0], (int)c->out_shape[1],
+              (int)c->out_shape[2], (int)g->out_shape[0], (int)g->out_shape[1],
+              (int)g->out_shape[2]);
+    if (c->n_out != g->n_out || c->n_pairs != g->n_pairs || c->volume != g->volume ||
+        c->mask_words != g->mask_words)
+        return;
+    int64_t n = c->n_out, K = c->volume;
+    CHECK_MSG((c->out_coords == NULL) == (g->out_coords == NULL), "%s: out_coords presence",
+              label);
+    if (c->out_coords && g->out_coords)
+        cmp_array(label, "out_coords", c->out_coords, g->out_coords, n * 16);
+    cmp_array(label, "out_in", c->out_in, g->out_in, n * K * 4);
+    cmp_array(label, "offsets", c->offsets, g->offsets, (K + 1) * 8);
+    cmp_array(label, "in_rows", c->in_rows, g->in_rows, c->n_pairs * 4);
+    cmp_array(label, "out_rows", c->out_rows, g->out_rows, c->n_pairs * 4);
+    cmp_array(label, "masks", c->masks, g->masks, n * c->mask_words * 4);
+    cmp_array(label, "perm", c->perm, g->perm, n * 4);
+    cmp_parts(label, c, g, coop);
+}
+
+#endif
