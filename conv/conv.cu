@@ -177,11 +177,12 @@ int g_debug_split = 0;   // vc_conv_gpu_debug_split (0: the planner's)
 // Mask-split ways of a layer: 1 (no split) unless vc_conv_gpu_debug_split asks for more, capped
 // at what the map kept (16-bit features only). Measured (bench_conv --tune, H100, fp16, every
 // tile x 1/2/3 ways, subm sweep and CenterPoint on the 100.6k-voxel scan): the split lost on
-// all 13 layers whose map has one, with each layer's best tile - subm 16->16 41.1 / 53.0 / 59.9 us for 1 / 2 / 3
-// ways, 64->64 80.3 / 89.4 / 103.9, 256->256 331 / 381 / 481 (wgmma 128x256) - although it
-// cuts the taps computed from 2.1x to 1.2-1.4x the needed ones: each launch pays again for the
-// tile set-up (rows, masks, gather indices) and the output's read-modify-write, and the
-// gathered GEMM is bound by those memory round trips, not by its tensor-core work.
+// all 13 layers whose map has one, with each layer's best tile - subm 16->16 41.1 / 53.0 /
+// 59.9 us for 1 / 2 / 3 ways, 64->64 80.3 / 89.4 / 103.9, 256->256 331 / 381 / 481 (wgmma
+// 128x256) - although it cuts the taps computed from 2.1x to 1.2-1.4x the needed ones: each
+// launch pays again for the tile set-up (rows, masks, gather indices) and the output's
+// read-modify-write, and the gathered GEMM is bound by those memory round trips, not by its
+// tensor-core work.
 int split_ways(const vc_kmap_data *m, vc_dtype dt)
 {
     const int most = m->perm_part && m->part_count > 0 ? m->part_count + 1 : 1;
@@ -323,19 +324,14 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         g.m = n_out;
         g.taps = K;
         g.gather = m->out_in;
-        g.gather_rows = m->perm;
-        g.row_map = m->perm;
         g.masks = m->masks;
         g.mask_words = m->mask_words;
         g.b_tap0 = 0;
         g.c = a->out;
         g.c_dtype = (vc_gemm_dtype)a->out_dtype;
-        g.accumulate = 0;
-        g.bias = a->bias;
-        g.residual = a->residual;
         g.residual_dtype = (vc_gemm_dtype)(a->residual ? a->res_dtype : VC_DTYPE_FP32);
-        g.act = gemm_act(a->act);
         g.slope = a->slope;
+        // per launch below: the rows' order, the tap range, accumulate, bias, residual, act
         int32_t cfgs[4];
         implicit_configs(n_out, c_out, pa.in_dtype, cfgs);
         if (g_debug_config >= 0) cfgs[0] = g_debug_config, cfgs[1] = -1;

@@ -1821,8 +1821,9 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
 {
     cudaError_t e;
     const int32_t K = j.K, words = j.words;
-    m->part_count = m->perm_part && words == 1 && rows > 0 ? perm_plan(K, rows).passes - 1 : 0;
-    m->part_bits = m->part_count > 0 ? perm_plan(K, rows).dbits : 0;
+    const PermPlan mp = perm_plan(K, rows);
+    m->part_count = m->perm_part && words == 1 && rows > 0 ? mp.passes - 1 : 0;
+    m->part_bits = m->part_count > 0 ? mp.dbits : 0;
     m->part_stride = m->part_count > 0 ? rows : 0;
     if (rows == 0) {
         e = cudaMemsetAsync(m->offsets, 0, ((size_t)K + 1) * sizeof(int64_t), s);

@@ -77,7 +77,7 @@ typedef struct vc_gemm_args {
     vc_gemm_math math;
     void *c;                   /* C [*, n_cols] row-major                                         */
     vc_gemm_dtype c_dtype;
-    int accumulate;            /* C += (C read in c_dtype: a 16-bit C adds its rounded values)     */
+    int accumulate;            /* C += (C read in c_dtype: a 16-bit C adds its rounded values)   */
     int32_t tap_lo, tap_hi;    /* taps computed: [tap_lo, tap_hi); tap_hi = 0 means [0, taps)    */
     /* epilogue, in this order: + bias[n], + residual[r, n], activation, convert to c_dtype     */
     const float *bias;         /* [n_cols] or NULL                                               */
