@@ -194,36 +194,49 @@ int split_ways(const vc_kmap_data *m, vc_dtype dt)
 // The GEMM configurations of the implicit GEMM, best first (indices into vc_gemm_configs'
 // table; the next is used when one is absent or does not fit the device, e.g. wgmma tiles off
 // Hopper; -1 ends the list and lets gemm/ pick by shape). From `bench_conv --tune` on the H100
-// (fp16, every conv layer of the suites on the 100.6k-voxel synthetic scan, a CTA per tile;
-// docs/benchmarks.md). The gathered problem is latency-bound, so small tiles with more CTAs in
-// flight win until the layer is wide and large:
-//   c_out <= 32                        -> 64x32x16 (two warps; up to 1.5x over 128x32x32)
-//   c_out == 96, >= 30k outputs        -> 128x96x32 (MinkUNet's 96-wide decoder: 8-11% over
-//                                         128x128, which wastes a quarter of its columns)
-//   c_out % 256 == 0, >= 30k outputs   -> wgmma 128x256x64 (subm 256->256 on 100k voxels: 0.332
-//                                         ms against 0.595 for mma.sync 128x128)
-//   c_out >= 128, >= 10k outputs       -> wgmma 128x128x32 (8-10% over 64x64 at 15k outputs,
-//                                         equal at 100k), else mma.sync 128x128x32 at >= 30k
-//   otherwise                          -> 64x64x32 (best on the coarse levels)
+// (fp16, every conv layer of the four suites on the 100.6k-voxel synthetic scan, a CTA per tile,
+// the epilogue staged in the pipeline's shared memory; docs/benchmarks.md "Occupancy"). The
+// gathered problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles with
+// registers capped so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
+//   c_out <= 32, c_in <= 16            -> 64x32x16_s3 (subm 16->16 35.2 us, 64x32x16_s4 41.0)
+//   c_out <= 32, >= 50k outputs        -> 64x32x32_s3 (subm 32->32 48.5, 64x32x16_s3 50.7;
+//                                         55k outputs 36.9 against 44.0)
+//   c_out <= 32, fewer outputs         -> 64x64x32_s4 (41k outputs 32.8 against 37.5; the k2 s2
+//                                         downsample 15.2 against 18.9)
+//   c_out == 96, >= 30k outputs        -> wgmma 128x128x32 (MinkUNet's 96-wide decoder at 100k
+//                                         136.4 against 172.5 for 128x96x32)
+//   c_out % 256 == 0, >= 30k outputs   -> wgmma 128x256x64 (subm 256->256 on 100k voxels)
+//   c_out >= 128, >= 10k outputs, or   -> wgmma 128x128x32 (subm 128->128 138.6 against 188.5
+//   c_out >= 256, >= 4k outputs, K >= 27  for mma.sync 128x128; 5.1k outputs 384->256 121.7
+//                                         against 131.4 for 64x64x32_s4)
+//   otherwise                          -> 64x64x32_s3 from 50k outputs (subm 64->64 73.9 against
+//                                         77.4), else 64x64x32_s4 (the coarse levels: 2-11%)
 // fp32 features keep gemm/'s choice.
-void implicit_configs(int64_t n_out, int64_t c_out, vc_dtype dt, int32_t out[4])
+void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, vc_dtype dt,
+                      int32_t out[4])
 {
     out[0] = out[1] = out[2] = out[3] = -1;
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
     const char *names[4] = {NULL, NULL, NULL, NULL};
-    if (c_out <= 32) {
-        names[0] = "64x32x16_s4";
+    const bool large = n_out >= 50000;
+    if (c_out <= 32 && c_in <= 16) {
+        names[0] = "64x32x16_s3";
+        names[1] = "64x32x16_s4";
+    } else if (c_out <= 32) {
+        names[0] = large ? "64x32x32_s3" : "64x64x32_s4";
+        names[1] = "64x32x16_s4";
     } else if (c_out == 96 && n_out >= 30000) {
-        names[0] = "128x96x32_s4";
-        names[1] = "128x128x32_s3";
+        names[0] = "128x128x32_s5_wg";
+        names[1] = "128x96x32_s4";
     } else if (c_out % 256 == 0 && n_out >= 30000) {
         names[0] = "128x256x64_s3_wg";
         names[1] = "128x128x32_s3";
-    } else if (c_out >= 128 && n_out >= 10000) {
+    } else if (c_out >= 128 && (n_out >= 10000 || (c_out >= 256 && n_out >= 4000 && K >= 27))) {
         names[0] = "128x128x32_s5_wg";
         names[1] = n_out >= 30000 ? "128x128x32_s3" : "64x64x32_s4";
     } else {
-        names[0] = "64x64x32_s4";
+        names[0] = large ? "64x64x32_s3" : "64x64x32_s4";
+        names[1] = "64x64x32_s4";
     }
     const char *prefix = dt == VC_DTYPE_FP16 ? "f16_" : "bf16_";
     const vc_gemm_config *t = NULL;
@@ -333,7 +346,7 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         g.slope = a->slope;
         // per launch below: the rows' order, the tap range, accumulate, bias, residual, act
         int32_t cfgs[4];
-        implicit_configs(n_out, c_out, pa.in_dtype, cfgs);
+        implicit_configs(n_out, c_in, c_out, K, pa.in_dtype, cfgs);
         if (g_debug_config >= 0) cfgs[0] = g_debug_config, cfgs[1] = -1;
         const int ways = split_ways(m, pa.in_dtype);
         int32_t used = -1;

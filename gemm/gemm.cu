@@ -52,42 +52,55 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s)
 }
 
 #define MMA(name, T, dt, math, BM, BN, BK, WM, WN, S, LB)                                      \
+    MMAB(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, 1)
+// MINB > 1: registers capped so that MINB CTAs fit on an SM (__launch_bounds__)
+#define MMAB(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB)                                \
     {{name, BM, BN, BK, S, WM * WN, dt, math},                                                 \
      LB,                                                                                       \
-     vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false>,                                     \
+     vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB>,                               \
      false}
 #define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
     {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
-// rows (64x64), narrow n (128x32, 256x32; 64x32x16 with two warps, which the implicit-GEMM
-// convolution picks for c_out <= 32: conv/conv.cu), and a tile for k that is not a multiple of
-// the 16-byte load; on Hopper, the wgmma tiles of gemm/gemm_sm90.h.
+// rows (64x64), narrow n (128x32, 256x32), the implicit-GEMM convolution's small tiles (two-warp
+// 64x32 and four-warp 64x64 with three stages and registers capped (MMAB) so that 6-11 CTAs fit
+// on an SM: the gathered problem runs on CTAs in flight; conv/conv.cu picks them), and a tile for
+// k that is not a multiple of the 16-byte load; on Hopper, the wgmma tiles of gemm/gemm_sm90.h.
 // (mma.sync 128x256 tiles were measured and dropped: 238 registers, one CTA per SM, slower.)
 const Entry kTable[] = {
     MMA("f16_128x128x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2, 4, 3, 16),
     MMA("f16_128x96x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 96, 32, 4, 2, 4, 16),
-    MMA("f16_128x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2, 4, 16),
+    MMAB("f16_128x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2, 4, 16, 4),
     MMA("f16_64x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 4, 16),
     MMA("f16_128x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1, 4, 16),
     MMA("f16_256x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 256, 32, 32, 8, 1, 4, 16),
-    MMA("f16_64x32x16_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1, 4, 16),
+    MMAB("f16_64x32x16_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1, 4, 16, 10),
+    MMAB("f16_64x64x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 3, 16, 6),
+    MMAB("f16_64x32x16_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1, 3, 16, 11),
+    MMAB("f16_64x32x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1, 3, 16, 8),
     MMA("f16_64x64x16_s3_scalar", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 16, 2, 2, 3,
         2),
     MMA("bf16_128x128x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2,
         4, 3, 16),
     MMA("bf16_128x96x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 96, 32, 4, 2,
         4, 16),
-    MMA("bf16_128x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2,
-        4, 16),
+    MMAB("bf16_128x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2,
+         4, 16, 4),
     MMA("bf16_64x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2,
         4, 16),
     MMA("bf16_128x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1,
         4, 16),
     MMA("bf16_256x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 256, 32, 32, 8, 1,
         4, 16),
-    MMA("bf16_64x32x16_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1,
-        4, 16),
+    MMAB("bf16_64x32x16_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1,
+         4, 16, 10),
+    MMAB("bf16_64x64x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2,
+         3, 16, 6),
+    MMAB("bf16_64x32x16_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1,
+         3, 16, 11),
+    MMAB("bf16_64x32x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1,
+         3, 16, 8),
     MMA("bf16_64x64x16_s3_scalar", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 16,
         2, 2, 3, 2),
     MMA("tf32_128x96x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 96, 16, 2, 2, 4, 16),
@@ -340,6 +353,7 @@ extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstrea
     p.m_tiles = m_tiles;
     p.gchunk = a->taps < vcg::kGatherChunk ? a->taps : vcg::kGatherChunk;
     p.gstride = p.gchunk | 1;
+    p.epi_alias = 0; // launch_mma decides
     cudaError_t err = e.launch(p, (cudaStream_t)stream);
     if (err != cudaSuccess) {
         set_msg(msg, msg_len, "vc_gemm_run: launch of %s failed: %s", e.cfg.name,

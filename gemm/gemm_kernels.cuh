@@ -45,6 +45,8 @@ struct Params {
     int64_t m_tiles;    // tiles along m
     int32_t gchunk;     // taps of gather indices a tensor-core CTA keeps in shared memory
     int32_t gstride;    // their row stride in int32 (odd: no bank conflicts)
+    int32_t epi_alias;  // one tile per CTA: the epilogue stages its slabs in the pipeline's
+                        // shared memory (set by launch_mma)
 };
 
 // The tensor-core kernel's gather-index chunk: all taps up to 32, else 32 at a time.
@@ -417,8 +419,9 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
 // the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
 // taps are all masked runs one iteration of zeros, so every tile has at least one iteration
 // and the producer is never more than STAGES - 1 tiles ahead.
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
-__global__ void __launch_bounds__(WM *WN * 32)
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
+          int MINB = 1>
+__global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     mma_kernel(const Params p)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
@@ -427,8 +430,11 @@ __global__ void __launch_bounds__(WM *WN * 32)
     __shared__ int64_t row_out[STAGES][BM];
     __shared__ int32_t tile_iters[STAGES];
     __shared__ uint32_t tile_mask[kMaxMaskWords];
-    float *stage = reinterpret_cast<float *>(smem + C::SMEM);    // epilogue staging
-    int32_t *gidx = reinterpret_cast<int32_t *>(smem + C::SMEM + C::EPI_BYTES); // [BM][gstride]
+    // Epilogue staging: its own region, or (p.epi_alias: the CTA has one tile) the pipeline's
+    // stages, which are idle by then; the gather indices follow.
+    const int epi_own = p.epi_alias ? 0 : C::EPI_BYTES;
+    float *stage = reinterpret_cast<float *>(smem + (p.epi_alias ? 0 : C::SMEM));
+    int32_t *gidx = reinterpret_cast<int32_t *>(smem + C::SMEM + epi_own); // [BM][gstride]
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t n_total = p.m_tiles * p.n_tiles;
@@ -714,6 +720,10 @@ __global__ void __launch_bounds__(WM *WN * 32)
         // Epilogue: each warp stages a 16-row slab of its fragments (lane: rows g, g + 8,
         // columns 2q, 2q + 1), EPI_COLS columns at a time, in shared memory and reads it back
         // as 8-column chunks, so that the epilogue runs once per 8 outputs with 16-byte accesses.
+        if (p.epi_alias) { // the staging overwrites the stages: every copy and read done first
+            cp_async_wait<0>();
+            __syncthreads();
+        }
         {
             const int g = lane >> 2, q = lane & 3;
             const int n0 = (int)(c_tile % p.n_tiles) * BN;
@@ -780,13 +790,16 @@ inline cudaError_t sm_count(int *count)
 
 // The tensor-core kernel runs a persistent grid: as many CTAs as fit on the device at once, or
 // the tile count if smaller.
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
+// MINB: CTAs per SM the register allocation must allow (__launch_bounds__), for tiles whose
+// shared memory would let more CTAs in than their registers do.
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
+          int MINB = 1>
 cudaError_t launch_mma(const Params &p, cudaStream_t s)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
-    auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB>;
     const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (kGatherChunk + 1) * 4;
-    const int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
+    int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
     // Shared memory past 48 KB needs the opt-in, once per device (a benign race: concurrent
     // callers set the same value).
     static unsigned long long set_on = 0;
@@ -812,7 +825,13 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s)
     // equal on the small layers; gemm/NOTES.md).
     const int64_t grid =
         p.masks || tiles < (int64_t)sms * per_sm ? tiles : (int64_t)sms * per_sm;
-    kern<<<(unsigned)grid, C::THREADS, dyn, s>>>(p);
+    // A CTA per tile has no next tile to prefetch during its epilogue, so the epilogue's staging
+    // can reuse the pipeline's shared memory: 5-9 KB less per CTA on the small tiles, one or two
+    // CTAs more per SM (the implicit GEMM is latency-bound: occupancy is what it runs on).
+    Params q = p;
+    q.epi_alias = grid == tiles && C::EPI_BYTES <= C::SMEM;
+    if (q.epi_alias) dyn -= C::EPI_BYTES;
+    kern<<<(unsigned)grid, C::THREADS, dyn, s>>>(q);
     return cudaGetLastError();
 }
 
