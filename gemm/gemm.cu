@@ -71,7 +71,8 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s)
 const Entry kTable[] = {
     MMA("f16_128x128x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2, 4, 3, 16),
     MMA("f16_128x96x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 96, 32, 4, 2, 4, 16),
-    MMAB("f16_128x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2, 4, 16, 4),
+    MMAB("f16_128x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2, 4, 16,
+         4),
     MMA("f16_64x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 4, 16),
     MMA("f16_128x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1, 4, 16),
     MMA("f16_256x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 256, 32, 32, 8, 1, 4, 16),
