@@ -236,7 +236,7 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, vc_
         names[1] = n_out >= 30000 ? "128x128x32_s3" : "64x64x32_s4";
     } else {
         names[0] = large ? "64x64x32_s3" : "64x64x32_s4";
-        names[1] = "64x64x32_s4";
+        names[1] = large ? "64x64x32_s4" : NULL;
     }
     const char *prefix = dt == VC_DTYPE_FP16 ? "f16_" : "bf16_";
     const vc_gemm_config *t = NULL;
