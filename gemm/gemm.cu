@@ -15,7 +15,8 @@ namespace {
 using vcg::Params;
 using vcg::sm_count;
 
-typedef cudaError_t (*launch_fn)(const Params &p, cudaStream_t s);
+typedef cudaError_t (*launch_fn)(const Params &p, cudaStream_t s, int *splits_used,
+                                 bool plan_only);
 
 // One compiled configuration: its public description, how it loads (bytes per global load; 2 =
 // 16-bit scalar loads; 0 = the fp32 FMA kernel's scalar loads), its launcher, and whether it is
@@ -43,9 +44,43 @@ bool device_sm90()
     return yes;
 }
 
-template <int BM, int BN, int BK, int TM, int TN>
-cudaError_t launch_simt(const Params &p, cudaStream_t s)
+// Tap split, second pass: each thread adds the groups' sums of 8 outputs in group order and
+// runs the epilogue on them (output row r = row_map[i]).
+__global__ void __launch_bounds__(256) split_reduce_kernel(const Params p, const float *partial,
+                                                            int splits)
 {
+    const int cpr = (p.n_cols + 7) >> 3;
+    const int64_t total = p.m * cpr, plane = p.m * (int64_t)p.n_cols;
+    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < total;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = x / cpr;
+        const int n = (int)(x - i * cpr) * 8;
+        const float *src = partial + i * p.n_cols + n;
+        float v[8], u[8];
+        if ((p.n_cols & 7) == 0) {
+            vcg::load_any8(src, VC_GEMM_F32, 0, v);
+            for (int s = 1; s < splits; s++) {
+                vcg::load_any8(src + s * plane, VC_GEMM_F32, 0, u);
+#pragma unroll
+                for (int e = 0; e < 8; e++) v[e] += u[e];
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = n + e < p.n_cols ? src[e] : 0.f;
+            for (int s = 1; s < splits; s++)
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    if (n + e < p.n_cols) v[e] += src[s * plane + e];
+        }
+        vcg::epilogue8(p, p.row_map ? (int64_t)p.row_map[i] : i, n, v);
+    }
+}
+
+template <int BM, int BN, int BK, int TM, int TN>
+cudaError_t launch_simt(const Params &p, cudaStream_t s, int *splits_used, bool plan_only)
+{
+    *splits_used = 1; // vc_gemm_run refuses a tap split here
+    if (plan_only) return cudaSuccess;
     const unsigned grid = (unsigned)(p.m_tiles * p.n_tiles);
     vcg::simt_kernel<BM, BN, BK, TM, TN><<<grid, (BM / TM) * (BN / TN), 0, s>>>(p);
     return cudaGetLastError();
@@ -250,22 +285,10 @@ int pick(const vc_gemm_args *a)
     return find(h ? "f16_64x64x16_s3_scalar" : "bf16_64x64x16_s3_scalar");
 }
 
-} // namespace
-
-extern "C" int32_t vc_gemm_configs(const vc_gemm_config **table)
-{
-    static vc_gemm_config cfgs[sizeof kTable / sizeof kTable[0]];
-    static bool init = false;
-    if (!init) { // idempotent: every caller writes the same values
-        for (int i = 0; i < kTableSize; i++) cfgs[i] = kTable[i].cfg;
-        init = true;
-    }
-    if (table) *table = cfgs;
-    return kTableSize;
-}
-
-extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstream_st *stream,
-                           char *msg, int32_t msg_len)
+// vc_gemm_run, or with plan != NULL vc_gemm_split_groups: the same checks and choices, then
+// the groups of the tap split in *plan instead of the launches.
+int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, int32_t msg_len,
+        int32_t *plan)
 {
 #define BAD(...)                                                                               \
     do {                                                                                       \
@@ -299,8 +322,17 @@ extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstrea
         BAD("dense rows: m = %lld exceeds a_rows = %lld", (long long)a->m, (long long)a->a_rows);
     if (a->masks && a->mask_words < (a->taps + 31) / 32)
         BAD("mask_words = %d cannot hold %d taps", a->mask_words, a->taps);
+    if (a->splits < -VC_GEMM_MAX_SPLITS || a->splits > VC_GEMM_MAX_SPLITS)
+        BAD("splits = %d is not in [%d, %d]", a->splits, -VC_GEMM_MAX_SPLITS,
+            VC_GEMM_MAX_SPLITS);
+    const int max_splits = a->splits < 0 ? -a->splits : a->splits;
+    if (max_splits > 1 && a->taps > 32 * vcg::kMaxMaskWords)
+        BAD("a tap split handles up to %d taps (taps = %d)", 32 * vcg::kMaxMaskWords, a->taps);
+    if (max_splits > 1 && !plan && (!a->partial || !aligned(a->partial, 16)))
+        BAD("a tap split needs a 16-byte aligned fp32 workspace (partial)");
     if (config < -1 || config >= kTableSize)
         BAD("config %d is not -1 or an index below %d", config, kTableSize);
+    if (plan) *plan = 1;
     if (a->m == 0) return 0;
     if (!a->a || !a->w || !a->c) BAD("A, W and C must not be NULL");
 
@@ -312,6 +344,11 @@ extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstrea
         return -2;
     }
     const Entry &e = kTable[idx];
+    if (max_splits > 1 && e.load_bytes == 0) {
+        set_msg(msg, msg_len, "vc_gemm_run: configuration %s has no tap split (tensor-core "
+                "configurations only)", e.cfg.name);
+        return -2;
+    }
 
     Params p;
     p.m = a->m;
@@ -355,7 +392,32 @@ extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstrea
     p.gchunk = a->taps < vcg::kGatherChunk ? a->taps : vcg::kGatherChunk;
     p.gstride = p.gchunk | 1;
     p.epi_alias = 0; // launch_mma decides
-    cudaError_t err = e.launch(p, (cudaStream_t)stream);
+    p.splits = max_splits > 1 ? a->splits : 1; // launch_mma resolves an automatic split
+    p.partial = a->partial;
+    if (m_tiles * n_tiles * (max_splits > 1 ? max_splits : 1) > INT32_MAX) {
+        set_msg(msg, msg_len, "vc_gemm_run: %lld tiles in %d groups exceed one launch",
+                (long long)(m_tiles * n_tiles), max_splits);
+        return -2;
+    }
+    // Tap split: the GEMM writes each group's plain fp32 sums into the workspace (row
+    // group * m + i); a second kernel adds them in group order and runs p's epilogue.
+    int splits = 1;
+    cudaError_t err = e.launch(p, stream, &splits, plan != nullptr);
+    if (plan && err == cudaSuccess) {
+        *plan = splits;
+        return 0;
+    }
+    if (err == cudaSuccess && splits > 1) {
+        int sms = 132;
+        err = sm_count(&sms);
+        const int64_t chunks = a->m * ((a->n_cols + 7) / 8), cap = (int64_t)sms * 16;
+        const int64_t blocks = (chunks + 255) / 256;
+        if (err == cudaSuccess) {
+            split_reduce_kernel<<<(unsigned)(blocks < cap ? blocks : cap), 256, 0,
+                                  stream>>>(p, a->partial, splits);
+            err = cudaGetLastError();
+        }
+    }
     if (err != cudaSuccess) {
         set_msg(msg, msg_len, "vc_gemm_run: launch of %s failed: %s", e.cfg.name,
                 cudaGetErrorString(err));
@@ -363,4 +425,33 @@ extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstrea
     }
     return 0;
 #undef BAD
+}
+
+} // namespace
+
+extern "C" int32_t vc_gemm_configs(const vc_gemm_config **table)
+{
+    static vc_gemm_config cfgs[sizeof kTable / sizeof kTable[0]];
+    static bool init = false;
+    if (!init) { // idempotent: every caller writes the same values
+        for (int i = 0; i < kTableSize; i++) cfgs[i] = kTable[i].cfg;
+        init = true;
+    }
+    if (table) *table = cfgs;
+    return kTableSize;
+}
+
+extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstream_st *stream,
+                           char *msg, int32_t msg_len)
+{
+    return run(a, config, (cudaStream_t)stream, msg, msg_len, nullptr);
+}
+
+extern "C" int vc_gemm_split_groups(const vc_gemm_args *a, int32_t config, int32_t *groups,
+                                    char *msg, int32_t msg_len)
+{
+    int32_t g = 1;
+    const int rc = run(a, config, nullptr, msg, msg_len, &g);
+    if (groups) *groups = g;
+    return rc;
 }

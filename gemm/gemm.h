@@ -85,7 +85,23 @@ typedef struct vc_gemm_args {
     vc_gemm_dtype residual_dtype;
     vc_gemm_act act;
     float slope;
+    /* TAP SPLIT (tensor-core configurations, taps <= 1024): each tile's taps are divided into
+     * groups of consecutive taps, as even in count as the tile's masks allow, and each group
+     * runs on its own CTA, which writes its fp32 sums into partial[s, i, n]; a second kernel
+     * then adds the groups in the order s = 0, 1, ... and applies accumulate and the epilogue.
+     * Deterministic: the same number of groups gives the same bits. For problems with too few
+     * tiles to fill the device (a convolution's coarse levels).
+     *   splits > 1: that many groups;
+     *   splits < -1: as many as fill the device - the CTAs of this configuration it holds at
+     *                once over the tiles, rounded - at most -splits (the count depends on the
+     *                device, and so may the last bits of the result);
+     *   0, 1, -1: no split. */
+    int32_t splits;            /* -VC_GEMM_MAX_SPLITS .. VC_GEMM_MAX_SPLITS                      */
+    float *partial;            /* [|splits|, m, n_cols] fp32 device workspace, 16-byte aligned  */
 } vc_gemm_args;
+
+/* Most groups a tap split may use. */
+#define VC_GEMM_MAX_SPLITS 16
 
 /* The tile configurations compiled into the library, by name ("f16_128x64x32_s3" ...), for the
  * planner, the tuner and the benchmarks. */
@@ -105,6 +121,12 @@ int32_t vc_gemm_configs(const vc_gemm_config **table);
  * `msg` (may be NULL) receives a one-line explanation of a failure. Never synchronises. */
 int vc_gemm_run(const vc_gemm_args *args, int32_t config, struct CUstream_st *stream, char *msg,
                 int32_t msg_len);
+
+/* The groups a tap split of these arguments would run on this device with `config` (as
+ * vc_gemm_run; *groups = 1: no split), so that the caller sizes the workspace (partial may be
+ * NULL here). Same checks and return codes as vc_gemm_run; launches nothing. */
+int vc_gemm_split_groups(const vc_gemm_args *args, int32_t config, int32_t *groups, char *msg,
+                         int32_t msg_len);
 
 #ifdef __cplusplus
 }

@@ -47,6 +47,12 @@ struct Params {
     int32_t gstride;    // their row stride in int32 (odd: no bank conflicts)
     int32_t epi_alias;  // one tile per CTA: the epilogue stages its slabs in the pipeline's
                         // shared memory (set by launch_mma)
+    int32_t splits;     // tap split (gemm.h). In the kernel, > 1: CTA b runs group
+                        // b % splits of tile b / splits, and C is the fp32 workspace [splits,
+                        // m, n_cols] (row group * m + i for logical row i) with no epilogue;
+                        // gemm.cu's split_reduce_kernel then adds the groups and runs the
+                        // epilogue. Given to launch_mma: < -1 asks it to choose up to -splits.
+    float *partial;     // the workspace (host side: launch_mma makes it C)
 };
 
 // The tensor-core kernel's gather-index chunk: all taps up to 32, else 32 at a time.
@@ -346,10 +352,27 @@ __device__ __forceinline__ int cta_setup(const Params &p, int64_t m0, int64_t *r
     return n;
 }
 
+// Tap split: keeps in the tile's mask the taps of group `split` - the taps of ranks
+// [n split / splits, n (split + 1) / splits) among the n it has in [tap_lo, tap_hi). One thread.
+__device__ __forceinline__ void keep_group(const Params &p, uint32_t *tile_mask, int words,
+                                           int split)
+{
+    int n = 0;
+    for (int w = 0; w < words; w++) n += __popc(tile_mask[w] & tap_bits(p, w));
+    const int lo = n * split / p.splits, hi = n * (split + 1) / p.splits;
+    int rank = 0;
+    for (int w = 0; w < words; w++) {
+        uint32_t v = tile_mask[w] & tap_bits(p, w), keep = 0u;
+        for (; v; v &= v - 1, rank++)
+            if (rank >= lo && rank < hi) keep |= v & (0u - v);
+        tile_mask[w] = keep;
+    }
+}
+
 // The first tap >= t that the CTA computes (taps when none).
 __device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_mask, int t)
 {
-    if (!p.masks) return t < p.tap_hi ? t : p.taps;
+    if (!p.masks && p.splits <= 1) return t < p.tap_hi ? t : p.taps;
     while (t < p.tap_hi) {
         uint32_t v = (tile_mask[t >> 5] & tap_bits(p, t >> 5)) >> (t & 31);
         if (v) return t + __ffs(v) - 1;
@@ -450,8 +473,11 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     const int byte_in_row = lcol * C::E * C::ES;
     const int unit = byte_in_row >> 4, within = byte_in_row & 15;
 
+    // Tap split: the CTA's one tile; its group (blockIdx.x % splits) is read where it is used.
+    const int64_t first_tile = p.splits > 1 ? blockIdx.x / (unsigned)p.splits : blockIdx.x;
+
     // Producer state.
-    int64_t ld_tile = blockIdx.x;
+    int64_t ld_tile = first_tile;
     int ld_slot = -1, ld_iter = 0, ld_iters = 0, ld_tap = 0, ld_kc = 0, cur_tap = -1;
     int g_t0 = 0, g_n = 0; // taps [g_t0, g_t0 + g_n) are in gidx
     bool dummy = false;
@@ -464,31 +490,38 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         ld_slot = ld_slot + 1 == STAGES ? 0 : ld_slot + 1;
         const int64_t m0 = (ld_tile / p.n_tiles) * BM;
         const int n0 = (int)(ld_tile % p.n_tiles) * BN;
+        // The tile's mask (a tap split walks one too: all taps without masks) is cleared, then
+        // each row sets its gather row, its output row (a tap split: its row of the workspace)
+        // and ORs in its mask.
+        const bool masked = p.masks || p.splits > 1;
+        if (masked) {
+            for (int w = tid; w < words; w += C::THREADS) tile_mask[w] = p.masks ? 0u : ~0u;
+            __syncthreads();
+        }
         for (int i = tid; i < BM; i += C::THREADS) {
             int64_t gi = m0 + i, g = -1, r = -1;
             if (gi < p.m) {
                 g = p.gather_rows ? (int64_t)p.gather_rows[gi] : gi;
                 r = p.row_map ? (int64_t)p.row_map[gi] : gi;
+                if (p.masks) {
+                    const uint32_t *mr = p.masks + r * p.mask_words;
+                    for (int w = 0; w < words; w++) {
+                        uint32_t v = __ldg(mr + w);
+                        if (v) atomicOr(&tile_mask[w], v);
+                    }
+                }
+                if (p.splits > 1) r = (int64_t)(blockIdx.x % (unsigned)p.splits) * p.m + gi;
             }
             row_g[i] = g;
             row_out[ld_slot][i] = r;
         }
-        if (p.masks) {
-            for (int w = tid; w < words; w += C::THREADS) tile_mask[w] = 0u;
-            __syncthreads();
-            for (int i = tid; i < BM; i += C::THREADS) {
-                int64_t r = row_out[ld_slot][i];
-                if (r < 0) continue;
-                const uint32_t *mr = p.masks + r * p.mask_words;
-                for (int w = 0; w < words; w++) {
-                    uint32_t v = __ldg(mr + w);
-                    if (v) atomicOr(&tile_mask[w], v);
-                }
-            }
-        }
         __syncthreads();
+        if (p.splits > 1) {
+            if (tid == 0) keep_group(p, tile_mask, words, (int)(blockIdx.x % (unsigned)p.splits));
+            __syncthreads();
+        }
         int active = p.tap_hi - p.tap_lo;
-        if (p.masks) {
+        if (masked) {
             active = 0;
             for (int w = 0; w < words; w++) active += __popc(tile_mask[w] & tap_bits(p, w));
         }
@@ -630,7 +663,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         cp_async_commit();
     }
     // Consumer state: the tile, its ring slot, the iteration within it.
-    int64_t c_tile = blockIdx.x;
+    int64_t c_tile = first_tile;
     int c_slot = 0, c_iter = 0, c_iters = tile_iters[0], c_stage = 0;
     for (;;) {
         cp_async_wait<STAGES - 2>();
@@ -792,9 +825,35 @@ inline cudaError_t sm_count(int *count)
 // the tile count if smaller.
 // MINB: CTAs per SM the register allocation must allow (__launch_bounds__), for tiles whose
 // shared memory would let more CTAs in than their registers do.
+// Tap split: the groups of an automatic split (p.splits < -1): enough to fill the CTAs the
+// device holds at once (slots), at most -p.splits; else p.splits itself (1 at least).
+inline int resolve_splits(const Params &p, int64_t tiles, int64_t slots)
+{
+    if (p.splits >= -1) return p.splits > 1 ? p.splits : 1;
+    const int64_t s = (slots + tiles / 2) / tiles;
+    return s < 1 ? 1 : s > -p.splits ? -p.splits : (int)s;
+}
+
+// Tap split: the parameters of the first pass - C is the workspace, plain fp32 sums.
+inline void split_pass(Params &q, int splits)
+{
+    q.splits = splits;
+    q.c = q.partial;
+    q.c_dtype = VC_GEMM_F32;
+    q.accumulate = 0;
+    q.bias = nullptr;
+    q.residual = nullptr;
+    q.res_dtype = VC_GEMM_F32;
+    q.act = VC_GEMM_ACT_NONE;
+    q.pair_store = q.n_cols % 2 == 0;
+    q.vec8 = q.n_cols % 8 == 0;
+}
+
+// *splits_used: the tap split's groups launched (1: no split; the caller then runs no second
+// pass). plan_only: the groups only, nothing launched.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
           int MINB = 1>
-cudaError_t launch_mma(const Params &p, cudaStream_t s)
+cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool plan_only)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
     auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB>;
@@ -812,24 +871,35 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s)
         if (e != cudaSuccess) return e;
         set_on |= bit;
     }
+    // A CTA per tile (masks, a tap split) has no next tile to prefetch during its epilogue, so
+    // the epilogue's staging can reuse the pipeline's shared memory: 5-9 KB less per CTA on the
+    // small tiles, one or two CTAs more per SM (the implicit GEMM is latency-bound: occupancy is
+    // what it runs on).
+    const bool one_tile = p.masks || p.splits < -1 || p.splits > 1;
+    const bool can_alias = C::EPI_BYTES <= C::SMEM;
     int sms = 0, per_sm = 0;
     if ((e = sm_count(&sms)) != cudaSuccess) return e;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, C::THREADS, dyn);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, kern, C::THREADS, one_tile && can_alias ? dyn - C::EPI_BYTES : dyn);
     if (e != cudaSuccess) return e;
     if (per_sm < 1) per_sm = 1;
     const int64_t tiles = p.m_tiles * p.n_tiles;
+    const int splits = resolve_splits(p, tiles, (int64_t)sms * per_sm);
+    *splits_used = splits;
+    if (plan_only) return cudaSuccess;
     // With masks (the implicit-GEMM convolution) tiles differ in cost by the taps they skip, and
     // a CTA per tile - the hardware hands the next tile to whichever CTA finishes - beat the
     // persistent grid's fixed round robin on every layer measured (bench_conv --tune, H100:
     // subm 16->16 on 100.6k voxels 45.5 -> 38.8 us, 64->64 87.7 -> 79.0, 256->256 664 -> 598;
     // equal on the small layers; gemm/NOTES.md).
+    // A tap split runs a CTA per group of each tile.
+    const int64_t units = tiles * splits;
     const int64_t grid =
-        p.masks || tiles < (int64_t)sms * per_sm ? tiles : (int64_t)sms * per_sm;
-    // A CTA per tile has no next tile to prefetch during its epilogue, so the epilogue's staging
-    // can reuse the pipeline's shared memory: 5-9 KB less per CTA on the small tiles, one or two
-    // CTAs more per SM (the implicit GEMM is latency-bound: occupancy is what it runs on).
+        one_tile || tiles < (int64_t)sms * per_sm ? units : (int64_t)sms * per_sm;
     Params q = p;
-    q.epi_alias = grid == tiles && C::EPI_BYTES <= C::SMEM;
+    q.splits = 1;
+    if (splits > 1) split_pass(q, splits);
+    q.epi_alias = grid == units && can_alias;
     if (q.epi_alias) dyn -= C::EPI_BYTES;
     kern<<<(unsigned)grid, C::THREADS, dyn, s>>>(q);
     return cudaGetLastError();

@@ -12,9 +12,9 @@
 namespace vcg {
 
 #define VC_GEMM_SM90_DEFINE(name, T, dt, math, BM, BN, BK, S)                                 \
-    cudaError_t launch_##name(const Params &p, cudaStream_t s)                                 \
+    cudaError_t launch_##name(const Params &p, cudaStream_t s, int *splits, bool plan)         \
     {                                                                                          \
-        return launch_mma<T, BM, BN, BK, BM / 16, 1, S, 16, true>(p, s);                         \
+        return launch_mma<T, BM, BN, BK, BM / 16, 1, S, 16, true>(p, s, splits, plan);         \
     }
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 #undef VC_GEMM_SM90_DEFINE

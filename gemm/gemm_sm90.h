@@ -24,7 +24,7 @@
 namespace vcg {
 struct Params;
 #define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S)                                         \
-    cudaError_t launch_##name(const Params &p, cudaStream_t s);
+    cudaError_t launch_##name(const Params &p, cudaStream_t s, int *splits, bool plan);
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DECLARE)
 #undef VC_GEMM_SM90_DECLARE
 } // namespace vcg

@@ -6,6 +6,8 @@
  *     that CTA masks skip work), gather_rows and row_map permutations, masks (the result must
  *     equal the unmasked one), accumulate, every epilogue option, C in fp32/fp16/bf16, residual
  *     in every dtype; per-offset gather-GEMM-scatter (taps 1, b_tap0 = t, accumulate);
+ *   - the tap split (2 to 7 groups, empty groups included; the workspace poisoned with NaN),
+ *     exact and automatic, gathered and dense, accumulate and residual in its second pass;
  *   - every compiled configuration, the -2 answer of one that does not fit, misaligned A;
  *   - bad arguments: -1 and a message.
  * C is poisoned with NaN before each run (random values for accumulate); rows that no logical row
@@ -107,6 +109,7 @@ typedef struct gcase {
     float slope;
     int config;      /* -1: the library picks */
     int misalign;    /* A and W start one element past an aligned address */
+    int splits;      /* tap split groups (0: none); the workspace is poisoned with NaN */
 } gcase;
 
 static gcase base(int64_t m, int32_t n, int32_t k, int ab, int math, int cdt)
@@ -139,11 +142,12 @@ static void describe(const gcase *c, char *buf, size_t len)
 {
     snprintf(buf, len,
              "m %lld n %d k %d taps %d (b %d/%d) ab %s math %d c %s gather %d(%.2f) grows %d "
-             "rmap %d masks %d acc %d bias %d res %d(%s) act %d cfg %d mis %d range [%d,%d)",
+             "rmap %d masks %d acc %d bias %d res %d(%s) act %d cfg %d mis %d range [%d,%d) "
+             "splits %d",
              (long long)c->m, c->n, c->k, c->taps, c->b_tap0, c->b_taps, dt_name(c->ab), c->math,
              dt_name(c->cdt), c->gather, c->present, c->grows, c->rmap, c->masks, c->accumulate,
              c->bias, c->residual, dt_name(c->res_dt), c->act, c->config, c->misalign, c->tap_lo,
-             c->tap_hi);
+             c->tap_hi, c->splits);
 }
 
 /* Runs one case; returns the relative error (or -1 when vc_gemm_run did not return 0). */
@@ -289,6 +293,15 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
     a.slope = c->slope;
     a.tap_lo = c->tap_lo;
     a.tap_hi = c->tap_hi;
+    float *dpart = NULL;
+    const int groups = c->splits < 0 ? -c->splits : c->splits; /* < 0: automatic, at most */
+    if (groups > 1) {
+        const size_t pb = (size_t)groups * (size_t)(m > 0 ? m : 1) * n * 4;
+        CUDA_OK(cudaMalloc((void **)&dpart, pb));
+        CUDA_OK(cudaMemset(dpart, 0xff, pb)); /* NaN: a sum read before it is written shows */
+    }
+    a.splits = c->splits;
+    a.partial = dpart;
 
     double err = -1;
     char msg[256] = "";
@@ -350,6 +363,7 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
     cudaFree(dbias);
     cudaFree(dres);
     cudaFree(dC);
+    cudaFree(dpart);
     free(A);
     free(W);
     free(gather);
@@ -507,6 +521,9 @@ static void test_gathered(vc_rng *rng)
                 c.res_dt = (s + v) % 3;
                 c.act = (v + s + mo) % 3;
                 c.slope = 0.2f;
+                /* tap split on the tensor-core paths: 2 to 5 groups, more than a tile's taps
+                 * at times (empty groups) */
+                if (kModes[mo].math != VC_GEMM_MATH_FP32 && v % 3 != 0) c.splits = 2 + (v + s) % 4;
                 double e = run_case(rng, &c, 0);
                 if (e > worst[mo]) worst[mo] = e;
                 count++;
@@ -623,6 +640,52 @@ static void test_per_offset(vc_rng *rng)
     }
 }
 
+/* vc_gemm_split_groups: what an automatic tap split resolves to - groups in [1, max], more
+ * groups for fewer tiles, 1 for a problem that fills the device, the exact count as given, and
+ * -2 from a configuration without the split. */
+static void test_split_groups(void)
+{
+    static char buf[64];
+    vc_gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.n_cols = 64;
+    a.k = 64;
+    a.taps = a.b_taps = 27;
+    a.a = a.w = a.c = buf;
+    a.a_rows = 10;
+    a.gather = (const int32_t *)buf;
+    a.ab_dtype = VC_GEMM_F16;
+    a.c_dtype = VC_GEMM_F16;
+    const vc_gemm_config *t = NULL;
+    const int32_t nc = vc_gemm_configs(&t);
+    int cfg = -1, fma = -1;
+    for (int32_t i = 0; i < nc; i++) {
+        if (!strcmp(t[i].name, "f16_64x64x32_s4")) cfg = i;
+        if (strstr(t[i].name, "fma")) fma = i;
+    }
+    CHECK(cfg >= 0 && fma >= 0);
+    int32_t small = 0, big = 0, exact = 0, none = 0;
+    char msg[200] = "";
+    a.splits = -8;
+    a.m = 640; /* 10 tiles */
+    CHECK_MSG(vc_gemm_split_groups(&a, cfg, &small, msg, sizeof msg) == 0, "%s", msg);
+    a.m = 64 * 100000; /* 100k tiles */
+    CHECK_MSG(vc_gemm_split_groups(&a, cfg, &big, msg, sizeof msg) == 0, "%s", msg);
+    a.splits = 5;
+    CHECK_MSG(vc_gemm_split_groups(&a, cfg, &exact, msg, sizeof msg) == 0, "%s", msg);
+    a.splits = 0;
+    CHECK_MSG(vc_gemm_split_groups(&a, cfg, &none, msg, sizeof msg) == 0, "%s", msg);
+    CHECK_MSG(small == 8 && big == 1 && exact == 5 && none == 1,
+              "split groups: 10 tiles %d (8), 100k tiles %d (1), exact %d (5), none %d (1)",
+              (int)small, (int)big, (int)exact, (int)none);
+    a.ab_dtype = a.c_dtype = VC_GEMM_F32;
+    a.math = VC_GEMM_MATH_FP32;
+    a.splits = -4;
+    CHECK(vc_gemm_split_groups(&a, fma, &none, msg, sizeof msg) == -2 && msg[0]);
+    printf("split groups: 10 tiles -> %d, 100k tiles -> %d, exact 5 -> %d\n", (int)small,
+           (int)big, (int)exact);
+}
+
 /* Every configuration of the table on a case it fits, and -2 where it does not (the wgmma
  * configurations, "_wg", fit a compute capability 9.0 device only). Then each on larger cases:
  * dense with several tiles per CTA of the persistent grid (more tiles than SMs), k not a
@@ -686,9 +749,25 @@ static void test_configs(vc_rng *rng)
         h.accumulate = h.residual = 1;
         h.cdt = h.res_dt = t[i].ab_dtype;
         double eh = run_case(rng, &h, 0);
+        /* the tap split: the gathered case in 4 groups and in as many as fill the device (at
+         * most 6), then the taps [9, 18) case in 7 (accumulate and residual in the second
+         * pass), and a dense case in 3 groups (taps 1: two empty groups); the fp32 FMA kernel
+         * has none (-2) */
+        const int fma = strstr(t[i].name, "fma") != NULL;
+        gcase gs = g;
+        gs.splits = -6;
+        run_case(rng, &gs, fma ? -2 : 0);
+        gs.splits = 4;
+        double es = run_case(rng, &gs, fma ? -2 : 0);
+        gcase hs = h;
+        hs.splits = 7;
+        double ehs = run_case(rng, &hs, fma ? -2 : 0);
+        gcase ds = d;
+        ds.splits = 3;
+        run_case(rng, &ds, fma ? -2 : 0);
         printf("config %2d %-26s dense m %lld n %d k %d: %.2e; gathered n %d k %d: %.2e, taps "
-               "[9, 18) accumulated: %.2e\n", i, t[i].name, (long long)d.m, d.n, d.k, ed, g.n,
-               g.k, eg, eh);
+               "[9, 18) accumulated: %.2e; tap split 4: %.2e, 7: %.2e\n", i, t[i].name,
+               (long long)d.m, d.n, d.k, ed, g.n, g.k, eg, eh, es, ehs);
     }
     /* misaligned A and W: the library must pick a path that fits */
     for (int mo = 0; mo < NMODES; mo++) {
@@ -718,7 +797,7 @@ static void test_bad_args(void)
         const char *what;
         vc_gemm_args a;
         int config;
-    } bad[32];
+    } bad[40];
     int nb = 0;
 #define BAD_CASE(name, field_stmt)                                                            \
     do {                                                                                       \
@@ -754,6 +833,16 @@ static void test_bad_args(void)
     BAD_CASE("C NULL", x->c = NULL);
     BAD_CASE("residual dtype", (x->residual = buf, x->residual_dtype = (vc_gemm_dtype)3));
     BAD_CASE("a_rows < 0", x->a_rows = -3);
+    BAD_CASE("splits too many", x->splits = VC_GEMM_MAX_SPLITS + 1);
+    BAD_CASE("splits too many (automatic)", x->splits = -VC_GEMM_MAX_SPLITS - 1);
+    BAD_CASE("automatic split without workspace", x->splits = -3);
+    BAD_CASE("split of too many taps",
+             (x->gather = (const int32_t *)buf, x->taps = x->b_taps = 1025, x->splits = 2,
+              x->partial = (float *)buf));
+    BAD_CASE("split without workspace", x->splits = 2);
+    BAD_CASE("split workspace misaligned",
+             (x->splits = 2,
+              x->partial = (float *)((((uintptr_t)buf + 15) & ~(uintptr_t)15) + 4)));
     BAD_CASE("config too big", (void)x);
     bad[nb - 1].config = 1000;
     BAD_CASE("config -2", (void)x);
@@ -785,6 +874,7 @@ int main(void)
     vc_rng rng = vc_test_rng("test_gpu_gemm");
     CUDA_OK(cudaStreamCreate(&g_stream));
     test_bad_args();
+    test_split_groups();
     test_configs(&rng);
     test_masks_equal(&rng);
     test_per_offset(&rng);
