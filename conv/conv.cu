@@ -173,6 +173,7 @@ vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32)
 
 int g_debug_config = -1; // vc_conv_gpu_debug_config
 int g_debug_split = 0;   // vc_conv_gpu_debug_split (0: the planner's)
+int g_debug_taps = 0;    // vc_conv_gpu_debug_tap_split (0: the planner's)
 
 // Mask-split ways of a layer: 1 (no split) unless vc_conv_gpu_debug_split asks for more, capped
 // at what the map kept (16-bit features only). Measured (bench_conv --tune, H100, fp16, every
@@ -205,12 +206,18 @@ int split_ways(const vc_kmap_data *m, vc_dtype dt)
 //                                         downsample 15.2 against 18.9)
 //   c_out == 96, >= 30k outputs        -> wgmma 128x128x32 (MinkUNet's 96-wide decoder at 100k
 //                                         136.4 against 172.5 for 128x96x32)
-//   c_out % 256 == 0, >= 30k outputs   -> wgmma 128x256x64 (subm 256->256 on 100k voxels)
+//   c_out % 256 == 0, >= 30k outputs,  -> wgmma 128x256x64 (subm 256->256 on 100k voxels; with
+//   or >= 4k outputs and K >= 27          the tap split, 5.1k outputs 384->256 63.6 against
+//                                         68.6 for 128x128 and 88.3 for 64x64x32_s4)
 //   c_out >= 128, >= 10k outputs, or   -> wgmma 128x128x32 (subm 128->128 138.6 against 188.5
-//   c_out >= 256, >= 4k outputs, K >= 27  for mma.sync 128x128; 5.1k outputs 384->256 121.7
-//                                         against 131.4 for 64x64x32_s4)
+//   >= 1k outputs and K >= 27             for mma.sync 128x128; with the tap split, 7.5k
+//                                         outputs 128->128 33.1 against 39.3 for 64x64x32_s3,
+//                                         1.8k outputs 256->256 34.6 against 40.1)
 //   otherwise                          -> 64x64x32_s3 from 50k outputs (subm 64->64 73.9 against
-//                                         77.4), else 64x64x32_s4 (the coarse levels: 2-11%)
+//                                         77.4), else 64x64x32_s4 (the coarse levels: 2-11%;
+//                                         with the tap split, 576 outputs 192->224 21.6
+//                                         against 24.4 for wgmma 128x128)
+// Below a device's worth of tiles each layer also gets a tap split (tap_splits).
 // fp32 features keep gemm/'s choice.
 void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, vc_dtype dt,
                       int32_t out[4])
@@ -228,10 +235,10 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, vc_
     } else if (c_out == 96 && n_out >= 30000) {
         names[0] = "128x128x32_s5_wg";
         names[1] = "128x96x32_s4";
-    } else if (c_out % 256 == 0 && n_out >= 30000) {
+    } else if (c_out % 256 == 0 && (n_out >= 30000 || (K >= 27 && n_out >= 4000))) {
         names[0] = "128x256x64_s3_wg";
-        names[1] = "128x128x32_s3";
-    } else if (c_out >= 128 && (n_out >= 10000 || (c_out >= 256 && n_out >= 4000 && K >= 27))) {
+        names[1] = n_out >= 30000 ? "128x128x32_s3" : "64x64x32_s4";
+    } else if (c_out >= 128 && (n_out >= 10000 || (K >= 27 && n_out >= 1000))) {
         names[0] = "128x128x32_s5_wg";
         names[1] = n_out >= 30000 ? "128x128x32_s3" : "64x64x32_s4";
     } else {
@@ -251,10 +258,37 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, vc_
             }
 }
 
+// The tap split of the implicit GEMM (gemm.h: vc_gemm_args.splits) for a layer on tile cfg.
+// A layer whose tiles cannot fill the device (the coarse levels: a few hundred CTAs, each
+// walking its taps x c_in / BK iterations in series) runs each tile's taps on several CTAs and
+// adds their fp32 sums in a second pass. gemm/ picks the groups that fill the device (the CTAs
+// of the tile it holds at once over the tiles); this caps them so that each group keeps 10
+// iterations or more: a tile's taps are estimated as 3x the map's mean taps per output (a tile
+// ORs 64-128 outputs' masks; a map with one tap per output, an inverse, has one a tile), capped
+// at K, and at most 8 groups (the most measured). From `bench_conv --tune --tune-splits "1 2 3 4
+// 6 8"` on the H100 (docs/benchmarks.md "Tap split"): the best split on the layers with fewer
+// tiles than the device holds was within 5% of that rule's; the k1 and inverse layers and the
+// large levels do not split. 16-bit features on tensor-core tiles only; 0 = no split.
+int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt)
+{
+    if (cfg < 0 || (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16)) return 0;
+    if (g_debug_taps > 0) return g_debug_taps < VC_GEMM_MAX_SPLITS ? g_debug_taps
+                                                                    : VC_GEMM_MAX_SPLITS;
+    const vc_gemm_config *t = NULL;
+    if (cfg >= vc_gemm_configs(&t) || m->n_out <= 0) return 0;
+    const double mean = (double)m->n_pairs / (double)m->n_out;
+    double taps = mean <= 1.5 ? 1.0 : 3.0 * mean;
+    if (taps > m->volume) taps = m->volume;
+    const double iters = taps * (double)((c_in + t[cfg].tile_k - 1) / t[cfg].tile_k);
+    const int cap = iters >= 80.0 ? 8 : (int)(iters / 10.0);
+    return cap > 1 ? -cap : 0;
+}
+
 } // namespace
 
 extern "C" void vc_conv_gpu_debug_config(int32_t config) { g_debug_config = config; }
 extern "C" void vc_conv_gpu_debug_split(int32_t ways) { g_debug_split = ways; }
+extern "C" void vc_conv_gpu_debug_tap_split(int32_t splits) { g_debug_taps = splits; }
 
 // Planner for VC_ALGO_AUTO: implicit GEMM for every layer.
 // Evidence (tests/gpu/bench_conv, H100 SXM, fp16, bias + ReLU, L2 flushed, medians of 25; the
@@ -292,7 +326,8 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
     void *w_conv = NULL, *in_pad = NULL;
-    float *acc = NULL;
+    float *acc = NULL, *part = NULL;
+    int64_t part_splits = 0; // groups the tap split's workspace holds
     const void *w = a->weights;
     vc_conv_args pa = *a; // the arguments the GEMM sees (features and c_in may be widened)
     char msg[256] = {0};
@@ -364,6 +399,26 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
             } else {
                 rc = -2;
                 for (int j = 0; j < 4 && rc == -2; j++) { // -2: that tile does not fit: next
+                    // one launch: the tap split where the tile set is too small for the device
+                    // (gemm/ resolves an automatic split; the workspace is sized for what it
+                    // will run, and that count is then passed as such)
+                    g.splits = ways == 1 ? tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype) : 0;
+                    int32_t groups = g.splits > 1 ? g.splits : 1;
+                    if (g.splits < -1) {
+                        g.partial = NULL;
+                        rc = vc_gemm_split_groups(&g, cfgs[j], &groups, msg, (int32_t)sizeof msg);
+                        if (rc == -2 && cfgs[j] >= 0 && g_debug_config < 0) continue;
+                        if (rc != 0) break;
+                    }
+                    g.splits = groups > 1 ? groups : 0;
+                    if (groups > part_splits && groups > 1) {
+                        if (part) cudaFreeAsync(part, s);
+                        part = NULL;
+                        CU(scratch((void **)&part, (int64_t)groups * n_out * c_out * 4, s),
+                           "allocating the tap split's partial sums");
+                        part_splits = groups;
+                    }
+                    g.partial = part;
                     rc = vc_gemm_run(&g, cfgs[j], s, msg, (int32_t)sizeof msg);
                     used = cfgs[j];
                     if (cfgs[j] < 0 || g_debug_config >= 0) break;
@@ -429,5 +484,6 @@ done:
     if (w_conv) cudaFreeAsync(w_conv, s);
     if (in_pad) cudaFreeAsync(in_pad, s);
     if (acc) cudaFreeAsync(acc, s);
+    if (part) cudaFreeAsync(part, s);
     return st;
 }

@@ -40,6 +40,10 @@ void vc_conv_gpu_debug_config(int32_t config);
 /* Benchmarks only: the mask-split ways of the implicit GEMM (conv.cu), capped at what the map
  * kept (its partial sorts + 1); 0 restores the planner's. Not thread-safe. */
 void vc_conv_gpu_debug_split(int32_t ways);
+/* Benchmarks and tests only: the tap-split groups of the implicit GEMM (16-bit features;
+ * capped at VC_GEMM_MAX_SPLITS; used when the mask split is off); 0 restores the planner's.
+ * Not thread-safe. */
+void vc_conv_gpu_debug_tap_split(int32_t splits);
 
 /* The algorithm VC_ALGO_AUTO runs for this map, channels and feature dtype (never AUTO). */
 vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out, vc_dtype dtype);

@@ -1,5 +1,6 @@
 /* tests/gpu/bench_conv.c - benchmark of the GPU convolution layers (not a ctest).
- * Usage: bench_conv [--runs N] [--layers DIR] [--csv FILE] [--dump[-only] DIR] [--net NAME] [--tune] [scan.bin|.pcd ...]
+ * Usage: bench_conv [--runs N] [--layers DIR] [--csv FILE] [--dump[-only] DIR] [--net NAME]
+ *                   [--tune] [--tune-splits "1 2 4"] [scan.bin|.pcd ...]
  *
  * Scenes: a synthetic spinning 128-beam LiDAR sweep over a ground plane, walls and parked cars
  * (fixed seed, ~100k voxels at 0.05 x 0.05 x 0.1 m on the SECOND / KITTI grid 41x1600x1408;
@@ -24,7 +25,8 @@
  * so that a peer engine can be timed on the same voxels (tests/gpu/peers/spconv_bench.py);
  * --dump-only DIR writes them and exits. --net NAME runs only the networks whose name contains
  * NAME (e.g. "sweep", "CenterPoint"). --tune also times each conv layer's implicit GEMM with
- * every fp16 GEMM configuration and prints a "tune" line per layer. */
+ * every fp16 GEMM configuration and prints a "tune" line per layer: "name/S ms" for each tap
+ * split S of --tune-splits (default "0": the planner's split for that configuration). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,7 @@ static void *g_flush;
 static const size_t kFlushBytes = (size_t)256 << 20;
 static FILE *g_csv;
 static int g_tune;
+static int g_tune_splits[8] = {0}, g_n_tune_splits = 1; /* --tune-splits; 0 = the planner's */
 
 
 static void flush_l2(void) { CUDA_CHECK(cudaMemsetAsync(g_flush, (int)(rand() & 0xff),
@@ -569,15 +572,14 @@ static double rel_diff(const void *a, const void *b, int64_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* --tune: times the layer's implicit GEMM with every fp16 GEMM configuration that fits and
- * prints one line per layer: each configuration's median and the fastest. */
+/* --tune: times the layer's implicit GEMM with every fp16 GEMM configuration that fits, at each
+ * tap split of --tune-splits, and prints one line per layer: each median and the fastest. */
 static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, const layer *l,
                        const buffers *b, float auto_ms)
 {
     const vc_gemm_config *cfg = NULL;
     const int ncfg = vc_gemm_configs(&cfg);
     const vc_kmap_data *m = &fs[0].maps[map_of[0][li]].m;
-    const int max_ways = m->part_count + 1; /* mask split: 1 .. partial sorts + 1 launches */
     float best = 1e30f;
     int best_i = -1, best_w = 1;
     printf("tune %s %lld->%lld auto %.4f:", l->name, (long long)l->cin, (long long)l->cout,
@@ -585,8 +587,9 @@ static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, cons
     for (int c = 0; c < ncfg; c++) {
         if (cfg[c].ab_dtype != VC_GEMM_F16) continue;
         vc_conv_gpu_debug_config(c);
-        for (int w = 1; w <= max_ways; w++) {
-            vc_conv_gpu_debug_split(w);
+        for (int si = 0; si < g_n_tune_splits; si++) {
+            const int w = g_tune_splits[si];
+            vc_conv_gpu_debug_tap_split(w);
             vc_err err = {{0}};
             vc_status st = run_layer(m, b, 0, l, VC_ALGO_IMPLICIT_GEMM, &err);
             if (st == VC_OK) {
@@ -598,7 +601,7 @@ static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, cons
         }
     }
     vc_conv_gpu_debug_config(-1);
-    vc_conv_gpu_debug_split(0);
+    vc_conv_gpu_debug_tap_split(0);
     printf(" | best %s/%d %.4f\n", best_i >= 0 ? cfg[best_i].name : "-", best_w, best);
 }
 
@@ -837,6 +840,15 @@ int main(int argc, char **argv)
             dump = argv[++i];
         } else if (!strcmp(argv[i], "--tune")) {
             g_tune = 1;
+        } else if (!strcmp(argv[i], "--tune-splits") && i + 1 < argc) {
+            char *e = argv[++i];
+            g_n_tune_splits = 0;
+            while (*e && g_n_tune_splits < 8) {
+                long v = strtol(e, &e, 10);
+                g_tune_splits[g_n_tune_splits++] = (int)(v < 0 ? 0 : v);
+                while (*e == ' ' || *e == ',') e++;
+            }
+            if (g_n_tune_splits == 0) g_tune_splits[g_n_tune_splits++] = 0;
         } else if (!strcmp(argv[i], "--net") && i + 1 < argc) {
             only_net = argv[++i];
         } else if (!strcmp(argv[i], "--dump-only") && i + 1 < argc) {

@@ -9,7 +9,9 @@
  * before each run, so an unwritten element fails; each GPU run is done twice and the two results
  * must be bit-identical (determinism).
  * Coverage: every map type (SUBM k1/k3/k5/k7, dilation, 3x1x1, STRIDED, DOWNSAMPLE, TRANSPOSED,
- * INVERSE of strided and downsample maps), both algorithms and AUTO, fp32 (exact and tf32), fp16,
+ * INVERSE of strided and downsample maps), both algorithms and AUTO, the implicit GEMM's tap split
+ * forced (3 groups on every map type, 2/3/7 on ~50k voxels) besides the planner's own choice,
+ * fp32 (exact and tf32), fp16,
  * bf16, weights / output / residual in other dtypes, bias, ReLU, LeakyReLU, residual, channels
  * 1..384 incl. 1, 3, 4, 5, 7, 17, 96, 384, N = 0, 1, 31, 33, thousands and ~50k, batch > 1,
  * coordinates on the faces of the grid, the real scans in datasets/data when present (skipped
@@ -438,6 +440,13 @@ static void sweep_maps(const cloud *c, vc_rng *rng, int with_k7)
         run_algos(label, &m, opts(16, 32, VC_DTYPE_FP16, VC_ALGO_AUTO), rng);
         run_algos(label, &m, opts(5, 7, VC_DTYPE_FP32, VC_ALGO_AUTO), rng);
         for (int r = 0; r < 2; r++) run_conv(label, &m, random_opts(rng, opts(8, 24, 0, 0)), rng);
+        /* the tap split forced to 3 groups (16-bit features), whatever the planner would do */
+        vc_conv_gpu_debug_tap_split(3);
+        conv_opts ts = opts(16, 40, VC_DTYPE_BF16, VC_ALGO_IMPLICIT_GEMM);
+        ts.bias = ts.res = 1;
+        ts.act = VC_ACT_LEAKY_RELU;
+        run_conv(label, &m, ts, rng);
+        vc_conv_gpu_debug_tap_split(0);
         if (maps[i].inverse) {
             char l2[300];
             snprintf(l2, sizeof l2, "inverse of %s", label);
@@ -912,6 +921,19 @@ int main(void)
                    "out 16->128 %.2e\n", ways, e[0], e[1], e[2]);
         }
         vc_conv_gpu_debug_split(0);
+        /* the tap split forced to 2, 3 and 7 groups (the planner splits small levels only) */
+        for (int sp = 2; sp <= 7; sp += sp == 3 ? 4 : 1) {
+            vc_conv_gpu_debug_tap_split(sp);
+            conv_opts o = opts(64, 128, VC_DTYPE_FP16, VC_ALGO_IMPLICIT_GEMM);
+            o.bias = o.res = 1;
+            o.act = VC_ACT_RELU;
+            const double e0 = run_conv("50k subm k3 tap split", &m, o, &rng);
+            const double e1 = run_conv("50k subm k3 tap split", &m,
+                                       opts(24, 256, VC_DTYPE_BF16, VC_ALGO_IMPLICIT_GEMM), &rng);
+            printf("tap split %d groups: rel err fp16 64->128 %.2e, bf16 24->256 %.2e\n", sp, e0,
+                   e1);
+        }
+        vc_conv_gpu_debug_tap_split(0);
         free_pair(&m);
         cudaFree(d_rows);
         free(c.rows);
