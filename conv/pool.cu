@@ -34,16 +34,29 @@ __global__ void pool_kernel(const int32_t *out_in, int64_t n_out, int32_t K, int
         const int32_t *row = out_in + p * K;
         float v = 0.0f;
         int64_t count = 0;
-        for (int32_t k = 0; k < K; k++) {
-            const int32_t r = row[k];
-            if (r < 0 || r >= n_in) continue;
-            const float x = load_f32(in, dtype, (int64_t)r * channels + c);
-            if (mode == VC_POOL_AVG) {
-                v += x;
-            } else if (count == 0 || (!isnan(v) && (x > v || isnan(x)))) {
-                v = x; // a NaN, once seen, stays
+        // Eight taps at a time: their indices, then their features, all in flight together
+        // (a small pooling layer is bound by these dependent loads), then combined in k order.
+        for (int32_t k0 = 0; k0 < K; k0 += 8) {
+            int32_t r[8];
+            float x[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                r[u] = k0 + u < K ? __ldg(row + k0 + u) : -1;
+                if (r[u] >= n_in) r[u] = -1;
             }
-            count++;
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                x[u] = r[u] >= 0 ? load_f32(in, dtype, (int64_t)r[u] * channels + c) : 0.0f;
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                if (r[u] < 0) continue;
+                if (mode == VC_POOL_AVG) {
+                    v += x[u];
+                } else if (count == 0 || (!isnan(v) && (x[u] > v || isnan(x[u])))) {
+                    v = x[u]; // a NaN, once seen, stays
+                }
+                count++;
+            }
         }
         if (mode == VC_POOL_AVG && count > 0) v /= (float)count;
         store_f32(out, dtype, i, v);
