@@ -5,7 +5,11 @@
 //    the K taps of each output through out_in in its main loop, walks the outputs in mask order
 //    (perm, which the map sorted by neighbour mask) so a CTA skips the taps none of its rows
 //    has, and applies the epilogue (bias, residual, activation, output dtype) before it writes
-//    each output row. No atomics, no scratch besides converted weights.
+//    each output row. No atomics.
+//    TAP SPLIT (tap_splits): a layer with too few tiles to fill the device (the coarse levels)
+//    runs each tile's taps on several CTAs that write fp32 partial sums into stream-ordered
+//    scratch; gemm/ adds them in group order and applies the epilogue in a second kernel.
+//    Deterministic for a given device (the group count follows its SM count and occupancy).
 //    MASK SPLIT: a CTA computes every tap any of its rows has, and rows sorted by the whole mask
 //    agree on its high bits only (2.1x the products needed on the real scans at 64-row tiles).
 //    With S-way split the taps run in S launches, group q = taps [d q, d (q + 1)) (the last

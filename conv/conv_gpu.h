@@ -17,7 +17,8 @@ struct CUstream_st;
 /* Forward convolution. algo: VC_ALGO_IMPLICIT_GEMM (output-stationary, gather through out_in,
  * outputs in mask order, CTA mask skipping, fused epilogue, no atomics), VC_ALGO_GATHER_GEMM_SCATTER
  * (per-offset GEMMs into an fp32 accumulator, then the epilogue), or VC_ALGO_AUTO (the planner
- * picks from the map and the channels). Deterministic for a given algo. a->num_threads is
+ * picks from the map and the channels). Deterministic for a given algo and device (the implicit
+ * GEMM's tap split, on coarse layers, takes its group count from the device). a->num_threads is
  * ignored. fp32 features use exact fp32 arithmetic unless `tf32` is set. Weights in another
  * dtype than the features are converted to the features' dtype on the device.
  * Synchronisation: VC_ALGO_IMPLICIT_GEMM never waits for the device. VC_ALGO_GATHER_GEMM_SCATTER

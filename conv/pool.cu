@@ -219,9 +219,10 @@ extern "C" vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, con
     if (n_out == 0) return VC_OK;
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    // Eight taps in flight per thread below ~2^19 outputs (H100, spconv's net, k2 s2 max pool:
-    // 576 -> 177 outputs x 224 channels 7.0 -> 5.3 us, 5132 x 128 14.2 -> 13.6; at 41k x 64
-    // one at a time is faster, 33.2 against 40.2 us: docs/benchmarks.md "Tap split").
+    // Eight taps in flight per thread below 2^19 outputs x channels (H100, spconv's net, k2 s2
+    // max pools: 177 outputs x 224 channels 7.0 -> 5.3 us; at 41k x 64 one at a time is
+    // faster, 33.2 against 40.2 us; 5.1k x 128 is 13.6-14.2 either way: docs/benchmarks.md
+    // "Tap split").
     if (n_out * channels < (1 << 19))
         pool_kernel<true><<<grid_for(n_out * channels), kThreads, 0, s>>>(
             map->out_in, n_out, (int32_t)K, n_in, in, (int)dtype, channels, (int)mode, out);
