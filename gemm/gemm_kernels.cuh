@@ -79,6 +79,23 @@ __device__ __forceinline__ void cp_async(uint32_t dst, const void *src, int src_
     }
 }
 
+// cp.async of LB bytes that zero-fills and reads nothing where `on` is 0 (ignore-src): the
+// address need not be valid then.
+template <int LB>
+__device__ __forceinline__ void cp_async_if(uint32_t dst, const void *src, uint32_t on)
+{
+    size_t g = __cvta_generic_to_global(src);
+    if constexpr (LB == 16) {
+        asm volatile("{\n.reg .pred z;\nsetp.eq.u32 z, %2, 0;\n"
+                     "cp.async.cg.shared.global [%0], [%1], 16, z;\n}\n" ::"r"(dst),
+                     "l"(g), "r"(on));
+    } else {
+        asm volatile("{\n.reg .pred z;\nsetp.eq.u32 z, %2, 0;\n"
+                     "cp.async.ca.shared.global [%0], [%1], %3, z;\n}\n" ::"r"(dst),
+                     "l"(g), "r"(on), "n"(LB));
+    }
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 
 template <int N>
@@ -340,7 +357,7 @@ __device__ __forceinline__ int cta_setup(const Params &p, int64_t m0, int64_t *r
             if (r < 0) continue;
             const uint32_t *mr = p.masks + r * p.mask_words;
             for (int w = 0; w < words; w++) {
-                uint32_t v = mr[w];
+                uint32_t v = mr[w] & tap_bits(p, w); // next_tap reads only [tap_lo, tap_hi)
                 if (v) atomicOr(&tile_mask[w], v);
             }
         }
@@ -369,12 +386,13 @@ __device__ __forceinline__ void keep_group(const Params &p, uint32_t *tile_mask,
     }
 }
 
-// The first tap >= t that the CTA computes (taps when none).
+// The first tap >= t that the CTA computes (taps when none). The tensor-core kernel's tile mask
+// holds only taps in [tap_lo, tap_hi).
 __device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_mask, int t)
 {
     if (!p.masks && p.splits <= 1) return t < p.tap_hi ? t : p.taps;
     while (t < p.tap_hi) {
-        uint32_t v = (tile_mask[t >> 5] & tap_bits(p, t >> 5)) >> (t & 31);
+        uint32_t v = tile_mask[t >> 5] >> (t & 31);
         if (v) return t + __ffs(v) - 1;
         t = (t | 31) + 1;
     }
@@ -481,8 +499,17 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     int ld_slot = -1, ld_iter = 0, ld_iters = 0, ld_tap = 0, ld_kc = 0, cur_tap = -1;
     int g_t0 = 0, g_n = 0; // taps [g_t0, g_t0 + g_n) are in gidx
     bool dummy = false;
-    int64_t a_off[C::A_LOADS]; // element offset of the A row for the current tap, -1 = zero
-    int64_t b_off[C::B_LOADS]; // element offset of W[n, b_tap0, 0], -1 = past n_cols
+    // The loads' sources as byte addresses of this thread's column at k chunk 0 of the current
+    // tap, so that an iteration adds one uniform offset (the chunk's bytes) to each: A's row
+    // for the tap (bit j of ld_ok: the row has one) and W[n, b_tap0 + tap] (bit 16 + j: n <
+    // n_cols and the tile has a tap). Set at the tile's set-up (W at tap 0) and when the tap
+    // changes. A load whose bit is clear zero-fills and reads nothing (cp.async's ignore-src), so
+    // its address need not be valid and is not selected away. One word of flags, not a
+    // register per load: the small tiles run with registers capped (MINB).
+    const char *a_src[C::A_LOADS];
+    const char *b_src[C::B_LOADS];
+    uint32_t ld_ok = 0;
+    static_assert(C::A_LOADS <= 16 && C::B_LOADS <= 16, "ld_ok's bits");
     int ld_stage = 0;
 
     auto setup_tile = [&]() {
@@ -494,8 +521,9 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         // each row sets its gather row, its output row (a tap split: its row of the workspace)
         // and ORs in its mask.
         const bool masked = p.masks || p.splits > 1;
-        if (masked) {
-            for (int w = tid; w < words; w += C::THREADS) tile_mask[w] = p.masks ? 0u : ~0u;
+        if (masked) { // only the taps in [tap_lo, tap_hi): next_tap need not mask them
+            for (int w = tid; w < words; w += C::THREADS)
+                tile_mask[w] = p.masks ? 0u : tap_bits(p, w);
             __syncthreads();
         }
         for (int i = tid; i < BM; i += C::THREADS) {
@@ -506,7 +534,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
                 if (p.masks) {
                     const uint32_t *mr = p.masks + r * p.mask_words;
                     for (int w = 0; w < words; w++) {
-                        uint32_t v = __ldg(mr + w);
+                        uint32_t v = __ldg(mr + w) & tap_bits(p, w);
                         if (v) atomicOr(&tile_mask[w], v);
                     }
                 }
@@ -523,7 +551,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         int active = p.tap_hi - p.tap_lo;
         if (masked) {
             active = 0;
-            for (int w = 0; w < words; w++) active += __popc(tile_mask[w] & tap_bits(p, w));
+            for (int w = 0; w < words; w++) active += __popc(tile_mask[w]);
         }
         ld_iters = active * kc_per_tap;
         dummy = ld_iters == 0;
@@ -534,10 +562,14 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         ld_tap = dummy ? p.tap_lo : next_tap(p, tile_mask, p.tap_lo);
         cur_tap = -1;
         g_n = 0;
+        ld_ok = 0;
 #pragma unroll
         for (int j = 0; j < C::B_LOADS; j++) {
-            int n = n0 + lrow + j * C::ROWS_PER_PASS;
-            b_off[j] = n < p.n_cols ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : -1;
+            const int n = n0 + lrow + j * C::ROWS_PER_PASS;
+            const bool ok = n < p.n_cols && !dummy;
+            b_src[j] = reinterpret_cast<const char *>(
+                W + (ok ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : 0) + lcol * C::E);
+            ld_ok |= (uint32_t)ok << (16 + j);
         }
         __syncthreads(); // tile_iters and row_out visible to every thread
     };
@@ -568,7 +600,9 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 const int row = rb + u * step;
-                if (row < BM && tap < g_n) gidx[row * p.gstride + tap] = v[u];
+                // An index out of range reads zeros, like -1. Checked here, once every load is
+                // in flight: a check next to its load makes each load wait for the one before.
+                if (row < BM && tap < g_n) gidx[row * p.gstride + tap] = v[u] < p.a_rows ? v[u] : -1;
             }
         }
         __syncthreads();
@@ -578,51 +612,60 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     auto load_stage = [&]() {
         if (ld_iter == 0) setup_tile();
         if (ld_tap != cur_tap) {
+            const int prev_tap = cur_tap;
             cur_tap = ld_tap;
+            ld_ok &= 0xffff0000u;
             if (p.gather && !dummy && (cur_tap < g_t0 || cur_tap >= g_t0 + g_n))
                 load_gidx(cur_tap);
 #pragma unroll
             for (int j = 0; j < C::A_LOADS; j++) {
                 const int row = lrow + j * C::ROWS_PER_PASS;
-                int64_t g = row_g[row], off = -1;
-                if (g >= 0 && !dummy) {
-                    int64_t idx = p.gather ? (int64_t)gidx[row * p.gstride + cur_tap - g_t0] : g;
-                    if (idx >= 0 && idx < p.a_rows) off = idx * p.k;
+                int64_t idx; // staged gather indices are -1 or in [0, a_rows)
+                if (p.gather) {
+                    idx = gidx[row * p.gstride + cur_tap - g_t0];
+                } else {
+                    idx = row_g[row];
+                    if (idx >= p.a_rows) idx = -1;
                 }
-                a_off[j] = off;
+                const bool ok = idx >= 0 && !dummy;
+                a_src[j] = reinterpret_cast<const char *>(A + (ok ? idx * p.k : 0) + lcol * C::E);
+                ld_ok |= (uint32_t)ok << j;
             }
+            // W moves from the previous tap (tap 0 at the tile's first: prev is -1) to this one.
+            const int64_t db = (int64_t)(cur_tap - max(prev_tap, 0)) * p.k * C::ES;
+#pragma unroll
+            for (int j = 0; j < C::B_LOADS; j++) b_src[j] += db;
         }
-        const int col = ld_kc * BK + lcol * C::E;
-        const bool col_ok = col < p.k && !dummy; // k % E == 0 on the cp.async paths
-        const int64_t w_tap = (int64_t)cur_tap * p.k + col;
+        const int kc_bytes = ld_kc * BK * C::ES;
+        const uint32_t on = ld_kc * BK + lcol * C::E < p.k ? ld_ok : 0u; // k % E == 0 (cp.async)
         const uint32_t sa = s_base + ld_stage * C::STAGE_BYTES;
         const uint32_t sb = sa + BM * C::ROWB;
         if constexpr (LB >= 4) {
 #pragma unroll
             for (int j = 0; j < C::A_LOADS; j++) {
-                int row = lrow + j * C::ROWS_PER_PASS;
-                bool ok = col_ok && a_off[j] >= 0;
-                const T *src = ok ? A + a_off[j] + col : A;
-                cp_async<LB>(sa + swz<C::UNITS, C::RPL>(row, unit) + within, src, ok ? LB : 0);
+                const int row = lrow + j * C::ROWS_PER_PASS;
+                cp_async_if<LB>(sa + swz<C::UNITS, C::RPL>(row, unit) + within,
+                                a_src[j] + kc_bytes, on & 1u << j);
             }
 #pragma unroll
             for (int j = 0; j < C::B_LOADS; j++) {
-                int row = lrow + j * C::ROWS_PER_PASS;
+                const int row = lrow + j * C::ROWS_PER_PASS;
                 if (C::B_PARTIAL && row >= BN) break;
-                bool ok = col_ok && b_off[j] >= 0;
-                const T *src = ok ? W + b_off[j] + w_tap : W;
-                cp_async<LB>(sb + swz<C::UNITS, C::RPL>(row, unit) + within, src, ok ? LB : 0);
+                cp_async_if<LB>(sb + swz<C::UNITS, C::RPL>(row, unit) + within,
+                                b_src[j] + kc_bytes, on & 1u << (16 + j));
             }
         } else {
-            const uint16_t *A16 = reinterpret_cast<const uint16_t *>(A);
-            const uint16_t *W16 = reinterpret_cast<const uint16_t *>(W);
             uint16_t va[C::A_LOADS], vb[C::B_LOADS];
 #pragma unroll
             for (int j = 0; j < C::A_LOADS; j++)
-                va[j] = (col_ok && a_off[j] >= 0) ? __ldg(A16 + a_off[j] + col) : (uint16_t)0;
+                va[j] = on & 1u << j
+                            ? __ldg(reinterpret_cast<const uint16_t *>(a_src[j] + kc_bytes))
+                            : (uint16_t)0;
 #pragma unroll
             for (int j = 0; j < C::B_LOADS; j++)
-                vb[j] = (col_ok && b_off[j] >= 0) ? __ldg(W16 + b_off[j] + w_tap) : (uint16_t)0;
+                vb[j] = on & 1u << (16 + j)
+                            ? __ldg(reinterpret_cast<const uint16_t *>(b_src[j] + kc_bytes))
+                            : (uint16_t)0;
 #pragma unroll
             for (int j = 0; j < C::A_LOADS; j++) {
                 int row = lrow + j * C::ROWS_PER_PASS;
