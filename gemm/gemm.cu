@@ -298,7 +298,7 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
     if (!a) BAD("args is NULL");
     if (a->m < 0) BAD("m = %lld is negative", (long long)a->m);
     if (a->n_cols < 1) BAD("n_cols = %d must be >= 1", a->n_cols);
-    if (a->k < 1) BAD("k = %d must be >= 1", a->k);
+    if (a->k < 1 || a->k > (1 << 27)) BAD("k = %d is not in [1, 2^27]", a->k);
     if (a->taps < 1) BAD("taps = %d must be >= 1", a->taps);
     if (!valid_dtype(a->ab_dtype)) BAD("ab_dtype %d is not a dtype", (int)a->ab_dtype);
     if (!valid_dtype(a->c_dtype)) BAD("c_dtype %d is not a dtype", (int)a->c_dtype);

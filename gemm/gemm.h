@@ -60,7 +60,7 @@ typedef enum vc_gemm_act {
 typedef struct vc_gemm_args {
     int64_t m;                 /* logical rows                                                   */
     int32_t n_cols;            /* output columns (C_out)                                         */
-    int32_t k;                 /* input columns (C_in), any value >= 1                          */
+    int32_t k;                 /* input columns (C_in), 1 .. 2^27 (a row's bytes fit 32 bits)    */
     int32_t taps;              /* gather taps per row (1 for a plain or per-offset GEMM)         */
     const void *a;             /* A [a_rows, k], row-major, dtype ab_dtype                       */
     int64_t a_rows;

@@ -617,19 +617,27 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
             ld_ok &= 0xffff0000u;
             if (p.gather && !dummy && (cur_tap < g_t0 || cur_tap >= g_t0 + g_n))
                 load_gidx(cur_tap);
+            const char *const a_col = reinterpret_cast<const char *>(A + lcol * C::E);
+            if (p.gather) {
+                // Staged gather indices are -1 or in [0, a_rows), 32-bit: one wide multiply-add
+                // makes the address (a row's bytes, k * ES, fit 32 bits: k <= 2^27, gemm.h).
+                const int32_t *gr = gidx + lrow * p.gstride + cur_tap - g_t0;
+                const int kb = p.k * C::ES;
 #pragma unroll
-            for (int j = 0; j < C::A_LOADS; j++) {
-                const int row = lrow + j * C::ROWS_PER_PASS;
-                int64_t idx; // staged gather indices are -1 or in [0, a_rows)
-                if (p.gather) {
-                    idx = gidx[row * p.gstride + cur_tap - g_t0];
-                } else {
-                    idx = row_g[row];
-                    if (idx >= p.a_rows) idx = -1;
+                for (int j = 0; j < C::A_LOADS; j++) {
+                    const int32_t idx = gr[j * C::ROWS_PER_PASS * p.gstride];
+                    const bool ok = idx >= 0 && !dummy;
+                    a_src[j] = a_col + (int64_t)(ok ? idx : 0) * kb;
+                    ld_ok |= (uint32_t)ok << j;
                 }
-                const bool ok = idx >= 0 && !dummy;
-                a_src[j] = reinterpret_cast<const char *>(A + (ok ? idx * p.k : 0) + lcol * C::E);
-                ld_ok |= (uint32_t)ok << j;
+            } else {
+#pragma unroll
+                for (int j = 0; j < C::A_LOADS; j++) {
+                    const int64_t g = row_g[lrow + j * C::ROWS_PER_PASS];
+                    const bool ok = g >= 0 && g < p.a_rows && !dummy;
+                    a_src[j] = a_col + (ok ? g * p.k * C::ES : 0);
+                    ld_ok |= (uint32_t)ok << j;
+                }
             }
             // W moves from the previous tap (tap 0 at the tile's first: prev is -1) to this one.
             const int64_t db = (int64_t)(cur_tap - max(prev_tap, 0)) * p.k * C::ES;
@@ -699,6 +707,14 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
 
     const int wm0 = (warp / WN) * C::WTM, wn0 = (warp % WN) * C::WTN;
+    // ldmatrix addresses within a stage: this lane's row of the warp's first 16-row A slab and
+    // of its first 16-row B slab, at k-step 0. A slab 16 rows down is 16 * ROWB bytes further
+    // (the swizzle's pattern repeats every UNITS * RPL <= 16 rows), and k-step ks flips bit 5
+    // (unit 2 ks + c = (2 ks) ^ c, units are bits 4.. of an offset, stages are 128-aligned).
+    static_assert((16 / C::RPL) % C::UNITS == 0 && 2 * C::KSTEPS <= C::UNITS, "ldmatrix steps");
+    const uint32_t a_ld = swz<C::UNITS, C::RPL>(wm0 + (lane & 15), lane >> 4);
+    const uint32_t b_ld = swz<C::UNITS, C::RPL>(wn0 + (lane & 7) + ((lane >> 4) << 3),
+                                                (lane >> 3) & 1) + BM * C::ROWB;
 
 #pragma unroll 1
     for (int s = 0; s < STAGES - 1; s++) {
@@ -760,15 +776,12 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         for (int ks = 0; ks < C::KSTEPS; ks++) {
             uint32_t af[C::MI][4], bf[C::NI][2];
 #pragma unroll
-            for (int i = 0; i < C::MI; i++) {
-                int row = wm0 + i * 16 + (lane & 15);
-                ldmatrix_x4(af[i], sa + swz<C::UNITS, C::RPL>(row, ks * 2 + (lane >> 4)));
-            }
+            for (int i = 0; i < C::MI; i++)
+                ldmatrix_x4(af[i], ((sa + a_ld) ^ (ks << 5)) + i * 16 * C::ROWB);
 #pragma unroll
             for (int j = 0; j < C::NI; j += 2) {
-                int row = wn0 + j * 8 + (lane & 7) + ((lane >> 4) << 3);
                 uint32_t r[4];
-                ldmatrix_x4(r, sb + swz<C::UNITS, C::RPL>(row, ks * 2 + ((lane >> 3) & 1)));
+                ldmatrix_x4(r, ((sa + b_ld) ^ (ks << 5)) + j * 8 * C::ROWB);
                 bf[j][0] = r[0];
                 bf[j][1] = r[1];
                 bf[j + 1][0] = r[2];

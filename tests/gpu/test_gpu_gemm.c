@@ -813,6 +813,7 @@ static void test_bad_args(void)
     BAD_CASE("m < 0", x->m = -1);
     BAD_CASE("n_cols 0", x->n_cols = 0);
     BAD_CASE("k 0", x->k = 0);
+    BAD_CASE("k past 2^27", x->k = (1 << 27) + 1);
     BAD_CASE("taps 0", x->taps = 0);
     BAD_CASE("ab dtype", x->ab_dtype = (vc_gemm_dtype)7);
     BAD_CASE("c dtype", x->c_dtype = (vc_gemm_dtype)-2);
