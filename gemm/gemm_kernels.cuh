@@ -586,6 +586,27 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         const int tap = lane & ((1 << lsh) - 1);
         const int step = (C::THREADS / 32) << (5 - lsh);     // rows per pass of the CTA
         const int r0 = (warp << (5 - lsh)) + (lane >> lsh);
+        if (p.masks || p.splits > 1) {
+            // A CTA with one tile (nothing of another tile in flight): cp.async copies every
+            // index at once, no register staging, so the set-up waits one round trip for them
+            // (the batches below wait one each: four for a two-warp 64-row tile). Raw values:
+            // the use checks the range.
+            if (tap < g_n) {
+#pragma unroll 4
+                for (int row = r0; row < BM; row += step) {
+                    const int64_t g = row_g[row];
+                    if (g >= 0)
+                        cp_async<4>(smem_addr(gidx + row * p.gstride + tap),
+                                    p.gather + g * p.taps + t + tap, 4);
+                    else
+                        gidx[row * p.gstride + tap] = -1;
+                }
+            }
+            cp_async_commit(); // an extra group, complete before any later one: counts stay right
+            cp_async_wait<0>();
+            __syncthreads();
+            return;
+        }
         for (int rb = r0; rb < BM; rb += 8 * step) {
             int32_t v[8];
 #pragma unroll
@@ -619,14 +640,16 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
                 load_gidx(cur_tap);
             const char *const a_col = reinterpret_cast<const char *>(A + lcol * C::E);
             if (p.gather) {
-                // Staged gather indices are -1 or in [0, a_rows), 32-bit: one wide multiply-add
-                // makes the address (a row's bytes, k * ES, fit 32 bits: k <= 2^27, gemm.h).
+                // Staged gather indices are 32-bit: one unsigned compare rejects -1 and indices
+                // past a_rows (both read zeros), one wide multiply-add makes the address (a
+                // row's bytes, k * ES, fit 32 bits: k <= 2^27, gemm.h).
                 const int32_t *gr = gidx + lrow * p.gstride + cur_tap - g_t0;
                 const int kb = p.k * C::ES;
+                const uint32_t rows = p.a_rows < INT32_MAX ? (uint32_t)p.a_rows : INT32_MAX;
 #pragma unroll
                 for (int j = 0; j < C::A_LOADS; j++) {
                     const int32_t idx = gr[j * C::ROWS_PER_PASS * p.gstride];
-                    const bool ok = idx >= 0 && !dummy;
+                    const bool ok = (uint32_t)idx < rows && !dummy;
                     a_src[j] = a_col + (int64_t)(ok ? idx : 0) * kb;
                     ld_ok |= (uint32_t)ok << j;
                 }
