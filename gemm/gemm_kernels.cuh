@@ -621,9 +621,9 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 const int row = rb + u * step;
-                // An index out of range reads zeros, like -1. Checked here, once every load is
-                // in flight: a check next to its load makes each load wait for the one before.
-                if (row < BM && tap < g_n) gidx[row * p.gstride + tap] = v[u] < p.a_rows ? v[u] : -1;
+                // Raw values, as the cp.async path stages them: the use checks the range (a
+                // check here, next to its load, would make each load wait for the one before).
+                if (row < BM && tap < g_n) gidx[row * p.gstride + tap] = v[u];
             }
         }
         __syncthreads();
