@@ -18,16 +18,17 @@
 //           half the lookups. Others: one thread per input enumerates the offsets that reach
 //           an output (per-axis masks) and writes out_in[p, k] = q; (p, k) has at most one q;
 //  rowpass  one thread per output row (rows staged in shared memory, K <= 32): the mask words,
-//           per-block per-offset counts (warp ballots), the digit histograms of the mask sort,
-//           and in the last block to finish (a counter) the exclusive scan of the counts in
-//           [K][block] order: per-(offset, block) pair bases, offsets[], n_pairs;
-//  pairs    one thread per output row again: ballot ranks, pairs written at base + rank, so the
-//           pairs of an offset are in output-row order, as on the CPU;
+//           per-block per-offset counts (warp ballots), the digit histograms of the mask sort;
+//  scan     one block per offset scans its column of block counts (in the launch of the first
+//           sort pass): per-(offset, block) pair bases within the offset, the offset's total;
+//  pairs    one thread per output row again: each block scans the K totals (offsets[] and
+//           n_pairs from block 0), ballot ranks, pairs written at base + rank, so the pairs of
+//           an offset are in output-row order, as on the CPU;
 //  perm     K <= 32: a stable LSD radix sort of the masks, descending, from the identity, in
 //           ceil(K / 9) passes of one kernel each whose tiles take their digit prefixes by
 //           decoupled look-back (the first pass in the same launch as the pairs); K > 32: CUB
 //           sorts over the mask words, least significant word first.
-//  SUBM k3 is 7 kernels: prep, insert, out_in, rowpass, pairs + pass 1, pass 2, pass 3.
+//  SUBM k3 is 7 kernels: prep, insert, out_in, rowpass, scan + pass 1, pairs + pass 2, pass 3.
 // Hash tables use 8-byte packed slots when the key layout fits 31 bits (hash_gpu.h).
 // The same steps can also run as one cooperative kernel (coop_kernel, below) for K <= 32 and
 // 32-bit output keys, with grid-wide barriers in place of kernel boundaries and the same
@@ -58,7 +59,6 @@ const int kRowWarps = kRowThreads / 32;
 const int kMaxKernel = 7;
 const int kMaxVolume = kMaxKernel * kMaxKernel * kMaxKernel;
 const int kScanItems = 8;
-const int kTailItems = 8; // counts per thread and chunk in the row pass's final scan
 const int kRetries = 6;
 const int kMaxDevices = 64;
 // The look-back radix sorts (below): at most kMaxPasses passes of digits of <= kMaxDigitBits.
@@ -73,7 +73,7 @@ enum {
     S_N_OUT = VC_KMAP_GPU_N_OUT,
     S_N_PAIRS = VC_KMAP_GPU_N_PAIRS,
     S_FLAGS = VC_KMAP_GPU_FLAGS,
-    S_DONE = 6, // blocks of the row pass that finished (reset by the last one)
+    S_DONE = 6, // spare (the row pass's block counter until its scan moved out); kept zero
     S_WORDS = VC_KMAP_GPU_STATUS_WORDS
 };
 
@@ -824,37 +824,26 @@ struct SortPrep {
     int64_t zero_words;
 };
 
-// The final scan's chunk, staged in shared memory so that its loads and stores are coalesced:
-// counts as ints, then the prefixes as long longs, one pad word per 32 (no bank conflicts when
-// thread t walks elements t * kTailItems ..).
-const int kTailChunk = kRowThreads * kTailItems;
-const int kTailPadded = kTailChunk + kTailChunk / 32;
-__host__ __device__ __forceinline__ int tail_pad(int i) { return i + (i >> 5); }
-
-// Dynamic shared memory of rowpass_kernel: wc [kRowWarps][K] ints, then the staged rows; the
-// last block reuses it for the final scan's chunk.
+// Dynamic shared memory of rowpass_kernel: wc [kRowWarps][K] ints, then the staged rows.
 size_t rowpass_smem(int32_t K)
 {
     size_t b = (size_t)kRowWarps * K * 4;
     if (K <= kMaxStageK) b += (size_t)kRowThreads * stage_stride(K) * 4;
-    const size_t tail = (size_t)kTailPadded * (4 + 8);
-    return b > tail ? b : tail;
+    return b;
 }
 
 // One thread per output row p < rows (rows past the device count n get mask 0): mask words,
 // iota for a CUB mask sort (NULL: none), the block's per-offset counts cnt[k * nb + block],
-// the digit histograms of a look-back mask sort (sp); the last block to finish scans cnt into
-// base (pair position of the first pair of (k, block)), offsets and n_pairs. At most 64
-// registers: 4 blocks per SM, so that ~500 blocks (128k rows) run in one wave.
+// the digit histograms of a look-back mask sort (sp). The scan of the counts runs in the next
+// launch, one block per offset (col_scan): until it moved there, the last block of this pass
+// scanned all K * nb counts alone while the other SMs idled, 2/3 of the pass's 27 us (H100,
+// 100k rows). At most 64 registers: 4 blocks per SM, so that ~500 blocks (128k rows) run in
+// one wave.
 __global__ void __launch_bounds__(kRowThreads, 4)
     rowpass_kernel(const int32_t *out_in, int32_t K, int32_t words, const int64_t *d_n,
-                   int64_t rows, uint32_t *masks, int32_t *iota, int32_t *cnt, int64_t *base,
-                   int64_t *offsets, int64_t max_pairs, int64_t *scr, SortPrep sp)
+                   int64_t rows, uint32_t *masks, int32_t *iota, int32_t *cnt, SortPrep sp)
 {
-    typedef cub::BlockScan<long long, kRowThreads> Scan;
-    __shared__ typename Scan::TempStorage scan_tmp;
     __shared__ uint32_t shist[kMaxPasses * kMaxBins];
-    __shared__ int am_last;
     extern __shared__ int32_t dyn[];
     int32_t *wc = dyn;                       // [kRowWarps][K]
     int32_t *srow = dyn + kRowWarps * K;     // [kRowThreads][S] where K <= kMaxStageK
@@ -912,89 +901,84 @@ __global__ void __launch_bounds__(kRowThreads, 4)
         for (int w = 0; w < kRowWarps; w++) sum += wc[w * K + k];
         cnt[(int64_t)k * nb + blockIdx.x] = sum;
     }
-    // Publish the counts, then count this block done; the last one sees every count.
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-        const unsigned long long prev = atomicAdd((unsigned long long *)&scr[S_DONE], 1ull);
-        am_last = prev == (unsigned long long)(nb - 1);
-    }
-    __syncthreads();
-    if (!am_last) return;
-    __threadfence();
-    // The scan of cnt in chunks of kTailChunk counts: loaded coalesced into shared memory, each
-    // thread scans kTailItems consecutive ones, the prefixes go back through shared memory and
-    // out coalesced (a thread reading or writing its own consecutive elements in global memory
-    // touches a new sector per element: ~8x the transactions, the bulk of the pass's time on one
-    // SM while the others idle).
-    int32_t *tv = dyn;                                                 // [kTailPadded]
-    long long *tb = reinterpret_cast<long long *>(dyn + kTailPadded); // [kTailPadded]
-    const int64_t L = (int64_t)K * nb;
-    long long carry = 0;
-    for (int64_t start = 0; start < L; start += kTailChunk) {
-        int32_t v[kTailItems];
-#pragma unroll
-        for (int j = 0; j < kTailItems; j++) {
-            const int64_t i = start + j * kRowThreads + tid;
-            v[j] = i < L ? __ldcg(&cnt[i]) : 0;
-        }
-#pragma unroll
-        for (int j = 0; j < kTailItems; j++) tv[tail_pad(j * kRowThreads + tid)] = v[j];
-        __syncthreads();
-        long long tsum = 0;
-#pragma unroll
-        for (int j = 0; j < kTailItems; j++) {
-            v[j] = tv[tail_pad(tid * kTailItems + j)];
-            tsum += v[j];
-        }
-        long long excl, agg;
-        Scan(scan_tmp).ExclusiveSum(tsum, excl, agg);
-        long long run = carry + excl;
-        const int64_t i0 = start + (int64_t)tid * kTailItems;
-        // (k, b) of element i0 + j, advanced without divisions
-        int64_t kk = div_idx(i0, (int32_t)nb), bb = i0 - kk * nb;
-#pragma unroll
-        for (int j = 0; j < kTailItems; j++) {
-            tb[tail_pad(tid * kTailItems + j)] = run;
-            if (i0 + j < L && bb == 0) offsets[kk] = run;
-            run += v[j];
-            if (++bb == nb) {
-                bb = 0;
-                kk++;
-            }
-        }
-        __syncthreads();
-#pragma unroll
-        for (int j = 0; j < kTailItems; j++) {
-            const int64_t i = start + j * kRowThreads + tid;
-            if (i < L) base[i] = tb[tail_pad(j * kRowThreads + tid)];
-        }
-        carry += agg;
-        __syncthreads(); // tv, tb and scan_tmp are reused by the next chunk
-    }
-    if (tid == 0) {
-        offsets[K] = carry;
-        scr[S_N_PAIRS] = carry;
-        if (carry > max_pairs) raise_flag(scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
-        scr[S_DONE] = 0;
-    }
 }
 
-// The pair scatter of one 256-row chunk: pair (p, k) goes to base[k, chunk] + (set bits of
-// offset k in earlier warps of the chunk) + (set lanes before p in its warp). Positions >=
-// max_pairs are not written (the overflow flag is already up). Where K <= kMaxStageK the
-// chunk's rows are staged in shared memory first (srow, stride S).
+// The column scans and the pair scatter. cnt [K][nb]: the row pass's per-(offset, block)
+// counts; base [K][nb] and tot [K]: what the column scans make of them.
 struct PairsArgs {
     const int32_t *out_in;
     const uint32_t *masks;
     int32_t K, words;
-    const int64_t *base;
+    const int32_t *cnt;
+    int64_t *base, *tot;
+    int64_t nb;
+    int64_t *offsets, *scr;
     int64_t max_pairs;
     int32_t *in_rows, *out_rows;
 };
 
+// The column scan of offset k, one block: base[k, b] = pairs of offset k in row blocks before
+// b, tot[k] = all pairs of offset k. Reads of cnt walk consecutive counts per thread (L1 serves
+// the rest of each sector).
+__device__ void col_scan(const PairsArgs &a, int32_t k, unsigned char *raw)
+{
+    typedef cub::BlockScan<long long, kRowThreads> Scan;
+    typename Scan::TempStorage &tmp = *reinterpret_cast<typename Scan::TempStorage *>(raw);
+    const int tid = threadIdx.x;
+    const int32_t *c = a.cnt + (int64_t)k * a.nb;
+    int64_t *out = a.base + (int64_t)k * a.nb;
+    long long carry = 0;
+    for (int64_t start = 0; start < a.nb; start += (int64_t)kRowThreads * kScanItems) {
+        const int64_t i0 = start + (int64_t)tid * kScanItems;
+        long long v[kScanItems], tsum = 0;
+#pragma unroll
+        for (int j = 0; j < kScanItems; j++) {
+            v[j] = i0 + j < a.nb ? c[i0 + j] : 0;
+            tsum += v[j];
+        }
+        long long excl, agg;
+        Scan(tmp).ExclusiveSum(tsum, excl, agg);
+        __syncthreads(); // the scan storage is reused by the next chunk
+        long long run = carry + excl;
+#pragma unroll
+        for (int j = 0; j < kScanItems; j++) {
+            if (i0 + j < a.nb) out[i0 + j] = run;
+            run += v[j];
+        }
+        carry += agg;
+    }
+    if (tid == 0) a.tot[k] = carry;
+}
+
+// The offsets of a pairs block, soff[k] = pairs of offsets before k (soff[K]: all), from the
+// column scans' totals; block `chunk` 0 publishes them, n_pairs and the overflow flag.
+__device__ void pair_offsets(const PairsArgs &a, int64_t chunk, long long *soff)
+{
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+        long long run = 0;
+        for (int32_t k = 0; k < a.K; k++) {
+            soff[k] = run;
+            run += a.tot[k];
+        }
+        soff[a.K] = run;
+        if (chunk == 0) {
+            a.scr[S_N_PAIRS] = run;
+            if (run > a.max_pairs) raise_flag(a.scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
+        }
+    }
+    __syncthreads();
+    if (chunk == 0)
+        for (int32_t k = tid; k <= a.K; k += kRowThreads) a.offsets[k] = soff[k];
+}
+
+// The pair scatter of one 256-row chunk: pair (p, k) goes to soff[k] + base[k, chunk] + (set
+// bits of offset k in earlier warps of the chunk) + (set lanes before p in its warp). Positions
+// >= max_pairs are not written (block 0 raises the overflow flag). Where K <= kMaxStageK the
+// chunk's rows are staged in shared memory first (srow, stride S).
+
 __device__ __forceinline__ void st_pairs(const PairsArgs &a, int64_t n, int64_t chunk,
-                                         int64_t nb, long long *wpre, int32_t *srow)
+                                         const long long *soff, long long *wpre, int32_t *srow)
 {
     const int32_t K = a.K, words = a.words;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1014,7 +998,7 @@ __device__ __forceinline__ void st_pairs(const PairsArgs &a, int64_t n, int64_t 
     }
     __syncthreads();
     for (int32_t k = tid; k < K; k += kRowThreads) {
-        long long run = a.base[(int64_t)k * nb + chunk];
+        long long run = soff[k] + a.base[(int64_t)k * a.nb + chunk];
         for (int w = 0; w < kRowWarps; w++) {
             const long long t = wpre[w * K + k];
             wpre[w * K + k] = run;
@@ -1040,34 +1024,44 @@ __device__ __forceinline__ void st_pairs(const PairsArgs &a, int64_t n, int64_t 
     }
 }
 
-// Blocks [0, sort_blocks) run pass `pass` of the look-back mask sort (tiles by counter), blocks
-// [sort_blocks, sort_blocks + pair_blocks) the pair scatter of chunk blockIdx.x - sort_blocks:
-// either part may be empty, so the pairs, a pass, or the pairs with the first pass beside them
-// are one launch. Shared memory: the sort's, or the pairs' prefix words [kRowWarps][K] and
-// (K <= kMaxStageK) staged rows.
+// Blocks [0, sort_blocks) run pass `pass` of the look-back mask sort (tiles by counter), the
+// next scan_blocks (K or 0) the column scans, the last pair_blocks the pair scatter of chunk
+// blockIdx.x - sort_blocks - scan_blocks (which needs the scans of an earlier launch): any part
+// may be empty, so the scans beside the first pass and the pairs beside the second are one
+// launch each. Shared memory: the sort's, the scan's, or the pairs' offsets [kMaxVolume + 1],
+// prefix words [kRowWarps][K] and (K <= kMaxStageK) staged rows.
 template <int BITS> struct PairsSortSmem {
     static const size_t kSort = sizeof(SortSmem<BITS>);
+    static const size_t kOffs = sizeof(long long) * (kMaxVolume + 1);
     static const size_t kWide = sizeof(long long) * kRowWarps * kMaxVolume;
     static const size_t kStaged = sizeof(long long) * kRowWarps * kMaxStageK +
                                   sizeof(int32_t) * kRowThreads * (kMaxStageK | 1);
-    static const size_t kPairs = kWide > kStaged ? kWide : kStaged;
+    static const size_t kPairs = kOffs + (kWide > kStaged ? kWide : kStaged);
     static const size_t kBytes = kSort > kPairs ? kSort : kPairs;
 };
 
 template <int BITS>
 __global__ void __launch_bounds__(kRowThreads, 3)
-    pairs_sort_kernel(PairsArgs pa, int64_t pair_blocks, LsdSort ps, int32_t pass,
+    pairs_sort_kernel(PairsArgs pa, int64_t scan_blocks, LsdSort ps, int32_t pass,
                       int64_t sort_blocks, const int64_t *d_n, int64_t rows)
 {
     __shared__ __align__(16) unsigned char raw[PairsSortSmem<BITS>::kBytes];
     const int64_t n = dev_count(d_n, rows);
-    if ((int64_t)blockIdx.x < sort_blocks) {
+    const int64_t b = blockIdx.x;
+    if (b < sort_blocks) {
         lsd_pass<BITS>(ps, pass, n, *reinterpret_cast<SortSmem<BITS> *>(raw));
         return;
     }
-    long long *wpre = reinterpret_cast<long long *>(raw);
-    int32_t *srow = reinterpret_cast<int32_t *>(raw + sizeof(long long) * kRowWarps * pa.K);
-    st_pairs(pa, n, (int64_t)blockIdx.x - sort_blocks, pair_blocks, wpre, srow);
+    if (b < sort_blocks + scan_blocks) {
+        col_scan(pa, (int32_t)(b - sort_blocks), raw);
+        return;
+    }
+    const int64_t chunk = b - sort_blocks - scan_blocks;
+    long long *soff = reinterpret_cast<long long *>(raw);
+    long long *wpre = soff + kMaxVolume + 1;
+    int32_t *srow = reinterpret_cast<int32_t *>(wpre + kRowWarps * pa.K);
+    pair_offsets(pa, chunk, soff);
+    st_pairs(pa, n, chunk, soff, wpre, srow);
 }
 
 __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int64_t n,
@@ -1478,7 +1472,7 @@ struct Bufs {
     unsigned long long *tin, *tout;
     void *ukeys, *usorted;
     int32_t *cnt;
-    int64_t *base;
+    int64_t *base, *tot;
     int32_t *iota;
     uint32_t *keys_a, *keys_b;
     unsigned long long *lbz;   // the mask sort's tile counters and look-back words (K <= 32)
@@ -1531,6 +1525,7 @@ size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
                          : NULL;
         b->cnt = c.take<int32_t>((int64_t)z.K * nb);
         b->base = c.take<int64_t>((int64_t)z.K * nb);
+        b->tot = c.take<int64_t>(z.K);
         b->iota = c.take<int32_t>(z.rows);
         b->keys_a = c.take<uint32_t>(z.rows);
         b->keys_b = c.take<uint32_t>(z.rows);
@@ -1726,12 +1721,13 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_i
 }
 
 template <int BITS>
-cudaError_t q_pairs_sort(const PairsArgs &pa, int64_t pair_blocks, const LsdSort &ps, int pass,
-                         int64_t sort_blocks, const int64_t *d_n, int64_t rows, cudaStream_t s)
+cudaError_t q_pairs_sort(const PairsArgs &pa, int64_t scan_blocks, int64_t pair_blocks,
+                         const LsdSort &ps, int pass, int64_t sort_blocks, const int64_t *d_n,
+                         int64_t rows, cudaStream_t s)
 {
-    const int64_t blocks = pair_blocks + sort_blocks;
+    const int64_t blocks = scan_blocks + pair_blocks + sort_blocks;
     if (blocks == 0) return cudaSuccess;
-    pairs_sort_kernel<BITS><<<(unsigned)blocks, kRowThreads, 0, s>>>(pa, pair_blocks, ps, pass,
+    pairs_sort_kernel<BITS><<<(unsigned)blocks, kRowThreads, 0, s>>>(pa, scan_blocks, ps, pass,
                                                                      sort_blocks, d_n, rows);
     return cudaGetLastError();
 }
@@ -1769,8 +1765,8 @@ cudaError_t q_outputs(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data 
         memset(&none, 0, sizeof none);
         const int64_t tiles = (z.nsort + kTile - 1) / kTile;
         for (int p = 0; p < pl.passes; p++) {
-            e = pl.bits == 9 ? q_pairs_sort<9>(none, 0, ks, p, tiles, d_n, z.nsort, s)
-                             : q_pairs_sort<8>(none, 0, ks, p, tiles, d_n, z.nsort, s);
+            e = pl.bits == 9 ? q_pairs_sort<9>(none, 0, 0, ks, p, tiles, d_n, z.nsort, s)
+                             : q_pairs_sort<8>(none, 0, 0, ks, p, tiles, d_n, z.nsort, s);
             if (e != cudaSuccess) return e;
         }
         sorted = pl.passes % 2 == 1 ? b.usorted : b.ukeys;
@@ -1812,10 +1808,11 @@ cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *
     return cudaGetLastError();
 }
 
-// Masks, counts, scan, pairs (ev_pairs after them, may be NULL), then perm. rows: capacity of
+// Masks, counts, scans, pairs (ev_pairs after them, may be NULL), then perm. rows: capacity of
 // the row arrays; the device count at S_N_OUT (<= rows) says how many are real.
-// K <= 32: the look-back mask sort, its first pass in the launch of the pair scatter (apart when
-// timed), then one launch per pass. K > 32: CUB sorts of the mask words.
+// K <= 32: the look-back mask sort, the column scans in the launch of its first pass and the
+// pair scatter in that of its second (apart when timed, or when there is one pass), then one
+// launch per pass. K > 32: the scans, the pairs, then CUB sorts of the mask words.
 cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
                      int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s)
 {
@@ -1837,7 +1834,12 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     pa.masks = m->masks;
     pa.K = K;
     pa.words = words;
+    pa.cnt = b.cnt;
     pa.base = b.base;
+    pa.tot = b.tot;
+    pa.nb = nb;
+    pa.offsets = m->offsets;
+    pa.scr = b.scr;
     pa.max_pairs = max_pairs;
     pa.in_rows = m->in_rows;
     pa.out_rows = m->out_rows;
@@ -1862,20 +1864,23 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         ps.dbits = pl.dbits;
         SortPrep sp = {b.hist, pl.passes, pl.dbits, b.lbz, b.lbz_words};
         rowpass_kernel<<<(unsigned)nb, kRowThreads, rowpass_smem(K), s>>>(
-            m->out_in, K, words, d_n, rows, m->masks, NULL, b.cnt, b.base, m->offsets, max_pairs,
-            b.scr, sp);
+            m->out_in, K, words, d_n, rows, m->masks, NULL, b.cnt, sp);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        // scans with pass 0, pairs with pass 1: (scan, pair) blocks of launch p
+        const bool apart = ev_pairs != NULL || pl.passes == 1;
+        if (apart) {
+            e = pl.bits == 9 ? q_pairs_sort<9>(pa, K, 0, ps, 0, 0, d_n, rows, s)
+                             : q_pairs_sort<8>(pa, K, 0, ps, 0, 0, d_n, rows, s);
+            if (e == cudaSuccess)
+                e = pl.bits == 9 ? q_pairs_sort<9>(pa, 0, nb, ps, 0, 0, d_n, rows, s)
+                                 : q_pairs_sort<8>(pa, 0, nb, ps, 0, 0, d_n, rows, s);
+            if (e == cudaSuccess && ev_pairs) e = cudaEventRecord(ev_pairs, s);
+            if (e != cudaSuccess) return e;
+        }
         for (int p = 0; p < pl.passes; p++) {
-            int64_t pairs = p == 0 ? nb : 0;
-            if (p == 0 && ev_pairs) {
-                e = pl.bits == 9 ? q_pairs_sort<9>(pa, nb, ps, 0, 0, d_n, rows, s)
-                                 : q_pairs_sort<8>(pa, nb, ps, 0, 0, d_n, rows, s);
-                if (e == cudaSuccess) e = cudaEventRecord(ev_pairs, s);
-                if (e != cudaSuccess) return e;
-                pairs = 0;
-            }
-            e = pl.bits == 9 ? q_pairs_sort<9>(pa, pairs, ps, p, pl.tiles, d_n, rows, s)
-                             : q_pairs_sort<8>(pa, pairs, ps, p, pl.tiles, d_n, rows, s);
+            const int64_t scans = !apart && p == 0 ? K : 0, pairs = !apart && p == 1 ? nb : 0;
+            e = pl.bits == 9 ? q_pairs_sort<9>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows, s)
+                             : q_pairs_sort<8>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows, s);
             if (e != cudaSuccess) return e;
         }
         return cudaSuccess;
@@ -1886,13 +1891,13 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     int32_t *ident = (words % 2 == 0) ? m->perm : b.iota;
     SortPrep none = {NULL, 0, 0, NULL, 0};
     rowpass_kernel<<<(unsigned)nb, kRowThreads, rowpass_smem(K), s>>>(
-        m->out_in, K, words, d_n, rows, m->masks, ident, b.cnt, b.base, m->offsets, max_pairs,
-        b.scr, none);
+        m->out_in, K, words, d_n, rows, m->masks, ident, b.cnt, none);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     {
         LsdSort ps;
         memset(&ps, 0, sizeof ps);
-        if ((e = q_pairs_sort<8>(pa, nb, ps, 0, 0, d_n, rows, s)) != cudaSuccess) return e;
+        if ((e = q_pairs_sort<8>(pa, K, 0, ps, 0, 0, d_n, rows, s)) != cudaSuccess) return e;
+        if ((e = q_pairs_sort<8>(pa, 0, nb, ps, 0, 0, d_n, rows, s)) != cudaSuccess) return e;
     }
     if (ev_pairs && (e = cudaEventRecord(ev_pairs, s)) != cudaSuccess) return e;
     size_t bytes = b.cub_bytes;
