@@ -16,14 +16,18 @@ struct CUstream_st;
 
 /* Forward convolution. algo: VC_ALGO_IMPLICIT_GEMM (output-stationary, gather through out_in,
  * outputs in mask order, CTA mask skipping, fused epilogue, no atomics), VC_ALGO_GATHER_GEMM_SCATTER
- * (per-offset GEMMs into an fp32 accumulator, then the epilogue), or VC_ALGO_AUTO (the planner
+ * (per-offset GEMMs into an fp32 accumulator, then the epilogue),
+ * VC_ALGO_GATHER_GEMM_SCATTER_GROUPED (one GEMM over the pairs of every offset into fp32 partial
+ * products in output-major order, then one reduction per output in offset order with the
+ * epilogue; scratch of n_pairs x c_out floats), or VC_ALGO_AUTO (the planner
  * picks from the map and the channels). Deterministic for a given algo and device (the implicit
  * GEMM's tap split, on coarse layers, takes its group count from the device). a->num_threads is
  * ignored. fp32 features use exact fp32 arithmetic unless `tf32` is set. Weights in another
  * dtype than the features are converted to the features' dtype on the device.
  * Synchronisation: VC_ALGO_IMPLICIT_GEMM never waits for the device. VC_ALGO_GATHER_GEMM_SCATTER
  * reads the map's K+1 pair offsets back to size its per-offset launches: ONE stream
- * synchronisation per call (the only one); AUTO synchronises only when it picks GGS. */
+ * synchronisation per call (the only one); the grouped GGS sizes its launches from the host's
+ * n_pairs and never waits; AUTO synchronises only when it picks the per-offset GGS. */
 vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32, struct CUstream_st *stream,
                       vc_err *err);
 

@@ -4,7 +4,9 @@
  *
  * The problem, for logical rows i in [0, m) and output columns n in [0, n_cols):
  *
- *   r      = row_map ? row_map[i] : i                    (the output row of logical row i)
+ *   r      = row_map ? row_map[i] : i                    (the output row of logical row i;
+ *                                                         -1: the row is skipped - nothing
+ *                                                         written, its mask not read)
  *   g      = gather_rows ? gather_rows[i] : i            (the row of the gather table)
  *   acc[n] = sum over t in [tap_lo, tap_hi), c in [0, k):
  *              A[ gather[g * taps + t], c ] * W[n, b_tap0 + t, c]       (a -1 index reads zeros)
@@ -23,6 +25,10 @@
  *  - gather-GEMM-scatter, one offset t: m = pair count of t, taps = 1, b_tap0 = t,
  *    gather = in_rows of t, row_map = out_rows of t, accumulate = 1 into an fp32 C. Output rows
  *    of one offset are distinct, so launches on one stream need no atomics.
+ *  - grouped gather-GEMM-scatter (conv/conv.cu): the pairs of every offset in one launch,
+ *    taps = K through out_in, gather_rows = each pair's output, masks with one bit per row so
+ *    that each tile (segments padded to whole tiles, padding rows -1) computes one offset,
+ *    row_map = the pair's row of an fp32 C of partial products.
  *
  * Arithmetic: fp16/bf16 A and W use mma.sync m16n8k16 with fp32 accumulation; fp32 A and W use
  * tf32 m16n8k8 (VC_GEMM_MATH_TF32) or exact fp32 FMA (VC_GEMM_MATH_FP32). A and W have the same

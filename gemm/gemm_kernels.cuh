@@ -531,7 +531,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
             if (gi < p.m) {
                 g = p.gather_rows ? (int64_t)p.gather_rows[gi] : gi;
                 r = p.row_map ? (int64_t)p.row_map[gi] : gi;
-                if (p.masks) {
+                if (p.masks && r >= 0) { // a row without output (-1) has no mask
                     const uint32_t *mr = p.masks + r * p.mask_words;
                     for (int w = 0; w < words; w++) {
                         uint32_t v = __ldg(mr + w) & tap_bits(p, w);

@@ -385,10 +385,19 @@ typedef enum vc_activation {
     VC_ACT_LEAKY_RELU = 2
 } vc_activation;
 
+/* CUDA backend (the CPU backend runs one algorithm whatever this says):
+ * IMPLICIT_GEMM: output-stationary, the gathers in the GEMM's main loop, fused epilogue; no
+ *   synchronisation. The planner (AUTO) picks it for every layer measured (docs/benchmarks.md).
+ * GATHER_GEMM_SCATTER: one GEMM per kernel offset into an fp32 accumulator; reads the pair
+ *   counts back (one stream synchronisation per call).
+ * GATHER_GEMM_SCATTER_GROUPED: one GEMM over the pairs of all offsets into fp32 partial products
+ *   (pairs x C_out x 4 bytes of scratch), one reduction per output in offset order; no
+ *   synchronisation. All three sum an output's offsets in the same order (deterministic). */
 typedef enum vc_algo {
     VC_ALGO_AUTO = 0,
     VC_ALGO_GATHER_GEMM_SCATTER = 1,
-    VC_ALGO_IMPLICIT_GEMM = 2
+    VC_ALGO_IMPLICIT_GEMM = 2,
+    VC_ALGO_GATHER_GEMM_SCATTER_GROUPED = 3
 } vc_algo;
 
 typedef struct vc_conv_desc {

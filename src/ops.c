@@ -420,7 +420,7 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_te
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: bad activation %d", fn,
                            (int)d.activation);
     if (d.algo != VC_ALGO_AUTO && d.algo != VC_ALGO_GATHER_GEMM_SCATTER &&
-        d.algo != VC_ALGO_IMPLICIT_GEMM)
+        d.algo != VC_ALGO_IMPLICIT_GEMM && d.algo != VC_ALGO_GATHER_GEMM_SCATTER_GROUPED)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: bad algo %d", fn, (int)d.algo);
     if (d.residual && (s = check_tensor(ctx, fn, "residual", d.residual)) != VC_OK) return s;
 

@@ -21,7 +21,7 @@ static const char *const POOL_MODES[] = {"max", "avg", NULL};
 static const char *const ACTIVATIONS[] = {"none", "relu", "leaky", NULL};
 static const char *const REDUCES[] = {"mean", "first", "count", NULL};
 static const char *const NONFINITES[] = {"skip", "error", NULL};
-static const char *const ALGOS[] = {"auto", "gather", "implicit", NULL};
+static const char *const ALGOS[] = {"auto", "gather", "implicit", "grouped", NULL};
 static const char *const FORMATS[] = {"auto", "kitti", "pcd", "ply", "npy", "vxt", NULL};
 
 #define KERNEL_WHAT "K or KZ,KY,KX"
@@ -659,7 +659,8 @@ static const char CONV_HELP[] =
     "  --save-weights W.npy    write the weights used (float32 or as read)\n"
     "  --dtype fp32|fp16|bf16  compute on features of this dtype (the input is converted);\n"
     "                          the output has this dtype (default: the input's)\n"
-    "  --algo auto|gather|implicit   algorithm (default auto)\n"
+    "  --algo auto|gather|implicit|grouped   algorithm (default auto); grouped:\n"
+    "                          gather-GEMM-scatter over all offsets in one GEMM (CUDA)\n"
     "  --forward-input FWD.vxt (inverse only) the input of the forward layer: the forward map\n"
     "                          (--forward-type over FWD's coordinates with the same --kernel,\n"
     "                          --stride, --padding, --dilation) is built, IN's coordinates must\n"

@@ -10,13 +10,15 @@
  * Layers: the suites in datasets/layers/ (format in datasets/layers/README.md; built-in
  * copies when the folder is absent): subm k3 C->C at 16..256, MinkUNet, CenterPoint
  * VoxelResBackBone8x, spconv's benchmark net. fp16 features and weights, bias + ReLU epilogue.
- * For each distinct layer and each algorithm (implicit GEMM, gather-GEMM-scatter): median time
+ * For each distinct layer and each algorithm (implicit GEMM, gather-GEMM-scatter per offset
+ * and grouped): median time
  * of `runs` (default 25, at least 20) after 3 warm-up runs, CUDA events around the one call
  * (GGS's internal read-back of the pair counts included), L2 flushed (a 256 MB memset) before
  * every run and the 3 frames rotated; useful TFLOP/s = 2 * pairs * Cin * Cout / time; GB/s =
  * the fewest bytes (input features, output features, weights, out_in, all once) / time; the
- * floor = max(FLOPs / 650 TFLOP/s mma.sync peak, bytes / 3.0 TB/s) (ANCHORS §3). The implicit
- * and GGS outputs of frame 0 are compared (relative Frobenius) as a sanity check.
+ * floor = max(FLOPs / 650 TFLOP/s mma.sync peak, bytes / 3.0 TB/s) (ANCHORS §3). The outputs of
+ * frame 0 of both GGS variants are compared with the implicit GEMM's (relative Frobenius, the
+ * larger difference is printed) as a sanity check.
  * Map builds are timed apart (vc_kmap_build_gpu_timed, median). Each network is also run as a
  * whole (layers back to back on one stream, maps prebuilt, L2 flushed before the network) per
  * algorithm and with the best algorithm per layer. The summary tables come last.
@@ -605,19 +607,39 @@ static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, cons
     printf(" | best %s/%d %.4f\n", best_i >= 0 ? cfg[best_i].name : "-", best_w, best);
 }
 
+/* The algorithms timed per layer, in layer_result.ms order. */
+static const vc_algo kAlgos[3] = {VC_ALGO_IMPLICIT_GEMM, VC_ALGO_GATHER_GEMM_SCATTER,
+                                  VC_ALGO_GATHER_GEMM_SCATTER_GROUPED};
+static const char *const kAlgoNames[3] = {"impl", "ggs", "grouped"};
+
+static int algo_slot(vc_algo a)
+{
+    for (int i = 0; i < 3; i++)
+        if (kAlgos[i] == a) return i;
+    return 0;
+}
+
 typedef struct layer_result {
-    float ms[2];        /* implicit, ggs                                                      */
-    double diff;        /* implicit vs ggs on frame 0                                         */
+    float ms[3];        /* implicit, ggs, grouped ggs                                         */
+    double diff;        /* the larger of implicit vs ggs and vs grouped ggs, frame 0          */
     int dup_of;         /* -1, or the earlier identical layer                                 */
     int64_t n_in, n_out, pairs;
     vc_algo plan;
 } layer_result;
 
+static int best_algo(const layer_result *r)
+{
+    int b = 0;
+    for (int i = 1; i < 3; i++)
+        if (r->ms[i] < r->ms[b]) b = i;
+    return b;
+}
+
 /* Summary rows gathered over scenes and nets. */
 typedef struct summary {
     char scene[64], net[64];
     int layers;
-    float ms_impl, ms_ggs, ms_best, ms_auto, e2e[3], floor_ms, build_ms;
+    float ms_impl, ms_ggs, ms_grp, ms_best, ms_auto, e2e[3], floor_ms, build_ms;
 } summary;
 
 static summary g_sum[MAX_SCENES * MAX_NETS];
@@ -640,10 +662,10 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
     layer_result *res = calloc((size_t)nt->n, sizeof *res);
     printf("\n### %s on %s\n\n", nt->name, sc->name);
     printf("| layer | type | k | s | voxels in -> out | pairs | Cin->Cout | implicit ms | ggs ms |"
-           " impl TFLOP/s | impl GB/s | floor ms | impl/floor | ggs/impl | impl vs ggs |"
-           " auto |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    double sum_impl = 0, sum_ggs = 0, sum_best = 0, sum_auto = 0, sum_floor = 0;
+           " grouped ms | impl TFLOP/s | impl GB/s | floor ms | impl/floor | ggs/impl |"
+           " grouped/impl | impl vs ggs | auto |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    double sum_impl = 0, sum_ggs = 0, sum_grp = 0, sum_best = 0, sum_auto = 0, sum_floor = 0;
     for (int i = 0; i < nt->n; i++) {
         const layer *l = &nt->l[i];
         layer_result *r = &res[i];
@@ -678,51 +700,57 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
             r->ms[1] = is_pool(l) ? r->ms[0]
                                   : time_layer(fs, nf, map_of, i, l, b,
                                                VC_ALGO_GATHER_GEMM_SCATTER);
+            r->ms[2] = is_pool(l) ? r->ms[0]
+                                  : time_layer(fs, nf, map_of, i, l, b,
+                                               VC_ALGO_GATHER_GEMM_SCATTER_GROUPED);
             if (g_tune && !is_pool(l)) tune_layer(fs, nf, map_of, i, l, b, r->ms[0]);
             r->diff = 0;
             if (!is_pool(l)) {
-                /* frame 0: implicit into out[0], GGS into out2 */
+                /* frame 0: implicit into out[0], each GGS into out2 */
                 vc_err err = {{0}};
                 DIE_IF(run_layer(m0, b, 0, l, VC_ALGO_IMPLICIT_GEMM, &err) != VC_OK, "%s",
                        err.msg);
                 vc_conv_args a = conv_args(m0, b, 0, l);
                 a.out = b->out2;
-                DIE_IF(vc_conv_gpu(&a, VC_ALGO_GATHER_GEMM_SCATTER, 0, g_s, &err) != VC_OK,
-                       "%s", err.msg);
-                CUDA_CHECK(cudaStreamSynchronize(g_s));
-                r->diff = rel_diff(b->out[0], b->out2, r->n_out * l->cout);
+                const vc_algo other[2] = {VC_ALGO_GATHER_GEMM_SCATTER,
+                                          VC_ALGO_GATHER_GEMM_SCATTER_GROUPED};
+                for (int q = 0; q < 2; q++) {
+                    DIE_IF(vc_conv_gpu(&a, other[q], 0, g_s, &err) != VC_OK, "%s", err.msg);
+                    CUDA_CHECK(cudaStreamSynchronize(g_s));
+                    const double d = rel_diff(b->out[0], b->out2, r->n_out * l->cout);
+                    if (d > r->diff || d != d) r->diff = d;
+                }
             }
         }
         r->dup_of = dup;
-        const float best = r->ms[0] < r->ms[1] ? r->ms[0] : r->ms[1];
+        const int bi = best_algo(r);
         sum_impl += r->ms[0];
         sum_ggs += r->ms[1];
-        sum_best += best;
-        sum_auto += r->plan == VC_ALGO_GATHER_GEMM_SCATTER ? r->ms[1] : r->ms[0];
+        sum_grp += r->ms[2];
+        sum_best += r->ms[bi];
+        sum_auto += r->ms[algo_slot(r->plan)];
         sum_floor += floor_ms;
         char ks[32], ss[32];
         snprintf(ks, sizeof ks, "%d,%d,%d", l->k[0], l->k[1], l->k[2]);
         snprintf(ss, sizeof ss, "%d,%d,%d", l->s[0], l->s[1], l->s[2]);
-        printf("| %s%s | %s | %s | %s | %lld -> %lld | %lld | %lld->%lld | %.4f | %.4f | %.1f |"
-               " %.0f | %.4f | %.1f | %.2f | %.1e%s | %s |\n",
+        printf("| %s%s | %s | %s | %s | %lld -> %lld | %lld | %lld->%lld | %.4f | %.4f | %.4f |"
+               " %.1f | %.0f | %.4f | %.1f | %.2f | %.2f | %.1e%s | %s |\n",
                l->name, r->dup_of >= 0 ? " (=)" : "", kTypeNames[l->type], ks, ss,
                (long long)r->n_in, (long long)r->n_out, (long long)r->pairs,
-               (long long)l->cin, (long long)l->cout, r->ms[0], r->ms[1],
+               (long long)l->cin, (long long)l->cout, r->ms[0], r->ms[1], r->ms[2],
                flops / (r->ms[0] * 1e-3) * 1e-12, bytes / (r->ms[0] * 1e-3) * 1e-9, floor_ms,
-               r->ms[0] / floor_ms, r->ms[1] / r->ms[0], r->diff,
-               r->diff > 1e-2 ? " MISMATCH" : "",
-               is_pool(l) ? "pool" : r->plan == VC_ALGO_GATHER_GEMM_SCATTER ? "ggs" : "impl");
+               r->ms[0] / floor_ms, r->ms[1] / r->ms[0], r->ms[2] / r->ms[0], r->diff,
+               r->diff > 1e-2 ? " MISMATCH" : "", is_pool(l) ? "pool" : kAlgoNames[algo_slot(r->plan)]);
         if (g_csv)
             fprintf(g_csv, "\"%s\",\"%s\",%s,%s,\"%s\",\"%s\",%lld,%lld,%lld,%lld,%lld,"
-                    "%.5f,%.5f,%.5f,%.3g,%s\n",
+                    "%.5f,%.5f,%.5f,%.5f,%.3g,%s\n",
                     sc->name, nt->name, l->name, kTypeNames[l->type], ks, ss,
                     (long long)r->n_in, (long long)r->n_out, (long long)r->pairs,
-                    (long long)l->cin, (long long)l->cout, r->ms[0], r->ms[1], floor_ms,
-                    r->diff,
-                    is_pool(l) ? "pool" : r->plan == VC_ALGO_GATHER_GEMM_SCATTER ? "ggs" : "impl");
+                    (long long)l->cin, (long long)l->cout, r->ms[0], r->ms[1], r->ms[2],
+                    floor_ms, r->diff, is_pool(l) ? "pool" : kAlgoNames[algo_slot(r->plan)]);
     }
 
-    /* whole network, layers back to back: implicit, ggs, best per layer */
+    /* whole network, layers back to back: implicit, ggs (per offset), best per layer */
     float e2e[3];
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
@@ -736,8 +764,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
             for (int i = 0; i < nt->n; i++) {
                 vc_algo algo = mode == 0 ? VC_ALGO_IMPLICIT_GEMM
                                : mode == 1 ? VC_ALGO_GATHER_GEMM_SCATTER
-                               : res[i].ms[1] < res[i].ms[0] ? VC_ALGO_GATHER_GEMM_SCATTER
-                                                             : VC_ALGO_IMPLICIT_GEMM;
+                                           : kAlgos[best_algo(&res[i])];
                 vc_err err = {{0}};
                 DIE_IF(run_layer(&fs[f].maps[map_of[f][i]].m, b, f, &nt->l[i], algo, &err) !=
                            VC_OK, "%s: %s", nt->l[i].name, err.msg);
@@ -795,9 +822,9 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
         }
     }
     printf("\nwhole network, layers back to back (maps prebuilt): implicit %.3f ms, ggs %.3f "
-           "ms, best per layer %.3f ms; sum of layer medians: implicit %.3f, ggs %.3f, best "
-           "%.3f, auto %.3f, floor %.3f ms; map builds %.3f ms\n", e2e[0], e2e[1], e2e[2],
-           sum_impl, sum_ggs, sum_best, sum_auto, sum_floor, build);
+           "ms, best per layer %.3f ms; sum of layer medians: implicit %.3f, ggs %.3f, grouped "
+           "ggs %.3f, best %.3f, auto %.3f, floor %.3f ms; map builds %.3f ms\n", e2e[0], e2e[1],
+           e2e[2], sum_impl, sum_ggs, sum_grp, sum_best, sum_auto, sum_floor, build);
     if (g_nsum < MAX_SCENES * MAX_NETS) {
         summary *s = &g_sum[g_nsum++];
         snprintf(s->scene, sizeof s->scene, "%.63s", sc->name);
@@ -805,6 +832,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
         s->layers = nt->n;
         s->ms_impl = (float)sum_impl;
         s->ms_ggs = (float)sum_ggs;
+        s->ms_grp = (float)sum_grp;
         s->ms_best = (float)sum_best;
         s->ms_auto = (float)sum_auto;
         s->floor_ms = (float)sum_floor;
@@ -862,7 +890,7 @@ int main(int argc, char **argv)
         g_csv = fopen(csv, "w");
         if (g_csv)
             fprintf(g_csv, "scene,net,layer,type,kernel,stride,n_in,n_out,pairs,cin,cout,"
-                    "implicit_ms,ggs_ms,floor_ms,impl_vs_ggs,plan\n");
+                    "implicit_ms,ggs_ms,grouped_ms,floor_ms,impl_vs_ggs,plan\n");
     }
     CUDA_CHECK(cudaStreamCreate(&g_s));
     CUDA_CHECK(cudaMalloc(&g_flush, kFlushBytes));
@@ -1010,14 +1038,14 @@ int main(int argc, char **argv)
 
     printf("\n## Summary (fp16, ms; layer sums are medians of single layers with L2 flushed; "
            "'net' runs the layers back to back)\n\n");
-    printf("| scene | network | layers | sum impl | sum ggs | sum best | sum auto | sum floor |"
-           " net impl | net ggs | net best | map builds |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| scene | network | layers | sum impl | sum ggs | sum grouped | sum best | sum auto |"
+           " sum floor | net impl | net ggs | net best | map builds |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < g_nsum; i++) {
         const summary *s = &g_sum[i];
-        printf("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f "
-               "|\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs, s->ms_best, s->ms_auto,
-               s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2], s->build_ms);
+        printf("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | "
+               "%.3f |\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs, s->ms_grp,
+               s->ms_best, s->ms_auto, s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2], s->build_ms);
     }
     if (g_csv) fclose(g_csv);
     cudaFree(g_flush);

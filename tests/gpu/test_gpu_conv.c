@@ -256,8 +256,10 @@ static conv_opts opts(int64_t c_in, int64_t c_out, vc_dtype dt, vc_algo algo)
 
 static const char *algo_name(vc_algo a)
 {
-    return a == VC_ALGO_IMPLICIT_GEMM ? "implicit" : a == VC_ALGO_GATHER_GEMM_SCATTER ? "ggs"
-                                                                                        : "auto";
+    return a == VC_ALGO_IMPLICIT_GEMM                 ? "implicit"
+           : a == VC_ALGO_GATHER_GEMM_SCATTER         ? "ggs"
+           : a == VC_ALGO_GATHER_GEMM_SCATTER_GROUPED ? "grouped"
+                                                      : "auto";
 }
 
 /* Runs one layer on both sides and compares. */
@@ -377,11 +379,12 @@ static double run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng
     return err;
 }
 
-/* Both algorithms (and AUTO) with the same options. */
+/* Every algorithm (and AUTO) with the same options. */
 static void run_algos(const char *label, const map_pair *m, conv_opts o, vc_rng *rng)
 {
-    const vc_algo algos[3] = {VC_ALGO_IMPLICIT_GEMM, VC_ALGO_GATHER_GEMM_SCATTER, VC_ALGO_AUTO};
-    for (int i = 0; i < 3; i++) {
+    const vc_algo algos[4] = {VC_ALGO_IMPLICIT_GEMM, VC_ALGO_GATHER_GEMM_SCATTER,
+                              VC_ALGO_GATHER_GEMM_SCATTER_GROUPED, VC_ALGO_AUTO};
+    for (int i = 0; i < 4; i++) {
         o.algo = algos[i];
         run_conv(label, m, o, rng);
     }
@@ -511,6 +514,9 @@ static void sweep_options(const cloud *c, vc_rng *rng)
                      rng);
             run_conv(label, &m,
                      opts(ch[j][0], ch[j][1], VC_DTYPE_BF16, VC_ALGO_GATHER_GEMM_SCATTER), rng);
+            run_conv(label, &m,
+                     opts(ch[j][0], ch[j][1], VC_DTYPE_BF16, VC_ALGO_GATHER_GEMM_SCATTER_GROUPED),
+                     rng);
         }
         for (int r = 0; r < 12; r++) {
             conv_opts o = random_opts(rng, opts(1 + vc_rng_int(rng, 70), 1 + vc_rng_int(rng, 70),
@@ -660,6 +666,82 @@ static void bad_args(vc_rng *rng)
         cudaFree(in_d);
         cudaFree(w_d);
         cudaFree(out_d);
+    }
+    free_pair(&m);
+    cudaFree(d_rows);
+    free(c.rows);
+}
+
+/* ---- graph capture ----------------------------------------------------------------------- */
+
+/* The algorithms that promise no host synchronisation (implicit GEMM, grouped GGS) are captured
+ * in a CUDA graph (a synchronisation inside would end the capture with an error) and replayed
+ * twice over a poisoned output; the replays must equal a direct call bit for bit. */
+static void graph_capture(vc_rng *rng)
+{
+    const int32_t shape[3] = {20, 30, 40};
+    cloud c = make_cloud(rng, 3000, 2, shape, 1);
+    int32_t *d_rows = to_device(c.rows, (size_t)c.n * 16);
+    vc_map_desc d = mkdesc(VC_MAP_SUBM, 3, 1, 0, 1);
+    map_pair m = build_pair(&c, d_rows, &d, "graph capture");
+    const int64_t ci = 32, co = 48, n_in = m.gpu.n_in, n_out = m.gpu.n_out;
+    const vc_algo algos[2] = {VC_ALGO_IMPLICIT_GEMM, VC_ALGO_GATHER_GEMM_SCATTER_GROUPED};
+    if (m.ok && n_out > 0) {
+        void *h_in = host_rand(rng, VC_DTYPE_FP16, n_in * ci, 1.0f);
+        void *h_w = host_rand(rng, VC_DTYPE_FP16, co * 27 * ci, 0.2f);
+        void *in_d = to_device(h_in, (size_t)(n_in * ci * 2));
+        void *w_d = to_device(h_w, (size_t)(co * 27 * ci * 2));
+        void *out_a = to_device(NULL, (size_t)(n_out * co * 2));
+        void *out_b = to_device(NULL, (size_t)(n_out * co * 2));
+        uint16_t *ha = malloc((size_t)(n_out * co * 2)), *hb = malloc((size_t)(n_out * co * 2));
+        for (int i = 0; i < 2; i++) {
+            vc_conv_args a;
+            memset(&a, 0, sizeof a);
+            a.map = &m.gpu;
+            a.in = in_d;
+            a.in_dtype = a.w_dtype = a.out_dtype = a.res_dtype = VC_DTYPE_FP16;
+            a.c_in = ci;
+            a.c_out = co;
+            a.weights = w_d;
+            a.act = VC_ACT_RELU;
+            a.out = out_a;
+            vc_err e = {{0}};
+            CHECK(vc_conv_gpu(&a, algos[i], 0, g_stream, &e) == VC_OK);
+            CUDA_OK(cudaStreamSynchronize(g_stream));
+            a.out = out_b;
+            cudaGraph_t graph = NULL;
+            cudaGraphExec_t exec = NULL;
+            CUDA_OK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
+            const vc_status st = vc_conv_gpu(&a, algos[i], 0, g_stream, &e);
+            const cudaError_t ce = cudaStreamEndCapture(g_stream, &graph);
+            CHECK_MSG(st == VC_OK && ce == cudaSuccess, "%s: capture failed: %s / %s",
+                      algo_name(algos[i]), e.msg, cudaGetErrorString(ce));
+            if (st == VC_OK && ce == cudaSuccess &&
+                cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+                for (int r = 0; r < 2; r++) {
+                    CUDA_OK(cudaMemsetAsync(out_b, 0xff, (size_t)(n_out * co * 2), g_stream));
+                    CUDA_OK(cudaGraphLaunch(exec, g_stream));
+                    CUDA_OK(cudaStreamSynchronize(g_stream));
+                    CUDA_OK(cudaMemcpy(ha, out_a, (size_t)(n_out * co * 2), cudaMemcpyDeviceToHost));
+                    CUDA_OK(cudaMemcpy(hb, out_b, (size_t)(n_out * co * 2), cudaMemcpyDeviceToHost));
+                    CHECK_MSG(memcmp(ha, hb, (size_t)(n_out * co * 2)) == 0,
+                              "%s: graph replay %d differs from the direct call",
+                              algo_name(algos[i]), r);
+                }
+                cudaGraphExecDestroy(exec);
+            } else {
+                cudaGetLastError();
+            }
+            if (graph) cudaGraphDestroy(graph);
+        }
+        free(ha);
+        free(hb);
+        free(h_in);
+        free(h_w);
+        cudaFree(in_d);
+        cudaFree(w_d);
+        cudaFree(out_a);
+        cudaFree(out_b);
     }
     free_pair(&m);
     cudaFree(d_rows);
@@ -940,6 +1022,7 @@ int main(void)
     }
     if (!g_quick) real_scans(&rng);
     bad_args(&rng);
+    graph_capture(&rng);
     sweep_pool(&rng);
     cudaStreamDestroy(g_stream);
     printf("test_gpu_conv: %d conv/pool cases\n", g_cases);
