@@ -403,7 +403,7 @@ vc_status ggs_grouped(const vc_conv_args *a, const void *w, int tf32, const Epi 
     size_t cub_bytes = 0;
     int32_t *cnt, *rowptr, *gather_rows, *row_map;
     uint32_t *row_mask;
-    int64_t cnt_words;
+    int64_t idx_words;
     const vc_gemm_config *t = NULL;
     const int32_t n_cfg = vc_gemm_configs(&t);
     for (int32_t c = 0; c < n_cfg; c++)
@@ -418,8 +418,8 @@ vc_status ggs_grouped(const vc_conv_args *a, const void *w, int tf32, const Epi 
         // row masks; 4-byte words, each array 256-byte aligned.
         const int64_t al = 64;
         const int64_t n1 = (n_out + 1 + al - 1) / al * al, nr = (rows + al - 1) / al * al;
-        cnt_words = 2 * n1 + 2 * nr + P * words;
-        CU(scratch(&idx, cnt_words * 4, s), "allocating grouped GGS indices");
+        idx_words = 2 * n1 + 2 * nr + P * words;
+        CU(scratch(&idx, idx_words * 4, s), "allocating grouped GGS indices");
         cnt = (int32_t *)idx;
         rowptr = cnt + n1;
         gather_rows = rowptr + n1;
