@@ -28,7 +28,9 @@
  * --dump-only DIR writes them and exits. --net NAME runs only the networks whose name contains
  * NAME (e.g. "sweep", "CenterPoint"). --tune also times each conv layer's implicit GEMM with
  * every fp16 GEMM configuration and prints a "tune" line per layer: "name/S ms" for each tap
- * split S of --tune-splits (default "0": the planner's split for that configuration). */
+ * split S of --tune-splits (default "0": the planner's split for that configuration).
+ * VC_BENCH_IMPLICIT_ONLY=1 in the environment skips both GGS variants (their columns then repeat
+ * the implicit GEMM's): for A/B runs of the implicit path, which take a third of the time. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +67,7 @@ static void *g_flush;
 static const size_t kFlushBytes = (size_t)256 << 20;
 static FILE *g_csv;
 static int g_tune;
+static int g_impl_only; /* VC_BENCH_IMPLICIT_ONLY=1: time the implicit GEMM (and pools) only */
 static int g_tune_splits[8] = {0}, g_n_tune_splits = 1; /* --tune-splits; 0 = the planner's */
 
 
@@ -697,15 +700,15 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
             r->plan = is_pool(l) ? VC_ALGO_IMPLICIT_GEMM
                                  : vc_conv_gpu_plan(m0, l->cin, l->cout, VC_DTYPE_FP16);
             r->ms[0] = time_layer(fs, nf, map_of, i, l, b, VC_ALGO_IMPLICIT_GEMM);
-            r->ms[1] = is_pool(l) ? r->ms[0]
+            r->ms[1] = is_pool(l) || g_impl_only ? r->ms[0]
                                   : time_layer(fs, nf, map_of, i, l, b,
                                                VC_ALGO_GATHER_GEMM_SCATTER);
-            r->ms[2] = is_pool(l) ? r->ms[0]
+            r->ms[2] = is_pool(l) || g_impl_only ? r->ms[0]
                                   : time_layer(fs, nf, map_of, i, l, b,
                                                VC_ALGO_GATHER_GEMM_SCATTER_GROUPED);
             if (g_tune && !is_pool(l)) tune_layer(fs, nf, map_of, i, l, b, r->ms[0]);
             r->diff = 0;
-            if (!is_pool(l)) {
+            if (!is_pool(l) && !g_impl_only) {
                 /* frame 0: implicit into out[0], each GGS into out2 */
                 vc_err err = {{0}};
                 DIE_IF(run_layer(m0, b, 0, l, VC_ALGO_IMPLICIT_GEMM, &err) != VC_OK, "%s",
@@ -757,6 +760,10 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
     CUDA_CHECK(cudaEventCreate(&e1));
     float *t = malloc(sizeof(float) * (size_t)g_runs);
     for (int mode = 0; mode < 3; mode++) {
+        if (g_impl_only && mode > 0) { /* the GGS columns repeat the implicit GEMM's */
+            e2e[mode] = e2e[0];
+            continue;
+        }
         for (int r = -WARMUP; r < g_runs; r++) {
             int f = (r + WARMUP) % nf;
             flush_l2();
@@ -853,6 +860,7 @@ int main(int argc, char **argv)
     }
     const char *layers_dir = NULL, *csv = NULL, *dump = NULL;
     int dump_only = 0;
+    g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
     const char *only_net = NULL;
     const char *files[MAX_SCENES];
     int nfiles = 0;
