@@ -3,6 +3,8 @@
 //    input rows; the K taps of out_in are visited in k order exactly as on the CPU (max keeps the
 //    first NaN it meets; the mean sums in fp32 in k order and divides by the count), so results
 //    are bit-identical to the CPU twin. Rows with no input give 0. No host synchronisation.
+//    Rows of whole 16-byte vectors (pool_vec_kernel) take 8 (fp32: 4) channels a thread, the
+//    same arithmetic per channel.
 //  - vc_global_pool_gpu: rows are grouped by batch item with a stable radix sort of the batch
 //    indices (skipped for batch size 1), each item's rows are cut into S fixed slices, each
 //    (channel tile, item, slice) block reduces its slice in a fixed pattern (lane y takes rows
@@ -73,6 +75,73 @@ __global__ void pool_kernel(const int32_t *out_in, int64_t n_out, int32_t K, int
         }
         if (mode == VC_POOL_AVG && count > 0) v /= (float)count;
         store_f32(out, dtype, i, v);
+    }
+}
+
+// The same pooling, V = 16 / sizeof(T) channels a thread (8 for 16-bit features, 4 for fp32),
+// read and written as 16-byte vectors, so that a warp moves a row's channels in a few wide
+// transactions instead of one 2-byte load per thread. Taps eight at a time, as BATCH above;
+// each channel is combined in k order exactly as pool_kernel does (the same bits).
+template <typename T> __device__ __forceinline__ float elem_f32(T x);
+template <> __device__ __forceinline__ float elem_f32<float>(float x) { return x; }
+template <> __device__ __forceinline__ float elem_f32<__half>(__half x) { return __half2float(x); }
+template <> __device__ __forceinline__ float elem_f32<__nv_bfloat16>(__nv_bfloat16 x)
+{
+    return __bfloat162float(x);
+}
+template <typename T> __device__ __forceinline__ T f32_elem(float v);
+template <> __device__ __forceinline__ float f32_elem<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half f32_elem<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 f32_elem<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+template <typename T>
+__global__ void pool_vec_kernel(const int32_t *out_in, int64_t n_out, int32_t K, int64_t n_in,
+                                const T *in, int64_t channels, int mode, T *out)
+{
+    constexpr int V = 16 / sizeof(T);
+    const int64_t groups = channels / V;
+    GRID_LOOP(i, n_out * groups)
+    {
+        const int64_t p = i / groups, c = (i - p * groups) * V;
+        const int32_t *row = out_in + p * K;
+        float v[V];
+#pragma unroll
+        for (int j = 0; j < V; j++) v[j] = 0.0f;
+        int64_t count = 0;
+        for (int32_t k0 = 0; k0 < K; k0 += 8) {
+            int32_t r[8];
+            uint4 x[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                r[u] = k0 + u < K ? __ldg(row + k0 + u) : -1;
+                if (r[u] >= n_in) r[u] = -1;
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                x[u] = r[u] >= 0 ? __ldg(reinterpret_cast<const uint4 *>(in + (int64_t)r[u] *
+                                                                                   channels + c))
+                                 : make_uint4(0, 0, 0, 0);
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                if (r[u] < 0) continue;
+                const T *e = reinterpret_cast<const T *>(&x[u]);
+#pragma unroll
+                for (int j = 0; j < V; j++) {
+                    int64_t cnt = count; // every channel of the row has seen `count` inputs
+                    pool_take(v[j], cnt, elem_f32<T>(e[j]), mode);
+                }
+                count++;
+            }
+        }
+        uint4 o;
+        T *e = reinterpret_cast<T *>(&o);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            e[j] = f32_elem<T>(mode == VC_POOL_AVG && count > 0 ? v[j] / (float)count : v[j]);
+        *reinterpret_cast<uint4 *>(out + p * channels + c) = o;
     }
 }
 
@@ -219,11 +288,33 @@ extern "C" vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, con
     if (n_out == 0) return VC_OK;
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    // Eight taps in flight per thread below 2^19 outputs x channels (H100, spconv's net, k2 s2
+    // Else eight taps in flight per thread below 2^19 outputs x channels (H100, spconv's net, k2 s2
     // max pools: 177 outputs x 224 channels 7.0 -> 5.3 us; at 41k x 64 one at a time is
     // faster, 33.2 against 40.2 us; 5.1k x 128 is 13.6-14.2 either way: docs/benchmarks.md
     // "Tap split").
-    if (n_out * channels < (1 << 19))
+    // 16-byte rows (channels a multiple of 8 for 16-bit features, 4 for fp32, aligned arrays)
+    // from 2^17 outputs x channels: the vector kernel, taps eight at a time whatever the size,
+    // since a thread carries 8 (or 4) channels and the layer has that many times fewer threads.
+    // H100, spconv's net, k2 s2 max pools, 64-160 channels: 41k outputs x 64 33.0 -> 15.3 us,
+    // 5.1k x 128 14.2 -> 7.9, 1.8k x 160 8.5 -> 6.7; below 2^17 it lost (576 x 192 5.8 -> 6.0,
+    // 177 x 224 5.4 -> 5.8: a thread's 8 x 8 combines in series are then the critical path).
+    const int v = dtype == VC_DTYPE_FP32 ? 4 : 8;
+    const bool vec = channels % v == 0 && n_out * channels >= (1 << 17) &&
+                     ((uintptr_t)in | (uintptr_t)out) % 16 == 0;
+    const int64_t vthreads = n_out * (channels / v);
+    if (vec && dtype == VC_DTYPE_FP16)
+        pool_vec_kernel<__half><<<grid_for(vthreads), kThreads, 0, s>>>(
+            map->out_in, n_out, (int32_t)K, n_in, static_cast<const __half *>(in), channels,
+            (int)mode, static_cast<__half *>(out));
+    else if (vec && dtype == VC_DTYPE_BF16)
+        pool_vec_kernel<__nv_bfloat16><<<grid_for(vthreads), kThreads, 0, s>>>(
+            map->out_in, n_out, (int32_t)K, n_in, static_cast<const __nv_bfloat16 *>(in),
+            channels, (int)mode, static_cast<__nv_bfloat16 *>(out));
+    else if (vec)
+        pool_vec_kernel<float><<<grid_for(vthreads), kThreads, 0, s>>>(
+            map->out_in, n_out, (int32_t)K, n_in, static_cast<const float *>(in), channels,
+            (int)mode, static_cast<float *>(out));
+    else if (n_out * channels < (1 << 19))
         pool_kernel<true><<<grid_for(n_out * channels), kThreads, 0, s>>>(
             map->out_in, n_out, (int32_t)K, n_in, in, (int)dtype, channels, (int)mode, out);
     else

@@ -886,15 +886,18 @@ static void sweep_pool(vc_rng *rng)
                          mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 0, 1),
                          mkdesc(VC_MAP_TRANSPOSED, 2, 2, 0, 1), mkdesc(VC_MAP_SUBM, 5, 1, 0, 1)};
     const vc_dtype dts[3] = {VC_DTYPE_FP32, VC_DTYPE_FP16, VC_DTYPE_BF16};
-    const int64_t chs[3] = {1, 5, 64};
+    /* 64 and 48: whole 16-byte rows in every dtype, the vector kernel where outputs x channels
+     * reach 2^17 (the SUBM and transposed maps of 3000 voxels); 48 with NaNs */
+    const int64_t chs[4] = {1, 5, 64, 48};
     for (int i = 0; i < 5; i++) {
         char label[64];
         snprintf(label, sizeof label, "map %d", i);
         map_pair m = build_pair(&c, d_rows, &ds[i], label);
         for (int t = 0; t < 3; t++)
-            for (int j = 0; j < 3; j++)
+            for (int j = 0; j < 4; j++)
                 for (int mode = 0; mode < 2; mode++)
-                    run_pool(label, &m, (vc_pool_mode)mode, dts[t], chs[j], j == 1, rng);
+                    run_pool(label, &m, (vc_pool_mode)mode, dts[t], chs[j], j == 1 || j == 3,
+                             rng);
         if (i == 2 && m.ok) {
             map_pair inv = inverse_pair(&m, &c, "pool inverse");
             for (int mode = 0; mode < 2; mode++)
