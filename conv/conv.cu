@@ -5,7 +5,8 @@
 //    the K taps of each output through out_in in its main loop, walks the outputs in mask order
 //    (perm, which the map sorted by neighbour mask) so a CTA skips the taps none of its rows
 //    has, and applies the epilogue (bias, residual, activation, output dtype) before it writes
-//    each output row. No atomics.
+//    each output row. No atomics. A SUBM 1x1x1 map is the identity, so that layer runs as a
+//    dense GEMM (no gather, masks or row order).
 //    TAP SPLIT (tap_splits): a layer with too few tiles to fill the device (the coarse levels)
 //    runs each tile's taps on several CTAs that write fp32 partial sums into stream-ordered
 //    scratch; gemm/ adds them in group order and applies the epilogue in a second kernel.
@@ -37,7 +38,8 @@
 //
 // Weights in a dtype other than the features' are converted on the device into stream-ordered
 // scratch (the GEMM takes A and W in one dtype), and 16-bit features whose c_in is not a multiple
-// of 8 are widened with zero columns (with their weights) so the GEMM runs 16-byte loads. Scratch
+// of 8 are widened with zero columns (with their weights, in the same launch) so the GEMM runs
+// 16-byte loads. Scratch
 // comes from the library's stream-ordered pool (vc_gpu_scratch_alloc), is freed with
 // cudaFreeAsync on the caller's stream, and is released on every path.
 #include <cuda_bf16.h>
@@ -60,16 +62,37 @@ __global__ void cast_kernel(const void *src, int st, void *dst, int dt, int64_t 
     GRID_LOOP(i, n) store_f32(dst, dt, i, load_f32(src, st, i));
 }
 
-// Rows of c columns (dtype st) copied into rows of cp >= c columns (dtype dt), zero-padded: the
-// 16-bit features and weights of a layer whose c_in is not a multiple of 8 are widened so that
-// the GEMM runs its 16-byte loads instead of its 2-byte scalar path (zero columns add nothing).
-__global__ void pad_kernel(const void *src, int st, int64_t rows, int64_t c, void *dst, int dt,
-                           int64_t cp)
+// Rows of c columns copied into rows of cp >= c columns (cp a multiple of 8) of 16-bit dtype dt,
+// zero-padded, 8 columns (one 16-byte store) a thread: the features (rows_a rows of dtype at)
+// and the weights (rows_b rows of dtype bt) of a layer whose c_in is not a multiple of 8, in
+// ONE launch, so that the GEMM runs its 16-byte loads instead of its 2-byte scalar path (zero
+// columns add nothing). Values are converted as store_f32(load_f32(...)) would.
+__global__ void pad_kernel(const void *a, int at, int64_t rows_a, void *da, const void *b, int bt,
+                           int64_t rows_b, void *db, int64_t c, int dt, int64_t cp)
 {
-    GRID_LOOP(i, rows * cp)
+    const int64_t chunks = cp / 8;
+    GRID_LOOP(i, (rows_a + rows_b) * chunks)
     {
-        const int64_t r = i / cp, j = i - r * cp;
-        store_f32(dst, dt, i, j < c ? load_f32(src, st, r * c + j) : 0.0f);
+        int64_t r = i / chunks;
+        const int64_t j0 = (i - r * chunks) * 8;
+        const void *src = a;
+        int st = at;
+        void *dst = da;
+        if (r >= rows_a) {
+            r -= rows_a;
+            src = b;
+            st = bt;
+            dst = db;
+        }
+        uint4 o;
+        unsigned short *e = reinterpret_cast<unsigned short *>(&o);
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const float v = j0 + u < c ? load_f32(src, st, r * c + j0 + u) : 0.0f;
+            e[u] = dt == VC_DTYPE_FP16 ? __half_as_ushort(__float2half_rn(v))
+                                       : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+        }
+        reinterpret_cast<uint4 *>(dst)[r * chunks + j0 / 8] = o;
     }
 }
 
@@ -301,12 +324,15 @@ int split_ways(const vc_kmap_data *m, vc_dtype dt)
 // gathered problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles with
 // registers capped so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
 //   c_out <= 32, c_in <= 16            -> 64x32x16_s3 (subm 16->16 35.2 us, 64x32x16_s4 41.0)
-//   c_out <= 32, >= 50k outputs        -> 64x32x32_s3 (subm 32->32 48.5, 64x32x16_s3 50.7;
-//                                         55k outputs 36.9 against 44.0)
-//   c_out <= 32, fewer outputs         -> 64x64x32_s4 (41k outputs 32.8 against 37.5; the k2 s2
-//                                         downsample 15.2 against 18.9)
-//   c_out == 96, >= 30k outputs        -> wgmma 128x128x32 (MinkUNet's 96-wide decoder at 100k
-//                                         136.4 against 172.5 for 128x96x32)
+//   c_out <= 32, >= 50k outputs or     -> 64x32x32_s3 (subm 32->32 48.5, 64x32x16_s3 50.7;
+//   K >= 27                               55k outputs 36.9 against 44.0; since the producer
+//                                         rework, also 15-41k outputs: OctoMap 36k 32->32 26.0
+//                                         against 29.4 for 64x64x32_s4, 41k 23.6 against 26.8)
+//   c_out <= 32, fewer outputs, K < 27 -> 64x64x32_s4 (the k2 s2 downsample 15.2 against 18.9;
+//                                         level with 64x32x32_s3 since)
+//   c_out == 96, >= 10k outputs        -> wgmma 128x128x32 (MinkUNet's 96-wide decoder at 100k
+//                                         136.4 against 172.5 for 128x96x32; at 18.7k outputs
+//                                         (OctoMap) 50.7 against 66.9 for 64x64x32_s4)
 //   c_out % 256 == 0, >= 30k outputs,  -> wgmma 128x256x64 (subm 256->256 on 100k voxels; with
 //   or >= 4k outputs and K >= 27          the tap split, 5.1k outputs 384->256 63.6 against
 //                                         68.6 for 128x128 and 88.3 for 64x64x32_s4)
@@ -320,6 +346,20 @@ int split_ways(const vc_kmap_data *m, vc_dtype dt)
 //                                         against 24.4 for wgmma 128x128)
 // Below a device's worth of tiles each layer also gets a tap split (tap_splits).
 // fp32 features keep gemm/'s choice.
+// The index of GEMM configuration `name` for 16-bit dtype dt ("64x32x32_s3" is f16_64x32x32_s3
+// for fp16), or -1 when it is not compiled in (or dt is not 16-bit).
+int32_t config_index(vc_dtype dt, const char *name)
+{
+    if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return -1;
+    const char *prefix = dt == VC_DTYPE_FP16 ? "f16_" : "bf16_";
+    const vc_gemm_config *t = NULL;
+    const int32_t n = vc_gemm_configs(&t);
+    const size_t lp = strlen(prefix);
+    for (int32_t i = 0; i < n; i++)
+        if (!strncmp(t[i].name, prefix, lp) && !strcmp(t[i].name + lp, name)) return i;
+    return -1;
+}
+
 void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, vc_dtype dt,
                       int32_t out[4])
 {
@@ -331,9 +371,9 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, vc_
         names[0] = "64x32x16_s3";
         names[1] = "64x32x16_s4";
     } else if (c_out <= 32) {
-        names[0] = large ? "64x32x32_s3" : "64x64x32_s4";
+        names[0] = large || K >= 27 ? "64x32x32_s3" : "64x64x32_s4";
         names[1] = "64x32x16_s4";
-    } else if (c_out == 96 && n_out >= 30000) {
+    } else if (c_out == 96 && n_out >= 10000) {
         names[0] = "128x128x32_s5_wg";
         names[1] = "128x96x32_s4";
     } else if (c_out % 256 == 0 && (n_out >= 30000 || (K >= 27 && n_out >= 4000))) {
@@ -346,17 +386,11 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, vc_
         names[0] = large ? "64x64x32_s3" : "64x64x32_s4";
         names[1] = large ? "64x64x32_s4" : NULL;
     }
-    const char *prefix = dt == VC_DTYPE_FP16 ? "f16_" : "bf16_";
-    const vc_gemm_config *t = NULL;
-    const int32_t n = vc_gemm_configs(&t);
-    const size_t lp = strlen(prefix);
     int k = 0;
-    for (int j = 0; j < 4 && names[j]; j++)
-        for (int32_t i = 0; i < n; i++)
-            if (!strncmp(t[i].name, prefix, lp) && !strcmp(t[i].name + lp, names[j])) {
-                out[k++] = i;
-                break;
-            }
+    for (int j = 0; j < 4 && names[j]; j++) {
+        const int32_t i = config_index(dt, names[j]);
+        if (i >= 0) out[k++] = i;
+    }
 }
 
 // The tap split of the implicit GEMM (gemm.h: vc_gemm_args.splits) for a layer on tile cfg.
@@ -382,7 +416,11 @@ int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt
     if (taps > m->volume) taps = m->volume;
     const double iters = taps * (double)((c_in + t[cfg].tile_k - 1) / t[cfg].tile_k);
     const int cap = iters >= 80.0 ? 8 : (int)(iters / 10.0);
-    return cap > 1 ? -cap : 0;
+    // Fewer than 30 iterations (cap 2) never split: the second pass cost more than half a
+    // 20-29-iteration chain saved on every such layer of the H100 tune (2026-11-23, OctoMap and
+    // synthetic scans: k3 s2 32->64 at 21k outputs 25.8 -> 22.8 us unsplit, subm 32->64 at 15k
+    // 22.8 -> 22.0, 32->32 at 19k 24.7 -> 24.0; one loss, 32->64 at 7k, 19.8 -> 20.7).
+    return cap > 2 ? -cap : 0;
 }
 
 // Grouped GGS (a: the GEMM's view of the layer, features possibly widened; w its weights):
@@ -533,18 +571,19 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
 
     if (a->in_dtype != VC_DTYPE_FP32 && c_in % 8 != 0) {
         // 16-bit features whose rows are not whole 16-byte units: widen to a multiple of 8
+        // (one scratch block and one launch for both: a 5-channel first layer is ~30 us, and
+        // each allocation and launch before its GEMM is on its critical path)
         const int64_t cp = (c_in + 7) / 8 * 8, nw = c_out * (int64_t)K;
-        CU(scratch(&in_pad, m->n_in * cp * 2, s), "allocating padded input");
-        CU(scratch(&w_conv, nw * cp * 2, s), "allocating padded weights");
-        pad_kernel<<<grid_for(m->n_in * cp), kThreads, 0, s>>>(
-            a->in, (int)a->in_dtype, m->n_in, c_in, in_pad, (int)a->in_dtype, cp);
-        LAUNCHED("input padding kernel");
-        pad_kernel<<<grid_for(nw * cp), kThreads, 0, s>>>(a->weights, (int)a->w_dtype, nw, c_in,
-                                                          w_conv, (int)a->in_dtype, cp);
-        LAUNCHED("weight padding kernel");
+        const int64_t in_bytes = (m->n_in * cp * 2 + 255) / 256 * 256;
+        CU(scratch(&in_pad, in_bytes + nw * cp * 2, s), "allocating padded input and weights");
+        void *w_pad = static_cast<char *>(in_pad) + in_bytes;
+        pad_kernel<<<grid_for((m->n_in + nw) * (cp / 8)), kThreads, 0, s>>>(
+            a->in, (int)a->in_dtype, m->n_in, in_pad, a->weights, (int)a->w_dtype, nw, w_pad,
+            c_in, (int)a->in_dtype, cp);
+        LAUNCHED("padding kernel");
         pa.in = in_pad;
         pa.c_in = cp;
-        w = w_conv;
+        w = w_pad;
     } else if (a->w_dtype != a->in_dtype) {
         const int64_t nw = c_out * (int64_t)K * c_in;
         CU(scratch(&w_conv, nw * (int64_t)dtype_bytes(a->in_dtype), s),
@@ -570,14 +609,33 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         // per launch below: the rows' order, the tap range, accumulate, bias, residual, act
         int32_t cfgs[4];
         implicit_configs(n_out, c_in, c_out, K, pa.in_dtype, cfgs);
+        int ways = split_ways(m, pa.in_dtype);
+        // A SUBM 1x1x1 map (a shortcut) is the identity: out_in[p] = p, every output has its one
+        // tap, perm is 0..n-1. The layer is then a dense GEMM - no gather, no masks, no row
+        // order - which skips the tile set-up's dependent loads (rows, masks, indices) and lets
+        // a CTA prefetch its next tile.
+        const bool dense = m->type == VC_MAP_SUBM && K == 1 && m->n_in == n_out;
+        if (dense) {
+            g.gather = NULL;
+            g.masks = NULL;
+            g.mask_words = 0;
+            // Below 50k rows the small tiles win (H100 tune, 2026-11-23: 128->96 at 41k rows
+            // 16.3 us on 64x32x32_s3 against 18.2 for gemm/'s pick, at 19k 10.6 against 11.6;
+            // 384->256 at 5k 12.1 on 64x64x32_s4 against 12.2); larger: gemm/'s dense pick.
+            const char *name = n_out >= 50000 ? NULL : c_out >= 256 ? "64x64x32_s4"
+                                                                    : "64x32x32_s3";
+            cfgs[0] = name ? config_index(pa.in_dtype, name) : -1;
+            cfgs[1] = -1;
+            ways = 1;
+        }
         if (g_debug_config >= 0) cfgs[0] = g_debug_config, cfgs[1] = -1;
-        const int ways = split_ways(m, pa.in_dtype);
         int32_t used = -1;
         for (int q = 0; q < ways; q++) {
             const bool last = q == ways - 1;
             g.tap_lo = q * m->part_bits;
             g.tap_hi = last ? K : (q + 1) * m->part_bits;
-            g.gather_rows = g.row_map = last ? m->perm : m->perm_part + q * m->part_stride;
+            g.gather_rows = g.row_map = dense ? NULL
+                                        : last ? m->perm : m->perm_part + q * m->part_stride;
             g.accumulate = q > 0;
             g.bias = last ? a->bias : NULL;
             g.residual = last ? a->residual : NULL;
