@@ -375,6 +375,68 @@ VC_API vc_status vc_kmap_pairs(const vc_kmap *map, const int32_t **in_rows,
  * ties by row ascending. Borrowed. */
 VC_API vc_status vc_kmap_masks(const vc_kmap *map, const uint32_t **masks, const int32_t **perm);
 
+/* Bounded kernel maps (CUDA backend): a map whose device arrays are sized once, by caller-given
+ * bounds, and rebuilt in place from device coordinates. A build only queues kernels on the
+ * context's stream - no allocation, no host synchronisation, no read-back - so it can be captured
+ * in a CUDA graph and replayed on whatever coordinates the input buffer then holds. Its counts
+ * stay on the device until vc_kmap_bounded_check, the variant's one synchronisation point.
+ * The arrays are the three representations of vc_kmap_build, bit-identical to it for the same
+ * input (output coordinates of new-output types sorted by (batch, z, y, x)). SUBM, STRIDED,
+ * DOWNSAMPLE and TRANSPOSED; a CPU context gets VC_ERR_UNSUPPORTED. */
+typedef struct vc_kmap_bounded vc_kmap_bounded;
+
+typedef struct vc_kmap_bounded_desc {
+    uint32_t struct_size;
+    vc_map_desc map;          /* type and kernel parameters (not INVERSE)                      */
+    int32_t shape[3];         /* input spatial shape z, y, x                                   */
+    int32_t batch_size;
+    int64_t max_in;           /* input rows per build, at most                                 */
+    int64_t max_out;          /* output rows, at most (SUBM: >= max_in)                        */
+    int64_t max_pairs;        /* (input, output, offset) triples, at most                      */
+} vc_kmap_bounded_desc;
+
+#define VC_KMAP_BOUNDED_DESC_INIT                                                              \
+    {sizeof(vc_kmap_bounded_desc), VC_MAP_DESC_INIT, {0, 0, 0}, 1, 0, 0, 0}
+
+/* Device arrays of a bounded map; fixed for its life, valid for the counts of the last build. */
+typedef struct vc_kmap_bounded_arrays {
+    int32_t volume;           /* K                                                             */
+    int32_t mask_words;
+    int32_t out_shape[3];     /* output spatial shape (SUBM: the input's)                      */
+    int32_t out_batch_size;
+    const int32_t *out_coords; /* [max_out, 4]; NULL for SUBM (outputs = inputs)               */
+    const int32_t *out_in;    /* [max_out, K], as vc_kmap_out_in                               */
+    const int64_t *offsets;   /* [K + 1]; with in_rows / out_rows [max_pairs], as vc_kmap_pairs */
+    const int32_t *in_rows;
+    const int32_t *out_rows;
+    const uint32_t *masks;    /* [max_out, mask_words]; with perm [max_out], as vc_kmap_masks   */
+    const int32_t *perm;
+    /* int64 [8] on the device: word 3 the output count, word 4 the pair count, word 5 flags
+       (0 for a valid map). Device code may read the counts here instead of calling
+       vc_kmap_bounded_check, at its own risk: nonzero flags mean the map must not be used.   */
+    const int64_t *status;
+} vc_kmap_bounded_arrays;
+
+/* Allocates a bounded map's arrays (synchronous; the only allocation it ever makes). */
+VC_API vc_status vc_kmap_bounded_create(vc_context *ctx, const vc_kmap_bounded_desc *desc,
+                                        vc_kmap_bounded **out);
+/* Queues a build over `count` rows of device coordinates [count, 4] (b, z, y, x), count <=
+ * max_in, on the context's stream. The rows are read when the work runs. Argument errors are
+ * returned at once; what the data decides (bounds, duplicates, rows out of range) is reported
+ * by vc_kmap_bounded_check. Allowed under CUDA stream capture. */
+VC_API vc_status vc_kmap_bounded_build(vc_kmap_bounded *map, const int32_t *coords,
+                                       int64_t count);
+/* Waits for the context's stream and reads the last build's status back: VC_OK with the counts
+ * (either pointer may be NULL), or what vc_kmap_build would report - VC_ERR_DUPLICATE,
+ * VC_ERR_OUT_OF_RANGE - or VC_ERR_CAPACITY when a bound was too small (the message names the
+ * count needed). Synchronises. */
+VC_API vc_status vc_kmap_bounded_check(vc_kmap_bounded *map, int64_t *out_count,
+                                       int64_t *pair_count);
+VC_API vc_status vc_kmap_bounded_arrays_get(const vc_kmap_bounded *map,
+                                            vc_kmap_bounded_arrays *out);
+/* Waits for the device, frees the arrays. NULL is fine. */
+VC_API vc_status vc_kmap_bounded_destroy(vc_kmap_bounded *map);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Convolution                                                                                 */
 /* ------------------------------------------------------------------------------------------ */

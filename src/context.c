@@ -182,8 +182,8 @@ vc_status vc_context_destroy(vc_context *ctx)
     if (!ctx) return VC_OK;
     if (ctx->live_handles > 0)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT,
-                           "vc_context_destroy: %lld coordinate sets or tensors are still alive; "
-                           "destroy them first", (long long)ctx->live_handles);
+                           "vc_context_destroy: %lld coordinate sets, tensors or bounded maps "
+                           "are still alive; destroy them first", (long long)ctx->live_handles);
     free(ctx);
     return VC_OK;
 }

@@ -2,7 +2,8 @@
  * context: voxelization of a synthetic scan (and the real scans when datasets/fetch has run),
  * kernel maps of every type (bit-identical), a small network of convolutions (every map type,
  * fp32/fp16/bf16, bias, activations, residual), pooling and global pooling, and the caching and
- * error behaviour that only a device context shows. Skips (77) without CUDA or a device. */
+ * error behaviour that only a device context shows, and the bounded (graph-capturable) kernel
+ * maps against vc_kmap_build. Skips (77) without CUDA or a device. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,197 @@ static void test_maps_identical(vc_context *g, vc_context *c, vc_rng *rng)
     free(rows);
 }
 
+/* Host copy of `bytes` at device address d (NULL when d is NULL). */
+static void *from_device(const void *d, size_t bytes)
+{
+    if (!d) return NULL;
+    void *h = malloc(bytes + 16);
+    if (cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Device array `a` (bytes) equals device array `b`. */
+static int same_device(const void *a, const void *b, size_t bytes)
+{
+    if (bytes == 0) return 1;
+    void *ha = from_device(a, bytes), *hb = from_device(b, bytes);
+    int same = ha && hb && memcmp(ha, hb, bytes) == 0;
+    free(ha);
+    free(hb);
+    return same;
+}
+
+/* A bounded map's arrays after its last check equal those of vc_kmap_build over `rows`. */
+static void compare_bounded(vc_context *g, vc_kmap_bounded *b, const int32_t *rows, int64_t n,
+                            const int32_t shape[3], const vc_map_desc *d, const char *what)
+{
+    vc_coords *cs = NULL;
+    vc_kmap *m = NULL;
+    CHECK_OK(g, vc_coords_create(g, rows, n, VC_MEMORY_HOST, shape, 2, &cs));
+    CHECK_OK(g, vc_kmap_build(g, cs, d, &m));
+    int64_t n_out = -1, n_pairs = -1;
+    CHECK_OK(g, vc_kmap_bounded_check(b, &n_out, &n_pairs));
+    if (!m) {
+        vc_coords_destroy(cs);
+        return;
+    }
+    vc_kmap_info info;
+    vc_kmap_get_info(m, &info);
+    CHECK_MSG(n_out == info.out_count && n_pairs == info.pair_count,
+              "%s: bounded counts %lld / %lld, regular %lld / %lld", what, (long long)n_out,
+              (long long)n_pairs, (long long)info.out_count, (long long)info.pair_count);
+    vc_kmap_bounded_arrays a;
+    CHECK_OK(g, vc_kmap_bounded_arrays_get(b, &a));
+    CHECK(a.volume == info.volume && a.mask_words == info.mask_words);
+    const int32_t *out_in, *in_rows, *out_rows, *perm;
+    const int64_t *offsets;
+    const uint32_t *masks;
+    vc_kmap_out_in(m, &out_in);
+    vc_kmap_pairs(m, &in_rows, &out_rows, &offsets);
+    vc_kmap_masks(m, &masks, &perm);
+    const size_t no = (size_t)info.out_count, np = (size_t)info.pair_count;
+    CHECK_MSG(same_device(a.out_in, out_in, no * (size_t)info.volume * 4), "%s: out_in", what);
+    CHECK_MSG(same_device(a.offsets, offsets, ((size_t)info.volume + 1) * 8), "%s: offsets",
+              what);
+    CHECK_MSG(same_device(a.in_rows, in_rows, np * 4) && same_device(a.out_rows, out_rows, np * 4),
+              "%s: pair lists", what);
+    CHECK_MSG(same_device(a.masks, masks, no * (size_t)info.mask_words * 4) &&
+                  same_device(a.perm, perm, no * 4), "%s: masks / perm", what);
+    if (d->type == VC_MAP_SUBM) {
+        CHECK_MSG(a.out_coords == NULL, "%s: SUBM out_coords", what);
+    } else {
+        int32_t *oc = malloc(no * 16 + 16), *bc = from_device(a.out_coords, no * 16);
+        CHECK_OK(g, vc_coords_copy_out(g, info.out_coords, oc, VC_MEMORY_HOST));
+        CHECK_MSG(bc && memcmp(oc, bc, no * 16) == 0, "%s: out_coords", what);
+        free(oc);
+        free(bc);
+    }
+    vc_kmap_destroy(m);
+    vc_coords_destroy(cs);
+}
+
+/* The public bounded map: bit-identical to vc_kmap_build for every new-output type and SUBM; a
+ * build captured in a CUDA graph replays on new rows written into the same buffer; bounds too
+ * small, duplicates and unsupported requests get their statuses. */
+static void test_bounded(vc_context *g, vc_rng *rng)
+{
+    const int32_t shape[3] = {41, 200, 176};
+    const int64_t n = 4000;
+    int32_t *rows = malloc((size_t)n * 16), *rows2 = malloc((size_t)n * 16);
+    int64_t kept = 0;
+    while (kept < n) { /* distinct rows */
+        int32_t r[4] = {(int32_t)vc_rng_int(rng, 2), (int32_t)vc_rng_int(rng, shape[0]),
+                        (int32_t)vc_rng_int(rng, shape[1]), (int32_t)vc_rng_int(rng, shape[2])};
+        int dup = 0;
+        for (int64_t j = 0; j < kept && !dup; j++) dup = !memcmp(rows + 4 * j, r, 16);
+        if (!dup) memcpy(rows + 4 * kept++, r, 16);
+    }
+    const int64_t n2 = 3 * n / 4; /* the replay's rows: the first 3/4, reversed */
+    for (int64_t i = 0; i < n2; i++) memcpy(rows2 + 4 * i, rows + 4 * (n2 - 1 - i), 16);
+    int32_t *d_rows = NULL;
+    CHECK(cudaMalloc((void **)&d_rows, (size_t)n * 16) == cudaSuccess);
+    CHECK(cudaMemcpy(d_rows, rows, (size_t)n * 16, cudaMemcpyHostToDevice) == cudaSuccess);
+    cudaStream_t st = NULL;
+    /* a blocking stream: it waits for the legacy stream's pageable cudaMemcpy uploads */
+    CHECK(cudaStreamCreate(&st) == cudaSuccess);
+    CHECK_OK(g, vc_context_set_stream(g, st));
+    vc_map_type types[4] = {VC_MAP_SUBM, VC_MAP_STRIDED, VC_MAP_DOWNSAMPLE, VC_MAP_TRANSPOSED};
+    for (int t = 0; t < 4; t++) {
+        char what[64];
+        snprintf(what, sizeof what, "bounded map type %d", (int)types[t]);
+        vc_map_desc d = VC_MAP_DESC_INIT;
+        d.type = types[t];
+        if (t > 0) for (int a = 0; a < 3; a++) { d.stride[a] = 2; d.kernel[a] = t == 2 ? 2 : 3; }
+        /* the regular build's counts size the bounds (with slack) */
+        vc_coords *cs = NULL;
+        vc_kmap *m = NULL;
+        CHECK_OK(g, vc_coords_create(g, rows, n, VC_MEMORY_HOST, shape, 2, &cs));
+        CHECK_OK(g, vc_kmap_build(g, cs, &d, &m));
+        if (!m) continue;
+        vc_kmap_info info;
+        vc_kmap_get_info(m, &info);
+        vc_kmap_bounded_desc bd = VC_KMAP_BOUNDED_DESC_INIT;
+        bd.map = d;
+        memcpy(bd.shape, shape, sizeof bd.shape);
+        bd.batch_size = 2;
+        bd.max_in = n;
+        bd.max_out = t == 0 ? n : info.out_count + 7;
+        bd.max_pairs = info.pair_count + 11;
+        vc_kmap_bounded *b = NULL;
+        CHECK_OK(g, vc_kmap_bounded_create(g, &bd, &b));
+        if (!b) continue;
+        CHECK_OK(g, vc_kmap_bounded_build(b, d_rows, n));
+        compare_bounded(g, b, rows, n, shape, &d, what);
+        /* captured with the first n2 rows in the buffer, replayed after rows2 replaced them */
+        cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+        CHECK_OK(g, vc_kmap_bounded_build(b, d_rows, n2));
+        CHECK(cudaStreamEndCapture(st, &graph) == cudaSuccess);
+        CHECK(graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+        CHECK(cudaMemcpy(d_rows, rows2, (size_t)n2 * 16, cudaMemcpyHostToDevice) == cudaSuccess);
+        if (exec) CHECK(cudaGraphLaunch(exec, st) == cudaSuccess);
+        snprintf(what, sizeof what, "bounded map type %d, graph replay", (int)types[t]);
+        compare_bounded(g, b, rows2, n2, shape, &d, what);
+        if (exec) cudaGraphExecDestroy(exec);
+        if (graph) cudaGraphDestroy(graph);
+        CHECK(cudaMemcpy(d_rows, rows, (size_t)n * 16, cudaMemcpyHostToDevice) == cudaSuccess);
+        CHECK_OK(g, vc_kmap_bounded_destroy(b));
+        /* a pair bound one too small: VC_ERR_CAPACITY at the check, naming the count */
+        bd.max_pairs = info.pair_count - 1;
+        b = NULL;
+        CHECK_OK(g, vc_kmap_bounded_create(g, &bd, &b));
+        if (b) {
+            CHECK_OK(g, vc_kmap_bounded_build(b, d_rows, n));
+            CHECK_STATUS(g, vc_kmap_bounded_check(b, NULL, NULL), VC_ERR_CAPACITY);
+            CHECK_OK(g, vc_kmap_bounded_destroy(b));
+        }
+        /* more rows than max_in: refused when queued */
+        bd.max_pairs = info.pair_count + 11;
+        bd.max_in = n / 2;
+        if (t == 0) bd.max_out = n / 2;
+        b = NULL;
+        CHECK_OK(g, vc_kmap_bounded_create(g, &bd, &b));
+        if (b) {
+            CHECK_STATUS(g, vc_kmap_bounded_build(b, d_rows, n), VC_ERR_CAPACITY);
+            CHECK_OK(g, vc_kmap_bounded_destroy(b));
+        }
+        vc_kmap_destroy(m);
+        vc_coords_destroy(cs);
+    }
+    /* a duplicate row: VC_ERR_DUPLICATE at the check, as vc_kmap_build reports it */
+    {
+        vc_kmap_bounded_desc bd = VC_KMAP_BOUNDED_DESC_INIT;
+        memcpy(bd.shape, shape, sizeof bd.shape);
+        bd.batch_size = 2;
+        bd.max_in = bd.max_out = n;
+        bd.max_pairs = n * 27;
+        vc_kmap_bounded *b = NULL;
+        CHECK_OK(g, vc_kmap_bounded_create(g, &bd, &b));
+        CHECK(cudaMemcpy(d_rows + 4, rows, 16, cudaMemcpyHostToDevice) == cudaSuccess);
+        if (b) {
+            CHECK_OK(g, vc_kmap_bounded_build(b, d_rows, n));
+            CHECK_STATUS(g, vc_kmap_bounded_check(b, NULL, NULL), VC_ERR_DUPLICATE);
+            /* the only live handle: the context refuses to die under it */
+            CHECK_STATUS(g, vc_context_destroy(g), VC_ERR_INVALID_ARGUMENT);
+            CHECK_OK(g, vc_kmap_bounded_destroy(b));
+        }
+        /* INVERSE has no bounded variant; a NULL coordinate pointer is an argument error */
+        bd.map.type = VC_MAP_INVERSE;
+        b = (vc_kmap_bounded *)0x1;
+        CHECK_STATUS(g, vc_kmap_bounded_create(g, &bd, &b), VC_ERR_UNSUPPORTED);
+        CHECK(b == (vc_kmap_bounded *)0x1);
+    }
+    CHECK_OK(g, vc_context_set_stream(g, NULL));
+    cudaStreamDestroy(st);
+    cudaFree(d_rows);
+    free(rows);
+    free(rows2);
+}
+
 static float *read_scan(const char *path, int64_t *n)
 {
     vc_cloud cl;
@@ -299,6 +491,7 @@ int main(void)
     printf("AUTO resolves to %s\n", ab == VC_BACKEND_CUDA ? "CUDA" : "CPU");
     vc_context_destroy(a);
     test_maps_identical(g, c, &rng);
+    test_bounded(g, &rng);
     /* VC_SANITIZE: a small run for compute-sanitizer */
     int small = getenv("VC_SANITIZE") != NULL;
     int64_t np = small ? 8000 : 120000;

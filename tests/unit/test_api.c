@@ -443,12 +443,37 @@ static void test_allocation_failure(void)
     CHECK(completed && failures >= 4); /* every allocation point was hit once */
 }
 
+/* Bounded maps are device maps: a CPU context refuses them with a message, bad descriptors
+ * and NULL handles are argument errors, and nothing is left alive. */
+static void test_kmap_bounded_cpu(void)
+{
+    vc_context *ctx = cpu_context();
+    vc_kmap_bounded_desc d = VC_KMAP_BOUNDED_DESC_INIT;
+    d.shape[0] = d.shape[1] = d.shape[2] = 8;
+    d.max_in = d.max_out = 64;
+    d.max_pairs = 64 * 27;
+    vc_kmap_bounded *b = (vc_kmap_bounded *)0x1;
+    CHECK_STATUS(ctx, vc_kmap_bounded_create(ctx, &d, &b), VC_ERR_UNSUPPORTED);
+    CHECK(b == (vc_kmap_bounded *)0x1);
+    CHECK(strstr(vc_context_last_error(ctx), "CUDA") != NULL);
+    CHECK_STATUS(ctx, vc_kmap_bounded_create(ctx, NULL, &b), VC_ERR_INVALID_ARGUMENT);
+    d.struct_size = 3;
+    CHECK_STATUS(ctx, vc_kmap_bounded_create(ctx, &d, &b), VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_bounded_create(NULL, &d, &b) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_bounded_build(NULL, NULL, 0) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_bounded_check(NULL, NULL, NULL) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_bounded_arrays_get(NULL, NULL) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_bounded_destroy(NULL) == VC_OK);
+    CHECK_OK(ctx, vc_context_destroy(ctx));
+}
+
 int main(void)
 {
     test_version_status();
     test_context();
     test_coords_tensors();
     test_kmap_cache();
+    test_kmap_bounded_cpu();
     test_conv_bad_input();
     test_allocator();
     test_allocation_failure();
