@@ -38,6 +38,18 @@ __device__ __forceinline__ void pool_take(float &v, int64_t &count, float x, int
     count++;
 }
 
+// Input rows of taps k0 .. k0 + 7 of an output's out_in row (-1: absent, past K, or not an
+// input row), loaded together so that their round trips overlap.
+__device__ __forceinline__ void load_taps8(const int32_t *row, int32_t k0, int32_t K,
+                                           int64_t n_in, int32_t r[8])
+{
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+        r[u] = k0 + u < K ? __ldg(row + k0 + u) : -1;
+        if (r[u] >= n_in) r[u] = -1;
+    }
+}
+
 // BATCH: the taps eight at a time (below); else one at a time, fewer registers, for layers
 // with enough threads to hide the loads' latency.
 template <bool BATCH>
@@ -56,11 +68,7 @@ __global__ void pool_kernel(const int32_t *out_in, int64_t n_out, int32_t K, int
         for (int32_t k0 = 0; BATCH && k0 < K; k0 += 8) {
             int32_t r[8];
             float x[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                r[u] = k0 + u < K ? __ldg(row + k0 + u) : -1;
-                if (r[u] >= n_in) r[u] = -1;
-            }
+            load_taps8(row, k0, K, n_in, r);
 #pragma unroll
             for (int u = 0; u < 8; u++)
                 x[u] = r[u] >= 0 ? load_f32(in, dtype, (int64_t)r[u] * channels + c) : 0.0f;
@@ -114,11 +122,7 @@ __global__ void pool_vec_kernel(const int32_t *out_in, int64_t n_out, int32_t K,
         for (int32_t k0 = 0; k0 < K; k0 += 8) {
             int32_t r[8];
             uint4 x[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                r[u] = k0 + u < K ? __ldg(row + k0 + u) : -1;
-                if (r[u] >= n_in) r[u] = -1;
-            }
+            load_taps8(row, k0, K, n_in, r);
 #pragma unroll
             for (int u = 0; u < 8; u++)
                 x[u] = r[u] >= 0 ? __ldg(reinterpret_cast<const uint4 *>(in + (int64_t)r[u] *
