@@ -345,7 +345,7 @@ int split_ways(const vc_kmap_data *m, vc_dtype dt)
 //                                         with the tap split, 576 outputs 192->224 21.6
 //                                         against 24.4 for wgmma 128x128)
 // Below a device's worth of tiles each layer also gets a tap split (tap_splits).
-// fp32 features keep gemm/'s choice.
+// fp32 features keep gemm/'s choice; so do dense (SUBM 1x1x1) layers from 50k rows.
 // The index of GEMM configuration `name` for 16-bit dtype dt ("64x32x32_s3" is f16_64x32x32_s3
 // for fp16), or -1 when it is not compiled in (or dt is not 16-bit).
 int32_t config_index(vc_dtype dt, const char *name)
@@ -360,14 +360,19 @@ int32_t config_index(vc_dtype dt, const char *name)
     return -1;
 }
 
-void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, vc_dtype dt,
-                      int32_t out[4])
+void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, bool dense,
+                      vc_dtype dt, int32_t out[4])
 {
     out[0] = out[1] = out[2] = out[3] = -1;
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
     const char *names[4] = {NULL, NULL, NULL, NULL};
     const bool large = n_out >= 50000;
-    if (c_out <= 32 && c_in <= 16) {
+    if (dense) {
+        // A dense k1 layer: below 50k rows the small tiles win (H100 tune, 2026-11-23: 128->96
+        // at 41k rows 16.3 us on 64x32x32_s3 against 18.2 for gemm/'s pick, at 19k 10.6 against
+        // 11.6; 384->256 at 5k 12.1 on 64x64x32_s4 against 12.2); larger: gemm/'s dense pick.
+        if (!large) names[0] = c_out >= 256 ? "64x64x32_s4" : "64x32x32_s3";
+    } else if (c_out <= 32 && c_in <= 16) {
         names[0] = "64x32x16_s3";
         names[1] = "64x32x16_s4";
     } else if (c_out <= 32) {
@@ -606,28 +611,20 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         g.c_dtype = (vc_gemm_dtype)a->out_dtype;
         g.residual_dtype = (vc_gemm_dtype)(a->residual ? a->res_dtype : VC_DTYPE_FP32);
         g.slope = a->slope;
-        // per launch below: the rows' order, the tap range, accumulate, bias, residual, act
-        int32_t cfgs[4];
-        implicit_configs(n_out, c_in, c_out, K, pa.in_dtype, cfgs);
-        int ways = split_ways(m, pa.in_dtype);
         // A SUBM 1x1x1 map (a shortcut) is the identity: out_in[p] = p, every output has its one
         // tap, perm is 0..n-1. The layer is then a dense GEMM - no gather, no masks, no row
         // order - which skips the tile set-up's dependent loads (rows, masks, indices) and lets
         // a CTA prefetch its next tile.
         const bool dense = m->type == VC_MAP_SUBM && K == 1 && m->n_in == n_out;
+        int32_t cfgs[4];
+        implicit_configs(n_out, c_in, c_out, K, dense, pa.in_dtype, cfgs);
+        const int ways = dense ? 1 : split_ways(m, pa.in_dtype);
         if (dense) {
             g.gather = NULL;
             g.masks = NULL;
             g.mask_words = 0;
-            // Below 50k rows the small tiles win (H100 tune, 2026-11-23: 128->96 at 41k rows
-            // 16.3 us on 64x32x32_s3 against 18.2 for gemm/'s pick, at 19k 10.6 against 11.6;
-            // 384->256 at 5k 12.1 on 64x64x32_s4 against 12.2); larger: gemm/'s dense pick.
-            const char *name = n_out >= 50000 ? NULL : c_out >= 256 ? "64x64x32_s4"
-                                                                    : "64x32x32_s3";
-            cfgs[0] = name ? config_index(pa.in_dtype, name) : -1;
-            cfgs[1] = -1;
-            ways = 1;
         }
+        // per launch below: the rows' order, the tap range, accumulate, bias, residual, act
         if (g_debug_config >= 0) cfgs[0] = g_debug_config, cfgs[1] = -1;
         int32_t used = -1;
         for (int q = 0; q < ways; q++) {
