@@ -19,13 +19,15 @@ typedef cudaError_t (*launch_fn)(const Params &p, cudaStream_t s, int *splits_us
                                  bool plan_only);
 
 // One compiled configuration: its public description, how it loads (bytes per global load; 2 =
-// 16-bit scalar loads; 0 = the fp32 FMA kernel's scalar loads), its launcher, and whether it is
-// a wgmma kernel (runs on compute capability 9.0 only).
+// 16-bit scalar loads; 0 = the fp32 FMA kernel's scalar loads), its launcher, whether it is
+// a wgmma kernel (runs on compute capability 9.0 only), and whether it is the dense TMA kernel
+// (dense problems only; gemm/gemm_sm90.h).
 struct Entry {
     vc_gemm_config cfg;
     int load_bytes;
     launch_fn launch;
     bool sm90;
+    bool dense;
 };
 
 // Whether the current device has compute capability 9.0 (the sm_90a kernels run there only),
@@ -93,9 +95,14 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s, int *splits_used, bool 
     {{name, BM, BN, BK, S, WM * WN, dt, math},                                                 \
      LB,                                                                                       \
      vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB>,                               \
-     false}
+     false, false}
 #define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
-    {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true},
+    {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true, false},
+// the dense kernel: 64-row tiles, BN columns, 128-byte k blocks; "stages" and "warps" report
+// its most stages and its 12 warps (one producer and two consumer warpgroups)
+#define DENSE_TMA(name, T, dt, math, BN)                                                       \
+    {{#name, 64, BN, 128 / (int)sizeof(T), VC_GEMM_DENSE_MAX_STAGES, 12, dt, math},            \
+     16, vcg::launch_##name, true, true},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
 // rows (64x64), narrow n (128x32, 256x32), the implicit-GEMM convolution's small tiles (two-warp
@@ -144,15 +151,17 @@ const Entry kTable[] = {
     MMA("tf32_64x64x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 16),
     MMA("tf32_64x64x16_s4_a4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 4),
     {{"f32_64x64x16_fma", 64, 64, 16, 1, 8, VC_GEMM_F32, VC_GEMM_MATH_FP32}, 0,
-     launch_simt<64, 64, 16, 4, 4>, false},
+     launch_simt<64, 64, 16, 4, 4>, false, false},
 #ifdef VC_GEMM_HAVE_SM90A
     VC_GEMM_SM90_CONFIGS(WGMMA)
+    VC_GEMM_SM90_DENSE_CONFIGS(DENSE_TMA)
 #endif
 };
 const int kTableSize = (int)(sizeof kTable / sizeof kTable[0]);
 
 #undef MMA
 #undef WGMMA
+#undef DENSE_TMA
 
 void set_msg(char *msg, int32_t len, const char *fmt, ...)
 {
@@ -191,6 +200,33 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
                  e.cfg.name);
         return false;
     }
+    if (e.dense) {
+        const int32_t tap_hi = a->tap_hi == 0 ? a->taps : a->tap_hi;
+        const int es = dtype_size(a->ab_dtype);
+        const char *no = a->gather || a->gather_rows ? "gathered rows"
+                         : a->masks                  ? "masks"
+                         : a->taps != 1 || a->tap_lo != 0 || tap_hi != 1 ? "several taps"
+                         : (a->splits > 1 || a->splits < -1)             ? "a tap split"
+                         : a->m > INT32_MAX - 64                         ? "m past 2^31 - 64"
+                                                                         : nullptr;
+        if (no) {
+            snprintf(why, why_len, "configuration %s is for dense problems (this one has %s)",
+                     e.cfg.name, no);
+            return false;
+        }
+        if (vc_gemm_dense_stages(es, e.cfg.tile_n, a->k) == 0) {
+            snprintf(why, why_len,
+                     "configuration %s keeps a %d-row slice of W in shared memory: k = %d is too "
+                     "long for it",
+                     e.cfg.name, e.cfg.tile_n, a->k);
+            return false;
+        }
+        if (!vcg::dense_tma_available()) {
+            snprintf(why, why_len, "configuration %s needs the driver's tensor-map encoder",
+                     e.cfg.name);
+            return false;
+        }
+    }
     if (e.load_bytes >= 4) {
         const int per = e.load_bytes / dtype_size(a->ab_dtype);
         if (a->k % per != 0 || !aligned(a->a, e.load_bytes) || !aligned(a->w, e.load_bytes)) {
@@ -219,7 +255,7 @@ int find_wg(const vc_gemm_args *a, int bm, int bn)
 {
     for (int i = 0; i < kTableSize; i++) {
         const vc_gemm_config &c = kTable[i].cfg;
-        if (kTable[i].sm90 && c.ab_dtype == a->ab_dtype && c.tile_m == bm && c.tile_n == bn &&
+        if (kTable[i].sm90 && !kTable[i].dense && c.ab_dtype == a->ab_dtype && c.tile_m == bm && c.tile_n == bn &&
             (a->ab_dtype != VC_GEMM_F32 || c.math == a->math))
             return i;
     }
@@ -247,6 +283,36 @@ int pick_wg(const vc_gemm_args *a)
     return tiles >= (wide ? sms : 2 * sms) && fits(kTable[i], a, why, sizeof why) ? i : -1;
 }
 
+// On a compute capability 9.0 device, the dense kernel for a dense problem with n >= 128 (tf32:
+// n >= 32) and at least a 64-row tile per SM, or -1: the W slice width that needs the fewest
+// slices (each slice reads A again, from L2 when the slices' CTAs run the same rows together),
+// then the narrowest. From an H100 tune of every configuration on the suite's shapes (gemm/
+// NOTES.md, "The dense kernel"): below those n the other tiles are as fast or faster (fp16
+// M = 1M (16,16) 50.8 us on 256x32 against 80.4; (64,96) level, and MinkUNet's 128->96 k1
+// layer at 100k rows 1.04x slower on it), from them the dense kernel is the fastest or within
+// 5% (fp16 M = 1M (256,256) 418 us against 528 for wgmma 128x128, tf32 (32,32) 108 us against
+// 116 for 128x64).
+int pick_dense(const vc_gemm_args *a)
+{
+    const int min_n = a->ab_dtype == VC_GEMM_F32 ? 32 : 128;
+    if (a->n_cols < min_n || a->gather || a->gather_rows || a->masks || a->taps != 1 ||
+        !device_sm90())
+        return -1;
+    int sms = 132;
+    if (sm_count(&sms) != cudaSuccess || a->m < 64 * (int64_t)sms) return -1;
+    int best = -1, best_slices = 0;
+    char why[8];
+    for (int i = 0; i < kTableSize; i++) {
+        const Entry &e = kTable[i];
+        if (!e.dense || e.cfg.ab_dtype != a->ab_dtype || !fits(e, a, why, sizeof why)) continue;
+        const int slices = (a->n_cols + e.cfg.tile_n - 1) / e.cfg.tile_n;
+        if (best < 0 || slices < best_slices ||
+            (slices == best_slices && e.cfg.tile_n < kTable[best].cfg.tile_n))
+            best = i, best_slices = slices;
+    }
+    return best;
+}
+
 // The configuration for these arguments, by dtype, load width, n_cols and row count (chosen
 // from the H100 measurements in gemm/NOTES.md).
 int pick(const vc_gemm_args *a)
@@ -255,6 +321,8 @@ int pick(const vc_gemm_args *a)
     char why[8];
     if (a->ab_dtype == VC_GEMM_F32 && a->math != VC_GEMM_MATH_TF32)
         return find("f32_64x64x16_fma");
+    const int dense = pick_dense(a);
+    if (dense >= 0) return dense;
     const int wg = pick_wg(a);
     if (wg >= 0) return wg;
     if (a->ab_dtype == VC_GEMM_F32) {

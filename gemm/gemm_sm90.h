@@ -7,6 +7,7 @@
 #define VC_GEMM_GEMM_SM90_H
 
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 /* X(name, element type, dtype, math, BM, BN, BK, stages). 128x128 (rows of 64 bytes, 5 stages)
  * fits two CTAs on an SM, so that one computes while the other waits or runs its epilogue; 128x256
@@ -21,12 +22,58 @@
     X(tf32_128x128x16_s5_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 128, 16, 5)           \
     X(tf32_128x256x32_s3_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 256, 32, 3)
 
+/* The dense kernel (gemm_sm90.cu, dense_tma_kernel): dense problems only - no gather, gather
+ * rows, masks or tap split, taps = 1 - with k * sizeof(T) a multiple of 16 and A, W 16-byte
+ * aligned. A CTA holds a BN-column slice of W in shared memory for its whole life (loaded once by
+ * the TMA unit) and streams 64-row tiles of A through a ring of TMA stages (rows of 128 bytes,
+ * the 128-byte swizzle); one producer warp issues the copies, two consumer warpgroups take
+ * alternate tiles (wgmma m64nBN, fp32 accumulators) and write their outputs straight from the
+ * registers through the epilogue, so one warpgroup's epilogue overlaps the other's MMAs and the
+ * copies never wait for either. X(name, element type, dtype, math, BN). */
+#define VC_GEMM_SM90_DENSE_CONFIGS(X)                                                          \
+    X(f16_dense_64x128_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128)                    \
+    X(f16_dense_64x192_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 192)                    \
+    X(f16_dense_64x256_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 256)                    \
+    X(bf16_dense_64x128_tma, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128)           \
+    X(bf16_dense_64x192_tma, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 192)           \
+    X(bf16_dense_64x256_tma, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 256)           \
+    X(tf32_dense_64x128_tma, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128)                       \
+    X(tf32_dense_64x192_tma, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 192)
+
+/* The dense kernel's shared memory: the W slice (k rounded up to 128-byte rows, BN rows), then
+ * `stages` A stages of 64 rows x 128 bytes, then the epilogue's staging (8 consumer warps x 16
+ * rows x 32 columns of fp32, rows padded to EPI_LD floats), within the dynamic budget below (the
+ * H100's 227 KB a block less 1 KB for the mbarriers and alignment). */
+#define VC_GEMM_DENSE_SMEM_BUDGET (227 * 1024 - 1024)
+#define VC_GEMM_DENSE_EPI_LD 36
+#define VC_GEMM_DENSE_EPI_BYTES (8 * 16 * VC_GEMM_DENSE_EPI_LD * 4)
+#define VC_GEMM_DENSE_MAX_STAGES 16
+#define VC_GEMM_DENSE_MIN_STAGES 3
+
+/* The A stages that fit beside a W slice of bn rows of k elements of es bytes (at most
+ * VC_GEMM_DENSE_MAX_STAGES), or 0 when fewer than VC_GEMM_DENSE_MIN_STAGES fit. */
+static inline int vc_gemm_dense_stages(int es, int bn, int64_t k)
+{
+    const int64_t kb = (k * es + 127) / 128; /* 128-byte k blocks */
+    const int64_t left =
+        (int64_t)VC_GEMM_DENSE_SMEM_BUDGET - 1024 - VC_GEMM_DENSE_EPI_BYTES - kb * bn * 128;
+    const int64_t s = left > 0 ? left / (64 * 128) : 0;
+    if (s < VC_GEMM_DENSE_MIN_STAGES) return 0;
+    return s > VC_GEMM_DENSE_MAX_STAGES ? VC_GEMM_DENSE_MAX_STAGES : (int)s;
+}
+
 namespace vcg {
 struct Params;
 #define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S)                                         \
     cudaError_t launch_##name(const Params &p, cudaStream_t s, int *splits, bool plan);
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DECLARE)
 #undef VC_GEMM_SM90_DECLARE
+#define VC_GEMM_SM90_DENSE_DECLARE(name, T, dt, math, BN)                                      \
+    cudaError_t launch_##name(const Params &p, cudaStream_t s, int *splits, bool plan);
+VC_GEMM_SM90_DENSE_CONFIGS(VC_GEMM_SM90_DENSE_DECLARE)
+#undef VC_GEMM_SM90_DENSE_DECLARE
+/* Whether the driver offers the tensor-map encoder the dense kernel needs (looked up once). */
+bool dense_tma_available();
 } // namespace vcg
 
 #endif

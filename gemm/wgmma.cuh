@@ -3,7 +3,8 @@
 // 128-byte swizzle (rows of 128 bytes, 16-byte unit u of row r at unit u ^ (r % 8): the layout
 // swz<8, 1> of gemm_kernels.cuh writes) or the 64-byte one (rows of 64 bytes, u ^ (r / 2 % 4):
 // swz<4, 2>), the fences, and m64nNk16 (fp16, bf16) / m64nNk8 (tf32)
-// for N = 128 and 256 with fp32 accumulators. The instructions assemble for sm_90a only: they
+// for N = 128, 192 and 256 with fp32 accumulators; and for the dense kernel of gemm/gemm_sm90.cu,
+// the tensor-memory-access (TMA) copy, mbarriers, named barriers and setmaxnreg. The instructions assemble for sm_90a only: they
 // are used by gemm/gemm_sm90.cu, the one file built for that target.
 #ifndef VC_GEMM_WGMMA_CUH
 #define VC_GEMM_WGMMA_CUH
@@ -43,6 +44,10 @@ __device__ __forceinline__ void wg_wait0()
 {
     VC_WG_ASM("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
+__device__ __forceinline__ void wg_wait1()
+{
+    VC_WG_ASM("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
 // Shared memory written through the generic proxy (cp.async, st.shared) is visible to the
 // tensor cores' async proxy after this fence and a barrier.
 __device__ __forceinline__ void fence_proxy_async()
@@ -71,6 +76,7 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
     VC_WG_D1(d, j), VC_WG_D1(d, j + 1), VC_WG_D1(d, j + 2), VC_WG_D1(d, j + 3),               \
         VC_WG_D1(d, j + 4), VC_WG_D1(d, j + 5), VC_WG_D1(d, j + 6), VC_WG_D1(d, j + 7)
 #define VC_WG_OUT128(d) VC_WG_D8(d, 0), VC_WG_D8(d, 8)
+#define VC_WG_OUT192(d) VC_WG_OUT128(d), VC_WG_D8(d, 16)
 #define VC_WG_OUT256(d) VC_WG_OUT128(d), VC_WG_D8(d, 16), VC_WG_D8(d, 24)
 #define VC_WG_R0 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23," \
     "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44," \
@@ -81,8 +87,10 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
     "%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
 // "{accumulators}, descA, descB" and the operand number of the scale-d flag, per N.
 #define VC_WG_REGS128 "{" VC_WG_R0 "}, %64, %65"
+#define VC_WG_REGS192 "{" VC_WG_R0 "," VC_WG_R64 "}, %96, %97"
 #define VC_WG_REGS256 "{" VC_WG_R0 "," VC_WG_R64 "," VC_WG_R96 "}, %128, %129"
 #define VC_WG_FLAG128 "%66"
+#define VC_WG_FLAG192 "%98"
 #define VC_WG_FLAG256 "%130"
 
 #define VC_WG_STR(regs, flag, op, tail)                                                          \
@@ -102,22 +110,85 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
              ", 1, 1, 0, 0")                                                                   \
     VC_WG_OP(float, N, "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32", ", 1, 1")
 VC_WG_OPS(128)
+VC_WG_OPS(192)
 VC_WG_OPS(256)
 
 #undef VC_WG_OPS
 #undef VC_WG_OP
 #undef VC_WG_STR
 #undef VC_WG_REGS128
+#undef VC_WG_REGS192
 #undef VC_WG_REGS256
 #undef VC_WG_FLAG128
+#undef VC_WG_FLAG192
 #undef VC_WG_FLAG256
 #undef VC_WG_R0
 #undef VC_WG_R64
 #undef VC_WG_R96
 #undef VC_WG_OUT128
+#undef VC_WG_OUT192
 #undef VC_WG_OUT256
 #undef VC_WG_D8
 #undef VC_WG_D1
+
+// ---- mbarriers, TMA, named barriers, register reallocation (the dense kernel) ----------------
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+    VC_WG_ASM("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes initialised mbarriers visible to the async proxy (the TMA unit); a barrier follows.
+__device__ __forceinline__ void mbar_init_fence()
+{
+    VC_WG_ASM("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    VC_WG_ASM("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival that also announces `bytes` of TMA transactions the phase must see complete.
+__device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes)
+{
+    VC_WG_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+              : "memory");
+}
+// Waits until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    VC_WG_ASM("{\n.reg .pred P;\nVC_MBAR_WAIT:\n"
+              "mbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\n"
+              "@!P bra VC_MBAR_WAIT;\n}\n" ::"r"(bar),
+              "r"(parity)
+              : "memory");
+}
+// 2-D TMA tile load of the box at (inner element c0, row c1) into shared memory at dst, completing
+// on mbarrier bar; elements outside the tensor are zero-filled (and still counted as bytes).
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, uint32_t bar, int c0,
+                                            int c1)
+{
+    VC_WG_ASM("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+              " [%0], [%1, {%3, %4}], [%2];\n" ::"r"(dst),
+              "l"(reinterpret_cast<uint64_t>(tmap)), "r"(bar), "r"(c0), "r"(c1)
+              : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_desc(const void *tmap)
+{
+    VC_WG_ASM("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
+}
+// Barrier `id` (1..15) among `count` threads (whole warps).
+__device__ __forceinline__ void named_barrier(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+template <int N> __device__ __forceinline__ void setmaxnreg_dec()
+{
+    VC_WG_ASM("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void setmaxnreg_inc()
+{
+    VC_WG_ASM("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
 
 } // namespace vcg
 

@@ -686,8 +686,50 @@ static void test_split_groups(void)
            (int)big, (int)exact);
 }
 
+/* The dense TMA kernel (gemm/gemm_sm90.h), beyond the dense case d of test_configs: many tiles
+ * per CTA so that the ring of stages wraps and both consumer warpgroups take several tiles (n
+ * narrow, to keep the reference quick; d covers wide slices), with
+ * a row_map into a larger fp32 C and accumulate; W taken from one tap of several (b_tap0) with
+ * n short of a slice; one row; and the cases it must refuse (-2): gathers, a tap split, a k too
+ * long for its W slice. */
+static void test_dense_tma(vc_rng *rng, const vc_gemm_config *t, int i, const gcase *d, double ed)
+{
+    const int math = t->ab_dtype != VC_GEMM_F32 ? VC_GEMM_MATH_DEFAULT : t->math;
+    /* k 256 (fp32: 128, which tf32's 192-row slice still fits): 4 to 8 k blocks a tile */
+    const int32_t wk = t->ab_dtype == VC_GEMM_F32 ? 128 : 256;
+    gcase w = base(g_small ? 3000 + 13 : 50000 + 13, 24, wk, t->ab_dtype, math, VC_GEMM_F32);
+    w.config = i;
+    w.rmap = w.accumulate = w.bias = 1;
+    w.act = VC_GEMM_ACT_RELU;
+    const double ew = run_case(rng, &w, 0);
+    gcase b = base(g_small ? 700 : 20000 + 1, t->tile_n - 24, 40, t->ab_dtype, math,
+                   t->ab_dtype);
+    b.config = i;
+    b.b_taps = 3;
+    b.b_tap0 = 2;
+    const double eb = run_case(rng, &b, 0);
+    gcase one = base(1, 8, 8, t->ab_dtype, math, VC_GEMM_F32);
+    one.config = i;
+    const double e1 = run_case(rng, &one, 0);
+    gcase g = *d;
+    g.gather = 1;
+    g.present = 0.5;
+    run_case(rng, &g, -2);
+    gcase sp = *d;
+    sp.splits = 2;
+    run_case(rng, &sp, -2);
+    gcase lk = base(100, 64, 8192, t->ab_dtype, math, VC_GEMM_F32);
+    lk.config = i;
+    run_case(rng, &lk, -2);
+    printf("config %2d %-26s dense m %lld n %d k %d: %.2e; m %lld n %d k %d, row_map, "
+           "accumulate: %.2e; b_tap0 2 of 3, n %d: %.2e; m 1: %.2e\n",
+           i, t->name, (long long)d->m, d->n, d->k, ed, (long long)w.m, w.n, w.k, ew, b.n, eb,
+           e1);
+}
+
 /* Every configuration of the table on a case it fits, and -2 where it does not (the wgmma
- * configurations, "_wg", fit a compute capability 9.0 device only). Then each on larger cases:
+ * configurations, "_wg", and the dense TMA ones, "_tma", fit a compute capability 9.0 device only;
+ * the "_tma" ones fit dense problems only: test_dense_tma). Then each on larger cases:
  * dense with several tiles per CTA of the persistent grid (more tiles than SMs), k not a
  * multiple of the tile's k, n past one tile and not a multiple of it, the whole epilogue; and
  * gathered over 27 taps with masks and permutations. */
@@ -703,6 +745,7 @@ static void test_configs(vc_rng *rng)
         CHECK(t[i].name && t[i].tile_m > 0 && t[i].tile_n > 0 && t[i].tile_k > 0);
         int math = t[i].ab_dtype != VC_GEMM_F32 ? VC_GEMM_MATH_DEFAULT : t[i].math;
         const int wg = strstr(t[i].name, "_wg") != NULL;
+        const int tma = strstr(t[i].name, "_tma") != NULL; /* dense problems, sm 9.0 only */
         int32_t ks[] = {64, 3, 24, 8};
         for (int j = 0; j < 4; j++) {
             gcase c = base(g_small ? 100 : 777, 40 + 24 * j, ks[j], t[i].ab_dtype, math,
@@ -716,11 +759,11 @@ static void test_configs(vc_rng *rng)
             int narrow = strstr(t[i].name, "scalar") || strstr(t[i].name, "_a4") ||
                          strstr(t[i].name, "fma");
             int fits = (narrow || ks[j] % (t[i].ab_dtype == VC_GEMM_F32 ? 4 : 8) == 0) &&
-                       (!wg || sm90);
+                       (!wg || sm90) && (!tma || (sm90 && !c.gather));
             double e = run_case(rng, &c, fits ? 0 : -2);
             if (j == 0) printf("config %2d %-26s k %d: rel err %.2e\n", i, t[i].name, ks[j], e);
         }
-        if (wg && !sm90) continue;
+        if ((wg || tma) && !sm90) continue;
         /* dense: two waves of tiles at one CTA per SM (several tiles per CTA) */
         int64_t tiles = g_small ? 24 : 2 * (int64_t)prop.multiProcessorCount;
         gcase d = base(tiles * t[i].tile_m / 2 + 17, 2 * t[i].tile_n + 8, 3 * t[i].tile_k / 2 + 8,
@@ -731,6 +774,10 @@ static void test_configs(vc_rng *rng)
         d.act = VC_GEMM_ACT_LEAKY;
         d.slope = 0.25f;
         double ed = run_case(rng, &d, 0);
+        if (tma) {
+            test_dense_tma(rng, &t[i], i, &d, ed);
+            continue;
+        }
         /* gathered, 27 taps (masks, gather_rows, row_map), C in fp32 */
         gcase g = base(g_small ? 150 : 1500, t[i].tile_n + 24, 2 * t[i].tile_k, t[i].ab_dtype,
                        math, VC_GEMM_F32);
