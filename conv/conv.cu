@@ -345,6 +345,13 @@ int split_ways(const vc_kmap_data *m, vc_dtype dt)
 //                                         with the tap split, 576 outputs 192->224 21.6
 //                                         against 24.4 for wgmma 128x128)
 // Below a device's worth of tiles each layer also gets a tap split (tap_splits).
+// Where the rules above give 64x64x32_s4 and c_in >= 128, or c_in = c_out = 64 from 10k
+// outputs, a 64-deep k step (64x64x64_s3: half the iterations, barriers and tap switches, 4
+// CTAs an SM) goes first. H100, 2026-11-25 (tune, then an A/B of the planner on the synthetic
+// and OctoMap scans, docs/benchmarks.md "A 64-deep k step"): CenterPoint 64->64 at stage 3
+// (21k / 15k outputs) 0.88x / 0.83x, MinkUNet down4 128->128 0.89x, s2b1c2 64->64 (15k) 0.92x,
+// spconv net c11 192->224 0.92x; it lost where c_in is 32, or 64 with c_out 128 (s3b1c1 22.9
+// against 25.9 us), or 64->64 at 7k outputs (OctoMap s2b1c2 22.8 against 24.1).
 // fp32 features keep gemm/'s choice; so do dense (SUBM 1x1x1) layers from 50k rows.
 // The index of GEMM configuration `name` for 16-bit dtype dt ("64x32x32_s3" is f16_64x32x32_s3
 // for fp16), or -1 when it is not compiled in (or dt is not 16-bit).
@@ -390,6 +397,12 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, boo
     } else {
         names[0] = large ? "64x64x32_s3" : "64x64x32_s4";
         names[1] = large ? "64x64x32_s4" : NULL;
+    }
+    if (names[0] && !strcmp(names[0], "64x64x32_s4") &&
+        (c_in >= 128 || (c_in == 64 && c_out == 64 && n_out >= 10000))) {
+        names[1] = names[0];
+        names[0] = "64x64x64_s3";
+        names[2] = NULL;
     }
     int k = 0;
     for (int j = 0; j < 4 && names[j]; j++) {
