@@ -352,6 +352,16 @@ int split_ways(const vc_kmap_data *m, vc_dtype dt)
 // (21k / 15k outputs) 0.88x / 0.83x, MinkUNet down4 128->128 0.89x, s2b1c2 64->64 (15k) 0.92x,
 // spconv net c11 192->224 0.92x; it lost where c_in is 32, or 64 with c_out 128 (s3b1c1 22.9
 // against 25.9 us), or 64->64 at 7k outputs (OctoMap s2b1c2 22.8 against 24.1).
+// Then, on Hopper, the k3 layers (K >= 27) with c_in >= 64, c_out >= 64 but not 96, under 50k
+// outputs, whose tile so far is a 64x64 mma.sync one (or wgmma 128x128 under 30k outputs), take
+// wgmma 64x64x64 (one warpgroup a 64-row tile, async MMAs under the next stage's loads; the
+// others stay as the fallback). H100, 2026-11-25, A/B of the planner on the synthetic and
+// OctoMap scans (docs/benchmarks.md "wgmma 64x64"): CenterPoint 64->64 0.83-0.84x, 64->128
+// strided 0.85-0.87x; MinkUNet s2b1c2 0.83-0.90x, s3b1c2 0.84-0.89x, u2b1c2 0.82-0.88x; spconv
+// net c6 0.82-0.89x; network sums 0.93-0.97x. It lost at 100k outputs (subm 64->64 63.0 against
+// 61.7 us in the tune), 96 columns, c_in 32, the k2 layers (transposed 256->128 18.3 against
+// 14.7), 128->128 at 36k outputs (1.04x, hence 30k for the wgmma 128x128 layers) and, by 5%,
+// on CenterPoint's 128->128 stage 4 of the synthetic scan (7.5k outputs; 0.87x on OctoMap's).
 // fp32 features keep gemm/'s choice; so do dense (SUBM 1x1x1) layers from 50k rows.
 // The index of GEMM configuration `name` for 16-bit dtype dt ("64x32x32_s3" is f16_64x32x32_s3
 // for fp16), or -1 when it is not compiled in (or dt is not 16-bit).
@@ -403,6 +413,15 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, boo
         names[1] = names[0];
         names[0] = "64x64x64_s3";
         names[2] = NULL;
+    }
+    if (K >= 27 && c_in >= 64 && c_out >= 64 && c_out != 96 && n_out < 50000 && names[0] &&
+        (!strcmp(names[0], "64x64x32_s4") || !strcmp(names[0], "64x64x32_s3") ||
+         !strcmp(names[0], "64x64x64_s3") ||
+         (!strcmp(names[0], "128x128x32_s5_wg") && n_out < 30000))) {
+        names[3] = names[2];
+        names[2] = names[1];
+        names[1] = names[0];
+        names[0] = "64x64x64_s4_wg";
     }
     int k = 0;
     for (int j = 0; j < 4 && names[j]; j++) {

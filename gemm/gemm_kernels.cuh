@@ -442,8 +442,8 @@ struct MmaCfg {
     static_assert(STAGES >= 2, "two stages at least");
     static_assert(EPI_COLS % 16 == 0, "the staged epilogue reads 8-column chunks, 32 a warp");
     static_assert(!WG || ((ROWB == 128 || ROWB == 64) && WN == 1 && WM * 16 == BM &&
-                          BM % 64 == 0 && LB == 16 && (BN == 128 || BN == 256)),
-                  "wgmma tiles: 64/128-byte rows, one warpgroup per 64 rows, N of 128 or 256");
+                          BM % 64 == 0 && LB == 16 && (BN == 64 || BN == 128 || BN == 256)),
+                  "wgmma tiles: 64/128-byte rows, one warpgroup per 64 rows, N of 64, 128 or 256");
 };
 
 // Byte offset of 16-byte unit u of row `row` in a tile with UNITS units per row.

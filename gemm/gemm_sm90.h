@@ -11,12 +11,16 @@
 
 /* X(name, element type, dtype, math, BM, BN, BK, stages). 128x128 (rows of 64 bytes, 5 stages)
  * fits two CTAs on an SM, so that one computes while the other waits or runs its epilogue; 128x256
- * (one CTA per SM) pays where the arithmetic does: long k (16-bit), or tf32's n = 256. */
+ * (one CTA per SM) pays where the arithmetic does: long k (16-bit), or tf32's n = 256; 64x64x64
+ * (one warpgroup, rows of 128 bytes, 3 CTAs an SM) is the implicit convolution's tile for the
+ * mid-size k3 layers of 64-256 channels (conv/conv.cu). */
 #define VC_GEMM_SM90_CONFIGS(X)                                                                \
     X(f16_128x128x32_s5_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 5)        \
+    X(f16_64x64x64_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 4)            \
     X(f16_128x256x64_s3_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 256, 64, 3)        \
     X(bf16_128x128x32_s5_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32,   \
       5)                                                                                       \
+    X(bf16_64x64x64_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 4)   \
     X(bf16_128x256x64_s3_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 256, 64,   \
       3)                                                                                       \
     X(tf32_128x128x16_s5_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 128, 16, 5)           \

@@ -3,7 +3,7 @@
 // 128-byte swizzle (rows of 128 bytes, 16-byte unit u of row r at unit u ^ (r % 8): the layout
 // swz<8, 1> of gemm_kernels.cuh writes) or the 64-byte one (rows of 64 bytes, u ^ (r / 2 % 4):
 // swz<4, 2>), the fences, and m64nNk16 (fp16, bf16) / m64nNk8 (tf32)
-// for N = 128, 192 and 256 with fp32 accumulators; and for the dense kernel of gemm/gemm_sm90.cu,
+// for N = 64, 128, 192 and 256 with fp32 accumulators; and for the dense kernel of gemm/gemm_sm90.cu,
 // the tensor-memory-access (TMA) copy, mbarriers, named barriers and setmaxnreg. The instructions assemble for sm_90a only: they
 // are used by gemm/gemm_sm90.cu, the one file built for that target.
 #ifndef VC_GEMM_WGMMA_CUH
@@ -75,6 +75,7 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
 #define VC_WG_D8(d, j)                                                                         \
     VC_WG_D1(d, j), VC_WG_D1(d, j + 1), VC_WG_D1(d, j + 2), VC_WG_D1(d, j + 3),               \
         VC_WG_D1(d, j + 4), VC_WG_D1(d, j + 5), VC_WG_D1(d, j + 6), VC_WG_D1(d, j + 7)
+#define VC_WG_OUT64(d) VC_WG_D8(d, 0)
 #define VC_WG_OUT128(d) VC_WG_D8(d, 0), VC_WG_D8(d, 8)
 #define VC_WG_OUT192(d) VC_WG_OUT128(d), VC_WG_D8(d, 16)
 #define VC_WG_OUT256(d) VC_WG_OUT128(d), VC_WG_D8(d, 16), VC_WG_D8(d, 24)
@@ -86,9 +87,13 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
 #define VC_WG_R96 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113," \
     "%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
 // "{accumulators}, descA, descB" and the operand number of the scale-d flag, per N.
+#define VC_WG_R0_31 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20," \
+    "%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define VC_WG_REGS64 "{" VC_WG_R0_31 "}, %32, %33"
 #define VC_WG_REGS128 "{" VC_WG_R0 "}, %64, %65"
 #define VC_WG_REGS192 "{" VC_WG_R0 "," VC_WG_R64 "}, %96, %97"
 #define VC_WG_REGS256 "{" VC_WG_R0 "," VC_WG_R64 "," VC_WG_R96 "}, %128, %129"
+#define VC_WG_FLAG64 "%34"
 #define VC_WG_FLAG128 "%66"
 #define VC_WG_FLAG192 "%98"
 #define VC_WG_FLAG256 "%130"
@@ -109,6 +114,7 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
     VC_WG_OP(__nv_bfloat16, N, "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16",     \
              ", 1, 1, 0, 0")                                                                   \
     VC_WG_OP(float, N, "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32", ", 1, 1")
+VC_WG_OPS(64)
 VC_WG_OPS(128)
 VC_WG_OPS(192)
 VC_WG_OPS(256)
@@ -116,15 +122,19 @@ VC_WG_OPS(256)
 #undef VC_WG_OPS
 #undef VC_WG_OP
 #undef VC_WG_STR
+#undef VC_WG_REGS64
+#undef VC_WG_R0_31
 #undef VC_WG_REGS128
 #undef VC_WG_REGS192
 #undef VC_WG_REGS256
+#undef VC_WG_FLAG64
 #undef VC_WG_FLAG128
 #undef VC_WG_FLAG192
 #undef VC_WG_FLAG256
 #undef VC_WG_R0
 #undef VC_WG_R64
 #undef VC_WG_R96
+#undef VC_WG_OUT64
 #undef VC_WG_OUT128
 #undef VC_WG_OUT192
 #undef VC_WG_OUT256
