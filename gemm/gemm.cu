@@ -107,8 +107,10 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s, int *splits_used, bool 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
 // rows (64x64), narrow n (128x32, 256x32), the implicit-GEMM convolution's small tiles (two-warp
 // 64x32 and four-warp 64x64 with three stages and registers capped (MMAB) so that 6-11 CTAs fit
-// on an SM: the gathered problem runs on CTAs in flight; conv/conv.cu picks them), and a tile for
-// k that is not a multiple of the 16-byte load; on Hopper, the wgmma tiles of gemm/gemm_sm90.h.
+// on an SM: the gathered problem runs on CTAs in flight; conv/conv.cu picks them; and a 64-deep
+// 64x64x64 with 4, for 64-256-channel layers of a few thousand outputs), and a tile for k that is
+// not a multiple of the 16-byte load; on Hopper, the wgmma tiles and the dense kernel of
+// gemm/gemm_sm90.h.
 // (mma.sync 128x256 tiles were measured and dropped: 238 registers, one CTA per SM, slower.)
 const Entry kTable[] = {
     MMA("f16_128x128x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2, 4, 3, 16),
