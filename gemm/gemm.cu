@@ -46,6 +46,24 @@ bool device_sm90()
     return yes;
 }
 
+#ifdef VC_GEMM_HAVE_SM90A
+// Whether the current device lets a block have the dense kernel's shared memory (its budget and
+// 1 KB of static mbarriers; every compute capability 9.0 part has 227 KB), cached per device.
+bool device_dense_smem()
+{
+    static int cache[64]; // 0 unknown, 1 no, 2 yes
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (dev < 64 && cache[dev]) return cache[dev] == 2;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+        cudaSuccess)
+        return false;
+    const bool yes = optin >= VC_GEMM_DENSE_SMEM_BUDGET + 1024;
+    if (dev < 64) cache[dev] = yes ? 2 : 1;
+    return yes;
+}
+#endif
+
 // Tap split, second pass: each thread adds the groups' sums of 8 outputs in group order and
 // runs the epilogue on them (output row r = row_map[i]).
 __global__ void __launch_bounds__(256) split_reduce_kernel(const Params p, const float *partial,
@@ -226,9 +244,16 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
                      e.cfg.name, e.cfg.tile_n, a->k);
             return false;
         }
-        if (!vcg::dense_tma_available()) {
-            snprintf(why, why_len, "configuration %s needs the driver's tensor-map encoder",
-                     e.cfg.name);
+#ifdef VC_GEMM_HAVE_SM90A // the dense entries exist only then
+        const bool ready = vcg::dense_tma_available() && device_dense_smem();
+#else
+        const bool ready = false;
+#endif
+        if (!ready) {
+            snprintf(why, why_len,
+                     "configuration %s needs the driver's tensor-map encoder and %d KB of shared "
+                     "memory a block",
+                     e.cfg.name, VC_GEMM_DENSE_SMEM_BUDGET / 1024 + 1);
             return false;
         }
     }
