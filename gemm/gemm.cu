@@ -285,8 +285,8 @@ int find_wg(const vc_gemm_args *a, int bm, int bn)
 {
     for (int i = 0; i < kTableSize; i++) {
         const vc_gemm_config &c = kTable[i].cfg;
-        if (kTable[i].sm90 && !kTable[i].dense && c.ab_dtype == a->ab_dtype && c.tile_m == bm && c.tile_n == bn &&
-            (a->ab_dtype != VC_GEMM_F32 || c.math == a->math))
+        if (kTable[i].sm90 && !kTable[i].dense && c.ab_dtype == a->ab_dtype &&
+            c.tile_m == bm && c.tile_n == bn && (a->ab_dtype != VC_GEMM_F32 || c.math == a->math))
             return i;
     }
     return -1;
@@ -325,6 +325,8 @@ int pick_wg(const vc_gemm_args *a)
 int pick_dense(const vc_gemm_args *a)
 {
     const int min_n = a->ab_dtype == VC_GEMM_F32 ? 32 : 128;
+    // A cheap pre-filter of what fits() also checks (with a message), so that gathered launches
+    // - the per-offset GEMMs run 27 a layer - do not format a refusal for every dense entry.
     if (a->n_cols < min_n || a->gather || a->gather_rows || a->masks || a->taps != 1 ||
         !device_sm90())
         return -1;

@@ -272,7 +272,7 @@ cudaError_t launch_dense_tma(const Params &p, cudaStream_t s, int *splits_used, 
     constexpr int ES = (int)sizeof(T);
     const int stages = vc_gemm_dense_stages(ES, BN, p.k);
     if (stages == 0) return cudaErrorInvalidValue;
-    const int kb_n = (int)(((int64_t)p.k * ES + 127) / 128);
+    const int kb_n = (int)vc_gemm_dense_kblocks(ES, p.k);
     CUtensorMap tm_a, tm_w;
     cudaError_t e = make_map<T>(&tm_a, p.a, p.k, p.m, (int64_t)p.k * ES, 64);
     if (e != cudaSuccess) return e;
@@ -296,7 +296,7 @@ cudaError_t launch_dense_tma(const Params &p, cudaStream_t s, int *splits_used, 
     int64_t group = sms / slices;
     if (group < 1) group = 1;
     if (group > m_tiles) group = m_tiles;
-    const int dyn = 1024 + kb_n * BN * 128 + stages * 64 * 128 + VC_GEMM_DENSE_EPI_BYTES;
+    const int dyn = (int)vc_gemm_dense_smem(ES, BN, p.k, stages);
     kern<<<(unsigned)(group * slices), kDenseThreads, dyn, s>>>(tm_a, tm_w, p, kb_n, stages,
                                                                  (int)group, slices);
     return cudaGetLastError();

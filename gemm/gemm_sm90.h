@@ -31,8 +31,8 @@
  * aligned. A CTA holds a BN-column slice of W in shared memory for its whole life (loaded once by
  * the TMA unit) and streams 64-row tiles of A through a ring of TMA stages (rows of 128 bytes,
  * the 128-byte swizzle); one producer warp issues the copies, two consumer warpgroups take
- * alternate tiles (wgmma m64nBN, fp32 accumulators) and write their outputs straight from the
- * registers through the epilogue, so one warpgroup's epilogue overlaps the other's MMAs and the
+ * alternate tiles (wgmma m64nBN, fp32 accumulators) and run the epilogue through a small
+ * shared-memory staging area, so one warpgroup's epilogue overlaps the other's MMAs and the
  * copies never wait for either. X(name, element type, dtype, math, BN). */
 #define VC_GEMM_SM90_DENSE_CONFIGS(X)                                                          \
     X(f16_dense_64x128_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128)                    \
@@ -44,23 +44,32 @@
     X(tf32_dense_64x128_tma, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128)                       \
     X(tf32_dense_64x192_tma, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 192)
 
-/* The dense kernel's shared memory: the W slice (k rounded up to 128-byte rows, BN rows), then
- * `stages` A stages of 64 rows x 128 bytes, then the epilogue's staging (8 consumer warps x 16
- * rows x 32 columns of fp32, rows padded to EPI_LD floats), within the dynamic budget below (the
- * H100's 227 KB a block less 1 KB for the mbarriers and alignment). */
+/* The dense kernel's dynamic shared memory: 1 KB of slack to align the tiles to a swizzle atom,
+ * the W slice (k rounded up to 128-byte rows, BN rows), `stages` A stages of 64 rows x 128 bytes,
+ * then the epilogue's staging (8 consumer warps x 16 rows x 32 columns of fp32, rows padded to
+ * EPI_LD floats); at most the budget below: the H100's 227 KB a block less 1 KB for the static
+ * mbarriers. */
 #define VC_GEMM_DENSE_SMEM_BUDGET (227 * 1024 - 1024)
 #define VC_GEMM_DENSE_EPI_LD 36
 #define VC_GEMM_DENSE_EPI_BYTES (8 * 16 * VC_GEMM_DENSE_EPI_LD * 4)
 #define VC_GEMM_DENSE_MAX_STAGES 16
 #define VC_GEMM_DENSE_MIN_STAGES 3
 
+/* The 128-byte k blocks of k elements of es bytes. */
+static inline int64_t vc_gemm_dense_kblocks(int es, int64_t k) { return (k * es + 127) / 128; }
+
+/* The dense kernel's dynamic shared memory with `stages` A stages (the layout above). */
+static inline int64_t vc_gemm_dense_smem(int es, int bn, int64_t k, int stages)
+{
+    return 1024 + vc_gemm_dense_kblocks(es, k) * bn * 128 + (int64_t)stages * 64 * 128 +
+           VC_GEMM_DENSE_EPI_BYTES;
+}
+
 /* The A stages that fit beside a W slice of bn rows of k elements of es bytes (at most
  * VC_GEMM_DENSE_MAX_STAGES), or 0 when fewer than VC_GEMM_DENSE_MIN_STAGES fit. */
 static inline int vc_gemm_dense_stages(int es, int bn, int64_t k)
 {
-    const int64_t kb = (k * es + 127) / 128; /* 128-byte k blocks */
-    const int64_t left =
-        (int64_t)VC_GEMM_DENSE_SMEM_BUDGET - 1024 - VC_GEMM_DENSE_EPI_BYTES - kb * bn * 128;
+    const int64_t left = (int64_t)VC_GEMM_DENSE_SMEM_BUDGET - vc_gemm_dense_smem(es, bn, k, 0);
     const int64_t s = left > 0 ? left / (64 * 128) : 0;
     if (s < VC_GEMM_DENSE_MIN_STAGES) return 0;
     return s > VC_GEMM_DENSE_MAX_STAGES ? VC_GEMM_DENSE_MAX_STAGES : (int)s;
