@@ -29,6 +29,10 @@
 //           decoupled look-back (the first pass in the same launch as the pairs); K > 32: CUB
 //           sorts over the mask words, least significant word first.
 //  SUBM k3 is 7 kernels: prep, insert, out_in, rowpass, scan + pass 1, pairs + pass 2, pass 3.
+// Launches (launch_k): every kernel of these steps starts with pdl_enter; in the regular
+// builds, on compute capability 9.0 and up, each is launched with programmatic stream
+// serialization, so its launch overlaps the end of the kernel before it. The arrays no early
+// kernel needs are allocated after those kernels are queued, while the GPU runs them.
 // Hash tables use 8-byte packed slots when the key layout fits 31 bits (hash_gpu.h).
 // The same steps can also run as one cooperative kernel (coop_kernel, below) for K <= 32 and
 // 32-bit output keys, with grid-wide barriers in place of kernel boundaries and the same
@@ -109,6 +113,23 @@ __device__ __forceinline__ int64_t dev_count(const int64_t *d_n, int64_t rows)
     return n < rows ? (n > 0 ? n : 0) : rows;
 }
 
+// Programmatic dependent launch (compute capability 9.0 and up; see launch_k): every kernel of
+// the multi-kernel build starts with pdl_enter. It waits until the kernel before it in the
+// stream has finished and its writes are visible (griddepcontrol.wait; at once when the
+// launch did not ask for the overlap, or on an older GPU), then lets the next kernel's blocks
+// be scheduled as soon as all of this one's have started (griddepcontrol.launch_dependents):
+// they wait in their own pdl_enter, so the launch latency of kernel i + 1 overlaps kernel i's
+// work instead of following it. Nothing a kernel does comes before its pdl_enter, so no read
+// or write can overtake the kernel before it, and since that kernel itself waited on its
+// predecessor, every earlier kernel of the stream has finished too.
+__device__ __forceinline__ void pdl_enter()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // i / d for i >= 0, d > 0: 32-bit division where i fits (a 64-bit division costs several times
 // as many instructions).
 __device__ __forceinline__ int64_t div_idx(int64_t i, int32_t d)
@@ -176,6 +197,7 @@ struct Fill {
 __global__ void prep_kernel(Fill a, Fill b, Fill c, Fill d, int32_t *odd, Fill z, int64_t *scr,
                             int64_t n_out_init)
 {
+    pdl_enter();
     const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     if (t0 == 0) {
@@ -253,6 +275,7 @@ __global__ void subm_insert_kernel(const int32_t *coords, int64_t n, vc_keypack 
                                    vc_hash_gpu_view hin, int32_t K, int32_t *out_in,
                                    int64_t *scr)
 {
+    pdl_enter();
     st_subm_insert(coords, n, kin, hin, K, out_in, scr, false);
 }
 
@@ -317,6 +340,7 @@ __device__ __forceinline__ void st_subm_lookup(const int32_t *coords, int64_t n,
 __global__ void subm_lookup_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
                                    vc_hash_gpu_view hin, int32_t *out_in)
 {
+    pdl_enter();
     st_subm_lookup(coords, n, g, kin, hin, out_in, true);
 }
 
@@ -405,6 +429,7 @@ __global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, v
                                      int64_t *scr, uint32_t *khist, int32_t passes,
                                      int32_t dbits)
 {
+    pdl_enter();
     __shared__ uint32_t shist[kMaxPasses * kMaxBins];
     const int nh = khist ? passes * kMaxBins : 0;
     for (int i = threadIdx.x; i < nh; i += blockDim.x) shist[i] = 0;
@@ -445,6 +470,7 @@ __global__ void rank_kernel(const UKey *sorted, const int64_t *d_n, int64_t rows
                             vc_keypack kout, vc_hash_gpu_view hout, int32_t K,
                             int32_t *out_coords, int32_t *out_in, int64_t *scr)
 {
+    pdl_enter();
     st_rank(sorted, dev_count(d_n, rows), kout, hout, K, out_coords, out_in, scr);
 }
 
@@ -490,6 +516,7 @@ __global__ void scatter_kernel(const int32_t *coords, int64_t n_in, Geom g, vc_k
                                vc_hash_gpu_view hout, const int64_t *d_n, int64_t rows,
                                int32_t *out_in, int64_t *scr)
 {
+    pdl_enter();
     st_scatter(coords, n_in, g, kout, hout, dev_count(d_n, rows), out_in, scr);
 }
 
@@ -545,7 +572,8 @@ const int kLbWindow = 16;
 // as its inclusive sum); lb_walk returns the sum of the slot over tiles < t and posts the
 // inclusive sum. A tile waits only on smaller tiles, held by blocks that took them earlier
 // (tile numbers come from a counter, or each resident block of a cooperative launch takes its
-// tiles in increasing order), so the smallest tile in progress never waits: no deadlock.
+// tiles in increasing order), so the smallest tile in progress never waits: no deadlock. An
+// ordinary launch of no more tiles than SMs takes them by block index (tiles_resident).
 __device__ __forceinline__ void lb_publish(unsigned long long *lb, int64_t t, int64_t m,
                                            int64_t j, long long agg)
 {
@@ -584,8 +612,8 @@ __device__ __forceinline__ long long lb_walk(unsigned long long *lb, int64_t t, 
 // BITS, of src_k; values src_v (NULL: the item index) into dst_k (NULL: keys not kept) / dst_v
 // (NULL: none). ghist: the pass's global digit counts [2^BITS]; lb: its look-back words
 // [tiles][2^BITS], zero before the pass; ctr: a tile counter at zero (ordinary launches: tiles
-// go to blocks in the order the blocks ask) or NULL (cooperative launches: block b takes tiles
-// b, b + gridDim.x, ...).
+// go to blocks in the order the blocks ask) or NULL (cooperative launches, and ordinary ones of
+// at most one tile per SM: block b takes tiles b, b + gridDim.x, ...).
 template <int BITS>
 __device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t *dst_k,
                           int32_t *dst_v, int64_t n, uint32_t flip, int shift, int dbits,
@@ -843,6 +871,7 @@ __global__ void __launch_bounds__(kRowThreads, 4)
     rowpass_kernel(const int32_t *out_in, int32_t K, int32_t words, const int64_t *d_n,
                    int64_t rows, uint32_t *masks, int32_t *iota, int32_t *cnt, SortPrep sp)
 {
+    pdl_enter();
     __shared__ uint32_t shist[kMaxPasses * kMaxBins];
     extern __shared__ int32_t dyn[];
     int32_t *wc = dyn;                       // [kRowWarps][K]
@@ -1045,6 +1074,7 @@ __global__ void __launch_bounds__(kRowThreads, 3)
     pairs_sort_kernel(PairsArgs pa, int64_t scan_blocks, LsdSort ps, int32_t pass,
                       int64_t sort_blocks, const int64_t *d_n, int64_t rows)
 {
+    pdl_enter();
     __shared__ __align__(16) unsigned char raw[PairsSortSmem<BITS>::kBytes];
     const int64_t n = dev_count(d_n, rows);
     const int64_t b = blockIdx.x;
@@ -1429,6 +1459,68 @@ template <typename T> cudaError_t pool_alloc_n(T **p, int64_t n, cudaStream_t s)
     return pool_alloc((void **)p, n * (int64_t)sizeof(T), s);
 }
 
+// ---- launches ----------------------------------------------------------------------------
+
+std::atomic<int> g_cc_major[kMaxDevices], g_sms[kMaxDevices]; // 0: not read yet
+
+// An attribute of the current device, read once per device; 0 where it cannot be read.
+int cached_attr(std::atomic<int> *cache, cudaDeviceAttr attr)
+{
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+        cudaGetLastError();
+        return 0;
+    }
+    int v = cache[dev].load(std::memory_order_relaxed);
+    if (v == 0) {
+        if (cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess || v <= 0) {
+            cudaGetLastError();
+            v = -1;
+        }
+        cache[dev].store(v, std::memory_order_relaxed);
+    }
+    return v > 0 ? v : 0;
+}
+
+// Whether launches ask for the programmatic overlap of pdl_enter: compute capability 9.0 and up.
+bool pdl_on() { return cached_attr(g_cc_major, cudaDevAttrComputeCapabilityMajor) >= 9; }
+
+// Whether a look-back sort of `tiles` tiles may take them by block index (LsdSort.ctr NULL)
+// instead of from a counter. Only the sort's blocks ever wait, each on smaller tiles; with no
+// more tiles than multiprocessors they cannot fill the device, so the block of a tile that is
+// waited on is scheduled as soon as blocks that never wait (the scans and pairs sharing the
+// launch, other streams' work) make room, whatever order the hardware starts blocks in. Saves
+// each tile the counter's atomic and a barrier before its first load (H100, 50 tiles: about
+// 1 us a pass). Larger sorts take tiles from the counter, in the order their blocks start.
+bool tiles_resident(int64_t tiles)
+{
+    return tiles <= cached_attr(g_sms, cudaDevAttrMultiProcessorCount);
+}
+
+// Launches kernel k (whose first statement is pdl_enter) on stream s; with pdl, overlapped
+// with the end of the kernel before it where the device allows (programmatic stream
+// serialization). The regular builds ask for it (Bufs.pdl), the bounded one does not: in a
+// captured graph the overlap made the strided and downsample replays 5-7 us slower on the
+// H100 (subm level), while in regular calls it saves 2-3 us (subm k3, 100k voxels), ~5 us
+// (strided) and ~9 us (downsample).
+template <typename... P, typename... A>
+cudaError_t launch_k(bool pdl, void (*k)(P...), int64_t grid, int block, size_t smem,
+                     cudaStream_t s, A &&...args)
+{
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3((unsigned)block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl && pdl_on() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k, static_cast<A &&>(args)...);
+}
+
 // Elements of a map's partial mask sorts (kmap.h) over `rows` rows: (passes - 1) x rows for a
 // one-word mask sorted in two passes or more, else 0.
 int64_t part_elems(int32_t K, int64_t rows)
@@ -1479,6 +1571,7 @@ struct Bufs {
     int64_t lbz_words;
     void *cub;
     size_t cub_bytes;
+    bool pdl; // launch with the programmatic overlap (launch_k): the regular builds
 };
 
 int64_t table_words(int64_t cap, int32_t packed) { return cap * (packed ? 1 : 2); }
@@ -1682,8 +1775,8 @@ cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream
     // a few stores per thread: a grid of at most 1024 blocks
     unsigned grid = grid_for(mx);
     if (grid > 1024) grid = 1024;
-    prep_kernel<<<grid, kThreads, 0, s>>>(f0, f1, f2, f3, odd, fz, b.scr, n_out_init);
-    return cudaGetLastError();
+    return launch_k(b.pdl, prep_kernel, grid, kThreads, 0, s, f0, f1, f2, f3, odd, fz, b.scr,
+                    n_out_init);
 }
 
 vc_hash_gpu_view view_in(const Sizes &z, const Bufs &b)
@@ -1704,18 +1797,17 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_i
     if (j.n_in == 0) return cudaSuccess;
     if (!j.new_out) {
         // out_in is all -1 already (prep)
-        subm_insert_kernel<<<grid_for(j.n_in), kThreads, 0, s>>>(j.d_in, j.n_in, j.kin,
-                                                                 view_in(z, b), j.K, out_in,
-                                                                 b.scr);
+        return launch_k(b.pdl, subm_insert_kernel, grid_for(j.n_in), kThreads, 0, s, j.d_in,
+                        j.n_in, j.kin, view_in(z, b), j.K, out_in, b.scr);
     } else if (z.ukey32) {
         const PermPlan kp = key_plan(z);
-        newout_insert_kernel<uint32_t><<<grid_for(j.n_in), kThreads, 0, s>>>(
-            j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
-            (uint32_t *)b.ukeys, z.ucap, b.scr, b.khist, kp.passes, kp.dbits);
+        return launch_k(b.pdl, newout_insert_kernel<uint32_t>, grid_for(j.n_in), kThreads, 0,
+                        s, j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
+                        (uint32_t *)b.ukeys, z.ucap, b.scr, b.khist, kp.passes, kp.dbits);
     } else {
-        newout_insert_kernel<uint64_t><<<grid_for(j.n_in), kThreads, 0, s>>>(
-            j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
-            (uint64_t *)b.ukeys, z.ucap, b.scr, NULL, 0, 0);
+        return launch_k(b.pdl, newout_insert_kernel<uint64_t>, grid_for(j.n_in), kThreads, 0,
+                        s, j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
+                        (uint64_t *)b.ukeys, z.ucap, b.scr, (uint32_t *)NULL, 0, 0);
     }
     return cudaGetLastError();
 }
@@ -1723,13 +1815,12 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_i
 template <int BITS>
 cudaError_t q_pairs_sort(const PairsArgs &pa, int64_t scan_blocks, int64_t pair_blocks,
                          const LsdSort &ps, int pass, int64_t sort_blocks, const int64_t *d_n,
-                         int64_t rows, cudaStream_t s)
+                         int64_t rows, bool pdl, cudaStream_t s)
 {
     const int64_t blocks = scan_blocks + pair_blocks + sort_blocks;
     if (blocks == 0) return cudaSuccess;
-    pairs_sort_kernel<BITS><<<(unsigned)blocks, kRowThreads, 0, s>>>(pa, scan_blocks, ps, pass,
-                                                                     sort_blocks, d_n, rows);
-    return cudaGetLastError();
+    return launch_k(pdl, pairs_sort_kernel<BITS>, blocks, kRowThreads, 0, s, pa, scan_blocks,
+                    ps, pass, sort_blocks, d_n, rows);
 }
 
 // New-output types: sort the collected keys (nsort of them: the exact count, or the bound with
@@ -1765,8 +1856,8 @@ cudaError_t q_outputs(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data 
         memset(&none, 0, sizeof none);
         const int64_t tiles = (z.nsort + kTile - 1) / kTile;
         for (int p = 0; p < pl.passes; p++) {
-            e = pl.bits == 9 ? q_pairs_sort<9>(none, 0, 0, ks, p, tiles, d_n, z.nsort, s)
-                             : q_pairs_sort<8>(none, 0, 0, ks, p, tiles, d_n, z.nsort, s);
+            e = pl.bits == 9 ? q_pairs_sort<9>(none, 0, 0, ks, p, tiles, d_n, z.nsort, b.pdl, s)
+                             : q_pairs_sort<8>(none, 0, 0, ks, p, tiles, d_n, z.nsort, b.pdl, s);
             if (e != cudaSuccess) return e;
         }
         sorted = pl.passes % 2 == 1 ? b.usorted : b.ukeys;
@@ -1778,21 +1869,19 @@ cudaError_t q_outputs(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data 
     if (rows > 0) {
         const unsigned grid = grid_for(rows * j.K);
         if (z.ukey32)
-            rank_kernel<uint32_t><<<grid, kThreads, 0, s>>>((const uint32_t *)sorted, d_n, rows,
-                                                            j.kout, view_out(z, b), j.K,
-                                                            m->out_coords, m->out_in, b.scr);
+            e = launch_k(b.pdl, rank_kernel<uint32_t>, grid, kThreads, 0, s,
+                         (const uint32_t *)sorted, d_n, rows, j.kout, view_out(z, b), j.K,
+                         m->out_coords, m->out_in, b.scr);
         else
-            rank_kernel<uint64_t><<<grid, kThreads, 0, s>>>((const uint64_t *)sorted, d_n, rows,
-                                                            j.kout, view_out(z, b), j.K,
-                                                            m->out_coords, m->out_in, b.scr);
-        e = cudaGetLastError();
+            e = launch_k(b.pdl, rank_kernel<uint64_t>, grid, kThreads, 0, s,
+                         (const uint64_t *)sorted, d_n, rows, j.kout, view_out(z, b), j.K,
+                         m->out_coords, m->out_in, b.scr);
         if (e != cudaSuccess) return e;
     }
     if (ev_mid && (e = cudaEventRecord(ev_mid, s)) != cudaSuccess) return e;
     if (rows > 0 && j.n_in > 0) {
-        scatter_kernel<<<grid_for(j.n_in), kThreads, 0, s>>>(
-            j.d_in, j.n_in, j.g, j.kout, view_out(z, b), d_n, rows, m->out_in, b.scr);
-        e = cudaGetLastError();
+        e = launch_k(b.pdl, scatter_kernel, grid_for(j.n_in), kThreads, 0, s, j.d_in, j.n_in,
+                     j.g, j.kout, view_out(z, b), d_n, rows, m->out_in, b.scr);
         if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
@@ -1803,9 +1892,8 @@ cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *
 {
     if (j.n_in == 0) return cudaSuccess;
     const int64_t total = j.n_in * ((j.K - 1) / 2 + 1);
-    subm_lookup_kernel<<<grid_for((total + kLookups - 1) / kLookups), kThreads, 0, s>>>(
-        j.d_in, j.n_in, j.g, j.kin, view_in(z, b), out_in);
-    return cudaGetLastError();
+    return launch_k(b.pdl, subm_lookup_kernel, grid_for((total + kLookups - 1) / kLookups),
+                    kThreads, 0, s, j.d_in, j.n_in, j.g, j.kin, view_in(z, b), out_in);
 }
 
 // Masks, counts, scans, pairs (ev_pairs after them, may be NULL), then perm. rows: capacity of
@@ -1857,30 +1945,31 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         ps.keep_keys = 0;
         ps.hist = b.hist;
         ps.hist_stride = kMaxBins;
-        ps.ctr = b.lbz;
+        ps.ctr = tiles_resident(pl.tiles) ? NULL : b.lbz;
         ps.lb = b.lbz + kMaxPasses;
         ps.lb_stride = pl.tiles * ((int64_t)1 << pl.bits);
         ps.passes = pl.passes;
         ps.dbits = pl.dbits;
         SortPrep sp = {b.hist, pl.passes, pl.dbits, b.lbz, b.lbz_words};
-        rowpass_kernel<<<(unsigned)nb, kRowThreads, rowpass_smem(K), s>>>(
-            m->out_in, K, words, d_n, rows, m->masks, NULL, b.cnt, sp);
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        e = launch_k(b.pdl, rowpass_kernel, nb, kRowThreads, rowpass_smem(K), s, m->out_in, K,
+                     words, d_n, rows, m->masks, (int32_t *)NULL, b.cnt, sp);
+        if (e != cudaSuccess) return e;
         // scans with pass 0, pairs with pass 1: (scan, pair) blocks of launch p
         const bool apart = ev_pairs != NULL || pl.passes == 1;
         if (apart) {
-            e = pl.bits == 9 ? q_pairs_sort<9>(pa, K, 0, ps, 0, 0, d_n, rows, s)
-                             : q_pairs_sort<8>(pa, K, 0, ps, 0, 0, d_n, rows, s);
+            e = pl.bits == 9 ? q_pairs_sort<9>(pa, K, 0, ps, 0, 0, d_n, rows, b.pdl, s)
+                             : q_pairs_sort<8>(pa, K, 0, ps, 0, 0, d_n, rows, b.pdl, s);
             if (e == cudaSuccess)
-                e = pl.bits == 9 ? q_pairs_sort<9>(pa, 0, nb, ps, 0, 0, d_n, rows, s)
-                                 : q_pairs_sort<8>(pa, 0, nb, ps, 0, 0, d_n, rows, s);
+                e = pl.bits == 9 ? q_pairs_sort<9>(pa, 0, nb, ps, 0, 0, d_n, rows, b.pdl, s)
+                                 : q_pairs_sort<8>(pa, 0, nb, ps, 0, 0, d_n, rows, b.pdl, s);
             if (e == cudaSuccess && ev_pairs) e = cudaEventRecord(ev_pairs, s);
             if (e != cudaSuccess) return e;
         }
         for (int p = 0; p < pl.passes; p++) {
             const int64_t scans = !apart && p == 0 ? K : 0, pairs = !apart && p == 1 ? nb : 0;
-            e = pl.bits == 9 ? q_pairs_sort<9>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows, s)
-                             : q_pairs_sort<8>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows, s);
+            e = pl.bits == 9
+                    ? q_pairs_sort<9>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows, b.pdl, s)
+                    : q_pairs_sort<8>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows, b.pdl, s);
             if (e != cudaSuccess) return e;
         }
         return cudaSuccess;
@@ -1890,14 +1979,16 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     // and memsets only).
     int32_t *ident = (words % 2 == 0) ? m->perm : b.iota;
     SortPrep none = {NULL, 0, 0, NULL, 0};
-    rowpass_kernel<<<(unsigned)nb, kRowThreads, rowpass_smem(K), s>>>(
-        m->out_in, K, words, d_n, rows, m->masks, ident, b.cnt, none);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    e = launch_k(b.pdl, rowpass_kernel, nb, kRowThreads, rowpass_smem(K), s, m->out_in, K,
+                 words, d_n, rows, m->masks, ident, b.cnt, none);
+    if (e != cudaSuccess) return e;
     {
         LsdSort ps;
         memset(&ps, 0, sizeof ps);
-        if ((e = q_pairs_sort<8>(pa, K, 0, ps, 0, 0, d_n, rows, s)) != cudaSuccess) return e;
-        if ((e = q_pairs_sort<8>(pa, 0, nb, ps, 0, 0, d_n, rows, s)) != cudaSuccess) return e;
+        if ((e = q_pairs_sort<8>(pa, K, 0, ps, 0, 0, d_n, rows, b.pdl, s)) != cudaSuccess)
+            return e;
+        if ((e = q_pairs_sort<8>(pa, 0, nb, ps, 0, 0, d_n, rows, b.pdl, s)) != cudaSuccess)
+            return e;
     }
     if (ev_pairs && (e = cudaEventRecord(ev_pairs, s)) != cudaSuccess) return e;
     size_t bytes = b.cub_bytes;
@@ -2028,6 +2119,7 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
     void *ws = NULL;
     memset(&z, 0, sizeof z);
     memset(&b, 0, sizeof b);
+    b.pdl = true;
     if (vc_mul_overflow_i64(n, K, &n_entries) || vc_mul_overflow_i64(n, j.words, &n_words))
         return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
                        (long long)n, (int)K);
@@ -2037,15 +2129,10 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
     z.K = K;
     z.words = j.words;
     CU(cub_bytes_for(&z), "sizing the sorts");
+    // out_in and the workspace first: the first three kernels are queued before the other
+    // arrays are allocated, so the host's allocations (~1.5 us each) overlap the GPU's work
+    // instead of delaying its start.
     CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
-    CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
-    CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
-    CU(pool_alloc_n(&m->perm, n, s), "allocating perm");
-    if (part_elems(K, n) > 0)
-        CU(pool_alloc_n(&m->perm_part, part_elems(K, n), s), "allocating the partial sorts");
-    // Pairs: at most n * K (sized without reading the count back).
-    CU(pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
-    CU(pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
     for (int attempt = 0;; attempt++) {
         if (z.cap_in == 0 || z.cap_in > INT64_MAX / 64) {
             st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
@@ -2054,12 +2141,25 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
         CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
         carve(z, true, true, (char *)ws, &b);
         EV(0);
+        // out_in all -1 (one contiguous fill: clearing only the upper half in the insert
+        // kernel, as the cooperative kernel does, made the insert 13 us slower on the H100)
         CU(q_prep(z, b, n, s, m->out_in, n_entries), "clearing the tables");
         CU(q_insert(j, z, b, m->out_in, s), "inserting the input keys");
         EV(1);
         EV(2);
         CU(q_subm_lookup(j, z, b, m->out_in, s), "looking neighbours up");
         EV(3);
+        if (!m->offsets) {
+            CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+            CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
+            CU(pool_alloc_n(&m->perm, n, s), "allocating perm");
+            if (part_elems(K, n) > 0)
+                CU(pool_alloc_n(&m->perm_part, part_elems(K, n), s),
+                   "allocating the partial sorts");
+            // Pairs: at most n * K (sized without reading the count back).
+            CU(pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
+            CU(pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
+        }
         CU(q_finish(j, b, m, n, n_entries, ev ? ev[4] : NULL, s), "pairs and masks");
         // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
         CU(read_status(b.scr, stat, s), "reading the counts back");
@@ -2108,6 +2208,7 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
     void *ws1 = NULL, *ws2 = NULL;
     memset(&z, 0, sizeof z);
     memset(&b, 0, sizeof b);
+    b.pdl = true;
     if (vc_mul_overflow_i64(j.n_in, j.reach, &reach_total))
         return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld inputs x %lld offsets overflows",
                        (long long)j.n_in, (long long)j.reach);
@@ -2187,8 +2288,17 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
     }
     m->n_out = n_out;
     pair_bound = reach_total < n_entries ? reach_total : n_entries;
+    z.nsort = n_out;
+    z.end_bit_out = j.bits_out > 0 ? j.bits_out : 1;
+    z.rows = n_out;
+    CU(cub_bytes_for(&z), "sizing the sorts");
+    // What the output step needs first; the rest is allocated while the GPU runs it.
+    CU(pool_alloc(&ws2, (int64_t)carve(z, false, true, NULL, &b), s), "allocating workspace");
+    carve(z, false, true, (char *)ws2, &b);
     CU(pool_alloc_n(&m->out_coords, 4 * n_out, s), "allocating output coordinates");
     CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    CU(q_outputs(j, z, b, m, n_out, ev ? ev[2] : NULL, s), "output coordinates and out_in");
+    EV(3);
     CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
     CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
     CU(pool_alloc_n(&m->perm, n_out, s), "allocating perm");
@@ -2196,14 +2306,6 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
         CU(pool_alloc_n(&m->perm_part, part_elems(K, n_out), s), "allocating the partial sorts");
     CU(pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
     CU(pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
-    z.nsort = n_out;
-    z.end_bit_out = j.bits_out > 0 ? j.bits_out : 1;
-    z.rows = n_out;
-    CU(cub_bytes_for(&z), "sizing the sorts");
-    CU(pool_alloc(&ws2, (int64_t)carve(z, false, true, NULL, &b), s), "allocating workspace");
-    carve(z, false, true, (char *)ws2, &b);
-    CU(q_outputs(j, z, b, m, n_out, ev ? ev[2] : NULL, s), "output coordinates and out_in");
-    EV(3);
     CU(q_finish(j, b, m, n_out, pair_bound, ev ? ev[4] : NULL, s), "pairs and masks");
     // SYNC POINT 2: n_pairs and the flags.
     CU(read_status(b.scr, stat, s), "reading the counts back");
@@ -2694,6 +2796,7 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     void *ws = NULL;
     memset(&z, 0, sizeof z);
     memset(&b, 0, sizeof b);
+    b.pdl = true;
     if (vc_mul_overflow_i64(n, K, &n_entries) || vc_mul_overflow_i64(n, j.words, &n_words))
         return vc_fail(err, VC_ERR_LIMIT, "inverse map: %lld outputs x %d offsets overflows",
                        (long long)n, (int)K);
