@@ -1501,8 +1501,8 @@ bool tiles_resident(int64_t tiles)
 // with the end of the kernel before it where the device allows (programmatic stream
 // serialization). The regular builds ask for it (Bufs.pdl), the bounded one does not: in a
 // captured graph the overlap made the strided and downsample replays 5-7 us slower on the
-// H100 (subm level), while in regular calls it saves 2-3 us (subm k3, 100k voxels), ~5 us
-// (strided) and ~9 us (downsample).
+// H100 (subm level), while in regular calls it saves 3 us (subm k3, 100k voxels), 3-8 us
+// (strided k3 s2) and 9-19 us (downsample k2 s2); docs/benchmarks.md, version 6.
 template <typename... P, typename... A>
 cudaError_t launch_k(bool pdl, void (*k)(P...), int64_t grid, int block, size_t smem,
                      cudaStream_t s, A &&...args)
