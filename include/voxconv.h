@@ -423,7 +423,10 @@ VC_API vc_status vc_kmap_bounded_create(vc_context *ctx, const vc_kmap_bounded_d
 /* Queues a build over `count` rows of device coordinates [count, 4] (b, z, y, x), count <=
  * max_in, on the context's stream. The rows are read when the work runs. Argument errors are
  * returned at once; what the data decides (bounds, duplicates, rows out of range) is reported
- * by vc_kmap_bounded_check. Allowed under CUDA stream capture. */
+ * by vc_kmap_bounded_check. Allowed under CUDA stream capture. The build's kernels let
+ * dependents launch early (griddepcontrol.launch_dependents): a kernel the caller launches
+ * after it with programmatic stream serialization must, as CUDA requires of any such kernel,
+ * call cudaGridDependencySynchronize before it reads the map; plain launches are unaffected. */
 VC_API vc_status vc_kmap_bounded_build(vc_kmap_bounded *map, const int32_t *coords,
                                        int64_t count);
 /* Waits for the context's stream and reads the last build's status back: VC_OK with the counts
