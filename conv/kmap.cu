@@ -1500,7 +1500,7 @@ bool tiles_resident(int64_t tiles)
 // Launches kernel k (whose first statement is pdl_enter) on stream s; with pdl, overlapped
 // with the end of the kernel before it where the device allows (programmatic stream
 // serialization). The regular builds ask for it (Bufs.pdl), the bounded one does not: in a
-// captured graph the overlap made the strided and downsample replays 5-7 us slower on the
+// captured graph the overlap made the strided and downsample replays 5-8 us slower on the
 // H100 (subm level), while in regular calls it saves 3 us (subm k3, 100k voxels), 3-8 us
 // (strided k3 s2) and 9-19 us (downsample k2 s2); docs/benchmarks.md, version 6.
 template <typename... P, typename... A>
@@ -1809,7 +1809,6 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_i
                         s, j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
                         (uint64_t *)b.ukeys, z.ucap, b.scr, (uint32_t *)NULL, 0, 0);
     }
-    return cudaGetLastError();
 }
 
 template <int BITS>
