@@ -1507,8 +1507,7 @@ template <typename... P, typename... A>
 cudaError_t launch_k(bool pdl, void (*k)(P...), int64_t grid, int block, size_t smem,
                      cudaStream_t s, A &&...args)
 {
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchConfig_t cfg = {}; // every field zero, then set below
     cfg.gridDim = dim3((unsigned)grid);
     cfg.blockDim = dim3((unsigned)block);
     cfg.dynamicSmemBytes = smem;
