@@ -736,6 +736,7 @@ struct LsdSort {
     unsigned long long *lb;    // [passes][lb_stride] look-back words, zero before the sort
     int64_t lb_stride;
     unsigned long long *ctr;   // [passes] tile counters at zero, or NULL (cooperative)
+    unsigned long long *bar;   // barrier counter at zero (sort_barrier), or NULL
     int32_t passes, dbits;
 };
 
@@ -944,6 +945,7 @@ struct PairsArgs {
     int64_t *offsets, *scr;
     int64_t max_pairs;
     int32_t *in_rows, *out_rows;
+    int64_t chunk0; // the first chunk of a launch's pair blocks
 };
 
 // The column scan of offset k, one block: base[k, b] = pairs of offset k in row blocks before
@@ -980,20 +982,30 @@ __device__ void col_scan(const PairsArgs &a, int32_t k, unsigned char *raw)
 }
 
 // The offsets of a pairs block, soff[k] = pairs of offsets before k (soff[K]: all), from the
-// column scans' totals; block `chunk` 0 publishes them, n_pairs and the overflow flag.
-__device__ void pair_offsets(const PairsArgs &a, int64_t chunk, long long *soff)
+// column scans' totals: a load per thread (tot_mine = tot[threadIdx.x], loaded early by the
+// caller) and a block scan, where one thread used to sum them alone while the block waited.
+// tmp_raw: the scan's storage. Block `chunk` 0 publishes them, n_pairs and the overflow flag.
+__device__ void pair_offsets(const PairsArgs &a, int64_t chunk, long long tot_mine,
+                             long long *soff, unsigned char *tmp_raw)
 {
+    typedef cub::BlockScan<long long, kRowThreads> Scan;
+    typename Scan::TempStorage &tmp = *reinterpret_cast<typename Scan::TempStorage *>(tmp_raw);
     const int tid = threadIdx.x;
+    long long carry = 0;
+    for (int32_t k0 = 0; k0 < a.K; k0 += kRowThreads) {
+        const int32_t k = k0 + tid;
+        long long excl, agg;
+        const long long t = k >= a.K ? 0ll : k0 == 0 ? tot_mine : (long long)a.tot[k];
+        Scan(tmp).ExclusiveSum(t, excl, agg);
+        if (k < a.K) soff[k] = carry + excl;
+        carry += agg;
+        __syncthreads(); // the scan storage is reused
+    }
     if (tid == 0) {
-        long long run = 0;
-        for (int32_t k = 0; k < a.K; k++) {
-            soff[k] = run;
-            run += a.tot[k];
-        }
-        soff[a.K] = run;
+        soff[a.K] = carry;
         if (chunk == 0) {
-            a.scr[S_N_PAIRS] = run;
-            if (run > a.max_pairs) raise_flag(a.scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
+            a.scr[S_N_PAIRS] = carry;
+            if (carry > a.max_pairs) raise_flag(a.scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
         }
     }
     __syncthreads();
@@ -1007,7 +1019,8 @@ __device__ void pair_offsets(const PairsArgs &a, int64_t chunk, long long *soff)
 // chunk's rows are staged in shared memory first (srow, stride S).
 
 __device__ __forceinline__ void st_pairs(const PairsArgs &a, int64_t n, int64_t chunk,
-                                         const long long *soff, long long *wpre, int32_t *srow)
+                                         long long *soff, unsigned char *tmp, long long *wpre,
+                                         int32_t *srow)
 {
     const int32_t K = a.K, words = a.words;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1015,8 +1028,12 @@ __device__ __forceinline__ void st_pairs(const PairsArgs &a, int64_t n, int64_t 
     const bool valid = p < n;
     const bool staged = K <= kMaxStageK;
     const int S = stage_stride(K);
+    // this thread's offset total and chunk base, in flight while the rows are staged
+    const long long tot_mine = tid < K ? (long long)a.tot[tid] : 0;
+    const long long base_mine = tid < K ? (long long)a.base[(int64_t)tid * a.nb + chunk] : 0;
     if (staged && p0 < n)
         stage_rows(a.out_in, K, p0, (int)(n - p0 < kRowThreads ? n - p0 : kRowThreads), srow, S);
+    pair_offsets(a, chunk, tot_mine, soff, tmp);
     for (int32_t w = 0; w < words; w++) {
         const int32_t k0 = 32 * w, k1 = K < k0 + 32 ? K : k0 + 32;
         const uint32_t m = valid ? a.masks[p * words + w] : 0u;
@@ -1027,7 +1044,7 @@ __device__ __forceinline__ void st_pairs(const PairsArgs &a, int64_t n, int64_t 
     }
     __syncthreads();
     for (int32_t k = tid; k < K; k += kRowThreads) {
-        long long run = soff[k] + a.base[(int64_t)k * a.nb + chunk];
+        long long run = soff[k] + (k == tid ? base_mine : (long long)a.base[k * a.nb + chunk]);
         for (int w = 0; w < kRowWarps; w++) {
             const long long t = wpre[w * K + k];
             wpre[w * K + k] = run;
@@ -1053,15 +1070,19 @@ __device__ __forceinline__ void st_pairs(const PairsArgs &a, int64_t n, int64_t 
     }
 }
 
-// Blocks [0, sort_blocks) run pass `pass` of the look-back mask sort (tiles by counter), the
+// Blocks [0, sort_blocks) run passes [pass, pass_end) of the look-back mask sort (several only
+// where each block holds one tile, tiles_resident, with a barrier between them), the
 // next scan_blocks (K or 0) the column scans, the last pair_blocks the pair scatter of chunk
-// blockIdx.x - sort_blocks - scan_blocks (which needs the scans of an earlier launch): any part
-// may be empty, so the scans beside the first pass and the pairs beside the second are one
-// launch each. Shared memory: the sort's, the scan's, or the pairs' offsets [kMaxVolume + 1],
-// prefix words [kRowWarps][K] and (K <= kMaxStageK) staged rows.
+// pa.chunk0 + blockIdx.x - sort_blocks - scan_blocks (which needs the scans of an earlier
+// launch): any part may be empty, so the scans beside the first pass and the pairs beside the
+// later ones share their launches. Shared memory: the sort's, the scan's, or the pairs' offsets
+// [kMaxVolume + 1], their scan's storage, prefix words [kRowWarps][K] and (K <= kMaxStageK)
+// staged rows.
 template <int BITS> struct PairsSortSmem {
     static const size_t kSort = sizeof(SortSmem<BITS>);
-    static const size_t kOffs = sizeof(long long) * (kMaxVolume + 1);
+    static const size_t kScan = (sizeof(cub::BlockScan<long long, kRowThreads>::TempStorage) +
+                                 15) / 16 * 16;
+    static const size_t kOffs = sizeof(long long) * (kMaxVolume + 1) + kScan;
     static const size_t kWide = sizeof(long long) * kRowWarps * kMaxVolume;
     static const size_t kStaged = sizeof(long long) * kRowWarps * kMaxStageK +
                                   sizeof(int32_t) * kRowThreads * (kMaxStageK | 1);
@@ -1069,29 +1090,54 @@ template <int BITS> struct PairsSortSmem {
     static const size_t kBytes = kSort > kPairs ? kSort : kPairs;
 };
 
+// A barrier of the first `blocks` blocks of a launch, round r = 1, 2, ...: each block adds one
+// to *ctr (zero before the launch) and waits until it reads r * blocks. For the sort blocks of
+// a launch that runs several passes, each block holding one tile (tiles_resident): only they
+// wait, there are no more of them than SMs, and the other blocks of the launch never wait, so
+// every one of them becomes resident and the barrier cannot deadlock.
+__device__ __forceinline__ void sort_barrier(unsigned long long *ctr, int64_t blocks, int round)
+{
+    __syncthreads(); // every thread's stores of the pass before this thread's fence
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(ctr, 1ull);
+        const unsigned long long target = (unsigned long long)blocks * (unsigned)round;
+        const volatile unsigned long long *c = ctr;
+        while (*c < target) {
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
 template <int BITS>
 __global__ void __launch_bounds__(kRowThreads, 3)
     pairs_sort_kernel(PairsArgs pa, int64_t scan_blocks, LsdSort ps, int32_t pass,
-                      int64_t sort_blocks, const int64_t *d_n, int64_t rows)
+                      int32_t pass_end, int64_t sort_blocks, const int64_t *d_n, int64_t rows)
 {
     pdl_enter();
     __shared__ __align__(16) unsigned char raw[PairsSortSmem<BITS>::kBytes];
     const int64_t n = dev_count(d_n, rows);
     const int64_t b = blockIdx.x;
     if (b < sort_blocks) {
-        lsd_pass<BITS>(ps, pass, n, *reinterpret_cast<SortSmem<BITS> *>(raw));
+        // passes [pass, pass_end), a barrier of the sort blocks between two (ps.bar)
+        for (int32_t p = pass; p < pass_end; p++) {
+            if (p > pass) sort_barrier(ps.bar, sort_blocks, p - pass);
+            lsd_pass<BITS>(ps, p, n, *reinterpret_cast<SortSmem<BITS> *>(raw));
+        }
         return;
     }
     if (b < sort_blocks + scan_blocks) {
         col_scan(pa, (int32_t)(b - sort_blocks), raw);
         return;
     }
-    const int64_t chunk = b - sort_blocks - scan_blocks;
+    const int64_t chunk = pa.chunk0 + (b - sort_blocks - scan_blocks);
+    typedef PairsSortSmem<BITS> L;
     long long *soff = reinterpret_cast<long long *>(raw);
-    long long *wpre = soff + kMaxVolume + 1;
+    unsigned char *tmp = raw + sizeof(long long) * (kMaxVolume + 1);
+    long long *wpre = reinterpret_cast<long long *>(tmp + L::kScan);
     int32_t *srow = reinterpret_cast<int32_t *>(wpre + kRowWarps * pa.K);
-    pair_offsets(pa, chunk, soff);
-    st_pairs(pa, n, chunk, soff, wpre, srow);
+    st_pairs(pa, n, chunk, soff, tmp, wpre, srow);
 }
 
 __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int64_t n,
@@ -1301,6 +1347,7 @@ __device__ void coop_perm(const Coop &a, int64_t n, CoopSmem &sm, cg::grid_group
     ps.lb = a.lb_perm;
     ps.lb_stride = a.perm_stride;
     ps.ctr = NULL;
+    ps.bar = NULL;
     ps.passes = a.perm_passes;
     ps.dbits = 8;
     for (int p = 0; p < ps.passes; p++) {
@@ -1813,12 +1860,12 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_i
 template <int BITS>
 cudaError_t q_pairs_sort(const PairsArgs &pa, int64_t scan_blocks, int64_t pair_blocks,
                          const LsdSort &ps, int pass, int64_t sort_blocks, const int64_t *d_n,
-                         int64_t rows, bool pdl, cudaStream_t s)
+                         int64_t rows, bool pdl, cudaStream_t s, int pass_end = -1)
 {
     const int64_t blocks = scan_blocks + pair_blocks + sort_blocks;
     if (blocks == 0) return cudaSuccess;
     return launch_k(pdl, pairs_sort_kernel<BITS>, blocks, kRowThreads, 0, s, pa, scan_blocks,
-                    ps, pass, sort_blocks, d_n, rows);
+                    ps, pass, pass_end < 0 ? pass + 1 : pass_end, sort_blocks, d_n, rows);
 }
 
 // New-output types: sort the collected keys (nsort of them: the exact count, or the bound with
@@ -1846,6 +1893,7 @@ cudaError_t q_outputs(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data 
         ks.hist = b.khist;
         ks.hist_stride = kMaxBins;
         ks.ctr = b.klbz;
+        ks.bar = NULL;
         ks.lb = b.klbz + kMaxPasses;
         ks.lb_stride = pl.tiles * ((int64_t)1 << pl.bits);
         ks.passes = pl.passes;
@@ -1929,6 +1977,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     pa.max_pairs = max_pairs;
     pa.in_rows = m->in_rows;
     pa.out_rows = m->out_rows;
+    pa.chunk0 = 0;
     if (words == 1) {
         const PermPlan pl = perm_plan(K, rows);
         LsdSort ps;
@@ -1944,6 +1993,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         ps.hist = b.hist;
         ps.hist_stride = kMaxBins;
         ps.ctr = tiles_resident(pl.tiles) ? NULL : b.lbz;
+        ps.bar = b.lbz; // the tile counters' first word, unused where tiles are resident
         ps.lb = b.lbz + kMaxPasses;
         ps.lb_stride = pl.tiles * ((int64_t)1 << pl.bits);
         ps.passes = pl.passes;
@@ -1952,7 +2002,10 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         e = launch_k(b.pdl, rowpass_kernel, nb, kRowThreads, rowpass_smem(K), s, m->out_in, K,
                      words, d_n, rows, m->masks, (int32_t *)NULL, b.cnt, sp);
         if (e != cudaSuccess) return e;
-        // scans with pass 0, pairs with pass 1: (scan, pair) blocks of launch p
+        // The scans share the launch of pass 0 and the pairs those of the later passes. Where
+        // the tiles are resident, the later passes are one launch with a barrier between them
+        // (a kernel boundary costs more); otherwise one launch each, with the pairs split
+        // evenly over them.
         const bool apart = ev_pairs != NULL || pl.passes == 1;
         if (apart) {
             e = pl.bits == 9 ? q_pairs_sort<9>(pa, K, 0, ps, 0, 0, d_n, rows, b.pdl, s)
@@ -1963,12 +2016,23 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
             if (e == cudaSuccess && ev_pairs) e = cudaEventRecord(ev_pairs, s);
             if (e != cudaSuccess) return e;
         }
-        for (int p = 0; p < pl.passes; p++) {
-            const int64_t scans = !apart && p == 0 ? K : 0, pairs = !apart && p == 1 ? nb : 0;
-            e = pl.bits == 9
-                    ? q_pairs_sort<9>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows, b.pdl, s)
-                    : q_pairs_sort<8>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows, b.pdl, s);
+        const bool fused = ps.ctr == NULL;
+        const int64_t later = fused ? 1 : pl.passes - 1; // launches after pass 0's
+        const int64_t share = apart ? 0 : (nb + later - 1) / later;
+        int64_t li = 0;
+        for (int p = 0; p < pl.passes;) {
+            const int p_end = p == 0 ? 1 : fused ? pl.passes : p + 1;
+            const int64_t scans = !apart && p == 0 ? K : 0;
+            pa.chunk0 = p == 0 ? 0 : li * share;
+            const int64_t pairs = p == 0 || pa.chunk0 >= nb ? 0
+                                  : nb - pa.chunk0 < share ? nb - pa.chunk0 : share;
+            e = pl.bits == 9 ? q_pairs_sort<9>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows,
+                                               b.pdl, s, p_end)
+                             : q_pairs_sort<8>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows,
+                                               b.pdl, s, p_end);
             if (e != cudaSuccess) return e;
+            li += p > 0;
+            p = p_end;
         }
         return cudaSuccess;
     }

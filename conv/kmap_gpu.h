@@ -32,13 +32,15 @@
  *    check, at their own risk: a nonzero flags word means the map must not be used.
  *
  * Kernels. A build is a sequence of ordinary kernels (no host synchronisation between them),
- * with CUB radix sorts only for masks of K > 32 and 64-bit output keys: SUBM k3 is 7 launches,
- * a captured graph of 7 kernel nodes. In the regular builds on compute capability 9.0 and up
- * each launch asks for programmatic dependent launch, so it overlaps the end of the kernel
- * before it (each kernel waits on its predecessor before touching memory); the bounded build
- * launches plainly (in a captured graph the overlap measured slower). Every kernel triggers its
- * dependents at its start, so a caller's PDL kernel queued after a bounded build must itself
- * wait on the grid dependency before reading the map (include/voxconv.h).
+ * with CUB radix sorts only for masks of K > 32 and 64-bit output keys: SUBM k3 is 6 launches,
+ * a captured graph of 6 kernel nodes (the mask sort's passes after the first share one launch,
+ * with a barrier among their tile blocks, where the tiles are no more than the SMs: up to ~270k
+ * rows on an H100; past that, one launch a pass). In the regular builds on compute capability
+ * 9.0 and up each launch asks for programmatic dependent launch, so it overlaps the end of the
+ * kernel before it (each kernel waits on its predecessor before touching memory); the bounded
+ * build launches plainly (in a captured graph the overlap measured slower). Every kernel
+ * triggers its dependents at its start, so a caller's PDL kernel queued after a bounded build
+ * must itself wait on the grid dependency before reading the map (include/voxconv.h).
  * Optionally (vc_kmap_gpu_debug_coop(1); off by default because it measured slower on the H100,
  * docs/benchmarks.md), where K <= 32 and the output keys fit 31 bits, a whole build phase is ONE
  * cooperative kernel (cudaLaunchCooperativeKernel: every block resident, grid-wide barriers
