@@ -229,7 +229,7 @@ __device__ __forceinline__ bool insert_input(const vc_keypack &kin, const vc_has
     }
     int64_t rec;
     const int r = vc_hash_gpu_insert_d(hin, vc_key_pack_d(kin, c.x, c.y, c.z, c.w), (int32_t)i,
-                                       true, &rec);
+                                       true, &rec, true);
     if (r == VC_HGI_EXISTS)
         n_dup++;
     else if (r != VC_HGI_CLAIMED)

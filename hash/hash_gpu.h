@@ -200,10 +200,14 @@ enum { VC_HGI_CLAIMED = 0, VC_HGI_EXISTS = 1, VC_HGI_OVERFLOW = 2, VC_HGI_BAD_KE
  * an earlier value of its key different from val, max(that value, val); INT64_MAX otherwise
  * (the minimum of all records of a batch inserted with val = index is the first duplicate
  * index, see hash.cu). keep_min = false skips the atomicMin of an existing key (the value is
- * then left as it is, and no record is made): for callers that only need the set of keys. */
+ * then left as it is, and no record is made): for callers that only need the set of keys.
+ * cas_first: the first slot is claimed with a compare-and-swap straight away instead of after a
+ * read that finds it empty (one memory round trip fewer where keys are mostly distinct; where
+ * many threads insert the same key, the read-first walk keeps them off the atomic unit). */
 static __device__ __forceinline__ int vc_hash_gpu_insert_d(const vc_hash_gpu_view &h,
                                                            uint64_t key, int32_t val,
-                                                           bool keep_min, int64_t *dup_record)
+                                                           bool keep_min, int64_t *dup_record,
+                                                           bool cas_first = false)
 {
     *dup_record = INT64_MAX;
     uint64_t s = vc_hash_mix_d(key) & h.mask;
@@ -212,7 +216,8 @@ static __device__ __forceinline__ int vc_hash_gpu_insert_d(const vc_hash_gpu_vie
         const unsigned long long mine = ((unsigned long long)key << 32) | vc_hash_bias_d(val);
         unsigned long long *slots = (unsigned long long *)h.slots;
         for (int32_t p = 0; p < h.limit; p++) {
-            unsigned long long cur = slots[s];
+            unsigned long long cur = cas_first && p == 0 ? (unsigned long long)VC_HASH_EMPTY
+                                                         : slots[s];
             if (cur == (unsigned long long)VC_HASH_EMPTY) {
                 cur = atomicCAS(&slots[s], (unsigned long long)VC_HASH_EMPTY, mine);
                 if (cur == (unsigned long long)VC_HASH_EMPTY) return VC_HGI_CLAIMED;
@@ -231,7 +236,8 @@ static __device__ __forceinline__ int vc_hash_gpu_insert_d(const vc_hash_gpu_vie
     if (key == VC_HASH_EMPTY) return VC_HGI_BAD_KEY;
     unsigned long long *slots = (unsigned long long *)h.slots;
     for (int32_t p = 0; p < h.limit; p++) {
-        unsigned long long cur = slots[2 * s];
+        unsigned long long cur = cas_first && p == 0 ? (unsigned long long)VC_HASH_EMPTY
+                                                     : slots[2 * s];
         bool claimed = false;
         if (cur == (unsigned long long)VC_HASH_EMPTY) {
             cur = atomicCAS(&slots[2 * s], (unsigned long long)VC_HASH_EMPTY,
