@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu/run_kmap.sh - the kernel-map work in one call on the lent GPU: test_gpu_kmap,
-# test_gpu_graph, compute-sanitizer memcheck and racecheck over both (VC_SANITIZE=1: small
-# sizes), and bench_kmap on the synthetic scenes and the real scans of datasets/data. Expects the
+# test_gpu_graph, compute-sanitizer memcheck over both and racecheck over test_gpu_graph
+# (RACE_KMAP=1: over test_gpu_kmap too, which outlasts 150 s) (VC_SANITIZE=1: small sizes), and
+# bench_kmap on the synthetic scenes and the real scans of datasets/data. Expects the
 # targets built in $B (default b). Full logs under $OUT (default ./out); a short summary last.
 # Usage: tests/gpu/run_kmap.sh [tests] [bench] [sanitize] [profile]
 #        (default: tests sanitize bench; profile = Nsight Compute over the outdoor subm k3
