@@ -23,12 +23,14 @@
 //           sort pass): per-(offset, block) pair bases within the offset, the offset's total;
 //  pairs    one thread per output row again: each block scans the K totals (offsets[] and
 //           n_pairs from block 0), ballot ranks, pairs written at base + rank, so the pairs of
-//           an offset are in output-row order, as on the CPU;
+//           an offset are in output-row order, as on the CPU (in the launches of the later
+//           sort passes);
 //  perm     K <= 32: a stable LSD radix sort of the masks, descending, from the identity, in
-//           ceil(K / 9) passes of one kernel each whose tiles take their digit prefixes by
-//           decoupled look-back (the first pass in the same launch as the pairs); K > 32: CUB
-//           sorts over the mask words, least significant word first.
-//  SUBM k3 is 7 kernels: prep, insert, out_in, rowpass, scan + pass 1, pairs + pass 2, pass 3.
+//           ceil(K / 9) passes whose tiles take their digit prefixes by decoupled look-back:
+//           the first pass in one launch, the others in one more with a barrier between them
+//           where the tiles are no more than the SMs, else one launch each; K > 32: CUB sorts
+//           over the mask words, least significant word first.
+//  SUBM k3 is 6 kernels: prep, insert, out_in, rowpass, scans + pass 1, pairs + passes 2-3.
 // Launches (launch_k): every kernel of these steps starts with pdl_enter; in the regular
 // builds, on compute capability 9.0 and up, each is launched with programmatic stream
 // serialization, so its launch overlaps the end of the kernel before it. The arrays no early
@@ -2019,11 +2021,11 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         const bool fused = ps.ctr == NULL;
         const int64_t later = fused ? 1 : pl.passes - 1; // launches after pass 0's
         const int64_t share = apart ? 0 : (nb + later - 1) / later;
-        int64_t li = 0;
         for (int p = 0; p < pl.passes;) {
             const int p_end = p == 0 ? 1 : fused ? pl.passes : p + 1;
             const int64_t scans = !apart && p == 0 ? K : 0;
-            pa.chunk0 = p == 0 ? 0 : li * share;
+            // launch p - 1 after pass 0's (fused: the only one, p = 1) takes share chunks
+            pa.chunk0 = p == 0 ? 0 : (p - 1) * share;
             const int64_t pairs = p == 0 || pa.chunk0 >= nb ? 0
                                   : nb - pa.chunk0 < share ? nb - pa.chunk0 : share;
             e = pl.bits == 9 ? q_pairs_sort<9>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows,
@@ -2031,7 +2033,6 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
                              : q_pairs_sort<8>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows,
                                                b.pdl, s, p_end);
             if (e != cudaSuccess) return e;
-            li += p > 0;
             p = p_end;
         }
         return cudaSuccess;
