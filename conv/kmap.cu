@@ -109,8 +109,11 @@ __device__ __forceinline__ void raise_flag(int64_t *scr, unsigned long long f)
     atomicOr((unsigned long long *)&scr[S_FLAGS], f);
 }
 
+// The row count of a stage: rows itself where d_n is NULL (the host knew the exact count),
+// else the device's count clamped to [0, rows].
 __device__ __forceinline__ int64_t dev_count(const int64_t *d_n, int64_t rows)
 {
+    if (!d_n) return rows;
     const int64_t n = *d_n;
     return n < rows ? (n > 0 ? n : 0) : rows;
 }
@@ -1956,7 +1959,12 @@ cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *
 // K <= 32: the look-back mask sort, the column scans in the launch of its first pass and the
 // pair scatter in that of its second (apart when timed, or when there is one pass), then one
 // launch per pass. K > 32: the scans, the pairs, then CUB sorts of the mask words.
-cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
+// exact: rows is the exact row count (every build but the bounded new-output ones), so the
+// kernels do not read the device's count (one dependent load fewer at the start of each).
+// With that load's branch, ptxas also spills less in the pass kernel at its 80 registers
+// (pairs_sort_kernel<9>: 164 -> 72 bytes, <8>: 112 -> 64): on the H100 the subm k3 graph
+// replay (100k voxels) fell 86.4-86.9 -> 82.3-82.6 us (docs/benchmarks.md, version 8).
+cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows, bool exact,
                      int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s)
 {
     cudaError_t e;
@@ -1971,7 +1979,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         return e;
     }
     const int64_t nb = row_blocks(rows);
-    const int64_t *d_n = b.scr + S_N_OUT;
+    const int64_t *d_n = exact ? NULL : b.scr + S_N_OUT;
     PairsArgs pa;
     pa.out_in = m->out_in;
     pa.masks = m->masks;
@@ -2246,7 +2254,7 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
             CU(pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
             CU(pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
         }
-        CU(q_finish(j, b, m, n, n_entries, ev ? ev[4] : NULL, s), "pairs and masks");
+        CU(q_finish(j, b, m, n, true, n_entries, ev ? ev[4] : NULL, s), "pairs and masks");
         // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
         CU(read_status(b.scr, stat, s, &ws, 1), "reading the counts back");
         EV(5);
@@ -2390,7 +2398,7 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
         CU(pool_alloc_n(&m->perm_part, part_elems(K, n_out), s), "allocating the partial sorts");
     CU(pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
     CU(pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
-    CU(q_finish(j, b, m, n_out, pair_bound, ev ? ev[4] : NULL, s), "pairs and masks");
+    CU(q_finish(j, b, m, n_out, true, pair_bound, ev ? ev[4] : NULL, s), "pairs and masks");
     // SYNC POINT 2: n_pairs and the flags.
     {
         void *rel[2] = {ws1, ws2};
@@ -2909,7 +2917,7 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
                                                                   fwd->n_in, m.out_in, b.scr);
         CU(cudaGetLastError(), "inverse kernel");
     }
-    CU(q_finish(j, b, &m, n, fwd->n_pairs, NULL, s), "pairs and masks");
+    CU(q_finish(j, b, &m, n, true, fwd->n_pairs, NULL, s), "pairs and masks");
     // SYNC POINT (the only one): n_pairs and the flags.
     CU(read_status(b.scr, stat, s), "reading the counts back");
     if (stat[S_FLAGS] & VC_KMAP_GPU_F_BAD_ENTRY) {
@@ -3100,10 +3108,10 @@ extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int
     if (e == cudaSuccess) e = q_insert(j, z, bf, m->out_in, s);
     if (!j.new_out) {
         if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);
-        if (e == cudaSuccess) e = q_finish(j, bf, m, n_in, b->max_pairs, NULL, s);
+        if (e == cudaSuccess) e = q_finish(j, bf, m, n_in, true, b->max_pairs, NULL, s);
     } else {
         if (e == cudaSuccess) e = q_outputs(j, z, bf, m, b->max_out, NULL, s);
-        if (e == cudaSuccess) e = q_finish(j, bf, m, b->max_out, b->max_pairs, NULL, s);
+        if (e == cudaSuccess) e = q_finish(j, bf, m, b->max_out, false, b->max_pairs, NULL, s);
     }
     if (e != cudaSuccess) return cuda_fail(err, e, "queueing the bounded build");
     b->last_in = d_in;
