@@ -7,7 +7,9 @@
  *
  * 1. vc_kmap_build_gpu (and _timed, vc_kmap_inverse_gpu): sizes everything itself and returns a
  *    finished map whose counts are on the host. Host synchronisation points, each a read-back of
- *    the device status block (nothing else waits on the device):
+ *    the device status block (a one-block kernel queued on the stream copies it into mapped
+ *    pinned memory of the calling thread, then the host waits for the stream; nothing else
+ *    waits on the device):
  *      SUBM, INVERSE: ONE, at the end (n_pairs, the duplicate / range checks, the flags);
  *      STRIDED, DOWNSAMPLE, TRANSPOSED: TWO, after the output keys are collected (n_out, the
  *      duplicate / range checks) and at the end (n_pairs, the flags).
@@ -26,7 +28,7 @@
  *    bounds. Counts past a bound are never silently dropped: they raise a flag in the status
  *    block, and vc_kmap_gpu_bounded_check - THE one synchronisation point of this variant, to be
  *    called by the caller after the build (or graph launch) and before the map is trusted -
- *    reads the block back and returns VC_ERR_CAPACITY naming the count needed,
+ *    reads the block back the same way (one small kernel queued, then a wait) and returns VC_ERR_CAPACITY naming the count needed,
  *    VC_ERR_DUPLICATE / VC_ERR_OUT_OF_RANGE for bad input rows, as the regular build would.
  *    Device consumers may instead read d_status directly (n_out / n_pairs words) and skip the
  *    check, at their own risk: a nonzero flags word means the map must not be used.
