@@ -10,7 +10,9 @@
 //           output table and appends the keys it claims (warp-aggregated counter) to a list,
 //           counting the digits of the keys it claims for their sort;
 //  outputs  (new-output types) radix sort of the unique output keys (32-bit keys: the look-back
-//           sort below, a kernel per pass; 64-bit keys: CUB): rank order = (b, z, y, x) order,
+//           sort below, all passes in one launch with a barrier between them where the tiles
+//           are no more than the SMs, else a kernel per pass; 64-bit keys: CUB; the output
+//           arrays are allocated while it runs): rank order = (b, z, y, x) order,
 //           the CPU's; a rank kernel stores each key's rank in the output table, unpacks
 //           out_coords and clears out_in to -1;
 //  out_in   SUBM: one thread per (row, offset k <= centre) looks the neighbour up and writes
@@ -1880,20 +1882,27 @@ cudaError_t q_pairs_sort(const PairsArgs &pa, int64_t scan_blocks, int64_t pair_
                     ps, pass, pass_end < 0 ? pass + 1 : pass_end, sort_blocks, d_n, rows);
 }
 
-// New-output types: sort the collected keys (nsort of them: the exact count, or the bound with
-// all-ones padding that sorts last), rank them (rows = capacity of the output arrays), and
-// scatter out_in. ev_mid (may be NULL) is recorded between the ranks and the scatter.
-cudaError_t q_outputs(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data *m,
-                      int64_t rows, cudaEvent_t ev_mid, cudaStream_t s)
+// New-output types, in two parts so that the caller may allocate the output arrays between
+// them. q_key_sort sorts the collected keys (nsort of them: the exact count, or the bound with
+// all-ones padding that sorts last) and sets *sorted to the buffer holding them; q_rank_scatter
+// ranks them (rows = capacity of the output arrays) and scatters out_in. exact: nsort and rows
+// are the exact output count (regular builds), so the kernels do not read the device's.
+// ev_mid (may be NULL) is recorded between the ranks and the scatter.
+cudaError_t q_key_sort(const Sizes &z, const Bufs &b, bool exact, cudaStream_t s,
+                       const void **sorted)
 {
     cudaError_t e;
     size_t bytes = b.cub_bytes;
-    const int64_t *d_n = b.scr + S_N_OUT;
-    const void *sorted = b.usorted;
+    const int64_t *d_n = exact ? NULL : b.scr + S_N_OUT;
+    *sorted = b.usorted;
     if (z.nsort > 0 && z.ukey32) {
         // The look-back sort over the device count of keys (at most nsort), its histograms
-        // counted by the insert as the keys were claimed: ukeys -> usorted -> ukeys ...
+        // counted by the insert as the keys were claimed: ukeys -> usorted -> ukeys ... Where
+        // the tiles are resident, every pass in one launch with a barrier between passes (as
+        // the mask sort in q_finish), else one launch a pass with tiles taken from counters.
         const PermPlan pl = key_plan(z);
+        const int64_t tiles = (z.nsort + kTile - 1) / kTile;
+        const bool fused = tiles_resident(tiles);
         LsdSort ks;
         ks.src = (const uint32_t *)b.ukeys;
         ks.sk_a = (uint32_t *)b.usorted;
@@ -1904,26 +1913,38 @@ cudaError_t q_outputs(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data 
         ks.keep_keys = 1;
         ks.hist = b.khist;
         ks.hist_stride = kMaxBins;
-        ks.ctr = b.klbz;
-        ks.bar = NULL;
+        ks.ctr = fused ? NULL : b.klbz;
+        ks.bar = b.klbz; // the tile counters' first word, unused where the tiles are resident
         ks.lb = b.klbz + kMaxPasses;
         ks.lb_stride = pl.tiles * ((int64_t)1 << pl.bits);
         ks.passes = pl.passes;
         ks.dbits = pl.dbits;
         PairsArgs none;
         memset(&none, 0, sizeof none);
-        const int64_t tiles = (z.nsort + kTile - 1) / kTile;
-        for (int p = 0; p < pl.passes; p++) {
-            e = pl.bits == 9 ? q_pairs_sort<9>(none, 0, 0, ks, p, tiles, d_n, z.nsort, b.pdl, s)
-                             : q_pairs_sort<8>(none, 0, 0, ks, p, tiles, d_n, z.nsort, b.pdl, s);
+        for (int p = 0; p < pl.passes;) {
+            const int p_end = fused ? pl.passes : p + 1;
+            e = pl.bits == 9 ? q_pairs_sort<9>(none, 0, 0, ks, p, tiles, d_n, z.nsort, b.pdl, s,
+                                               p_end)
+                             : q_pairs_sort<8>(none, 0, 0, ks, p, tiles, d_n, z.nsort, b.pdl, s,
+                                               p_end);
             if (e != cudaSuccess) return e;
+            p = p_end;
         }
-        sorted = pl.passes % 2 == 1 ? b.usorted : b.ukeys;
+        *sorted = pl.passes % 2 == 1 ? b.usorted : b.ukeys;
     } else if (z.nsort > 0) {
         e = cub::DeviceRadixSort::SortKeys(b.cub, bytes, (const uint64_t *)b.ukeys,
                                            (uint64_t *)b.usorted, z.nsort, 0, z.end_bit_out, s);
         if (e != cudaSuccess) return e;
     }
+    return cudaSuccess;
+}
+
+cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data *m,
+                           int64_t rows, bool exact, const void *sorted, cudaEvent_t ev_mid,
+                           cudaStream_t s)
+{
+    cudaError_t e;
+    const int64_t *d_n = exact ? NULL : b.scr + S_N_OUT;
     if (rows > 0) {
         const unsigned grid = grid_for(rows * j.K);
         if (z.ukey32)
@@ -2387,9 +2408,15 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
     // What the output step needs first; the rest is allocated while the GPU runs it.
     CU(pool_alloc(&ws2, (int64_t)carve(z, false, true, NULL, &b), s), "allocating workspace");
     carve(z, false, true, (char *)ws2, &b);
-    CU(pool_alloc_n(&m->out_coords, 4 * n_out, s), "allocating output coordinates");
-    CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
-    CU(q_outputs(j, z, b, m, n_out, ev ? ev[2] : NULL, s), "output coordinates and out_in");
+    {
+        // the key sort first: the output arrays are allocated while it runs
+        const void *sorted = NULL;
+        CU(q_key_sort(z, b, true, s, &sorted), "sorting the output keys");
+        CU(pool_alloc_n(&m->out_coords, 4 * n_out, s), "allocating output coordinates");
+        CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+        CU(q_rank_scatter(j, z, b, m, n_out, true, sorted, ev ? ev[2] : NULL, s),
+           "output coordinates and out_in");
+    }
     EV(3);
     CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
     CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
@@ -3110,7 +3137,10 @@ extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int
         if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);
         if (e == cudaSuccess) e = q_finish(j, bf, m, n_in, true, b->max_pairs, NULL, s);
     } else {
-        if (e == cudaSuccess) e = q_outputs(j, z, bf, m, b->max_out, NULL, s);
+        const void *sorted = NULL;
+        if (e == cudaSuccess) e = q_key_sort(z, bf, false, s, &sorted);
+        if (e == cudaSuccess)
+            e = q_rank_scatter(j, z, bf, m, b->max_out, false, sorted, NULL, s);
         if (e == cudaSuccess) e = q_finish(j, bf, m, b->max_out, false, b->max_pairs, NULL, s);
     }
     if (e != cudaSuccess) return cuda_fail(err, e, "queueing the bounded build");
