@@ -366,12 +366,28 @@ struct KeyHist {
     int32_t passes, dbits;
 };
 
-// Claims an output key in the output table; a new key is appended to ukeys at a position
-// taken from the claim counter (one atomic per group of converged lanes).
+// A block's list of the output keys it claimed, in shared memory (keys NULL: none): appended
+// to ukeys once at the end of the block (newout_insert_kernel), so that the global claim
+// counter, one address for every claim of a build, takes one atomic per block instead of one
+// per group of converged lanes. H100, outdoor scene, one run: graph replays -2 us for strided
+// k3 s2 and downsample k2 s2; the insert kernel itself 75.6 -> 74.4 us, so the counter was not
+// what that kernel waits on (docs/benchmarks.md, version 8: its warps mostly wait at the
+// block's final barrier for the slowest ones).
+template <typename UKey> struct ClaimList {
+    UKey *keys;
+    int *cnt; // claims of the block so far (may pass cap: the rest went to ukeys directly)
+    int cap;
+};
+
+const int kClaimList = 2048; // entries of a block's claim list (8 a thread)
+
+// Claims an output key in the output table; a new key goes to the block's list while it has
+// room, else straight to ukeys at a position taken from the claim counter (one atomic per
+// group of converged lanes).
 template <typename UKey>
 __device__ __forceinline__ void collect_output(const vc_hash_gpu_view &hout, uint64_t key,
                                                UKey *ukeys, int64_t ucap, int64_t *scr,
-                                               const KeyHist &kh)
+                                               const KeyHist &kh, const ClaimList<UKey> &cl)
 {
     int64_t rec;
     const int r = vc_hash_gpu_insert_d(hout, key, INT32_MAX, false, &rec);
@@ -381,6 +397,13 @@ __device__ __forceinline__ void collect_output(const vc_hash_gpu_view &hout, uin
             for (int q = 0; q < kh.passes; q++)
                 atomicAdd(&kh.shist[q * kMaxBins + (((uint32_t)key >> (q * kh.dbits)) & dmask)],
                           1u);
+        }
+        if (cl.keys) {
+            const int pos = atomicAdd(cl.cnt, 1);
+            if (pos < cl.cap) {
+                cl.keys[pos] = (UKey)key;
+                return;
+            }
         }
         cg::coalesced_group grp = cg::coalesced_threads();
         unsigned long long first = 0;
@@ -405,7 +428,8 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
                                                  const vc_hash_gpu_view &hin,
                                                  const vc_keypack &kout,
                                                  const vc_hash_gpu_view &hout, UKey *ukeys,
-                                                 int64_t ucap, int64_t *scr, const KeyHist &kh)
+                                                 int64_t ucap, int64_t *scr, const KeyHist &kh,
+                                                 const ClaimList<UKey> &cl)
 {
     unsigned n_dup = 0;
     GRID_LOOP(i, n)
@@ -415,7 +439,7 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
         if (g.type == VC_MAP_DOWNSAMPLE) {
             collect_output(hout, vc_key_pack_d(kout, c.x, c.y / g.stride[0], c.z / g.stride[1],
                                                c.w / g.stride[2]),
-                           ukeys, ucap, scr, kh);
+                           ukeys, ucap, scr, kh, cl);
             continue;
         }
         const uint32_t mz = axis_mask(g, 0, c.y), my = axis_mask(g, 1, c.z),
@@ -428,7 +452,7 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
                 for (uint32_t ax = mx; ax; ax &= ax - 1) {
                     target_of(g, 2, c.w, __ffs(ax) - 1, &ox);
                     collect_output(hout, vc_key_pack_d(kout, c.x, oz, oy, ox), ukeys, ucap, scr,
-                                   kh);
+                                   kh, cl);
                 }
             }
         }
@@ -445,16 +469,35 @@ __global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, v
 {
     pdl_enter();
     __shared__ uint32_t shist[kMaxPasses * kMaxBins];
+    __shared__ UKey list[kClaimList];
+    __shared__ int n_list;
+    __shared__ unsigned long long first;
     const int nh = khist ? passes * kMaxBins : 0;
     for (int i = threadIdx.x; i < nh; i += blockDim.x) shist[i] = 0;
+    if (threadIdx.x == 0) n_list = 0;
     __syncthreads();
     const KeyHist kh = {khist ? shist : NULL, passes, dbits};
-    st_newout_insert(coords, n, g, kin, hin, kout, hout, ukeys, ucap, scr, kh);
+    const ClaimList<UKey> cl = {list, &n_list, kClaimList};
+    st_newout_insert(coords, n, g, kin, hin, kout, hout, ukeys, ucap, scr, kh, cl);
     __syncthreads();
     for (int i = threadIdx.x; i < nh; i += blockDim.x) {
         const uint32_t c = shist[i];
         if (c) atomicAdd(&khist[i], c);
     }
+    // the block's list to ukeys: one atomic on the claim counter
+    const int m = n_list < kClaimList ? n_list : kClaimList;
+    if (m == 0) return;
+    if (threadIdx.x == 0)
+        first = atomicAdd((unsigned long long *)&scr[S_N_OUT], (unsigned long long)m);
+    __syncthreads();
+    bool over = false;
+    for (int i = threadIdx.x; i < m; i += blockDim.x) {
+        if (first + i < (unsigned long long)ucap)
+            ukeys[first + i] = list[i];
+        else
+            over = true;
+    }
+    if (over) raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
 }
 
 // Rank r of the sorted output keys: stored as the key's value, unpacked into out_coords; and
@@ -1408,7 +1451,8 @@ __global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
             st_subm_insert(a.coords, a.n_in, a.kin, a.hin, a.g.K, a.out_in, a.scr, true);
         else
             st_newout_insert(a.coords, a.n_in, a.g, a.kin, a.hin, a.kout, a.hout, a.ukeys,
-                             a.ucap, a.scr, KeyHist{NULL, 0, 0});
+                             a.ucap, a.scr, KeyHist{NULL, 0, 0},
+                             ClaimList<uint32_t>{NULL, NULL, 0});
         if (!(st & ~ST_FRONT)) return;
         grid.sync();
     }
