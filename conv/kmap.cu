@@ -91,6 +91,13 @@ struct Geom {
     int32_t K;
     int32_t type;
     uint32_t mag[2]; // ceil(2^16 / kernel[2]), ceil(2^16 / kernel[1]): offset_of's divisions
+    // axis_pos / target_at (new-output types): t_off[a] is added to an input coordinate before
+    // its one division by the stride (STRIDED: padding; DOWNSAMPLE: centre x dilation;
+    // TRANSPOSED: -padding, added after the multiplication); offset d's d x dilation is
+    // eq[a][d] x stride + er[a][d] (STRIDED, DOWNSAMPLE).
+    int64_t t_off[3];
+    int64_t eq[3][kMaxKernel];
+    int32_t er[3][kMaxKernel];
 };
 
 unsigned grid_for(int64_t n)
@@ -155,39 +162,59 @@ __device__ __forceinline__ void offset_of(const Geom &g, int32_t k, int32_t d[3]
     d[1] = t - d[0] * g.kernel[1];
 }
 
-// STRIDED / TRANSPOSED: the output coordinate along axis a that input coordinate c writes at
-// offset d; DOWNSAMPLE: the output whose gather at offset d reads c. False when there is none.
-__device__ __forceinline__ bool target_of(const Geom &g, int a, int32_t c, int32_t d, int32_t *o)
+// Where input coordinate c stands along axis a, for target_at: STRIDED / DOWNSAMPLE: c +
+// t_off = q x stride + r (the build's only division on this axis, 32-bit where it fits);
+// TRANSPOSED: q = c x stride + t_off (r unused).
+struct AxisPos {
+    int64_t q, r;
+};
+
+__device__ __forceinline__ AxisPos axis_pos(const Geom &g, int a, int32_t c)
 {
-    const int64_t s = g.stride[a], pad = g.padding[a], dil = g.dilation[a];
-    int64_t t;
-    if (g.type == VC_MAP_STRIDED) {
-        // q = p*s - pad + d*dil  <=>  p = (q + pad - d*dil) / s, exactly
-        t = (int64_t)c + pad - (int64_t)d * dil;
-        if (t < 0 || t % s != 0) return false;
-        t /= s;
-    } else if (g.type == VC_MAP_TRANSPOSED) {
-        t = (int64_t)c * s - pad + (int64_t)d * dil;
-        if (t < 0) return false;
-    } else {
-        // DOWNSAMPLE: output p reads input p*s + (d - centre)*dil
-        const int64_t ks = g.kernel[a], centre = (ks % 2 == 1) ? ks / 2 : 0;
-        t = (int64_t)c - ((int64_t)d - centre) * dil;
-        if (t < 0 || t % s != 0) return false;
-        t /= s;
+    AxisPos p;
+    const int64_t s = g.stride[a];
+    if (g.type == VC_MAP_TRANSPOSED) {
+        p.q = (int64_t)c * s + g.t_off[a];
+        p.r = 0;
+        return p;
     }
-    if (t >= g.out_shape[a]) return false;
+    const int64_t t = (int64_t)c + g.t_off[a];
+    if (t >= 0 && t <= 0xffffffffll)
+        p.q = (int64_t)((uint32_t)t / (uint32_t)s);
+    else
+        p.q = t / s;
+    p.r = t - p.q * s;
+    return p;
+}
+
+// STRIDED / TRANSPOSED: the output coordinate along axis a that the input at p writes at
+// offset d; DOWNSAMPLE: the output whose gather at offset d reads it. False when there is
+// none. STRIDED: q = p*s - pad + d*dil for output p, so p = (c + pad - d*dil) / s where that
+// divides; DOWNSAMPLE: output p reads input p*s + (d - centre)*dil, so p = (c + centre*dil -
+// d*dil) / s; with c + t_off = q*s + r and d*dil = eq*s + er, it divides exactly when r == er,
+// and the quotient is q - eq (negative where q < eq). TRANSPOSED: c*s - pad + d*dil.
+__device__ __forceinline__ bool target_at(const Geom &g, int a, const AxisPos &p, int32_t d,
+                                          int32_t *o)
+{
+    int64_t t;
+    if (g.type == VC_MAP_TRANSPOSED) {
+        t = p.q + (int64_t)d * g.dilation[a];
+    } else {
+        if (p.r != g.er[a][d]) return false;
+        t = p.q - g.eq[a][d];
+    }
+    if (t < 0 || t >= g.out_shape[a]) return false;
     *o = (int32_t)t;
     return true;
 }
 
-// Bit d set when offset d along axis a has a target for coordinate c.
-__device__ __forceinline__ uint32_t axis_mask(const Geom &g, int a, int32_t c)
+// Bit d set when offset d along axis a has a target for the input at p.
+__device__ __forceinline__ uint32_t axis_mask(const Geom &g, int a, const AxisPos &p)
 {
     uint32_t m = 0;
     for (int32_t d = 0; d < g.kernel[a]; d++) {
         int32_t o;
-        if (target_of(g, a, c, d, &o)) m |= 1u << d;
+        if (target_at(g, a, p, d, &o)) m |= 1u << d;
     }
     return m;
 }
@@ -442,15 +469,17 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
                            ukeys, ucap, scr, kh, cl);
             continue;
         }
-        const uint32_t mz = axis_mask(g, 0, c.y), my = axis_mask(g, 1, c.z),
-                       mx = axis_mask(g, 2, c.w);
+        const AxisPos pz = axis_pos(g, 0, c.y), py = axis_pos(g, 1, c.z),
+                      px = axis_pos(g, 2, c.w);
+        const uint32_t mz = axis_mask(g, 0, pz), my = axis_mask(g, 1, py),
+                       mx = axis_mask(g, 2, px);
         for (uint32_t az = mz; az; az &= az - 1) {
             int32_t oz, oy, ox;
-            target_of(g, 0, c.y, __ffs(az) - 1, &oz);
+            target_at(g, 0, pz, __ffs(az) - 1, &oz);
             for (uint32_t ay = my; ay; ay &= ay - 1) {
-                target_of(g, 1, c.z, __ffs(ay) - 1, &oy);
+                target_at(g, 1, py, __ffs(ay) - 1, &oy);
                 for (uint32_t ax = mx; ax; ax &= ax - 1) {
-                    target_of(g, 2, c.w, __ffs(ax) - 1, &ox);
+                    target_at(g, 2, px, __ffs(ax) - 1, &ox);
                     collect_output(hout, vc_key_pack_d(kout, c.x, oz, oy, ox), ukeys, ucap, scr,
                                    kh, cl);
                 }
@@ -542,18 +571,20 @@ __device__ __forceinline__ void st_scatter(const int32_t *coords, int64_t n_in, 
     {
         const int4 c = reinterpret_cast<const int4 *>(coords)[q];
         if (c.x < 0 || c.x >= kout.limit[0]) continue; // a bad row: the build fails anyway
-        const uint32_t mz = axis_mask(g, 0, c.y), my = axis_mask(g, 1, c.z),
-                       mx = axis_mask(g, 2, c.w);
+        const AxisPos pz = axis_pos(g, 0, c.y), py = axis_pos(g, 1, c.z),
+                      px = axis_pos(g, 2, c.w);
+        const uint32_t mz = axis_mask(g, 0, pz), my = axis_mask(g, 1, py),
+                       mx = axis_mask(g, 2, px);
         for (uint32_t az = mz; az; az &= az - 1) {
             const int32_t dz = __ffs(az) - 1;
             int32_t oz, oy, ox;
-            target_of(g, 0, c.y, dz, &oz);
+            target_at(g, 0, pz, dz, &oz);
             for (uint32_t ay = my; ay; ay &= ay - 1) {
                 const int32_t dy = __ffs(ay) - 1;
-                target_of(g, 1, c.z, dy, &oy);
+                target_at(g, 1, py, dy, &oy);
                 for (uint32_t ax = mx; ax; ax &= ax - 1) {
                     const int32_t dx = __ffs(ax) - 1;
-                    target_of(g, 2, c.w, dx, &ox);
+                    target_at(g, 2, px, dx, &ox);
                     const int32_t p =
                         vc_hash_gpu_lookup(hout, vc_key_pack_d(kout, c.x, oz, oy, ox));
                     if (p < 0 && g.type == VC_MAP_DOWNSAMPLE) continue; // not an output
@@ -1835,6 +1866,16 @@ vc_status setup_job(Job *j, const int32_t *d_in, int64_t n_in, const int32_t sha
     j->g.type = (int32_t)d->type;
     j->g.mag[0] = (65536u + (uint32_t)d->kernel[2] - 1u) / (uint32_t)d->kernel[2];
     j->g.mag[1] = (65536u + (uint32_t)d->kernel[1] - 1u) / (uint32_t)d->kernel[1];
+    for (int a = 0; a < 3; a++) {
+        const int64_t ks = d->kernel[a], st = d->stride[a], dil = d->dilation[a];
+        j->g.t_off[a] = d->type == VC_MAP_STRIDED     ? (int64_t)d->padding[a]
+                        : d->type == VC_MAP_DOWNSAMPLE ? (ks % 2 == 1 ? ks / 2 : 0) * dil
+                                                       : -(int64_t)d->padding[a];
+        for (int64_t k = 0; k < ks && k < kMaxKernel; k++) {
+            j->g.eq[a][k] = k * dil / st;
+            j->g.er[a][k] = (int32_t)(k * dil % st);
+        }
+    }
     j->words = (j->K + 31) / 32;
     j->bits_in = key_bits(j->kin);
     j->bits_out = key_bits(j->kout);
