@@ -54,14 +54,14 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
-#include "kmap_gpu.h"
+#include "cuda_util.cuh"
 #include "hash/hash_gpu.h"
+#include "kmap_gpu.h"
 
 namespace cg = cooperative_groups;
 
 namespace {
 
-const int kThreads = 256;
 const int kRowThreads = 256; // row passes: one output row per thread
 const int kRowWarps = kRowThreads / 32;
 const int kMaxKernel = 7;
@@ -100,18 +100,7 @@ struct Geom {
     int32_t er[3][kMaxKernel];
 };
 
-unsigned grid_for(int64_t n)
-{
-    int64_t blocks = (n + kThreads - 1) / kThreads;
-    if (blocks < 1) blocks = 1;
-    return (unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8);
-}
-
 int64_t row_blocks(int64_t rows) { return (rows + kRowThreads - 1) / kRowThreads; }
-
-#define GRID_LOOP(i, n)                                                                        \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                  \
-         i += (int64_t)gridDim.x * blockDim.x)
 
 __device__ __forceinline__ void raise_flag(int64_t *scr, unsigned long long f)
 {
