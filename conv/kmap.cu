@@ -2213,6 +2213,8 @@ cudaError_t read_status(const int64_t *scr, int64_t st[S_WORDS], cudaStream_t s,
                           cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess) {
             pinned = (int64_t *)p;
             if (cudaHostGetDevicePointer(&d, p, 0) == cudaSuccess) mapped = (int64_t *)d;
+        } else if (cudaMallocHost(&p, S_WORDS * sizeof(int64_t)) == cudaSuccess) {
+            pinned = (int64_t *)p; // no mapping (a device that cannot map host memory): copies
         }
         cudaGetLastError();
     }
