@@ -1945,15 +1945,20 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_i
     }
 }
 
-template <int BITS>
-cudaError_t q_pairs_sort(const PairsArgs &pa, int64_t scan_blocks, int64_t pair_blocks,
+// bits: the sort's digit width (PermPlan.bits), which picks the kernel's instantiation: 9, or 8
+// (also where the launch has no sort blocks).
+cudaError_t q_pairs_sort(int bits, const PairsArgs &pa, int64_t scan_blocks, int64_t pair_blocks,
                          const LsdSort &ps, int pass, int64_t sort_blocks, const int64_t *d_n,
                          int64_t rows, bool pdl, cudaStream_t s, int pass_end = -1)
 {
     const int64_t blocks = scan_blocks + pair_blocks + sort_blocks;
     if (blocks == 0) return cudaSuccess;
-    return launch_k(pdl, pairs_sort_kernel<BITS>, blocks, kRowThreads, 0, s, pa, scan_blocks,
-                    ps, pass, pass_end < 0 ? pass + 1 : pass_end, sort_blocks, d_n, rows);
+    if (pass_end < 0) pass_end = pass + 1;
+    if (bits == 9)
+        return launch_k(pdl, pairs_sort_kernel<9>, blocks, kRowThreads, 0, s, pa, scan_blocks,
+                        ps, pass, pass_end, sort_blocks, d_n, rows);
+    return launch_k(pdl, pairs_sort_kernel<8>, blocks, kRowThreads, 0, s, pa, scan_blocks, ps,
+                    pass, pass_end, sort_blocks, d_n, rows);
 }
 
 // New-output types, in two parts so that the caller may allocate the output arrays between
@@ -1997,10 +2002,7 @@ cudaError_t q_key_sort(const Sizes &z, const Bufs &b, bool exact, cudaStream_t s
         memset(&none, 0, sizeof none);
         for (int p = 0; p < pl.passes;) {
             const int p_end = fused ? pl.passes : p + 1;
-            e = pl.bits == 9 ? q_pairs_sort<9>(none, 0, 0, ks, p, tiles, d_n, z.nsort, b.pdl, s,
-                                               p_end)
-                             : q_pairs_sort<8>(none, 0, 0, ks, p, tiles, d_n, z.nsort, b.pdl, s,
-                                               p_end);
+            e = q_pairs_sort(pl.bits, none, 0, 0, ks, p, tiles, d_n, z.nsort, b.pdl, s, p_end);
             if (e != cudaSuccess) return e;
             p = p_end;
         }
@@ -2120,11 +2122,9 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         // evenly over them.
         const bool apart = ev_pairs != NULL || pl.passes == 1;
         if (apart) {
-            e = pl.bits == 9 ? q_pairs_sort<9>(pa, K, 0, ps, 0, 0, d_n, rows, b.pdl, s)
-                             : q_pairs_sort<8>(pa, K, 0, ps, 0, 0, d_n, rows, b.pdl, s);
+            e = q_pairs_sort(pl.bits, pa, K, 0, ps, 0, 0, d_n, rows, b.pdl, s);
             if (e == cudaSuccess)
-                e = pl.bits == 9 ? q_pairs_sort<9>(pa, 0, nb, ps, 0, 0, d_n, rows, b.pdl, s)
-                                 : q_pairs_sort<8>(pa, 0, nb, ps, 0, 0, d_n, rows, b.pdl, s);
+                e = q_pairs_sort(pl.bits, pa, 0, nb, ps, 0, 0, d_n, rows, b.pdl, s);
             if (e == cudaSuccess && ev_pairs) e = cudaEventRecord(ev_pairs, s);
             if (e != cudaSuccess) return e;
         }
@@ -2138,10 +2138,8 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
             pa.chunk0 = p == 0 ? 0 : (p - 1) * share;
             const int64_t pairs = p == 0 || pa.chunk0 >= nb ? 0
                                   : nb - pa.chunk0 < share ? nb - pa.chunk0 : share;
-            e = pl.bits == 9 ? q_pairs_sort<9>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows,
-                                               b.pdl, s, p_end)
-                             : q_pairs_sort<8>(pa, scans, pairs, ps, p, pl.tiles, d_n, rows,
-                                               b.pdl, s, p_end);
+            e = q_pairs_sort(pl.bits, pa, scans, pairs, ps, p, pl.tiles, d_n, rows, b.pdl, s,
+                             p_end);
             if (e != cudaSuccess) return e;
             p = p_end;
         }
@@ -2158,9 +2156,9 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     {
         LsdSort ps;
         memset(&ps, 0, sizeof ps);
-        if ((e = q_pairs_sort<8>(pa, K, 0, ps, 0, 0, d_n, rows, b.pdl, s)) != cudaSuccess)
+        if ((e = q_pairs_sort(8, pa, K, 0, ps, 0, 0, d_n, rows, b.pdl, s)) != cudaSuccess)
             return e;
-        if ((e = q_pairs_sort<8>(pa, 0, nb, ps, 0, 0, d_n, rows, b.pdl, s)) != cudaSuccess)
+        if ((e = q_pairs_sort(8, pa, 0, nb, ps, 0, 0, d_n, rows, b.pdl, s)) != cudaSuccess)
             return e;
     }
     if (ev_pairs && (e = cudaEventRecord(ev_pairs, s)) != cudaSuccess) return e;
