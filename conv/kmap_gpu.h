@@ -28,8 +28,9 @@
  *    bounds. Counts past a bound are never silently dropped: they raise a flag in the status
  *    block, and vc_kmap_gpu_bounded_check - THE one synchronisation point of this variant, to be
  *    called by the caller after the build (or graph launch) and before the map is trusted -
- *    reads the block back the same way (one small kernel queued, then a wait) and returns VC_ERR_CAPACITY naming the count needed,
- *    VC_ERR_DUPLICATE / VC_ERR_OUT_OF_RANGE for bad input rows, as the regular build would.
+ *    reads the block back the same way (one small kernel queued, then a wait) and returns
+ *    VC_ERR_CAPACITY naming the count needed, VC_ERR_DUPLICATE / VC_ERR_OUT_OF_RANGE for bad
+ *    input rows, as the regular build would.
  *    Device consumers may instead read d_status directly (n_out / n_pairs words) and skip the
  *    check, at their own risk: a nonzero flags word means the map must not be used.
  *
