@@ -194,30 +194,32 @@ static __device__ __forceinline__ int32_t vc_hash_unbias_d(uint64_t w)
 /* Result of vc_hash_gpu_insert_d. */
 enum { VC_HGI_CLAIMED = 0, VC_HGI_EXISTS = 1, VC_HGI_OVERFLOW = 2, VC_HGI_BAD_KEY = 3 };
 
-/* Inserts key -> val. Returns VC_HGI_CLAIMED (new key), VC_HGI_EXISTS (key already there: the
- * smaller value is kept), VC_HGI_OVERFLOW (no slot within the probe bound) or VC_HGI_BAD_KEY (the
- * key does not fit the packed layout, or is VC_HASH_EMPTY). *dup_record gets, when the call met
- * an earlier value of its key different from val, max(that value, val); INT64_MAX otherwise
- * (the minimum of all records of a batch inserted with val = index is the first duplicate
- * index, see hash.cu). keep_min = false skips the atomicMin of an existing key (the value is
- * then left as it is, and no record is made): for callers that only need the set of keys.
- * cas_first: the first slot is claimed with a compare-and-swap straight away instead of after a
- * read that finds it empty (one memory round trip fewer where keys are mostly distinct; where
- * many threads insert the same key, the read-first walk keeps them off the atomic unit). */
-static __device__ __forceinline__ int vc_hash_gpu_insert_d(const vc_hash_gpu_view &h,
-                                                           uint64_t key, int32_t val,
-                                                           bool keep_min, int64_t *dup_record,
-                                                           bool cas_first = false)
+/* Inserts key -> val, walking from slot s as the p0-th probe of the key (vc_hash_gpu_insert_d
+ * below starts at the key's home, p0 = 0; a batch resumes a walk). Returns VC_HGI_CLAIMED (new
+ * key), VC_HGI_EXISTS (key already there: the smaller value is kept) or VC_HGI_OVERFLOW (no slot
+ * within the probe bound). The key must fit the table's layout (vc_hash_gpu_insert_d checks).
+ * *dup_record gets, when the call met an earlier value of its key different from val, max(that
+ * value, val); INT64_MAX otherwise (the minimum of all records of a batch inserted with val =
+ * index is the first duplicate index, see hash.cu). keep_min = false skips the atomicMin of an
+ * existing key (the value is then left as it is, and no record is made): for callers that only
+ * need the set of keys. cas_first: the first slot is claimed with a compare-and-swap straight
+ * away instead of after a read that finds it empty (one memory round trip fewer where keys are
+ * mostly distinct; where many threads insert the same key, the read-first walk keeps them off
+ * the atomic unit). */
+static __device__ __forceinline__ int vc_hash_gpu_insert_from_d(const vc_hash_gpu_view &h,
+                                                                uint64_t key, int32_t val,
+                                                                bool keep_min,
+                                                                int64_t *dup_record,
+                                                                bool cas_first, uint64_t s,
+                                                                int32_t p0)
 {
     *dup_record = INT64_MAX;
-    uint64_t s = vc_hash_mix_d(key) & h.mask;
+    unsigned long long *slots = (unsigned long long *)h.slots;
     if (h.packed) {
-        if (key >> VC_HASH_GPU_PACKED_BITS) return VC_HGI_BAD_KEY;
         const unsigned long long mine = ((unsigned long long)key << 32) | vc_hash_bias_d(val);
-        unsigned long long *slots = (unsigned long long *)h.slots;
-        for (int32_t p = 0; p < h.limit; p++) {
-            unsigned long long cur = cas_first && p == 0 ? (unsigned long long)VC_HASH_EMPTY
-                                                         : slots[s];
+        for (int32_t p = p0; p < h.limit; p++) {
+            unsigned long long cur = cas_first && p == p0 ? (unsigned long long)VC_HASH_EMPTY
+                                                          : slots[s];
             if (cur == (unsigned long long)VC_HASH_EMPTY) {
                 cur = atomicCAS(&slots[s], (unsigned long long)VC_HASH_EMPTY, mine);
                 if (cur == (unsigned long long)VC_HASH_EMPTY) return VC_HGI_CLAIMED;
@@ -233,11 +235,9 @@ static __device__ __forceinline__ int vc_hash_gpu_insert_d(const vc_hash_gpu_vie
         }
         return VC_HGI_OVERFLOW;
     }
-    if (key == VC_HASH_EMPTY) return VC_HGI_BAD_KEY;
-    unsigned long long *slots = (unsigned long long *)h.slots;
-    for (int32_t p = 0; p < h.limit; p++) {
-        unsigned long long cur = cas_first && p == 0 ? (unsigned long long)VC_HASH_EMPTY
-                                                     : slots[2 * s];
+    for (int32_t p = p0; p < h.limit; p++) {
+        unsigned long long cur = cas_first && p == p0 ? (unsigned long long)VC_HASH_EMPTY
+                                                      : slots[2 * s];
         bool claimed = false;
         if (cur == (unsigned long long)VC_HASH_EMPTY) {
             cur = atomicCAS(&slots[2 * s], (unsigned long long)VC_HASH_EMPTY,
@@ -263,6 +263,73 @@ static __device__ __forceinline__ int vc_hash_gpu_insert_d(const vc_hash_gpu_vie
         s = (s + 1u) & h.mask;
     }
     return VC_HGI_OVERFLOW;
+}
+
+/* False for a key that the table's layout cannot hold (VC_HASH_EMPTY, or wider than 31 bits in
+ * packed slots). */
+static __device__ __forceinline__ bool vc_hash_gpu_key_ok_d(const vc_hash_gpu_view &h,
+                                                            uint64_t key)
+{
+    return h.packed ? !(key >> VC_HASH_GPU_PACKED_BITS) : key != VC_HASH_EMPTY;
+}
+
+/* Inserts key -> val from the key's home slot: vc_hash_gpu_insert_from_d, or VC_HGI_BAD_KEY
+ * (dup_record INT64_MAX) for a key the layout cannot hold. */
+static __device__ __forceinline__ int vc_hash_gpu_insert_d(const vc_hash_gpu_view &h,
+                                                           uint64_t key, int32_t val,
+                                                           bool keep_min, int64_t *dup_record,
+                                                           bool cas_first = false)
+{
+    *dup_record = INT64_MAX;
+    if (!vc_hash_gpu_key_ok_d(h, key)) return VC_HGI_BAD_KEY;
+    return vc_hash_gpu_insert_from_d(h, key, val, keep_min, dup_record, cas_first,
+                                     vc_hash_mix_d(key) & h.mask, 0);
+}
+
+/* Inserts keys[0..N) -> val where act[j], with keep_min = false (res[j]: VC_HGI_*, set where
+ * act[j]): the home slot of every key is read before any is examined, and the compare-and-swaps
+ * of the empty ones are issued before any result is used, so N inserts wait on two memory
+ * round trips, plus the walks of keys whose home slot holds another key, instead of 2N. */
+template <int N>
+static __device__ __forceinline__ void vc_hash_gpu_claim_batch(const vc_hash_gpu_view &h,
+                                                               const uint64_t *keys,
+                                                               const bool *act, int32_t val,
+                                                               int *res)
+{
+    unsigned long long *slots = (unsigned long long *)h.slots;
+    const int w = h.packed ? 1 : 2; // words a slot
+    uint64_t s[N];
+    unsigned long long cur[N];
+    bool live[N], tried[N];
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        res[j] = VC_HGI_BAD_KEY;
+        live[j] = act[j] && vc_hash_gpu_key_ok_d(h, keys[j]);
+        s[j] = vc_hash_mix_d(keys[j]) & h.mask;
+        cur[j] = live[j] ? slots[w * s[j]] : 0ull;
+    }
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        const unsigned long long mine =
+            h.packed ? ((unsigned long long)keys[j] << 32) | vc_hash_bias_d(val) : keys[j];
+        tried[j] = live[j] && cur[j] == (unsigned long long)VC_HASH_EMPTY;
+        if (tried[j])
+            cur[j] = atomicCAS(&slots[w * s[j]], (unsigned long long)VC_HASH_EMPTY, mine);
+    }
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        if (!live[j]) continue;
+        if (tried[j] && cur[j] == (unsigned long long)VC_HASH_EMPTY) {
+            if (!h.packed) atomicMin(&slots[2 * s[j] + 1], (unsigned long long)vc_hash_bias_d(val));
+            res[j] = VC_HGI_CLAIMED;
+        } else if ((h.packed ? cur[j] >> 32 : cur[j]) == keys[j]) {
+            res[j] = VC_HGI_EXISTS;
+        } else {
+            int64_t rec;
+            res[j] = vc_hash_gpu_insert_from_d(h, keys[j], val, false, &rec, false,
+                                               (s[j] + 1u) & h.mask, 1);
+        }
+    }
 }
 
 /* The slot index holding `key`, or -1. */
