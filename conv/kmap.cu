@@ -71,6 +71,7 @@ const int kRetries = 6;
 const int kMaxDevices = 64;
 // The look-back radix sorts (below): at most kMaxPasses passes of digits of <= kMaxDigitBits.
 const int kMaxPasses = 4;
+const int kRemTable = 8; // strides up to this have axis_mask's table (Geom::rbits)
 const int kMaxDigitBits = 9;
 const int kMaxBins = 1 << kMaxDigitBits;
 
@@ -91,13 +92,24 @@ struct Geom {
     int32_t K;
     int32_t type;
     uint32_t mag[2]; // ceil(2^16 / kernel[2]), ceil(2^16 / kernel[1]): offset_of's divisions
-    // axis_pos / target_at (new-output types): t_off[a] is added to an input coordinate before
+    // axis_pos / axis_mask (new-output types): t_off[a] is added to an input coordinate before
     // its one division by the stride (STRIDED: padding; DOWNSAMPLE: centre x dilation;
     // TRANSPOSED: -padding, added after the multiplication); offset d's d x dilation is
     // eq[a][d] x stride + er[a][d] (STRIDED, DOWNSAMPLE).
     int64_t t_off[3];
     int64_t eq[3][kMaxKernel];
     int32_t er[3][kMaxKernel];
+    // axis_pos's division by the stride: q = the high word of (c + t_off) x smag[a] for c +
+    // t_off < 2^32 (smag = ceil(2^64 / stride); 0 for stride 1); axis_mask's inner range: every
+    // offset d whose remainder er[a][d] is r (rbits[a][r], r < kRemTable, stride <= kRemTable)
+    // has its target inside the grid where q_lo[a] <= q < q_hi[a].
+    uint64_t smag[3];
+    int64_t q_lo[3], q_hi[3];
+    uint8_t rbits[3][kRemTable];
+    // the packed output key of offsets (dz, dy, dx) for the input at (b, q): key_of(b, q) -
+    // dkey[0][dz] - dkey[1][dy] - dkey[2][dx] (mod 2^64; the fields are exact where the
+    // offsets are in axis_mask)
+    uint64_t dkey[3][kMaxKernel];
 };
 
 int64_t row_blocks(int64_t rows) { return (rows + kRowThreads - 1) / kRowThreads; }
@@ -151,12 +163,20 @@ __device__ __forceinline__ void offset_of(const Geom &g, int32_t k, int32_t d[3]
     d[1] = t - d[0] * g.kernel[1];
 }
 
-// Where input coordinate c stands along axis a, for target_at: STRIDED / DOWNSAMPLE: c +
+// Where input coordinate c stands along axis a, for axis_mask: STRIDED / DOWNSAMPLE: c +
 // t_off = q x stride + r (the build's only division on this axis, 32-bit where it fits);
 // TRANSPOSED: q = c x stride + t_off (r unused).
 struct AxisPos {
     int64_t q, r;
 };
+
+// t / stride[a] (rounded toward zero), a multiplication where 0 <= t < 2^32.
+__device__ __forceinline__ int64_t div_stride(const Geom &g, int a, int64_t t)
+{
+    if (t >= 0 && t <= 0xffffffffll)
+        return g.smag[a] ? (int64_t)__umul64hi((uint64_t)t, g.smag[a]) : t;
+    return t / g.stride[a];
+}
 
 __device__ __forceinline__ AxisPos axis_pos(const Geom &g, int a, int32_t c)
 {
@@ -168,45 +188,119 @@ __device__ __forceinline__ AxisPos axis_pos(const Geom &g, int a, int32_t c)
         return p;
     }
     const int64_t t = (int64_t)c + g.t_off[a];
-    if (t >= 0 && t <= 0xffffffffll)
-        p.q = (int64_t)((uint32_t)t / (uint32_t)s);
-    else
-        p.q = t / s;
+    p.q = div_stride(g, a, t);
     p.r = t - p.q * s;
     return p;
 }
 
 // STRIDED / TRANSPOSED: the output coordinate along axis a that the input at p writes at
-// offset d; DOWNSAMPLE: the output whose gather at offset d reads it. False when there is
-// none. STRIDED: q = p*s - pad + d*dil for output p, so p = (c + pad - d*dil) / s where that
-// divides; DOWNSAMPLE: output p reads input p*s + (d - centre)*dil, so p = (c + centre*dil -
-// d*dil) / s; with c + t_off = q*s + r and d*dil = eq*s + er, it divides exactly when r == er,
-// and the quotient is q - eq (negative where q < eq). TRANSPOSED: c*s - pad + d*dil.
-__device__ __forceinline__ bool target_at(const Geom &g, int a, const AxisPos &p, int32_t d,
-                                          int32_t *o)
-{
-    int64_t t;
-    if (g.type == VC_MAP_TRANSPOSED) {
-        t = p.q + (int64_t)d * g.dilation[a];
-    } else {
-        if (p.r != g.er[a][d]) return false;
-        t = p.q - g.eq[a][d];
-    }
-    if (t < 0 || t >= g.out_shape[a]) return false;
-    *o = (int32_t)t;
-    return true;
-}
-
-// Bit d set when offset d along axis a has a target for the input at p.
+// offset d; DOWNSAMPLE: the output whose gather at offset d reads it. STRIDED: q = p*s - pad +
+// d*dil for output p, so p = (c + pad - d*dil) / s where that divides; DOWNSAMPLE: output p
+// reads input p*s + (d - centre)*dil, so p = (c + centre*dil - d*dil) / s; with c + t_off = q*s
+// + r and d*dil = eq*s + er, it divides exactly when r == er, and the quotient is q - eq
+// (negative where q < eq). TRANSPOSED: c*s - pad + d*dil. axis_mask has bit d set where the
+// target exists (it divides and lies in the output grid).
 __device__ __forceinline__ uint32_t axis_mask(const Geom &g, int a, const AxisPos &p)
 {
+    const bool tr = g.type == VC_MAP_TRANSPOSED;
+    if (p.q >= g.q_lo[a] && p.q < g.q_hi[a]) { // every divisible offset lands inside
+        if (tr) return (1u << g.kernel[a]) - 1u;
+        if (g.stride[a] <= kRemTable && p.r >= 0) return g.rbits[a][p.r];
+    }
     uint32_t m = 0;
     for (int32_t d = 0; d < g.kernel[a]; d++) {
-        int32_t o;
-        if (target_at(g, a, p, d, &o)) m |= 1u << d;
+        if (!tr && p.r != g.er[a][d]) continue;
+        const int64_t t = tr ? p.q + (int64_t)d * g.dilation[a] : p.q - g.eq[a][d];
+        if (t >= 0 && t < g.out_shape[a]) m |= 1u << d;
     }
     return m;
 }
+
+const unsigned kFullWarp = 0xffffffffu;
+
+// The (input row, target) pairs of a warp's 32 input rows for STRIDED, DOWNSAMPLE (every offset
+// whose gather reads the row) and TRANSPOSED, numbered across the warp (lane 0's first), so that
+// a round can hand lane l the pairs base + j x 32 + l: every lane busy, however unevenly the
+// targets fall on the rows, and the memory round trips of a lane's pairs issued together
+// (version 9 in docs/benchmarks.md). Every lane of the warp makes the calls (shuffles).
+struct WarpPairs {
+    uint64_t key;     // key_of(b, q) of this lane's row (Geom::dkey)
+    uint32_t list[3]; // per axis: the offsets of axis_mask's bits, 3 bits each from bit 3 up,
+                      // and their count in bits 0-2 (0: no row)
+    uint32_t first, total; // the number of this lane's first pair; the warp's pairs
+};
+
+__device__ __forceinline__ WarpPairs warp_pairs(const Geom &g, const vc_keypack &kout, bool row,
+                                                const int4 c)
+{
+    WarpPairs w;
+    w.key = (uint64_t)(uint32_t)c.x << kout.shift[0];
+    uint32_t cnt = row ? 1 : 0;
+    const int32_t cc[3] = {c.y, c.z, c.w};
+    for (int a = 0; a < 3; a++) {
+        w.list[a] = 0;
+        if (!row) continue;
+        const AxisPos p = axis_pos(g, a, cc[a]);
+        w.key += (uint64_t)p.q << kout.shift[a + 1];
+        uint32_t n = 0;
+        for (uint32_t m = axis_mask(g, a, p); m; m &= m - 1u)
+            w.list[a] |= (uint32_t)(__ffs(m) - 1) << (3 + 3 * n++);
+        w.list[a] |= n;
+        cnt *= n;
+    }
+    uint32_t incl = cnt; // inclusive scan over the lanes
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t v = __shfl_up_sync(kFullWarp, incl, o);
+        if ((int)(threadIdx.x & 31) >= o) incl += v;
+    }
+    w.total = __shfl_sync(kFullWarp, incl, 31);
+    w.first = incl - cnt;
+    return w;
+}
+
+// Pair idx of the warp (act false at idx >= total): its output key, offset k and source lane.
+struct WarpPair {
+    uint64_t key;
+    int32_t k, lane;
+    bool act;
+};
+
+// j / n for j < 2^12 and 1 <= n <= kMaxKernel, in fp32: (j + 1/2) / n is at least 1/(2n) from
+// the integers on either side, far above the division's rounding error (4 instructions, not ~20).
+__device__ __forceinline__ uint32_t small_div(uint32_t j, uint32_t n)
+{
+    return (uint32_t)__fdividef((float)j + 0.5f, (float)n);
+}
+
+__device__ __forceinline__ WarpPair warp_pair(const WarpPairs &w, const Geom &g, uint32_t idx)
+{
+    int src = 0; // the last lane whose first pair is <= idx
+    for (int st = 16; st; st >>= 1) {
+        const uint32_t f = __shfl_sync(kFullWarp, w.first, src + st);
+        if (f <= idx) src += st;
+    }
+    const uint32_t first = __shfl_sync(kFullWarp, w.first, src);
+    const uint64_t key = __shfl_sync(kFullWarp, w.key, src);
+    uint32_t list[3];
+    for (int a = 0; a < 3; a++) list[a] = __shfl_sync(kFullWarp, w.list[a], src);
+    WarpPair r = {0, 0, src, idx < w.total};
+    if (!r.act) return r;
+    // idx - first = (jz x ny + jy) x nx + jx
+    const uint32_t ny = list[1] & 7u, nx = list[2] & 7u, j = idx - first;
+    const uint32_t jzy = small_div(j, nx), jz = small_div(jzy, ny);
+    const uint32_t jj[3] = {jz, jzy - jz * ny, j - jzy * nx};
+    int32_t d[3];
+    r.key = key;
+    for (int a = 0; a < 3; a++) {
+        d[a] = (int32_t)((list[a] >> (3 + 3 * jj[a])) & 7u);
+        r.key -= g.dkey[a][d[a]];
+    }
+    r.k = (d[0] * g.kernel[1] + d[1]) * g.kernel[2] + d[2];
+    return r;
+}
+
+// Pairs a lane takes per round (its round trips issued together).
+const int kPairBatch = 4;
 
 // ---- kernels ------------------------------------------------------------------------------
 
@@ -397,16 +491,14 @@ template <typename UKey> struct ClaimList {
 
 const int kClaimList = 2048; // entries of a block's claim list (8 a thread)
 
-// Claims an output key in the output table; a new key goes to the block's list while it has
-// room, else straight to ukeys at a position taken from the claim counter (one atomic per
-// group of converged lanes).
+// The bookkeeping of an output key's insert (r its VC_HGI_* result): a new key goes to the
+// block's list while it has room, else straight to ukeys at a position taken from the claim
+// counter (one atomic per group of converged lanes).
 template <typename UKey>
-__device__ __forceinline__ void collect_output(const vc_hash_gpu_view &hout, uint64_t key,
-                                               UKey *ukeys, int64_t ucap, int64_t *scr,
-                                               const KeyHist &kh, const ClaimList<UKey> &cl)
+__device__ __forceinline__ void note_output(int r, uint64_t key, UKey *ukeys, int64_t ucap,
+                                            int64_t *scr, const KeyHist &kh,
+                                            const ClaimList<UKey> &cl)
 {
-    int64_t rec;
-    const int r = vc_hash_gpu_insert_d(hout, key, INT32_MAX, false, &rec);
     if (r == VC_HGI_CLAIMED) {
         if (kh.shist) {
             const uint32_t dmask = (1u << kh.dbits) - 1u;
@@ -436,8 +528,30 @@ __device__ __forceinline__ void collect_output(const vc_hash_gpu_view &hout, uin
     }
 }
 
+// Inserts a warp's N x 32 output keys (act: where there is one): a key met on several lanes of
+// one batch slot goes to the table once (neighbouring rows share most of their targets), and
+// each lane's N inserts wait on their round trips together.
+template <int N, typename UKey>
+__device__ __forceinline__ void claim_outputs(const vc_hash_gpu_view &hout, uint64_t *key,
+                                              bool *act, UKey *ukeys, int64_t ucap, int64_t *scr,
+                                              const KeyHist &kh, const ClaimList<UKey> &cl)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        const unsigned peers = __match_any_sync(kFullWarp, act[j] ? key[j] : VC_HASH_EMPTY);
+        act[j] = act[j] && __ffs(peers) - 1 == lane;
+    }
+    int r[N];
+    vc_hash_gpu_claim_batch<N>(hout, key, act, INT32_MAX, r);
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        if (act[j]) note_output(r[j], key[j], ukeys, ucap, scr, kh, cl);
+}
+
 // STRIDED / DOWNSAMPLE / TRANSPOSED: inserts the input rows, and collects the output keys:
-// DOWNSAMPLE floor(q / s), the others every q's targets.
+// DOWNSAMPLE floor(q / s), the others every q's targets. A warp takes 32 rows at a time (every
+// lane makes the calls).
 template <typename UKey>
 __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t n, const Geom &g,
                                                  const vc_keypack &kin,
@@ -448,31 +562,38 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
                                                  const ClaimList<UKey> &cl)
 {
     unsigned n_dup = 0;
-    GRID_LOOP(i, n)
-    {
-        const int4 c = reinterpret_cast<const int4 *>(coords)[i];
-        if (!insert_input(kin, hin, c, i, scr, n_dup)) continue;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i0 = blockIdx.x * (int64_t)blockDim.x + (threadIdx.x & ~31u); i0 < n;
+         i0 += step) {
+        const int64_t i = i0 + (threadIdx.x & 31);
+        int4 c = make_int4(0, 0, 0, 0);
+        bool row = false;
+        if (i < n) {
+            c = reinterpret_cast<const int4 *>(coords)[i];
+            row = insert_input(kin, hin, c, i, scr, n_dup);
+        }
         if (g.type == VC_MAP_DOWNSAMPLE) {
-            collect_output(hout, vc_key_pack_d(kout, c.x, c.y / g.stride[0], c.z / g.stride[1],
-                                               c.w / g.stride[2]),
-                           ukeys, ucap, scr, kh, cl);
+            uint64_t key = 0; // the input's coordinates are in range
+            if (row)
+                key = vc_key_pack_d(kout, c.x, (int32_t)div_stride(g, 0, c.y),
+                                    (int32_t)div_stride(g, 1, c.z), (int32_t)div_stride(g, 2, c.w));
+            claim_outputs<1>(hout, &key, &row, ukeys, ucap, scr, kh, cl);
             continue;
         }
-        const AxisPos pz = axis_pos(g, 0, c.y), py = axis_pos(g, 1, c.z),
-                      px = axis_pos(g, 2, c.w);
-        const uint32_t mz = axis_mask(g, 0, pz), my = axis_mask(g, 1, py),
-                       mx = axis_mask(g, 2, px);
-        for (uint32_t az = mz; az; az &= az - 1) {
-            int32_t oz, oy, ox;
-            target_at(g, 0, pz, __ffs(az) - 1, &oz);
-            for (uint32_t ay = my; ay; ay &= ay - 1) {
-                target_at(g, 1, py, __ffs(ay) - 1, &oy);
-                for (uint32_t ax = mx; ax; ax &= ax - 1) {
-                    target_at(g, 2, px, __ffs(ax) - 1, &ox);
-                    collect_output(hout, vc_key_pack_d(kout, c.x, oz, oy, ox), ukeys, ucap, scr,
-                                   kh, cl);
-                }
+        const WarpPairs w = warp_pairs(g, kout, row, c);
+        for (uint32_t base = 0; base < w.total; base += 32 * kPairBatch) {
+            uint64_t key[kPairBatch];
+            bool act[kPairBatch];
+#pragma unroll
+            for (int j = 0; j < kPairBatch; j++) {
+                key[j] = 0;
+                act[j] = false;
+                if (base + 32 * j >= w.total) continue; // the same for every lane
+                const WarpPair t = warp_pair(w, g, base + 32 * j + (threadIdx.x & 31));
+                key[j] = t.key;
+                act[j] = t.act;
             }
+            claim_outputs<kPairBatch>(hout, key, act, ukeys, ucap, scr, kh, cl);
         }
     }
     add_dups(n_dup, scr);
@@ -550,40 +671,46 @@ __global__ void rank_kernel(const UKey *sorted, const int64_t *d_n, int64_t rows
 }
 
 // STRIDED / DOWNSAMPLE / TRANSPOSED out_in, input-stationary: (p, k) has at most one input q,
-// so every element is written at most once.
+// so every element is written at most once. A warp takes 32 rows at a time and looks their
+// pairs up kPairBatch a lane at a time (every lane makes the calls).
 __device__ __forceinline__ void st_scatter(const int32_t *coords, int64_t n_in, const Geom &g,
                                            const vc_keypack &kout,
                                            const vc_hash_gpu_view &hout, int64_t n_out,
                                            int32_t *out_in, int64_t *scr)
 {
-    GRID_LOOP(q, n_in)
-    {
-        const int4 c = reinterpret_cast<const int4 *>(coords)[q];
-        if (c.x < 0 || c.x >= kout.limit[0]) continue; // a bad row: the build fails anyway
-        const AxisPos pz = axis_pos(g, 0, c.y), py = axis_pos(g, 1, c.z),
-                      px = axis_pos(g, 2, c.w);
-        const uint32_t mz = axis_mask(g, 0, pz), my = axis_mask(g, 1, py),
-                       mx = axis_mask(g, 2, px);
-        for (uint32_t az = mz; az; az &= az - 1) {
-            const int32_t dz = __ffs(az) - 1;
-            int32_t oz, oy, ox;
-            target_at(g, 0, pz, dz, &oz);
-            for (uint32_t ay = my; ay; ay &= ay - 1) {
-                const int32_t dy = __ffs(ay) - 1;
-                target_at(g, 1, py, dy, &oy);
-                for (uint32_t ax = mx; ax; ax &= ax - 1) {
-                    const int32_t dx = __ffs(ax) - 1;
-                    target_at(g, 2, px, dx, &ox);
-                    const int32_t p =
-                        vc_hash_gpu_lookup(hout, vc_key_pack_d(kout, c.x, oz, oy, ox));
-                    if (p < 0 && g.type == VC_MAP_DOWNSAMPLE) continue; // not an output
-                    if (p < 0 || p >= n_out) {
-                        raise_flag(scr, VC_KMAP_GPU_F_MISSING);
-                        continue;
-                    }
-                    const int32_t k = (dz * g.kernel[1] + dy) * g.kernel[2] + dx;
-                    out_in[(int64_t)p * g.K + k] = (int32_t)q;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i0 = blockIdx.x * (int64_t)blockDim.x + (threadIdx.x & ~31u); i0 < n_in;
+         i0 += step) {
+        const int64_t i = i0 + (threadIdx.x & 31);
+        int4 c = make_int4(0, 0, 0, 0);
+        if (i < n_in) c = reinterpret_cast<const int4 *>(coords)[i];
+        // a bad row: the build fails anyway
+        const bool row = i < n_in && c.x >= 0 && c.x < kout.limit[0];
+        const WarpPairs w = warp_pairs(g, kout, row, c);
+        for (uint32_t base = 0; base < w.total; base += 32 * kPairBatch) {
+            WarpPair t[kPairBatch];
+            uint64_t key[kPairBatch];
+            bool act[kPairBatch];
+            int32_t v[kPairBatch];
+#pragma unroll
+            for (int j = 0; j < kPairBatch; j++) {
+                t[j] = WarpPair{0, 0, 0, false};
+                if (base + 32 * j < w.total) // the same for every lane
+                    t[j] = warp_pair(w, g, base + 32 * j + (threadIdx.x & 31));
+                key[j] = t[j].key;
+                act[j] = t[j].act;
+            }
+            vc_hash_gpu_lookup_batch<kPairBatch>(hout, key, act, v);
+#pragma unroll
+            for (int j = 0; j < kPairBatch; j++) {
+                if (!act[j]) continue;
+                const int32_t p = v[j];
+                if (p < 0 && g.type == VC_MAP_DOWNSAMPLE) continue; // not an output
+                if (p < 0 || p >= n_out) {
+                    raise_flag(scr, VC_KMAP_GPU_F_MISSING);
+                    continue;
                 }
+                out_in[(int64_t)p * g.K + t[j].k] = (int32_t)(i0 + t[j].lane);
             }
         }
     }
@@ -1860,10 +1987,20 @@ vc_status setup_job(Job *j, const int32_t *d_in, int64_t n_in, const int32_t sha
         j->g.t_off[a] = d->type == VC_MAP_STRIDED     ? (int64_t)d->padding[a]
                         : d->type == VC_MAP_DOWNSAMPLE ? (ks % 2 == 1 ? ks / 2 : 0) * dil
                                                        : -(int64_t)d->padding[a];
+        const bool tr = d->type == VC_MAP_TRANSPOSED;
+        const int sh = j->kout.shift[a + 1];
+        j->g.smag[a] = st > 1 ? UINT64_MAX / (uint64_t)st + 1u : 0;
         for (int64_t k = 0; k < ks && k < kMaxKernel; k++) {
             j->g.eq[a][k] = k * dil / st;
             j->g.er[a][k] = (int32_t)(k * dil % st);
+            if (!tr && st <= kRemTable) j->g.rbits[a][j->g.er[a][k]] |= (uint8_t)(1u << k);
+            j->g.dkey[a][k] = (uint64_t)(tr ? -(k * dil) : j->g.eq[a][k]) << sh;
         }
+        // the q whose every offset's target lies in [0, out_shape): STRIDED / DOWNSAMPLE q -
+        // eq[a][d] (eq grows with d, eq[a][0] = 0); TRANSPOSED q + d x dil
+        const int64_t reach = tr ? (ks - 1) * dil : j->g.eq[a][ks <= kMaxKernel ? ks - 1 : 0];
+        j->g.q_lo[a] = tr ? 0 : reach;
+        j->g.q_hi[a] = tr ? (int64_t)oshape[a] - reach : (int64_t)oshape[a];
     }
     j->words = (j->K + 31) / 32;
     j->bits_in = key_bits(j->kin);
