@@ -21,8 +21,10 @@
  *    of which n_pairs are used.
  *
  * 2. vc_kmap_gpu_bounded_*: caller-given bounds (max_in, max_out, max_pairs) size every array
- *    once; vc_kmap_build_gpu_bounded only queues kernels (no host synchronisation, no allocation,
- *    no read-back), so a whole build can be captured in a CUDA graph and replayed on new
+ *    once (the output hash table of the new-output types with at least 8 x max_out slots, at
+ *    most 1/8 full, for probe walks as short as the regular build's);
+ *    vc_kmap_build_gpu_bounded only queues kernels (no host synchronisation, no allocation, no
+ *    read-back), so a whole build can be captured in a CUDA graph and replayed on new
  *    coordinates written into the same input buffer. Every count stays on the device, in the
  *    status block bounded.d_status (n_out, n_pairs, flags); arrays are written only within the
  *    bounds. Counts past a bound are never silently dropped: they raise a flag in the status
