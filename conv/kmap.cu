@@ -164,7 +164,7 @@ __device__ __forceinline__ void offset_of(const Geom &g, int32_t k, int32_t d[3]
 }
 
 // Where input coordinate c stands along axis a, for axis_mask: STRIDED / DOWNSAMPLE: c +
-// t_off = q x stride + r (the build's only division on this axis, 32-bit where it fits);
+// t_off = q x stride + r (the build's only division on this axis: div_stride);
 // TRANSPOSED: q = c x stride + t_off (r unused).
 struct AxisPos {
     int64_t q, r;

@@ -352,6 +352,7 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
 static void run_sweep(const cloud *c, int big)
 {
     int32_t *d_rows = to_device(c->rows, (size_t)c->n * 16);
+    /* g_small's pick[] below indexes this list: append, do not insert */
     const vc_map_desc all[] = {
         mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 1, 1, 1, 1, 0, 1),
         mkdesc(VC_MAP_SUBM, 5, 5, 5, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 7, 7, 7, 1, 0, 1),
@@ -370,6 +371,9 @@ static void run_sweep(const cloud *c, int big)
         /* rejected by both: even SUBM kernel, padded DOWNSAMPLE, kernel 8 */
         mkdesc(VC_MAP_SUBM, 2, 2, 2, 1, 0, 1),       mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1),
         mkdesc(VC_MAP_STRIDED, 8, 3, 3, 2, 1, 1),
+        /* strides past the remainder table of conv/kmap.cu (Geom::rbits, strides <= 8) */
+        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 9, 1, 4),    mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 10, 0, 4),
+        mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 9, 1, 1),
     };
     const vc_map_desc few[] = {
         mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
