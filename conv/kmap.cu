@@ -170,15 +170,35 @@ struct AxisPos {
     int64_t q, r;
 };
 
+// The target arithmetic below (div_stride to pair_of) runs on the host too, for
+// vc_kmap_gpu_debug_targets (the unit test's check of it against the map's definition).
+__host__ __device__ __forceinline__ uint64_t mul_hi64(uint64_t a, uint64_t b)
+{
+#ifdef __CUDA_ARCH__
+    return __umul64hi(a, b);
+#else
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+#endif
+}
+
+__host__ __device__ __forceinline__ int32_t low_bit(uint32_t m) // m != 0
+{
+#ifdef __CUDA_ARCH__
+    return __ffs(m) - 1;
+#else
+    return __builtin_ctz(m);
+#endif
+}
+
 // t / stride[a] (rounded toward zero), a multiplication where 0 <= t < 2^32.
-__device__ __forceinline__ int64_t div_stride(const Geom &g, int a, int64_t t)
+__host__ __device__ __forceinline__ int64_t div_stride(const Geom &g, int a, int64_t t)
 {
     if (t >= 0 && t <= 0xffffffffll)
-        return g.smag[a] ? (int64_t)__umul64hi((uint64_t)t, g.smag[a]) : t;
+        return g.smag[a] ? (int64_t)mul_hi64((uint64_t)t, g.smag[a]) : t;
     return t / g.stride[a];
 }
 
-__device__ __forceinline__ AxisPos axis_pos(const Geom &g, int a, int32_t c)
+__host__ __device__ __forceinline__ AxisPos axis_pos(const Geom &g, int a, int32_t c)
 {
     AxisPos p;
     const int64_t s = g.stride[a];
@@ -200,7 +220,7 @@ __device__ __forceinline__ AxisPos axis_pos(const Geom &g, int a, int32_t c)
 // + r and d*dil = eq*s + er, it divides exactly when r == er, and the quotient is q - eq
 // (negative where q < eq). TRANSPOSED: c*s - pad + d*dil. axis_mask has bit d set where the
 // target exists (it divides and lies in the output grid).
-__device__ __forceinline__ uint32_t axis_mask(const Geom &g, int a, const AxisPos &p)
+__host__ __device__ __forceinline__ uint32_t axis_mask(const Geom &g, int a, const AxisPos &p)
 {
     const bool tr = g.type == VC_MAP_TRANSPOSED;
     if (p.q >= g.q_lo[a] && p.q < g.q_hi[a]) { // every divisible offset lands inside
@@ -218,15 +238,67 @@ __device__ __forceinline__ uint32_t axis_mask(const Geom &g, int a, const AxisPo
 
 const unsigned kFullWarp = 0xffffffffu;
 
-// The (input row, target) pairs of a warp's 32 input rows for STRIDED, DOWNSAMPLE (every offset
-// whose gather reads the row) and TRANSPOSED, numbered across the warp (lane 0's first), so that
-// a round can hand lane l the pairs base + j x 32 + l: every lane busy, however unevenly the
-// targets fall on the rows, and the memory round trips of a lane's pairs issued together
-// (version 9 in docs/benchmarks.md). Every lane of the warp makes the calls (shuffles).
+// One input row's (row, target) pairs: *key = key_of(b, q) (Geom::dkey) and per axis the
+// offsets of axis_mask's bits, 3 bits each from bit 3 up, with their count in bits 0-2; returns
+// the number of pairs, (jz x ny + jy) x nx + jx for the jz-th offset along z and so on (0, with
+// empty lists, where row is false).
+__host__ __device__ __forceinline__ uint32_t row_pairs(const Geom &g, const vc_keypack &kout,
+                                                       bool row, const int4 c, uint64_t *key,
+                                                       uint32_t list[3])
+{
+    *key = (uint64_t)(uint32_t)c.x << kout.shift[0];
+    uint32_t cnt = row ? 1 : 0;
+    const int32_t cc[3] = {c.y, c.z, c.w};
+    for (int a = 0; a < 3; a++) {
+        list[a] = 0;
+        if (!row) continue;
+        const AxisPos p = axis_pos(g, a, cc[a]);
+        *key += (uint64_t)p.q << kout.shift[a + 1];
+        uint32_t n = 0;
+        for (uint32_t m = axis_mask(g, a, p); m; m &= m - 1u)
+            list[a] |= (uint32_t)low_bit(m) << (3 + 3 * n++);
+        list[a] |= n;
+        cnt *= n;
+    }
+    return cnt;
+}
+
+// j / n for j < 2^12 and 1 <= n <= kMaxKernel, in fp32: (j + 1/2) / n is at least 1/(2n) from
+// the integers on either side, far above the division's rounding error (4 instructions, not ~20).
+__host__ __device__ __forceinline__ uint32_t small_div(uint32_t j, uint32_t n)
+{
+#ifdef __CUDA_ARCH__
+    return (uint32_t)__fdividef((float)j + 0.5f, (float)n);
+#else
+    return (uint32_t)(((float)j + 0.5f) / (float)n);
+#endif
+}
+
+// Pair j (< row_pairs' count) of a row: its output key, and its offset in *k.
+__host__ __device__ __forceinline__ uint64_t pair_of(const Geom &g, uint64_t key,
+                                                     const uint32_t list[3], uint32_t j,
+                                                     int32_t *k)
+{
+    const uint32_t ny = list[1] & 7u, nx = list[2] & 7u;
+    const uint32_t jzy = small_div(j, nx), jz = small_div(jzy, ny);
+    const uint32_t jj[3] = {jz, jzy - jz * ny, j - jzy * nx};
+    int32_t d[3];
+    for (int a = 0; a < 3; a++) {
+        d[a] = (int32_t)((list[a] >> (3 + 3 * jj[a])) & 7u);
+        key -= g.dkey[a][d[a]];
+    }
+    *k = (d[0] * g.kernel[1] + d[1]) * g.kernel[2] + d[2];
+    return key;
+}
+
+// The pairs of a warp's 32 input rows for STRIDED, DOWNSAMPLE (every offset whose gather reads
+// the row) and TRANSPOSED, numbered across the warp (lane 0's first), so that a round can hand
+// lane l the pairs base + j x 32 + l: every lane busy, however unevenly the targets fall on the
+// rows, and the memory round trips of a lane's pairs issued together (version 9 in
+// docs/benchmarks.md). Every lane of the warp makes the calls (shuffles).
 struct WarpPairs {
-    uint64_t key;     // key_of(b, q) of this lane's row (Geom::dkey)
-    uint32_t list[3]; // per axis: the offsets of axis_mask's bits, 3 bits each from bit 3 up,
-                      // and their count in bits 0-2 (0: no row)
+    uint64_t key;          // row_pairs' key and lists of this lane's row (count 0: no row)
+    uint32_t list[3];
     uint32_t first, total; // the number of this lane's first pair; the warp's pairs
 };
 
@@ -234,20 +306,7 @@ __device__ __forceinline__ WarpPairs warp_pairs(const Geom &g, const vc_keypack 
                                                 const int4 c)
 {
     WarpPairs w;
-    w.key = (uint64_t)(uint32_t)c.x << kout.shift[0];
-    uint32_t cnt = row ? 1 : 0;
-    const int32_t cc[3] = {c.y, c.z, c.w};
-    for (int a = 0; a < 3; a++) {
-        w.list[a] = 0;
-        if (!row) continue;
-        const AxisPos p = axis_pos(g, a, cc[a]);
-        w.key += (uint64_t)p.q << kout.shift[a + 1];
-        uint32_t n = 0;
-        for (uint32_t m = axis_mask(g, a, p); m; m &= m - 1u)
-            w.list[a] |= (uint32_t)(__ffs(m) - 1) << (3 + 3 * n++);
-        w.list[a] |= n;
-        cnt *= n;
-    }
+    const uint32_t cnt = row_pairs(g, kout, row, c, &w.key, w.list);
     uint32_t incl = cnt; // inclusive scan over the lanes
     for (int o = 1; o < 32; o <<= 1) {
         const uint32_t v = __shfl_up_sync(kFullWarp, incl, o);
@@ -265,13 +324,6 @@ struct WarpPair {
     bool act;
 };
 
-// j / n for j < 2^12 and 1 <= n <= kMaxKernel, in fp32: (j + 1/2) / n is at least 1/(2n) from
-// the integers on either side, far above the division's rounding error (4 instructions, not ~20).
-__device__ __forceinline__ uint32_t small_div(uint32_t j, uint32_t n)
-{
-    return (uint32_t)__fdividef((float)j + 0.5f, (float)n);
-}
-
 __device__ __forceinline__ WarpPair warp_pair(const WarpPairs &w, const Geom &g, uint32_t idx)
 {
     int src = 0; // the last lane whose first pair is <= idx
@@ -285,17 +337,7 @@ __device__ __forceinline__ WarpPair warp_pair(const WarpPairs &w, const Geom &g,
     for (int a = 0; a < 3; a++) list[a] = __shfl_sync(kFullWarp, w.list[a], src);
     WarpPair r = {0, 0, src, idx < w.total};
     if (!r.act) return r;
-    // idx - first = (jz x ny + jy) x nx + jx
-    const uint32_t ny = list[1] & 7u, nx = list[2] & 7u, j = idx - first;
-    const uint32_t jzy = small_div(j, nx), jz = small_div(jzy, ny);
-    const uint32_t jj[3] = {jz, jzy - jz * ny, j - jzy * nx};
-    int32_t d[3];
-    r.key = key;
-    for (int a = 0; a < 3; a++) {
-        d[a] = (int32_t)((list[a] >> (3 + 3 * jj[a])) & 7u);
-        r.key -= g.dkey[a][d[a]];
-    }
-    r.k = (d[0] * g.kernel[1] + d[1]) * g.kernel[2] + d[2];
+    r.key = pair_of(g, key, list, idx - first, &r.k);
     return r;
 }
 
@@ -3462,6 +3504,29 @@ extern "C" vc_status vc_kmap_gpu_sorted_keys(const int32_t *d_coords, int64_t n,
     }
     if (ws) cudaFreeAsync(ws, s);
     return e == cudaSuccess ? VC_OK : cuda_fail(err, e, "sorting keys");
+}
+
+extern "C" int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t shape[3],
+                                         int32_t batch_size, const int32_t row[4], int32_t *k,
+                                         int32_t (*out)[4], int cap, vc_err *err)
+{
+    if (!row || cap < 0 || (cap > 0 && (!k || !out))) {
+        vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map targets: NULL or negative argument");
+        return -1;
+    }
+    Job j;
+    if (setup_job(&j, NULL, 0, shape, batch_size, d, err) != VC_OK) return -1;
+    if (!j.new_out) {
+        vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map targets: a SUBM map has no targets");
+        return -1;
+    }
+    uint64_t key;
+    uint32_t list[3];
+    const uint32_t n = row_pairs(j.g, j.kout, true, make_int4(row[0], row[1], row[2], row[3]),
+                                 &key, list);
+    for (uint32_t i = 0; i < n && (int64_t)i < cap; i++)
+        vc_key_unpack(&j.kout, pair_of(j.g, key, list, i, &k[i]), out[i]);
+    return (int)n;
 }
 
 extern "C" void vc_kmap_gpu_debug_coop(int enable)

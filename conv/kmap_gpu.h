@@ -196,6 +196,16 @@ void vc_kmap_gpu_trim(void);
  * benchmarks; not thread-safe against builds running meanwhile. */
 void vc_kmap_gpu_debug_coop(int enable);
 
+/* Test hook, host only (no GPU needed): the (offset, output) pairs that the new-output kernels'
+ * target arithmetic (the insert's and the scatter's, conv/kmap.cu) gives input row `row` (b, z,
+ * y, x, inside shape and batch) of a STRIDED, DOWNSAMPLE or TRANSPOSED map, computed by the same
+ * code on the host: up to cap of them in k[] and out[] (b, z, y, x), in the kernels' order.
+ * Returns their number (may pass cap), or -1 with err set for a description the map build
+ * rejects, a SUBM map or a NULL argument. */
+int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t shape[3], int32_t batch_size,
+                              const int32_t row[4], int32_t *k, int32_t (*out)[4], int cap,
+                              vc_err *err);
+
 /* Test hook: takes `bytes` from the pool, fills them with `value` and gives them back, so that
  * the next builds reuse dirty memory (an element a build forgets to write then shows). */
 vc_status vc_kmap_gpu_dirty_pool(size_t bytes, int value, vc_err *err);

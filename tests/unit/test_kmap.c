@@ -3,13 +3,18 @@
  * offset resolved by a linear scan of the input rows (no hashing, no division tricks shared with
  * the library). Covers SUBM, STRIDED, DOWNSAMPLE, TRANSPOSED and INVERSE on random small clouds,
  * the pair lists, masks and mask order, thread-count determinism, N = 0, 1, 31, 33, duplicates,
- * bad descriptors and out-of-range rows. */
+ * bad descriptors and out-of-range rows. With CUDA built in, also the GPU kernels' target
+ * arithmetic (run on the host through vc_kmap_gpu_debug_targets) against the definitions, row
+ * by row, over a sweep of kernels, strides, paddings, dilations and shapes up to 2^20. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conv/kmap.h"
+#ifdef VOXCONV_HAVE_CUDA
+#include "conv/kmap_gpu.h"
+#endif
 #include "testutil.h"
 
 static const char *type_name(vc_map_type t)
@@ -755,6 +760,107 @@ static void test_large(vc_rng *rng)
     free(in);
 }
 
+#ifdef VOXCONV_HAVE_CUDA
+/* The outputs input row c (b, z, y, x) reaches by the definitions (oracle_source's equalities
+ * solved for the output), as out_of[k] = (b, z, y, x) or b = -1 where offset k has none. */
+static void targets_by_definition(const vc_map_desc *d, const int32_t os[3], const int32_t *c,
+                                  int32_t (*out_of)[4])
+{
+    const int K = d->kernel[0] * d->kernel[1] * d->kernel[2];
+    for (int k = 0; k < K; k++) {
+        const int64_t kd[3] = {k / (d->kernel[1] * d->kernel[2]),
+                               (k / d->kernel[2]) % d->kernel[1], k % d->kernel[2]};
+        out_of[k][0] = c[0];
+        for (int a = 0; a < 3 && out_of[k][0] >= 0; a++) {
+            const int64_t s = d->stride[a], dil = d->dilation[a], ks = d->kernel[a];
+            int64_t p = -1, t;
+            if (d->type == VC_MAP_TRANSPOSED) {
+                p = (int64_t)c[1 + a] * s - d->padding[a] + kd[a] * dil;
+            } else {
+                /* STRIDED c = p*s - pad + kd*dil; DOWNSAMPLE c = p*s + (kd - centre)*dil */
+                t = d->type == VC_MAP_STRIDED ? c[1 + a] + d->padding[a] - kd[a] * dil
+                                              : c[1 + a] - (kd[a] - (ks & 1 ? ks / 2 : 0)) * dil;
+                if (t >= 0 && t % s == 0) p = t / s;
+            }
+            if (p < 0 || p >= os[a])
+                out_of[k][0] = -1;
+            else
+                out_of[k][1 + a] = (int32_t)p;
+        }
+    }
+}
+
+static void test_gpu_targets(vc_rng *rng)
+{
+    enum { kMaxK = 343 };
+    static int32_t ks[kMaxK], outs[kMaxK][4], want[kMaxK][4];
+    const vc_map_type types[3] = {VC_MAP_STRIDED, VC_MAP_DOWNSAMPLE, VC_MAP_TRANSPOSED};
+    int64_t rows = 0, pairs = 0, geoms = 0, bad = 0;
+    for (int g = 0; g < 3000; g++) {
+        vc_map_desc d = VC_MAP_DESC_INIT;
+        d.type = types[g % 3];
+        int32_t shape[3];
+        const int big = g % 10 == 9;
+        for (int a = 0; a < 3; a++) {
+            d.kernel[a] = 1 + (int)vc_rng_int(rng, 7);
+            d.stride[a] = 1 + (int)vc_rng_int(rng, g % 4 == 0 ? 12 : 4);
+            d.padding[a] = d.type == VC_MAP_DOWNSAMPLE ? 0 : (int)vc_rng_int(rng, 5);
+            d.dilation[a] = 1 + (int)vc_rng_int(rng, 4);
+            /* big: output keys still pack into 63 bits (a TRANSPOSED output is up to ~12x
+               its input) */
+            shape[a] = big ? (d.type == VC_MAP_TRANSPOSED ? 1 << 16 : (1 << 20) - 16) -
+                                 (int32_t)vc_rng_int(rng, 5)
+                           : 1 + (int32_t)vc_rng_int(rng, 40);
+        }
+        const int32_t batch = 1 + (int32_t)vc_rng_int(rng, 3);
+        int32_t os[3];
+        vc_err err;
+        const int ok = vc_kmap_check_desc(&d, shape, os, &err) == VC_OK;
+        const int32_t probe[4] = {0, 0, 0, 0};
+        const int n0 = vc_kmap_gpu_debug_targets(&d, shape, batch, probe, ks, outs, kMaxK, &err);
+        CHECK_MSG((n0 >= 0) == ok, "targets: geometry %d accepted by %s only (%s)", g,
+                  ok ? "the CPU check" : "the GPU hook", err.msg);
+        if (!ok || n0 < 0) continue;
+        geoms++;
+        const int K = d.kernel[0] * d.kernel[1] * d.kernel[2];
+        for (int r = 0; r < 40; r++) {
+            int32_t c[4] = {(int32_t)vc_rng_int(rng, batch), 0, 0, 0};
+            for (int a = 0; a < 3; a++) {
+                /* the edges (0, 1, last, last - 1) a third of the time, else anywhere */
+                const int64_t e = vc_rng_int(rng, 12);
+                c[1 + a] = e < 2 ? (int32_t)e : e < 4 ? shape[a] - 1 - (int32_t)(e - 2)
+                                                      : (int32_t)vc_rng_int(rng, shape[a]);
+                if (c[1 + a] < 0) c[1 + a] = 0;
+            }
+            targets_by_definition(&d, os, c, want);
+            const int n = vc_kmap_gpu_debug_targets(&d, shape, batch, c, ks, outs, kMaxK, &err);
+            int expected = 0, wrong = n < 0 || n > K;
+            for (int k = 0; k < K; k++) expected += want[k][0] >= 0;
+            for (int i = 0; !wrong && i < n; i++) {
+                const int k = ks[i];
+                wrong = k < 0 || k >= K || want[k][0] < 0 ||
+                        memcmp(want[k], outs[i], sizeof outs[i]) != 0;
+                if (!wrong) want[k][0] = -2; /* each offset once */
+            }
+            wrong = wrong || n != expected;
+            if (wrong && bad++ < 5)
+                fprintf(stderr, "targets: type %d kernel %dx%dx%d stride %dx%dx%d pad %dx%dx%d "
+                        "dil %dx%dx%d shape %dx%dx%d row (%d,%d,%d,%d): %d pairs, %d expected\n",
+                        (int)d.type, d.kernel[0], d.kernel[1], d.kernel[2], d.stride[0],
+                        d.stride[1], d.stride[2], d.padding[0], d.padding[1], d.padding[2],
+                        d.dilation[0], d.dilation[1], d.dilation[2], shape[0], shape[1],
+                        shape[2], c[0], c[1], c[2], c[3], n, expected);
+            rows++;
+            pairs += expected;
+        }
+    }
+    CHECK_MSG(bad == 0, "targets: %lld of %lld rows differ from the definitions", (long long)bad,
+              (long long)rows);
+    printf("GPU target arithmetic: %lld geometries, %lld rows, %lld pairs\n", (long long)geoms,
+           (long long)rows, (long long)pairs);
+}
+#endif
+
 int main(void)
 {
     vc_rng rng = vc_test_rng("test_kmap");
@@ -764,6 +870,9 @@ int main(void)
     test_fixed(&rng);
     test_random(&rng, 400);
     test_large(&rng);
+#ifdef VOXCONV_HAVE_CUDA
+    test_gpu_targets(&rng);
+#endif
     printf("%d map cases, %d inverses checked\n", n_cases, n_inverse);
     TEST_END();
 }
