@@ -344,6 +344,22 @@ __device__ __forceinline__ WarpPair warp_pair(const WarpPairs &w, const Geom &g,
 // Pairs a lane takes per round (its round trips issued together).
 const int kPairBatch = 4;
 
+// Round `base` of a warp's pairs: slot j of this lane is pair base + 32j + lane (t[j]), with its
+// key and act copied out for the batched hash calls; act false past the warp's pairs.
+__device__ __forceinline__ void warp_round(const WarpPairs &w, const Geom &g, uint32_t base,
+                                           WarpPair t[kPairBatch], uint64_t key[kPairBatch],
+                                           bool act[kPairBatch])
+{
+#pragma unroll
+    for (int j = 0; j < kPairBatch; j++) {
+        t[j] = WarpPair{0, 0, 0, false};
+        if (base + 32 * j < w.total) // the same for every lane
+            t[j] = warp_pair(w, g, base + 32 * j + (threadIdx.x & 31));
+        key[j] = t[j].key;
+        act[j] = t[j].act;
+    }
+}
+
 // ---- kernels ------------------------------------------------------------------------------
 
 struct Fill {
@@ -624,17 +640,10 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
         }
         const WarpPairs w = warp_pairs(g, kout, row, c);
         for (uint32_t base = 0; base < w.total; base += 32 * kPairBatch) {
+            WarpPair t[kPairBatch];
             uint64_t key[kPairBatch];
             bool act[kPairBatch];
-#pragma unroll
-            for (int j = 0; j < kPairBatch; j++) {
-                key[j] = 0;
-                act[j] = false;
-                if (base + 32 * j >= w.total) continue; // the same for every lane
-                const WarpPair t = warp_pair(w, g, base + 32 * j + (threadIdx.x & 31));
-                key[j] = t.key;
-                act[j] = t.act;
-            }
+            warp_round(w, g, base, t, key, act);
             claim_outputs<kPairBatch>(hout, key, act, ukeys, ucap, scr, kh, cl);
         }
     }
@@ -734,14 +743,7 @@ __device__ __forceinline__ void st_scatter(const int32_t *coords, int64_t n_in, 
             uint64_t key[kPairBatch];
             bool act[kPairBatch];
             int32_t v[kPairBatch];
-#pragma unroll
-            for (int j = 0; j < kPairBatch; j++) {
-                t[j] = WarpPair{0, 0, 0, false};
-                if (base + 32 * j < w.total) // the same for every lane
-                    t[j] = warp_pair(w, g, base + 32 * j + (threadIdx.x & 31));
-                key[j] = t[j].key;
-                act[j] = t[j].act;
-            }
+            warp_round(w, g, base, t, key, act);
             vc_hash_gpu_lookup_batch<kPairBatch>(hout, key, act, v);
 #pragma unroll
             for (int j = 0; j < kPairBatch; j++) {
