@@ -1834,6 +1834,23 @@ template <typename T> cudaError_t dev_alloc_n(T **p, int64_t n)
     return e;
 }
 
+// Input-table capacity of a regular or bounded build: the default (>= 2 x n slots, at most half
+// full) doubled once where the doubled table stays within kInputTableBudget bytes. At most 1/4
+// full, the subm lookups and every type's input inserts walk shorter probe sequences: outdoor
+// 102k voxels (H100, graph replays) subm 82.4 -> 76.7 us (lookup kernel 21.7 -> 17.9, insert
+// 9.9 -> 7.7, the clear +0.4), strided 126.3 -> 121.1, downsample 78.2 -> 74.8. Past the budget
+// the larger table cost more than it saved: indoor 308k subm 209 -> 244 us with a 16 MB table
+// instead of 8 (beside 33 MB of out_in), table_scene 293k 191 -> 202 (docs/benchmarks.md, map
+// builds version 10).
+constexpr int64_t kInputTableBudget = (int64_t)4 << 20;
+
+int64_t input_cap(int64_t n, int32_t packed)
+{
+    const int64_t cap = vc_hash_capacity_for(n);
+    const int64_t slot = packed ? 8 : 16;
+    return cap > 0 && cap <= kInputTableBudget / (2 * slot) ? 2 * cap : cap;
+}
+
 // Sizes of the temporaries of one build.
 struct Sizes {
     int64_t cap_in, cap_out;   // hash capacities (0: no table)
@@ -2493,8 +2510,8 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
     if (vc_mul_overflow_i64(n, K, &n_entries) || vc_mul_overflow_i64(n, j.words, &n_words))
         return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
                        (long long)n, (int)K);
-    z.cap_in = vc_hash_capacity_for(n);
     z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.cap_in = input_cap(n, z.packed_in);
     z.rows = n;
     z.K = K;
     z.words = j.words;
@@ -2586,8 +2603,8 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
     est = reach_total;
     if (j.desc.type == VC_MAP_DOWNSAMPLE) est = j.n_in;
     if (j.desc.type == VC_MAP_STRIDED && est > 4 * j.n_in) est = 4 * j.n_in;
-    z.cap_in = vc_hash_capacity_for(j.n_in);
     z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.cap_in = input_cap(j.n_in, z.packed_in);
     z.packed_out = j.bits_out <= VC_HASH_GPU_PACKED_BITS;
     z.ukey32 = z.packed_out;
     z.key_bits = j.bits_out;
@@ -3254,8 +3271,8 @@ Sizes bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
 {
     Sizes z;
     memset(&z, 0, sizeof z);
-    z.cap_in = vc_hash_capacity_for(b->max_in);
     z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.cap_in = input_cap(b->max_in, z.packed_in);
     z.K = j.K;
     z.words = j.words;
     if (j.new_out) {

@@ -22,7 +22,8 @@
  *
  * 2. vc_kmap_gpu_bounded_*: caller-given bounds (max_in, max_out, max_pairs) size every array
  *    once (the output hash table of the new-output types with at least 8 x max_out slots, at
- *    most 1/8 full, for probe walks as short as the regular build's);
+ *    most 1/8 full, for probe walks as short as the regular build's; the input table, as in
+ *    the regular build, at most 1/4 full where that fits in 4 MB, else at most 1/2);
  *    vc_kmap_build_gpu_bounded only queues kernels (no host synchronisation, no allocation, no
  *    read-back), so a whole build can be captured in a CUDA graph and replayed on new
  *    coordinates written into the same input buffer. Every count stays on the device, in the
