@@ -19,6 +19,9 @@
  *     searches them (compiled at run time with NVRTC); its out_in is checked equal to ours.
  * The main rows use the multi-kernel build path (the default); the synthetic scenes are also
  * timed on the one-kernel cooperative path. VC_BENCH_COOP=1 swaps the two.
+ * VC_BENCH_MODES=staged,call,graph (any of the three; default all) times those modes of each
+ * map row and skips the others (their columns print 0), so that a profiler sees the kernels of
+ * one mode alone (tests/gpu/run_kmap.sh profile).
  * Timing: CUDA events, WARMUP warm-up runs, median of `runs` (default 25, at least 20) runs.
  * Prints markdown tables to stdout. Seeds are fixed. */
 #include <math.h>
@@ -46,6 +49,8 @@
 
 static int g_runs = 25;
 static cudaStream_t g_s;
+enum { MODE_STAGED = 1, MODE_CALL = 2, MODE_GRAPH = 4 };
+static int g_modes = MODE_STAGED | MODE_CALL | MODE_GRAPH;
 
 
 /* Random 32-byte sectors per second that a table of `bytes` allows (ANCHORS §3). */
@@ -505,55 +510,16 @@ static void probe_atomics(long long n, long long words)
 static char g_clock_lines[16][160];
 static int g_nclock;
 
-static void bench_build(const scene *sc, int32_t *const *d_rows, const char *label,
-                        const vc_map_desc *d)
+/* The bounded build of one map row captured in a CUDA graph per frame and replayed: tg (the
+ * replay, from the host's launch) and tq (queued behind a spin: the GPU's time alone), g_runs
+ * each; the replays' counts checked against the regular build's. */
+static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *label,
+                        const vc_map_desc *d, int64_t max_in, int64_t max_out, int64_t max_pairs,
+                        const int64_t *n_out, const int64_t *n_pairs, float *tg, float *tq)
 {
-    float *t[9];
-    for (int i = 0; i < 9; i++) t[i] = malloc(sizeof(float) * (size_t)g_runs);
-    int64_t n_out[NFRAMES] = {0}, n_pairs[NFRAMES] = {0}, max_in = 1, max_out = 1, max_pairs = 1;
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
-    /* 1. the timed build: stages */
-    for (int r = -WARMUP; r < g_runs; r++) {
-        int f = (r + WARMUP) % sc->nframes;
-        vc_kmap_data m;
-        vc_kmap_gpu_timing tm;
-        vc_err err = {{0}};
-        vc_status st = vc_kmap_build_gpu_timed(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m,
-                                               &tm, &err);
-        DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
-        n_out[f] = m.n_out;
-        n_pairs[f] = m.n_pairs;
-        vc_kmap_data_free_gpu(&m);
-        if (r < 0) continue;
-        t[0][r] = tm.insert_ms;
-        t[1][r] = tm.out_coords_ms;
-        t[2][r] = tm.out_in_ms;
-        t[3][r] = tm.pairs_ms;
-        t[4][r] = tm.masks_ms;
-        t[5][r] = tm.total_ms;
-    }
-    /* 2. the whole regular call, untimed inside */
-    for (int r = -WARMUP; r < g_runs; r++) {
-        int f = (r + WARMUP) % sc->nframes;
-        vc_kmap_data m;
-        vc_err err = {{0}};
-        CUDA_CHECK(cudaEventRecord(e0, g_s));
-        vc_status st = vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m, &err);
-        CUDA_CHECK(cudaEventRecord(e1, g_s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
-        vc_kmap_data_free_gpu(&m);
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[6][r], e0, e1));
-    }
-    /* 3. the bounded build, one graph per frame, replayed */
-    for (int f = 0; f < sc->nframes; f++) {
-        if (sc->n[f] > max_in) max_in = sc->n[f];
-        if (n_out[f] > max_out) max_out = n_out[f];
-        if (n_pairs[f] > max_pairs) max_pairs = n_pairs[f];
-    }
-    if (d->type == VC_MAP_SUBM) max_out = max_in;
     vc_kmap_gpu_bounded b;
     vc_err err = {{0}};
     DIE_IF(vc_kmap_gpu_bounded_create(d, sc->shape, 1, max_in, max_out, max_pairs, &b, &err) !=
@@ -579,7 +545,7 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         CUDA_CHECK(cudaGraphLaunch(exec[f], g_s));
         CUDA_CHECK(cudaEventRecord(e1, g_s));
         CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[7][r], e0, e1));
+        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&tg[r], e0, e1));
     }
     const double mhz = clock_now();
     /* the same replays queued behind a 200 us spin: the GPU's time alone, without the host's
@@ -591,7 +557,7 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         CUDA_CHECK(cudaGraphLaunch(exec[f], g_s));
         CUDA_CHECK(cudaEventRecord(e1, g_s));
         CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[8][r], e0, e1));
+        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&tq[r], e0, e1));
     }
     if (g_nclock < 16)
         snprintf(g_clock_lines[g_nclock++], sizeof g_clock_lines[0],
@@ -608,6 +574,71 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         cudaGraphExecDestroy(exec[f]);
     }
     vc_kmap_gpu_bounded_destroy(&b);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+}
+
+static void bench_build(const scene *sc, int32_t *const *d_rows, const char *label,
+                        const vc_map_desc *d)
+{
+    float *t[9];
+    for (int i = 0; i < 9; i++) t[i] = calloc((size_t)g_runs, sizeof(float));
+    int64_t n_out[NFRAMES] = {0}, n_pairs[NFRAMES] = {0}, max_in = 1, max_out = 1, max_pairs = 1;
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    /* 0. without the staged mode: one untimed call a frame, for the counts */
+    for (int f = 0; f < sc->nframes && !(g_modes & MODE_STAGED); f++) {
+        vc_kmap_data m;
+        vc_err err = {{0}};
+        DIE_IF(vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m, &err) != VC_OK,
+               "%s %s: %s", sc->name, label, err.msg);
+        n_out[f] = m.n_out;
+        n_pairs[f] = m.n_pairs;
+        vc_kmap_data_free_gpu(&m);
+    }
+    /* 1. the timed build: stages */
+    for (int r = -WARMUP; r < g_runs && (g_modes & MODE_STAGED); r++) {
+        int f = (r + WARMUP) % sc->nframes;
+        vc_kmap_data m;
+        vc_kmap_gpu_timing tm;
+        vc_err err = {{0}};
+        vc_status st = vc_kmap_build_gpu_timed(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m,
+                                               &tm, &err);
+        DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
+        n_out[f] = m.n_out;
+        n_pairs[f] = m.n_pairs;
+        vc_kmap_data_free_gpu(&m);
+        if (r < 0) continue;
+        t[0][r] = tm.insert_ms;
+        t[1][r] = tm.out_coords_ms;
+        t[2][r] = tm.out_in_ms;
+        t[3][r] = tm.pairs_ms;
+        t[4][r] = tm.masks_ms;
+        t[5][r] = tm.total_ms;
+    }
+    /* 2. the whole regular call, untimed inside */
+    for (int r = -WARMUP; r < g_runs && (g_modes & MODE_CALL); r++) {
+        int f = (r + WARMUP) % sc->nframes;
+        vc_kmap_data m;
+        vc_err err = {{0}};
+        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        vc_status st = vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m, &err);
+        CUDA_CHECK(cudaEventRecord(e1, g_s));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
+        vc_kmap_data_free_gpu(&m);
+        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[6][r], e0, e1));
+    }
+    /* 3. the bounded build, one graph per frame, replayed */
+    for (int f = 0; f < sc->nframes; f++) {
+        if (sc->n[f] > max_in) max_in = sc->n[f];
+        if (n_out[f] > max_out) max_out = n_out[f];
+        if (n_pairs[f] > max_pairs) max_pairs = n_pairs[f];
+    }
+    if (d->type == VC_MAP_SUBM) max_out = max_in;
+    if (g_modes & MODE_GRAPH)
+        bench_graph(sc, d_rows, label, d, max_in, max_out, max_pairs, n_out, n_pairs, t[7], t[8]);
     double fl[6];
     map_floors(sc, d, sc->n[0], n_out[0], n_pairs[0], fl);
     float med[9];
@@ -819,6 +850,14 @@ int main(int argc, char **argv)
     const int coop = nc && atoi(nc) != 0;
     if (coop) printf("VC_BENCH_COOP: one-kernel (cooperative) path where it applies\n");
     vc_kmap_gpu_debug_coop(coop);
+    const char *modes = getenv("VC_BENCH_MODES");
+    if (modes && *modes) {
+        g_modes = (strstr(modes, "staged") ? MODE_STAGED : 0) |
+                  (strstr(modes, "call") ? MODE_CALL : 0) |
+                  (strstr(modes, "graph") ? MODE_GRAPH : 0);
+        DIE_IF(g_modes == 0, "VC_BENCH_MODES=%s: expected staged, call and/or graph", modes);
+        printf("VC_BENCH_MODES=%s: the other modes are skipped (0 in their columns)\n", modes);
+    }
     CUDA_CHECK(cudaFree(0)); /* creates the primary context the driver API calls use */
     CUDA_CHECK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
     struct cudaDeviceProp prop;

@@ -6,8 +6,9 @@
 # targets built in $B (default b). Full logs under $OUT (default ./out); a short summary last.
 # Usage: tests/gpu/run_kmap.sh [tests] [bench] [sanitize] [profile]
 #        (default: tests sanitize bench; profile = Nsight Compute over the outdoor subm k3
-#        builds of bench_kmap: each kernel's duration, clocks as found; BASE=path of another
-#        bench_kmap binary profiles that one too, PROFILE_STRIDED=1 the strided k3 s2 build)
+#        builds of bench_kmap, the regular call and the graph replay apart: each kernel's
+#        duration, clocks as found; BASE=path of another bench_kmap binary profiles that one
+#        too, PROFILE_STRIDED=1 the strided k3 s2 build as well)
 #        BUDGET=seconds stops starting new steps past that many seconds (default 220).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -74,8 +75,12 @@ esac
 case " $what " in *" profile "*)
     # ncu serialises the kernels: durations without the launch gaps. Caches are not flushed
     # between kernels (a build's data lives in L2 as it would in a real run).
-    prof() { # prof NAME BINARY [MAP]  (MAP: subm, strided or down; default subm)
-        VC_BENCH_ONLY=${3:-subm} run "$1" 150 ncu --clock-control none --cache-control none \
+    # Each mode is profiled apart (VC_BENCH_MODES): the same kernel can take longer in the graph
+    # replay than in the call (the bounded build's tables are sized by its bounds), and medians
+    # over both hid that for a session.
+    prof() { # prof NAME BINARY MAP MODE  (MAP: subm, strided or down; MODE: call or graph)
+        VC_BENCH_ONLY=$3 VC_BENCH_MODES=$4 run "$1" 150 ncu --clock-control none \
+            --cache-control none \
             --metrics gpu__time_duration.sum --csv --page raw -k 'regex:[Kk]ernel' \
             --launch-count 600 "$2" 20
         python3 - "$OUT/$1.log" >"$OUT/$1.txt" <<'PY'
@@ -104,9 +109,14 @@ PY
         cat "$OUT/$1.txt" | tee -a "$summary"
     }
     if command -v ncu >/dev/null; then
-        prof ncu_subm "$B/tests/bench_kmap"
-        [ -n "${BASE:-}" ] && prof ncu_subm_base "$BASE"
-        [ -n "${PROFILE_STRIDED:-}" ] && prof ncu_strided "$B/tests/bench_kmap" strided
+        maps=subm
+        [ -n "${PROFILE_STRIDED:-}" ] && maps="subm strided"
+        for map in $maps; do
+            for mode in call graph; do
+                prof "ncu_${map}_$mode" "$B/tests/bench_kmap" "$map" "$mode"
+                [ -n "${BASE:-}" ] && prof "ncu_${map}_${mode}_base" "$BASE" "$map" "$mode"
+            done
+        done
     else
         say "ncu: not found"
     fi
