@@ -19,12 +19,48 @@ namespace {
 
 const int kThreads = 256;
 const int kGrowTries = 6;
+// Blocks of an insert or rehash launch at most: about one resident wave on an H100 (132 SMs x
+// 8 blocks of 256 threads); past it the threads loop. Each block adds its counts with one
+// atomic a counter, on the same two addresses for the whole grid.
+const int64_t kInsertBlocks = 1024;
 
 unsigned grid_for(int64_t n)
 {
     int64_t blocks = (n + kThreads - 1) / kThreads;
     if (blocks < 1) blocks = 1;
     return (unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8);
+}
+
+unsigned insert_grid(int64_t n)
+{
+    const unsigned g = grid_for(n);
+    return g < kInsertBlocks ? g : (unsigned)kInsertBlocks;
+}
+
+// Adds the block's sums of a and b (every thread of the block calls it) to *da and *db: one
+// atomic each for the block. Atomics on one address are serialised: one a warp for the 31k
+// warps of a 1M-key insert cost ~80 us on the H100 (the insert kernel took 109 us where 1M
+// random load-then-CAS take 31, docs/benchmarks.md).
+__device__ __forceinline__ void block_add2(unsigned a, unsigned b, int64_t *da, int64_t *db)
+{
+    __shared__ unsigned sa[kThreads / 32], sb[kThreads / 32];
+    a = __reduce_add_sync(0xffffffffu, a);
+    b = __reduce_add_sync(0xffffffffu, b);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        sa[warp] = a;
+        sb[warp] = b;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long ta = 0, tb = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) {
+            ta += sa[w];
+            tb += sb[w];
+        }
+        if (ta && da) atomicAdd((unsigned long long *)da, ta);
+        if (tb && db) atomicAdd((unsigned long long *)db, tb);
+    }
 }
 
 __global__ void status_init_kernel(int64_t *st)
@@ -40,7 +76,7 @@ __global__ void status_init_kernel(int64_t *st)
 __global__ void insert_kernel(vc_hash_gpu_view h, const uint64_t *keys, const int32_t *vals,
                               int64_t n, int record_dup, int64_t *st)
 {
-    unsigned n_valid = 0, n_claimed = 0; // per thread, summed per warp at the end
+    unsigned n_valid = 0, n_claimed = 0; // per thread, summed per block at the end
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         uint64_t key = keys[i];
@@ -54,14 +90,7 @@ __global__ void insert_kernel(vc_hash_gpu_view h, const uint64_t *keys, const in
         if (r == VC_HGI_OVERFLOW) atomicOr((unsigned long long *)&st[1], 1ull);
         if (r == VC_HGI_BAD_KEY) atomicOr((unsigned long long *)&st[1], 2ull);
     }
-    // Every lane of every warp gets here (blockDim is a multiple of 32): one atomic per warp
-    // instead of one per key on a single address.
-    n_valid = __reduce_add_sync(0xffffffffu, n_valid);
-    n_claimed = __reduce_add_sync(0xffffffffu, n_claimed);
-    if ((threadIdx.x & 31) == 0) {
-        if (n_valid) atomicAdd((unsigned long long *)&st[3], (unsigned long long)n_valid);
-        if (n_claimed) atomicAdd((unsigned long long *)&st[0], (unsigned long long)n_claimed);
-    }
+    block_add2(n_valid, n_claimed, &st[3], &st[0]); // every thread of the block gets here
 }
 
 // Moves every stored key of `from` (capacity slots) into the empty table h.
@@ -86,9 +115,7 @@ __global__ void rehash_kernel(vc_hash_gpu_view h, const uint64_t *from, int64_t 
         if (r == VC_HGI_CLAIMED) n_claimed++;
         if (r == VC_HGI_OVERFLOW) atomicOr((unsigned long long *)&st[1], 1ull);
     }
-    n_claimed = __reduce_add_sync(0xffffffffu, n_claimed);
-    if ((threadIdx.x & 31) == 0 && n_claimed)
-        atomicAdd((unsigned long long *)&st[0], (unsigned long long)n_claimed);
+    block_add2(n_claimed, 0, &st[0], NULL);
 }
 
 __global__ void find_kernel(vc_hash_gpu_view h, const uint64_t *keys, int64_t n, int32_t *out)
@@ -125,8 +152,8 @@ cudaError_t insert_launch(vc_hash_gpu *h, const uint64_t *keys, const int32_t *v
 {
     status_init_kernel<<<1, 1, 0, s>>>(h->status);
     if (n > 0)
-        insert_kernel<<<grid_for(n), kThreads, 0, s>>>(vc_hash_gpu_get_view(h), keys, vals, n,
-                                                       record_dup, h->status);
+        insert_kernel<<<insert_grid(n), kThreads, 0, s>>>(vc_hash_gpu_get_view(h), keys, vals,
+                                                          n, record_dup, h->status);
     return cudaGetLastError();
 }
 
@@ -154,7 +181,7 @@ vc_hash_gpu_status grow(vc_hash_gpu *h, cudaStream_t s, int32_t *grows)
         t.count = 0;
         int64_t st[4];
         status_init_kernel<<<1, 1, 0, s>>>(h->status);
-        rehash_kernel<<<grid_for(h->capacity), kThreads, 0, s>>>(
+        rehash_kernel<<<insert_grid(h->capacity), kThreads, 0, s>>>(
             vc_hash_gpu_get_view(&t), h->slots, h->capacity, h->packed, h->status);
         e = cudaGetLastError();
         if (e == cudaSuccess) e = read_status(h, s, st);
