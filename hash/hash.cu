@@ -39,9 +39,9 @@ unsigned insert_grid(int64_t n)
 }
 
 // Adds the block's sums of a and b (every thread of the block calls it) to *da and *db: one
-// atomic each for the block. Atomics on one address are serialised: one a warp for the 31k
-// warps of a 1M-key insert cost ~80 us on the H100 (the insert kernel took 109 us where 1M
-// random load-then-CAS take 31, docs/benchmarks.md).
+// atomic each for the block. Atomics on one address are serialised: two a warp for the 31k
+// warps of a 1M-key insert cost ~50 us on the H100 (the insert kernel took 109 us, 54-57 with
+// one pair a block; 1M random load-then-CAS alone take 31; docs/benchmarks.md).
 __device__ __forceinline__ void block_add2(unsigned a, unsigned b, int64_t *da, int64_t *db)
 {
     __shared__ unsigned sa[kThreads / 32], sb[kThreads / 32];
