@@ -1887,6 +1887,10 @@ struct Bufs {
 };
 
 int64_t table_words(int64_t cap, int32_t packed) { return cap * (packed ? 1 : 2); }
+
+// The count the row and sort kernels of a stage read (dev_count): NULL where the host passes
+// the exact one (exact), else the device's output count in the status block.
+const int64_t *stage_count(const Bufs &b, bool exact) { return exact ? NULL : b.scr + S_N_OUT; }
 int64_t ukey_words(int64_t n, int32_t ukey32) { return ukey32 ? (n + 1) / 2 : n; }
 
 struct Carver {
@@ -2170,7 +2174,7 @@ cudaError_t q_key_sort(const Sizes &z, const Bufs &b, bool exact, cudaStream_t s
 {
     cudaError_t e;
     size_t bytes = b.cub_bytes;
-    const int64_t *d_n = exact ? NULL : b.scr + S_N_OUT;
+    const int64_t *d_n = stage_count(b, exact);
     *sorted = b.usorted;
     if (z.nsort > 0 && z.ukey32) {
         // The look-back sort over the device count of keys (at most nsort), its histograms
@@ -2218,7 +2222,7 @@ cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_
                            cudaStream_t s)
 {
     cudaError_t e;
-    const int64_t *d_n = exact ? NULL : b.scr + S_N_OUT;
+    const int64_t *d_n = stage_count(b, exact);
     if (rows > 0) {
         const unsigned grid = grid_for(rows * j.K);
         if (z.ukey32)
@@ -2274,7 +2278,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         return e;
     }
     const int64_t nb = row_blocks(rows);
-    const int64_t *d_n = exact ? NULL : b.scr + S_N_OUT;
+    const int64_t *d_n = stage_count(b, exact);
     PairsArgs pa;
     pa.out_in = m->out_in;
     pa.masks = m->masks;
