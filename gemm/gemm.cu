@@ -34,15 +34,15 @@ struct Entry {
 // cached per device.
 bool device_sm90()
 {
-    static int cache[64]; // 0 unknown, 1 no, 2 yes
+    static vcg::DeviceInts cache; // 0 unknown, 1 no, 2 yes
     int dev = 0, major = 0, minor = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (dev < 64 && cache[dev]) return cache[dev] == 2;
+    if (const int c = cache.get(dev)) return c == 2;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
         return false;
     const bool yes = major == 9 && minor == 0;
-    if (dev < 64) cache[dev] = yes ? 2 : 1;
+    cache.put(dev, yes ? 2 : 1);
     return yes;
 }
 
@@ -51,15 +51,15 @@ bool device_sm90()
 // 1 KB of static mbarriers; every compute capability 9.0 part has 227 KB), cached per device.
 bool device_dense_smem()
 {
-    static int cache[64]; // 0 unknown, 1 no, 2 yes
+    static vcg::DeviceInts cache; // 0 unknown, 1 no, 2 yes
     int dev = 0, optin = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (dev < 64 && cache[dev]) return cache[dev] == 2;
+    if (const int c = cache.get(dev)) return c == 2;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
         cudaSuccess)
         return false;
     const bool yes = optin >= VC_GEMM_DENSE_SMEM_BUDGET + 1024;
-    if (dev < 64) cache[dev] = yes ? 2 : 1;
+    cache.put(dev, yes ? 2 : 1);
     return yes;
 }
 #endif
@@ -531,13 +531,15 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
 
 extern "C" int32_t vc_gemm_configs(const vc_gemm_config **table)
 {
-    static vc_gemm_config cfgs[sizeof kTable / sizeof kTable[0]];
-    static bool init = false;
-    if (!init) { // idempotent: every caller writes the same values
-        for (int i = 0; i < kTableSize; i++) cfgs[i] = kTable[i].cfg;
-        init = true;
-    }
-    if (table) *table = cfgs;
+    struct Configs {
+        vc_gemm_config c[sizeof kTable / sizeof kTable[0]];
+        Configs()
+        {
+            for (int i = 0; i < kTableSize; i++) c[i] = kTable[i].cfg;
+        }
+    };
+    static const Configs cfgs; // built once, even when several threads call first
+    if (table) *table = cfgs.c;
     return kTableSize;
 }
 

@@ -11,6 +11,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <atomic>
+
 #include <type_traits>
 
 #include "gemm/gemm.h"
@@ -884,19 +886,49 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     cp_async_wait<0>();
 }
 
+// Host-side caches per device (attributes read once, shared-memory opt-ins set once), safe when
+// several host threads launch at once: relaxed atomics, and every writer of a device's slot
+// stores the same value. Devices past the table are not cached (asked every time).
+constexpr int kMaxCachedDevices = 64;
+
+// Whether this device's bit is set in `flags`; done() sets it.
+struct DeviceFlags {
+    std::atomic<unsigned long long> bits{0};
+    bool has(int dev) const
+    {
+        return dev >= 0 && dev < kMaxCachedDevices &&
+               (bits.load(std::memory_order_relaxed) >> dev & 1ull);
+    }
+    void done(int dev)
+    {
+        if (dev >= 0 && dev < kMaxCachedDevices)
+            bits.fetch_or(1ull << dev, std::memory_order_relaxed);
+    }
+};
+
+// A positive int per device, 0 while unknown.
+struct DeviceInts {
+    std::atomic<int> v[kMaxCachedDevices];
+    int get(int dev) const
+    {
+        return dev >= 0 && dev < kMaxCachedDevices ? v[dev].load(std::memory_order_relaxed) : 0;
+    }
+    void put(int dev, int x)
+    {
+        if (dev >= 0 && dev < kMaxCachedDevices) v[dev].store(x, std::memory_order_relaxed);
+    }
+};
+
 // Multiprocessor count of the current device, cached per device.
 inline cudaError_t sm_count(int *count)
 {
-    static int cache[64];
+    static DeviceInts cache; // static storage: zero before first use
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return e;
-    if (dev < 64 && cache[dev] > 0) {
-        *count = cache[dev];
-        return cudaSuccess;
-    }
+    if ((*count = cache.get(dev)) > 0) return cudaSuccess;
     e = cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess && dev < 64) cache[dev] = *count;
+    if (e == cudaSuccess && *count > 0) cache.put(dev, *count);
     return e;
 }
 
@@ -938,17 +970,16 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool p
     auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB>;
     const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (kGatherChunk + 1) * 4;
     int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
-    // Shared memory past 48 KB needs the opt-in, once per device (a benign race: concurrent
-    // callers set the same value).
-    static unsigned long long set_on = 0;
+    // Shared memory past 48 KB needs the opt-in, once per device and kernel (concurrent
+    // callers may both set it: the same value).
+    static DeviceFlags set_on;
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return e;
-    const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
-    if (!(set_on & bit)) {
+    if (!set_on.has(dev)) {
         e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dyn);
         if (e != cudaSuccess) return e;
-        set_on |= bit;
+        set_on.done(dev);
     }
     // A CTA per tile (masks, a tap split) has no next tile to prefetch during its epilogue, so
     // the epilogue's staging can reuse the pipeline's shared memory: 5-9 KB less per CTA on the

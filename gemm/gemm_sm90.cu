@@ -217,23 +217,26 @@ typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, 
                                 const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
+// The driver's cuTensorMapEncodeTiled, or null; asked once (a function-local static: C++
+// initialises it once even when several threads call first).
+EncodeTiled query_encoder()
+{
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    cudaError_t e =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+#else
+    cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q);
+#endif
+    if (e == cudaSuccess && q == cudaDriverEntryPointSuccess) return (EncodeTiled)f;
+    (void)cudaGetLastError();
+    return nullptr;
+}
+
 EncodeTiled encoder()
 {
-    static EncodeTiled fn = nullptr;
-    static int tried = 0;
-    if (!tried) { // a benign race: every caller finds the same pointer
-        void *f = nullptr;
-        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-        cudaError_t e =
-            cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
-#else
-        cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q);
-#endif
-        if (e == cudaSuccess && q == cudaDriverEntryPointSuccess) fn = (EncodeTiled)f;
-        else (void)cudaGetLastError();
-        tried = 1;
-    }
+    static const EncodeTiled fn = query_encoder();
     return fn;
 }
 
@@ -280,15 +283,14 @@ cudaError_t launch_dense_tma(const Params &p, cudaStream_t s, int *splits_used, 
     e = make_map<T>(&tm_w, w0, p.k, p.n_cols, (int64_t)p.b_taps * p.k * ES, BN);
     if (e != cudaSuccess) return e;
     auto kern = dense_tma_kernel<T, BN>;
-    static unsigned long long set_on = 0; // as launch_mma: the opt-in once per device
+    static DeviceFlags set_on; // as launch_mma: the opt-in once per device
     int dev = 0, sms = 0;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
-    const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
-    if (!(set_on & bit)) {
+    if (!set_on.has(dev)) {
         e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  VC_GEMM_DENSE_SMEM_BUDGET);
         if (e != cudaSuccess) return e;
-        set_on |= bit;
+        set_on.done(dev);
     }
     if ((e = sm_count(&sms)) != cudaSuccess) return e;
     const int slices = (p.n_cols + BN - 1) / BN;
