@@ -21,8 +21,9 @@ const int kThreads = 256;
 const int kGrowTries = 6;
 // Blocks of an insert or rehash launch at most; past it the threads loop. Each block adds its
 // counts with one atomic a counter, on the same two addresses for the whole grid. One resident
-// wave on an H100 at 32 registers a thread (132 SMs x 8 blocks of 256 threads); the windowed
-// walk of hash_gpu.h takes the insert kernel to 40 (6 blocks an SM), so 1.3 waves there.
+// wave on an H100 at 32 registers a thread (132 SMs x 8 blocks of 256 threads); the insert and
+// rehash kernels walk one slot at a time to stay there (hash_gpu.h's 4-slot window took them to
+// 40 registers, 6 blocks an SM, and made the 1M-key insert slower; docs/benchmarks.md).
 const int64_t kInsertBlocks = 1024;
 
 unsigned grid_for(int64_t n)
@@ -85,7 +86,7 @@ __global__ void insert_kernel(vc_hash_gpu_view h, const uint64_t *keys, const in
         n_valid++;
         int32_t val = vals ? vals[i] : (int32_t)i;
         int64_t rec;
-        int r = vc_hash_gpu_insert_d(h, key, val, true, &rec);
+        int r = vc_hash_gpu_insert_d<1>(h, key, val, true, &rec);
         if (r == VC_HGI_CLAIMED) n_claimed++;
         if (record_dup && rec != INT64_MAX) atomicMin((long long *)&st[2], (long long)rec);
         if (r == VC_HGI_OVERFLOW) atomicOr((unsigned long long *)&st[1], 1ull);
@@ -112,7 +113,7 @@ __global__ void rehash_kernel(vc_hash_gpu_view h, const uint64_t *from, int64_t 
             w = from[2 * i + 1];
         }
         int64_t rec;
-        int r = vc_hash_gpu_insert_d(h, key, vc_hash_unbias_d(w), true, &rec);
+        int r = vc_hash_gpu_insert_d<1>(h, key, vc_hash_unbias_d(w), true, &rec);
         if (r == VC_HGI_CLAIMED) n_claimed++;
         if (r == VC_HGI_OVERFLOW) atomicOr((unsigned long long *)&st[1], 1ull);
     }

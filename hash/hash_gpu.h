@@ -306,8 +306,9 @@ static __device__ __forceinline__ bool vc_hash_gpu_key_ok_d(const vc_hash_gpu_vi
     return h.packed ? !(key >> VC_HASH_GPU_PACKED_BITS) : key != VC_HASH_EMPTY;
 }
 
-/* Inserts key -> val from the key's home slot: vc_hash_gpu_insert_from_d, or VC_HGI_BAD_KEY
+/* Inserts key -> val from the key's home slot: vc_hash_gpu_insert_from_d<W>, or VC_HGI_BAD_KEY
  * (dup_record INT64_MAX) for a key the layout cannot hold. */
+template <int W = VC_HASH_GPU_WALK_WINDOW>
 static __device__ __forceinline__ int vc_hash_gpu_insert_d(const vc_hash_gpu_view &h,
                                                            uint64_t key, int32_t val,
                                                            bool keep_min, int64_t *dup_record,
@@ -315,8 +316,8 @@ static __device__ __forceinline__ int vc_hash_gpu_insert_d(const vc_hash_gpu_vie
 {
     *dup_record = INT64_MAX;
     if (!vc_hash_gpu_key_ok_d(h, key)) return VC_HGI_BAD_KEY;
-    return vc_hash_gpu_insert_from_d(h, key, val, keep_min, dup_record, cas_first,
-                                     vc_hash_mix_d(key) & h.mask, 0);
+    return vc_hash_gpu_insert_from_d<W>(h, key, val, keep_min, dup_record, cas_first,
+                                        vc_hash_mix_d(key) & h.mask, 0);
 }
 
 /* Inserts keys[0..N) -> val where act[j], with keep_min = false (res[j]: VC_HGI_*, set where
@@ -371,10 +372,9 @@ static __device__ __forceinline__ void vc_hash_gpu_claim_batch(const vc_hash_gpu
 static __device__ __forceinline__ int64_t vc_hash_gpu_slot_d(const vc_hash_gpu_view &h,
                                                              uint64_t key)
 {
-    if (key == VC_HASH_EMPTY) return -1;
+    if (!vc_hash_gpu_key_ok_d(h, key)) return -1;
     uint64_t s = vc_hash_mix_d(key) & h.mask;
     if (h.packed) {
-        if (key >> VC_HASH_GPU_PACKED_BITS) return -1;
         for (int32_t n = 0; n < h.limit; n++) {
             uint64_t w = h.slots[s];
             if ((w >> 32) == key) return (int64_t)s;
@@ -415,8 +415,7 @@ static __device__ __forceinline__ void vc_hash_gpu_lookup_batch(const vc_hash_gp
 #pragma unroll
     for (int j = 0; j < N; j++) {
         out[j] = -1;
-        live[j] = act[j] && keys[j] != VC_HASH_EMPTY &&
-                  !(h.packed && (keys[j] >> VC_HASH_GPU_PACKED_BITS));
+        live[j] = act[j] && vc_hash_gpu_key_ok_d(h, keys[j]);
         s[j] = vc_hash_mix_d(keys[j]) & h.mask;
     }
     if (h.packed) {
