@@ -9,8 +9,11 @@
 //    dense GEMM (no gather, masks or row order).
 //    TAP SPLIT (tap_splits): a layer with too few tiles to fill the device (the coarse levels)
 //    runs each tile's taps on several CTAs that write fp32 partial sums into stream-ordered
-//    scratch; gemm/ adds them in group order and applies the epilogue in a second kernel.
-//    Deterministic for a given device (the group count follows its SM count and occupancy).
+//    scratch; gemm/ adds them in group order and applies the epilogue in a second kernel - or,
+//    on sm_90 with the small 16-bit tiles, runs a tile's CTAs as one thread-block cluster that
+//    adds the same sums in the same order through distributed shared memory (one launch, the
+//    scratch unused). Deterministic for a given device (the group count follows its SM count
+//    and occupancy).
 //    MASK SPLIT: a CTA computes every tap any of its rows has, and rows sorted by the whole mask
 //    agree on its high bits only (2.1x the products needed on the real scans at 64-row tiles).
 //    With S-way split the taps run in S launches, group q = taps [d q, d (q + 1)) (the last
@@ -433,7 +436,7 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, boo
 // The tap split of the implicit GEMM (gemm.h: vc_gemm_args.splits) for a layer on tile cfg.
 // A layer whose tiles cannot fill the device (the coarse levels: a few hundred CTAs, each
 // walking its taps x c_in / BK iterations in series) runs each tile's taps on several CTAs and
-// adds their fp32 sums in a second pass. gemm/ picks the groups that fill the device (the CTAs
+// adds their fp32 sums in a second pass or, on sm_90, in the cluster. gemm/ picks the groups that fill the device (the CTAs
 // of the tile it holds at once over the tiles); this caps them so that each group keeps 10
 // iterations or more: a tile's taps are estimated as 3x the map's mean taps per output (a tile
 // ORs 64-128 outputs' masks; a map with one tap per output, an inverse, has one a tile), capped
@@ -453,11 +456,14 @@ int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt
     if (taps > m->volume) taps = m->volume;
     const double iters = taps * (double)((c_in + t[cfg].tile_k - 1) / t[cfg].tile_k);
     const int cap = iters >= 80.0 ? 8 : (int)(iters / 10.0);
-    // Fewer than 30 iterations (cap 2) never split: the second pass cost more than half a
-    // 20-29-iteration chain saved on every such layer of the H100 tune (2026-11-23, OctoMap and
-    // synthetic scans: k3 s2 32->64 at 21k outputs 25.8 -> 22.8 us unsplit, subm 32->64 at 15k
-    // 22.8 -> 22.0, 32->32 at 19k 24.7 -> 24.0; one loss, 32->64 at 7k, 19.8 -> 20.7).
-    return cap > 2 ? -cap : 0;
+    // Fewer than 30 iterations (cap 2) split only where the split runs as clusters
+    // (vc_gemm_split_in_clusters: no second pass): the two-pass split's second launch cost more
+    // than half a 20-29-iteration chain saved on every such layer of the H100 tune (2026-11-23,
+    // OctoMap and synthetic scans: k3 s2 32->64 at 21k outputs 25.8 -> 22.8 us unsplit, subm
+    // 32->64 at 15k 22.8 -> 22.0, 32->32 at 19k 24.7 -> 24.0; one loss, 32->64 at 7k, 19.8 ->
+    // 20.7), while two groups as a cluster took subm 32->64 at 15k from 22.0 to 20.3 us and
+    // 64->128 at 5k from 21.9 to 18.9 (H200 tune, 2026-11-26, synthetic scan).
+    return cap > 2 || (cap == 2 && vc_gemm_split_in_clusters(cfg)) ? -cap : 0;
 }
 
 // Grouped GGS (a: the GEMM's view of the layer, features possibly widened; w its weights):

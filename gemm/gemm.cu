@@ -28,6 +28,7 @@ struct Entry {
     launch_fn launch;
     bool sm90;
     bool dense;
+    bool cluster; // its tap splits can run as thread-block clusters (sm_90)
 };
 
 // Whether the current device has compute capability 9.0 (the sm_90a kernels run there only),
@@ -110,17 +111,21 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s, int *splits_used, bool 
     MMAB(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, 1)
 // MINB > 1: registers capped so that MINB CTAs fit on an SM (__launch_bounds__)
 #define MMAB(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB)                                \
+    MMAX(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB, false)
+// CL: the tile also has a cluster kernel for its tap splits (sm_90: gemm_kernels.cuh)
+#define MMAX(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB, CL)                            \
     {{name, BM, BN, BK, S, WM * WN, dt, math},                                                 \
      LB,                                                                                       \
-     vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB>,                               \
-     false, false}
+     vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB, CL>,                           \
+     false, false, CL}
 #define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
-    {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true, false},
+    {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true, false,          \
+     sizeof(T) == 2 && BM == 64}, /* as gemm_sm90.cu's kClusterWg */
 // the dense kernel: 64-row tiles, BN columns, 128-byte k blocks; "stages" and "warps" report
 // its most stages and its 12 warps (one producer and two consumer warpgroups)
 #define DENSE_TMA(name, T, dt, math, BN)                                                       \
     {{#name, 64, BN, 128 / (int)sizeof(T), VC_GEMM_DENSE_MAX_STAGES, 12, dt, math},            \
-     16, vcg::launch_##name, true, true},
+     16, vcg::launch_##name, true, true, false},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
 // rows (64x64), narrow n (128x32, 256x32), the implicit-GEMM convolution's small tiles (two-warp
@@ -128,21 +133,28 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s, int *splits_used, bool 
 // on an SM: the gathered problem runs on CTAs in flight; conv/conv.cu picks them; and a 64-deep
 // 64x64x64 with 4, for 64-256-channel layers of a few thousand outputs), and a tile for k that is
 // not a multiple of the 16-byte load; on Hopper, the wgmma tiles and the dense kernel of
-// gemm/gemm_sm90.h.
+// gemm/gemm_sm90.h. The small tiles that coarse layers split (conv/conv.cu: tap_splits) also
+// have a cluster kernel for their tap splits on sm_90 (MMAX ... true; the 16-bit 64-row wgmma
+// tiles too).
 // (mma.sync 128x256 tiles were measured and dropped: 238 registers, one CTA per SM, slower.)
 const Entry kTable[] = {
     MMA("f16_128x128x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2, 4, 3, 16),
     MMA("f16_128x96x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 96, 32, 4, 2, 4, 16),
     MMAB("f16_128x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2, 4, 16,
          4),
-    MMA("f16_64x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 4, 16),
+    MMAX("f16_64x64x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 4, 16, 1,
+         true),
     MMA("f16_128x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1, 4, 16),
     MMA("f16_256x32x32_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 256, 32, 32, 8, 1, 4, 16),
-    MMAB("f16_64x32x16_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1, 4, 16, 10),
+    MMAX("f16_64x32x16_s4", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1, 4, 16, 10,
+         true),
     MMAB("f16_64x64x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2, 3, 16, 6),
-    MMAB("f16_64x64x64_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 2, 2, 3, 16, 4),
-    MMAB("f16_64x32x16_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1, 3, 16, 11),
-    MMAB("f16_64x32x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1, 3, 16, 8),
+    MMAX("f16_64x64x64_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 2, 2, 3, 16, 4,
+         true),
+    MMAX("f16_64x32x16_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1, 3, 16, 11,
+         true),
+    MMAX("f16_64x32x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1, 3, 16, 8,
+         true),
     MMA("f16_64x64x16_s3_scalar", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 16, 2, 2, 3,
         2),
     MMA("bf16_128x128x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2,
@@ -151,22 +163,22 @@ const Entry kTable[] = {
         4, 16),
     MMAB("bf16_128x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 64, 32, 2, 2,
          4, 16, 4),
-    MMA("bf16_64x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2,
-        4, 16),
+    MMAX("bf16_64x64x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2,
+        4, 16, 1, true),
     MMA("bf16_128x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 32, 32, 4, 1,
         4, 16),
     MMA("bf16_256x32x32_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 256, 32, 32, 8, 1,
         4, 16),
-    MMAB("bf16_64x32x16_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1,
-         4, 16, 10),
+    MMAX("bf16_64x32x16_s4", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1,
+         4, 16, 10, true),
     MMAB("bf16_64x64x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 32, 2, 2,
          3, 16, 6),
-    MMAB("bf16_64x64x64_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 2, 2,
-         3, 16, 4),
-    MMAB("bf16_64x32x16_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1,
-         3, 16, 11),
-    MMAB("bf16_64x32x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1,
-         3, 16, 8),
+    MMAX("bf16_64x64x64_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 2, 2,
+         3, 16, 4, true),
+    MMAX("bf16_64x32x16_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 16, 2, 1,
+         3, 16, 11, true),
+    MMAX("bf16_64x32x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1,
+         3, 16, 8, true),
     MMA("bf16_64x64x16_s3_scalar", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 16,
         2, 2, 3, 2),
     MMA("tf32_128x96x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 96, 16, 2, 2, 4, 16),
@@ -174,7 +186,7 @@ const Entry kTable[] = {
     MMA("tf32_64x64x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 16),
     MMA("tf32_64x64x16_s4_a4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 4),
     {{"f32_64x64x16_fma", 64, 64, 16, 1, 8, VC_GEMM_F32, VC_GEMM_MATH_FP32}, 0,
-     launch_simt<64, 64, 16, 4, 4>, false, false},
+     launch_simt<64, 64, 16, 4, 4>, false, false, false},
 #ifdef VC_GEMM_HAVE_SM90A
     VC_GEMM_SM90_CONFIGS(WGMMA)
     VC_GEMM_SM90_DENSE_CONFIGS(DENSE_TMA)
@@ -183,6 +195,7 @@ const Entry kTable[] = {
 const int kTableSize = (int)(sizeof kTable / sizeof kTable[0]);
 
 #undef MMA
+#undef MMAX
 #undef WGMMA
 #undef DENSE_TMA
 
@@ -450,7 +463,7 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
         return -2;
     }
 
-    Params p;
+    Params p = {}; // every field zero, then set (cluster and epi_alias by launch_mma)
     p.m = a->m;
     p.n_cols = a->n_cols;
     p.k = a->k;
@@ -541,6 +554,25 @@ extern "C" int32_t vc_gemm_configs(const vc_gemm_config **table)
     static const Configs cfgs; // built once, even when several threads call first
     if (table) *table = cfgs.c;
     return kTableSize;
+}
+
+extern "C" int vc_gemm_split_in_clusters(int32_t config)
+{
+    if (config < 0 || config >= kTableSize || !kTable[config].cluster ||
+        !vcg::cluster_split_switch().load(std::memory_order_relaxed))
+        return 0;
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major >= 9;
+}
+
+extern "C" void vc_gemm_debug_cluster_split(int on)
+{
+    vcg::cluster_split_switch().store(on != 0, std::memory_order_relaxed);
 }
 
 extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstream_st *stream,

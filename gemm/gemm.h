@@ -95,12 +95,17 @@ typedef struct vc_gemm_args {
      * groups of consecutive taps, as even in count as the tile's masks allow, and each group
      * runs on its own CTA, which writes its fp32 sums into partial[s, i, n]; a second kernel
      * then adds the groups in the order s = 0, 1, ... and applies accumulate and the epilogue.
-     * Deterministic: the same number of groups gives the same bits. For problems with too few
-     * tiles to fill the device (a convolution's coarse levels).
+     * On the small 16-bit tiles (vc_gemm_split_in_clusters) on compute capability 9.0 and later,
+     * with at most 8 groups, a tile's groups run as one thread-block cluster instead and add
+     * their sums through distributed shared memory in the same order (the same bits; one launch;
+     * partial is then left untouched, but is still required). Deterministic: the same number of
+     * groups gives the same bits. For problems with too few tiles to fill the device (a
+     * convolution's coarse levels).
      *   splits > 1: that many groups;
      *   splits < -1: as many as fill the device - the CTAs of this configuration it holds at
      *                once over the tiles, rounded - at most -splits (the count depends on the
-     *                device, and so may the last bits of the result);
+     *                device, and so may the last bits of the result). Where the split can run
+     *                as clusters: rounded down and at most 8 (1: no split);
      *   0, 1, -1: no split. */
     int32_t splits;            /* -VC_GEMM_MAX_SPLITS .. VC_GEMM_MAX_SPLITS                      */
     float *partial;            /* [|splits|, m, n_cols] fp32 device workspace, 16-byte aligned  */
@@ -108,6 +113,18 @@ typedef struct vc_gemm_args {
 
 /* Most groups a tap split may use. */
 #define VC_GEMM_MAX_SPLITS 16
+
+/* 1 when tap splits on configuration `config` can run as thread-block clusters on the current
+ * device (a small 16-bit tile with a cluster kernel, compute capability 9.0 or later, the
+ * library built for it; splits of 2 to 8 groups, an automatic one rounded down: see splits
+ * above), 0 when they run in two passes. For planners: the two-pass
+ * split's second launch and workspace traffic are what a cluster split saves. */
+int vc_gemm_split_in_clusters(int32_t config);
+
+/* Testing and benchmarking: on = 0 makes every later tap split run as two passes through the
+ * workspace (as on devices before compute capability 9.0); 1 (the default) lets it run as
+ * clusters where it can. Process-wide. */
+void vc_gemm_debug_cluster_split(int on);
 
 /* The tile configurations compiled into the library, by name ("f16_128x64x32_s3" ...), for the
  * planner, the tuner and the benchmarks. */

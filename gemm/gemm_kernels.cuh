@@ -67,6 +67,46 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p)
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Thread-block clusters (sm_90; never reached elsewhere: launch_mma launches a cluster kernel
+// only where its binary is for compute capability 9.0 or later). cluster_sync: every thread of
+// every CTA of the cluster arrives, then waits (release / acquire: shared-memory writes before it
+// are visible to the whole cluster after it). cluster_map: shared address `addr` of this CTA
+// mapped into the window of the cluster's CTA `rank`. ld_cluster4: 16 bytes from such an address.
+__device__ __forceinline__ void cluster_sync()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank)
+{
+    uint32_t r = addr;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+#endif
+    return r;
+}
+__device__ __forceinline__ float4 ld_cluster4(uint32_t addr)
+{
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(addr)
+                 : "memory");
+#endif
+    return v;
+}
+__device__ __forceinline__ uint32_t cluster_rank()
+{
+    uint32_t r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+    return r;
+}
+
 // cp.async of LB bytes (16: .cg, 8/4: .ca); src_bytes 0 zero-fills the destination.
 template <int LB>
 __device__ __forceinline__ void cp_async(uint32_t dst, const void *src, int src_bytes)
@@ -437,6 +477,10 @@ struct MmaCfg {
     static constexpr int EPI_COLS = WG ? 32 : WTN;
     static constexpr int EPI_LD = EPI_COLS + 4;                 // staging row stride, floats
     static constexpr int EPI_BYTES = WM * WN * 16 * EPI_LD * 4;
+    // A cluster's tap split: each CTA's fp32 tile in its (idle) pipeline stages, rows of BN + 4
+    // floats (16-byte aligned; the padding spreads a fragment's rows over the banks).
+    static constexpr int RED_LD = BN + 4;
+    static constexpr bool CLUSTER_FITS = BM * RED_LD * 4 <= SMEM;
     static_assert(ROWB % 32 == 0 && UNITS <= 8, "shared rows of 32..128 bytes");
     static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile of 16 x 16 at least");
     static_assert(THREADS % LPR == 0 && BM % ROWS_PER_PASS == 0, "load mapping");
@@ -462,12 +506,56 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
 // the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
 // taps are all masked runs one iteration of zeros, so every tile has at least one iteration
 // and the producer is never more than STAGES - 1 tiles ahead.
+// A cluster's tap split, after the epilogue has put each CTA's fp32 tile (group g = its rank) in
+// its pipeline's shared memory at `red` (rows of ld floats): after the cluster barrier CTA g
+// reads rows [bm g / S, bm (g + 1) / S) of every CTA's tile, adds them in group order (as
+// split_reduce_kernel does: the same sums, bit for bit) and runs the epilogue; a second barrier
+// keeps every CTA's shared memory alive until the others have read it. Every thread of every
+// CTA of the cluster calls it.
+__device__ __forceinline__ void cluster_reduce(const Params &p, const float *red, int ld, int bm,
+                                               int bn, const int64_t *rows, int64_t tile)
+{
+    cluster_sync();
+    const int S = p.splits, rank = (int)cluster_rank();
+    const int r_lo = bm * rank / S, r_hi = bm * (rank + 1) / S;
+    const int n0 = (int)(tile % p.n_tiles) * bn;
+    const int cpr = bn / 8; // 8-column chunks a row
+    const uint32_t base = smem_addr(red);
+    for (int c = threadIdx.x; c < (r_hi - r_lo) * cpr; c += blockDim.x) {
+        const int row = r_lo + c / cpr, col = (c % cpr) * 8;
+        const int64_t r = rows[row];
+        if (r < 0 || n0 + col >= p.n_cols) continue;
+        const uint32_t off = base + (uint32_t)(row * ld + col) * 4u;
+        float v[8];
+        for (int s = 0; s < S; s++) {
+            const uint32_t at = cluster_map(off, (uint32_t)s);
+            const float4 a = ld_cluster4(at), b = ld_cluster4(at + 16);
+            const float u[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = s == 0 ? u[e] : v[e] + u[e];
+        }
+        epilogue8(p, r, n0 + col, v);
+    }
+    cluster_sync();
+}
+
+// CL: the cluster kernel of a tap split (launch_mma): CTA b is rank b % splits of a cluster of
+// p.splits CTAs, runs group b % splits of tile b / splits, and C is the real output: the
+// epilogue puts the fp32 tile in shared memory and cluster_reduce adds the cluster's tiles and
+// runs the epilogue. A separate instantiation for the tiles that split (gemm.cu's table): as a
+// run-time branch in every kernel, its code perturbed the register allocation of the main loop
+// (the register-capped 64x64x32_s3 spilled 8-80 bytes, 64x64x32_s4 went from 95 to 96-128
+// registers, 128x32x32_s4 from 80 to 93).
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB = 1>
+          int MINB = 1, bool CL = false>
 __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     mma_kernel(const Params p)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
+    if constexpr (CL) return; // never launched there (no clusters before sm_90)
+#endif
+    constexpr bool cl = CL && C::CLUSTER_FITS;
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ int64_t row_g[BM];
     __shared__ int64_t row_out[STAGES][BM];
@@ -540,7 +628,8 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
                         if (v) atomicOr(&tile_mask[w], v);
                     }
                 }
-                if (p.splits > 1) r = (int64_t)(blockIdx.x % (unsigned)p.splits) * p.m + gi;
+                if (p.splits > 1 && !CL)
+                    r = (int64_t)(blockIdx.x % (unsigned)p.splits) * p.m + gi;
             }
             row_g[i] = g;
             row_out[ld_slot][i] = r;
@@ -834,26 +923,33 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         // Epilogue: each warp stages a 16-row slab of its fragments (lane: rows g, g + 8,
         // columns 2q, 2q + 1), EPI_COLS columns at a time, in shared memory and reads it back
         // as 8-column chunks, so that the epilogue runs once per 8 outputs with 16-byte accesses.
-        if (p.epi_alias) { // the staging overwrites the stages: every copy and read done first
+        // A cluster's tap split (the CTA's one tile) instead puts each slab in its place in the
+        // CTA's fp32 tile at the start of the stages (rows of RED_LD floats) and reads nothing
+        // back: cluster_reduce adds the cluster's tiles below.
+        if (p.epi_alias || cl) { // the staging overwrites the stages: every copy and read done
             cp_async_wait<0>();
             __syncthreads();
         }
         {
             const int g = lane >> 2, q = lane & 3;
             const int n0 = (int)(c_tile % p.n_tiles) * BN;
-            float *ws = stage + warp * 16 * C::EPI_LD;
+            const int ld = cl ? C::RED_LD : C::EPI_LD;
+            float *ws = cl ? reinterpret_cast<float *>(smem) + wm0 * C::RED_LD + wn0
+                           : stage + warp * 16 * C::EPI_LD;
             constexpr int CPR = C::EPI_COLS / 8; // chunks per slab row
 #pragma unroll
             for (int i = 0; i < C::MI; i++)
 #pragma unroll
             for (int j0 = 0; j0 < C::NI; j0 += CPR) {
+                float *wsl = cl ? ws + i * 16 * C::RED_LD + j0 * 8 : ws;
 #pragma unroll
                 for (int j = 0; j < CPR; j++) {
-                    *reinterpret_cast<float2 *>(ws + g * C::EPI_LD + j * 8 + 2 * q) =
+                    *reinterpret_cast<float2 *>(wsl + g * ld + j * 8 + 2 * q) =
                         make_float2(acc[i][j0 + j][0], acc[i][j0 + j][1]);
-                    *reinterpret_cast<float2 *>(ws + (g + 8) * C::EPI_LD + j * 8 + 2 * q) =
+                    *reinterpret_cast<float2 *>(wsl + (g + 8) * ld + j * 8 + 2 * q) =
                         make_float2(acc[i][j0 + j][2], acc[i][j0 + j][3]);
                 }
+                if (cl) continue;
                 __syncwarp();
 #pragma unroll
                 for (int u = 0; u < 16 * CPR / 32; u++) {
@@ -877,12 +973,16 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
             for (int j = 0; j < C::NI; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+        if (cl) break; // one tile per CTA: the cluster adds its groups' sums below
         c_tile += gridDim.x;
         if (c_tile >= n_total) break;
         c_slot = c_slot + 1 == STAGES ? 0 : c_slot + 1;
         c_iter = 0;
         c_iters = tile_iters[c_slot];
     }
+    if constexpr (cl)
+        cluster_reduce(p, reinterpret_cast<const float *>(smem), C::RED_LD, BM, BN,
+                       row_out[c_slot], c_tile);
     cp_async_wait<0>();
 }
 
@@ -937,12 +1037,28 @@ inline cudaError_t sm_count(int *count)
 // MINB: CTAs per SM the register allocation must allow (__launch_bounds__), for tiles whose
 // shared memory would let more CTAs in than their registers do.
 // Tap split: the groups of an automatic split (p.splits < -1): enough to fill the CTAs the
-// device holds at once (slots), at most -p.splits; else p.splits itself (1 at least).
-inline int resolve_splits(const Params &p, int64_t tiles, int64_t slots)
+// device holds at once (slots), rounded, at most -p.splits; else p.splits itself (1 at least).
+// can_cluster (the tile has a cluster kernel that runs here): *clusters tells whether the split
+// runs as clusters. An automatic one then takes as many groups as one wave holds, rounded down,
+// at most 8, and does not split where that is 1: a cluster's CTAs wait for each other at the
+// end, so a second wave's CTA would hold its cluster's finished CTAs on their SMs. H200, A/B of
+// the three rules against the two-pass split (docs/benchmarks.md "Tap splits as clusters"):
+// rounded to the nearest, 5 layers 4-10% slower than two-pass; rounded down with a two-pass
+// fallback below 2 groups, network sums 0.95-0.99; this rule, 0.94-0.98 (two layers 5% and 9%
+// slower, MinkUNet 384->256 at 3k outputs and 160->160 at 5k).
+inline int resolve_splits(const Params &p, int64_t tiles, int64_t slots, bool can_cluster,
+                          bool *clusters)
 {
-    if (p.splits >= -1) return p.splits > 1 ? p.splits : 1;
-    const int64_t s = (slots + tiles / 2) / tiles;
-    return s < 1 ? 1 : s > -p.splits ? -p.splits : (int)s;
+    *clusters = false;
+    if (p.splits >= -1) {
+        const int s = p.splits > 1 ? p.splits : 1;
+        *clusters = can_cluster && s >= 2 && s <= 8;
+        return s;
+    }
+    const int64_t most = can_cluster && -p.splits > 8 ? 8 : -p.splits;
+    const int64_t s = can_cluster ? slots / tiles : (slots + tiles / 2) / tiles;
+    *clusters = can_cluster && s >= 2;
+    return s < 1 ? 1 : s > most ? (int)most : (int)s;
 }
 
 // Tap split: the parameters of the first pass - C is the workspace, plain fp32 sums.
@@ -960,13 +1076,24 @@ inline void split_pass(Params &q, int splits)
     q.vec8 = q.n_cols % 8 == 0;
 }
 
-// *splits_used: the tap split's groups launched (1: no split; the caller then runs no second
-// pass). plan_only: the groups only, nothing launched.
+// Whether a tap split may run as thread-block clusters (cluster_epilogue) where the kernel and
+// the device allow: on by default; vc_gemm_debug_cluster_split(0) forces the two-pass split.
+inline std::atomic<int> &cluster_split_switch()
+{
+    static std::atomic<int> on{1};
+    return on;
+}
+
+// *splits_used: the groups whose sums the caller must still add (1: none - no split, or the
+// split ran as clusters, which add their own; else the caller's second pass); plan_only: the
+// groups of the split (the workspace the caller provides), nothing launched.
+// CLUSTER: the tile has a cluster kernel (mma_kernel's CL) for its tap splits.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB = 1>
+          int MINB = 1, bool CLUSTER = false>
 cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool plan_only)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    static_assert(!CLUSTER || C::CLUSTER_FITS, "a cluster split needs the fp32 tile to fit the stages");
     auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB>;
     const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (kGatherChunk + 1) * 4;
     int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
@@ -994,7 +1121,27 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool p
     if (e != cudaSuccess) return e;
     if (per_sm < 1) per_sm = 1;
     const int64_t tiles = p.m_tiles * p.n_tiles;
-    const int splits = resolve_splits(p, tiles, (int64_t)sms * per_sm);
+    // A tap split of at most 8 groups (a portable cluster), where the cluster kernel's binary is
+    // for compute capability 9.0 or later, runs each tile's groups as one cluster: no workspace
+    // round trip, no second launch. Where the launch is refused (a cluster that cannot be
+    // placed), the two-pass split runs instead.
+    bool can_cluster = false, clusters = false;
+    if constexpr (CLUSTER && C::CLUSTER_FITS) {
+        static DeviceInts bin_cc; // the cluster kernel binary's compute capability x 10
+        auto ckern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, true>;
+        int cc = bin_cc.get(dev);
+        if ((p.splits > 1 || p.splits < -1) && cc == 0) {
+            cudaFuncAttributes fa;
+            if (cudaFuncGetAttributes(&fa, ckern) == cudaSuccess && fa.binaryVersion > 0) {
+                cc = fa.binaryVersion;
+                bin_cc.put(dev, cc);
+            } else {
+                (void)cudaGetLastError();
+            }
+        }
+        can_cluster = cc >= 90 && cluster_split_switch().load(std::memory_order_relaxed);
+    }
+    const int splits = resolve_splits(p, tiles, (int64_t)sms * per_sm, can_cluster, &clusters);
     *splits_used = splits;
     if (plan_only) return cudaSuccess;
     // With masks (the implicit-GEMM convolution) tiles differ in cost by the taps they skip, and
@@ -1008,9 +1155,40 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool p
         one_tile || tiles < (int64_t)sms * per_sm ? units : (int64_t)sms * per_sm;
     Params q = p;
     q.splits = 1;
-    if (splits > 1) split_pass(q, splits);
     q.epi_alias = grid == units && can_alias;
     if (q.epi_alias) dyn -= C::EPI_BYTES;
+    if constexpr (CLUSTER && C::CLUSTER_FITS) {
+        auto ckern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, true>;
+        static DeviceFlags cset_on;
+        if (clusters) {
+            if (!cset_on.has(dev)) {
+                e = cudaFuncSetAttribute(ckern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         max_dyn);
+                if (e != cudaSuccess) return e;
+                cset_on.done(dev);
+            }
+            Params qc = q;
+            qc.splits = splits;
+            cudaLaunchConfig_t lc = {};
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeClusterDimension;
+            at[0].val.clusterDim.x = (unsigned)splits;
+            at[0].val.clusterDim.y = 1;
+            at[0].val.clusterDim.z = 1;
+            lc.gridDim = dim3((unsigned)grid);
+            lc.blockDim = dim3(C::THREADS);
+            lc.dynamicSmemBytes = (size_t)dyn;
+            lc.stream = s;
+            lc.attrs = at;
+            lc.numAttrs = 1;
+            if (cudaLaunchKernelEx(&lc, ckern, qc) == cudaSuccess) {
+                *splits_used = 1;
+                return cudaSuccess;
+            }
+            (void)cudaGetLastError(); // refused at launch: nothing ran
+        }
+    }
+    if (splits > 1) split_pass(q, splits);
     kern<<<(unsigned)grid, C::THREADS, dyn, s>>>(q);
     return cudaGetLastError();
 }

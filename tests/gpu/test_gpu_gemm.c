@@ -7,7 +7,9 @@
  *     equal the unmasked one), accumulate, every epilogue option, C in fp32/fp16/bf16, residual
  *     in every dtype; per-offset gather-GEMM-scatter (taps 1, b_tap0 = t, accumulate);
  *   - the tap split (2 to 7 groups, empty groups included; the workspace poisoned with NaN),
- *     exact and automatic, gathered and dense, accumulate and residual in its second pass;
+ *     exact and automatic, gathered and dense, accumulate and residual in its second pass; on
+ *     sm_90, where the split runs as thread-block clusters (the workspace then stays poisoned),
+ *     the two-pass form (vc_gemm_debug_cluster_split(0)) must give the same bits;
  *   - every compiled configuration, the -2 answer of one that does not fit, misaligned A;
  *   - bad arguments: -1 and a message.
  * C is poisoned with NaN before each run (random values for accumulate); rows that no logical row
@@ -32,6 +34,7 @@
 static cudaStream_t g_stream;
 static int g_small; /* VC_SANITIZE: small sizes only */
 static int g_cases;
+static int g_split_cluster, g_split_two_pass; /* tap splits run each way (the workspace tells) */
 
 #define CUDA_OK(call)                                                                          \
     do {                                                                                       \
@@ -349,6 +352,40 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
             CUDA_OK(cudaMemcpy(hc2, dC, cbytes, cudaMemcpyDeviceToHost));
             CHECK_MSG(memcmp(hc, hc2, cbytes) == 0, "%s: second run differs", what);
             free(hc2);
+        }
+        /* a tap split that ran as clusters left the workspace as poisoned; the two-pass form
+         * (the workspace, then a second kernel) must then give the same bits from the same C */
+        int32_t ran = 1; /* the groups this split resolved to (an automatic one may not split) */
+        if (groups > 1 && m > 0)
+            CHECK(vc_gemm_split_groups(&a, c->config, &ran, msg, sizeof msg) == 0);
+        if (ran > 1) {
+            const size_t pb = (size_t)groups * (size_t)m * n * 4;
+            uint8_t *hp = malloc(pb);
+            CUDA_OK(cudaMemcpy(hp, dpart, pb, cudaMemcpyDeviceToHost));
+            size_t untouched = 0;
+            while (untouched < pb && hp[untouched] == 0xff) untouched++;
+            free(hp);
+            if (untouched == pb) {
+                g_split_cluster++;
+                CUDA_OK(cudaMemcpy(dC, hc0, cbytes, cudaMemcpyHostToDevice));
+                vc_gemm_debug_cluster_split(0);
+                /* the same groups: an automatic split rounds down to one wave as clusters and
+                 * to the nearest in two passes */
+                const int32_t asked = a.splits;
+                a.splits = ran;
+                const int rc2 = vc_gemm_run(&a, c->config, g_stream, msg, sizeof msg);
+                a.splits = asked;
+                vc_gemm_debug_cluster_split(1);
+                CHECK_MSG(rc2 == 0, "%s: two-pass split rc %d (%s)", what, rc2, msg);
+                CUDA_OK(cudaStreamSynchronize(g_stream));
+                void *hc2 = malloc(cbytes + 16);
+                CUDA_OK(cudaMemcpy(hc2, dC, cbytes, cudaMemcpyDeviceToHost));
+                CHECK_MSG(memcmp(hc, hc2, cbytes) == 0,
+                          "%s: the two-pass split differs from the cluster split", what);
+                free(hc2);
+            } else {
+                g_split_two_pass++;
+            }
         }
         free(hc);
         free(got);
@@ -930,7 +967,8 @@ int main(void)
     test_many_taps(&rng);
     test_sizes(&rng);
     cudaStreamDestroy(g_stream);
-    printf("test_gpu_gemm: %d cases\n", g_cases);
+    printf("test_gpu_gemm: %d cases; tap splits: %d as clusters (each matched bit for bit by "
+           "the two-pass form), %d two-pass\n", g_cases, g_split_cluster, g_split_two_pass);
     TEST_END();
 }
 
