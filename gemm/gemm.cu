@@ -120,7 +120,7 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s, int *splits_used, bool 
      false, false, CL}
 #define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
     {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true, false,          \
-     sizeof(T) == 2 && BM == 64}, /* as gemm_sm90.cu's kClusterWg */
+     vcg::kClusterWg<T, BM>},
 // the dense kernel: 64-row tiles, BN columns, 128-byte k blocks; "stages" and "warps" report
 // its most stages and its 12 warps (one producer and two consumer warpgroups)
 #define DENSE_TMA(name, T, dt, math, BN)                                                       \
@@ -463,7 +463,7 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
         return -2;
     }
 
-    Params p = {}; // every field zero, then set (cluster and epi_alias by launch_mma)
+    Params p = {}; // every field zero, then set (epi_alias by launch_mma)
     p.m = a->m;
     p.n_cols = a->n_cols;
     p.k = a->k;

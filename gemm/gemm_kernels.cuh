@@ -499,13 +499,6 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
     return (uint32_t)(row * UNITS * 16 + ((u ^ ((row / RPL) % UNITS)) << 4));
 }
 
-// Persistent: CTA b computes tiles b, b + gridDim.x, ... (n fastest), and one cp.async pipeline
-// runs across its tiles, so the loads of the next tile are in flight during the epilogue of
-// this one. The producer (the loads, STAGES - 1 iterations ahead) sets each tile up when it
-// reaches it: gather rows, output rows (a ring of STAGES slots, read by the epilogue), the OR of
-// the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
-// taps are all masked runs one iteration of zeros, so every tile has at least one iteration
-// and the producer is never more than STAGES - 1 tiles ahead.
 // A cluster's tap split, after the epilogue has put each CTA's fp32 tile (group g = its rank) in
 // its pipeline's shared memory at `red` (rows of ld floats): after the cluster barrier CTA g
 // reads rows [bm g / S, bm (g + 1) / S) of every CTA's tile, adds them in group order (as
@@ -539,6 +532,13 @@ __device__ __forceinline__ void cluster_reduce(const Params &p, const float *red
     cluster_sync();
 }
 
+// Persistent: CTA b computes tiles b, b + gridDim.x, ... (n fastest), and one cp.async pipeline
+// runs across its tiles, so the loads of the next tile are in flight during the epilogue of
+// this one. The producer (the loads, STAGES - 1 iterations ahead) sets each tile up when it
+// reaches it: gather rows, output rows (a ring of STAGES slots, read by the epilogue), the OR of
+// the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
+// taps are all masked runs one iteration of zeros, so every tile has at least one iteration
+// and the producer is never more than STAGES - 1 tiles ahead.
 // CL: the cluster kernel of a tap split (launch_mma): CTA b is rank b % splits of a cluster of
 // p.splits CTAs, runs group b % splits of tile b / splits, and C is the real output: the
 // epilogue puts the fp32 tile in shared memory and cluster_reduce adds the cluster's tiles and
@@ -552,10 +552,11 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     mma_kernel(const Params p)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    static_assert(!CL || C::CLUSTER_FITS, "a cluster split needs the fp32 tile to fit the stages");
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
     if constexpr (CL) return; // never launched there (no clusters before sm_90)
 #endif
-    constexpr bool cl = CL && C::CLUSTER_FITS;
+    constexpr bool cl = CL; // (a name, not CL itself: that reorders a tf32 kernel's SASS)
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ int64_t row_g[BM];
     __shared__ int64_t row_out[STAGES][BM];
@@ -628,7 +629,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
                         if (v) atomicOr(&tile_mask[w], v);
                     }
                 }
-                if (p.splits > 1 && !CL)
+                if (p.splits > 1 && !cl)
                     r = (int64_t)(blockIdx.x % (unsigned)p.splits) * p.m + gi;
             }
             row_g[i] = g;
@@ -1076,7 +1077,7 @@ inline void split_pass(Params &q, int splits)
     q.vec8 = q.n_cols % 8 == 0;
 }
 
-// Whether a tap split may run as thread-block clusters (cluster_epilogue) where the kernel and
+// Whether a tap split may run as thread-block clusters (cluster_reduce) where the kernel and
 // the device allow: on by default; vc_gemm_debug_cluster_split(0) forces the two-pass split.
 inline std::atomic<int> &cluster_split_switch()
 {
@@ -1093,7 +1094,6 @@ template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB
 cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool plan_only)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
-    static_assert(!CLUSTER || C::CLUSTER_FITS, "a cluster split needs the fp32 tile to fit the stages");
     auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB>;
     const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (kGatherChunk + 1) * 4;
     int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
@@ -1126,7 +1126,7 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool p
     // round trip, no second launch. Where the launch is refused (a cluster that cannot be
     // placed), the two-pass split runs instead.
     bool can_cluster = false, clusters = false;
-    if constexpr (CLUSTER && C::CLUSTER_FITS) {
+    if constexpr (CLUSTER) {
         static DeviceInts bin_cc; // the cluster kernel binary's compute capability x 10
         auto ckern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, true>;
         int cc = bin_cc.get(dev);
@@ -1157,7 +1157,7 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool p
     q.splits = 1;
     q.epi_alias = grid == units && can_alias;
     if (q.epi_alias) dyn -= C::EPI_BYTES;
-    if constexpr (CLUSTER && C::CLUSTER_FITS) {
+    if constexpr (CLUSTER) {
         auto ckern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, true>;
         static DeviceFlags cset_on;
         if (clusters) {
