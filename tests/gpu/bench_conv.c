@@ -25,7 +25,8 @@
  * --dump DIR writes each scene's frame-0 voxel coordinates (int32 [N, 4] b, z, y, x) as
  * DIR/sceneI.npy and one line per scene in DIR/scenes.tsv (file, grid z y x, name as in the CSV),
  * so that a peer engine can be timed on the same voxels (tests/gpu/peers/spconv_bench.py);
- * --dump-only DIR writes them and exits. --net NAME runs only the networks whose name contains
+ * --dump-only DIR writes them and exits (no GPU needed: the scenes are made before the device is
+ * touched). --net NAME runs only the networks whose name contains
  * NAME (e.g. "sweep", "CenterPoint"). --tune also times each conv layer's implicit GEMM with
  * every fp16 GEMM configuration and prints a "tune" line per layer: "name/S ms" for each tap
  * split S of --tune-splits (default "0": the planner's split for that configuration).
@@ -853,11 +854,6 @@ int main(int argc, char **argv)
 {
     (void)vc_t_pass;
     (void)vc_t_fail;
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("bench_conv: no CUDA device\n");
-        return 77;
-    }
     const char *layers_dir = NULL, *csv = NULL, *dump = NULL;
     int dump_only = 0;
     g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
@@ -900,6 +896,34 @@ int main(int argc, char **argv)
             fprintf(g_csv, "scene,net,layer,type,kernel,stride,n_in,n_out,pairs,cin,cout,"
                     "implicit_ms,ggs_ms,grouped_ms,floor_ms,impl_vs_ggs,plan\n");
     }
+    /* scenes (no GPU needed: --dump-only runs on any machine) */
+    static scene scenes[MAX_SCENES];
+    int ns = 0;
+    {
+        scene *s = &scenes[ns++];
+        snprintf(s->name, sizeof s->name, "synthetic 128-beam LiDAR");
+        s->shape[0] = 41;
+        s->shape[1] = 1600;
+        s->shape[2] = 1408;
+        s->nframes = NFRAMES;
+        vc_rng rng = {0x5eed5eed12345ull};
+        for (int f = 0; f < NFRAMES; f++) gen_lidar(&rng, f, &s->rows[f], &s->n[f], s->shape);
+    }
+    for (int i = 0; i < nfiles; i++) {
+        if (load_scan(files[i], &scenes[ns]) != 0) {
+            fprintf(stderr, "bench_conv: cannot read %s, skipped\n", files[i]);
+            continue;
+        }
+        ns++;
+    }
+
+    if (dump) dump_scenes(dump, scenes, ns);
+    if (dump_only) return 0;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        printf("bench_conv: no CUDA device\n");
+        return 77;
+    }
     CUDA_CHECK(cudaStreamCreate(&g_s));
     CUDA_CHECK(cudaMalloc(&g_flush, kFlushBytes));
     struct cudaDeviceProp prop;
@@ -936,29 +960,6 @@ int main(int argc, char **argv)
         free(text);
     }
 
-    /* scenes */
-    static scene scenes[MAX_SCENES];
-    int ns = 0;
-    {
-        scene *s = &scenes[ns++];
-        snprintf(s->name, sizeof s->name, "synthetic 128-beam LiDAR");
-        s->shape[0] = 41;
-        s->shape[1] = 1600;
-        s->shape[2] = 1408;
-        s->nframes = NFRAMES;
-        vc_rng rng = {0x5eed5eed12345ull};
-        for (int f = 0; f < NFRAMES; f++) gen_lidar(&rng, f, &s->rows[f], &s->n[f], s->shape);
-    }
-    for (int i = 0; i < nfiles; i++) {
-        if (load_scan(files[i], &scenes[ns]) != 0) {
-            fprintf(stderr, "bench_conv: cannot read %s, skipped\n", files[i]);
-            continue;
-        }
-        ns++;
-    }
-
-    if (dump) dump_scenes(dump, scenes, ns);
-    if (dump_only) return 0;
     for (int si = 0; si < ns; si++) {
         scene *sc = &scenes[si];
         static frame_state fs[NFRAMES];
