@@ -57,6 +57,8 @@
 #include "cuda_util.cuh"
 #include "gemm/gemm.h"
 
+static_assert(VC_KMAP_ORDER_ROWS == VC_GEMM_ORDER_ROWS, "the map's tile order is the GEMM's");
+
 namespace {
 
 // Weight conversion to the feature dtype (round to nearest even, as vc_store_f32).
@@ -301,6 +303,7 @@ vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32)
 int g_debug_config = -1; // vc_conv_gpu_debug_config
 int g_debug_split = 0;   // vc_conv_gpu_debug_split (0: the planner's)
 int g_debug_taps = 0;    // vc_conv_gpu_debug_tap_split (0: the planner's)
+int g_debug_order = 1;   // vc_conv_gpu_debug_tile_order
 
 // Mask-split ways of a layer: 1 (no split) unless vc_conv_gpu_debug_split asks for more, capped
 // at what the map kept (16-bit features only). Measured (bench_conv --tune, H100, fp16, every
@@ -556,6 +559,7 @@ done:
 extern "C" void vc_conv_gpu_debug_config(int32_t config) { g_debug_config = config; }
 extern "C" void vc_conv_gpu_debug_split(int32_t ways) { g_debug_split = ways; }
 extern "C" void vc_conv_gpu_debug_tap_split(int32_t splits) { g_debug_taps = splits; }
+extern "C" void vc_conv_gpu_debug_tile_order(int on) { g_debug_order = on; }
 
 // Planner for VC_ALGO_AUTO: implicit GEMM for every layer.
 // Evidence (tests/gpu/bench_conv, H100 SXM, fp16, bias + ReLU, L2 flushed, medians of 25; the
@@ -671,6 +675,10 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
             g.tap_hi = last ? K : (q + 1) * m->part_bits;
             g.gather_rows = g.row_map = dense ? NULL
                                         : last ? m->perm : m->perm_part + q * m->part_stride;
+            // the map's tile order (kmap.h), where the rows are in perm's order
+            const bool ordered = last && ways == 1 && !dense && m->tile_order && g_debug_order;
+            g.tile_order = ordered ? m->tile_order : NULL;
+            g.order_blocks = ordered ? m->order_blocks : 0;
             g.accumulate = q > 0;
             g.bias = last ? a->bias : NULL;
             g.residual = last ? a->residual : NULL;

@@ -2466,17 +2466,19 @@ vc_status input_error(const int64_t st[S_WORDS], const int32_t *d_in, int64_t n_
 
 void free_map_arrays(vc_kmap_data *m, bool pool)
 {
-    void *p[8] = {m->out_coords, m->out_in, m->offsets, m->in_rows, m->out_rows, m->masks,
-                  m->perm, m->perm_part};
+    void *p[9] = {m->out_coords, m->out_in, m->offsets, m->in_rows, m->out_rows, m->masks,
+                  m->perm, m->perm_part, m->tile_order};
     bool any = false;
-    for (int i = 0; i < 8; i++) any = any || p[i];
+    for (int i = 0; i < 9; i++) any = any || p[i];
     if (!any) return;
     // Pool blocks are freed without an implicit synchronisation: wait for every user first.
     if (pool) cudaDeviceSynchronize();
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         if (p[i]) cudaFree(p[i]);
     cudaGetLastError();
     m->out_coords = m->out_in = m->in_rows = m->out_rows = m->perm = m->perm_part = NULL;
+    m->tile_order = NULL;
+    m->order_blocks = 0;
     m->part_count = 0;
     m->offsets = NULL;
     m->masks = NULL;
@@ -3264,6 +3266,160 @@ extern "C" void vc_kmap_data_free_gpu(vc_kmap_data *m)
     if (!m) return;
     free_map_arrays(m, true);
     memset(m, 0, sizeof *m);
+}
+
+// ---- tile order (kmap.h) ------------------------------------------------------------------
+
+namespace {
+
+constexpr int kOrderThreads = 256, kOrderWarps = kOrderThreads / 32;
+constexpr int kOrderBuckets = 32 * ((343 + 31) / 32) + 1; // costs 0 .. 352 (K <= 343)
+
+// One warp a block of VC_KMAP_ORDER_ROWS positions of perm: cost[b] = popcount of the OR of its
+// rows' masks. The CTA that finishes last (ticket: 0 at the start, left at 0) then sorts the blocks
+// by cost, descending, ties by block: each warp counts a contiguous range of blocks, the counts
+// give each (cost, warp) its first position, and each warp places its range 32 blocks at a
+// time, ranking equal costs among the lanes (match_any) - a stable counting sort.
+__global__ void __launch_bounds__(kOrderThreads)
+    tile_order_kernel(const uint32_t *masks, int32_t words, const int32_t *perm, int64_t n,
+                      int64_t blocks, int32_t *cost, unsigned *ticket, int32_t *order)
+{
+    static_assert(VC_KMAP_ORDER_ROWS == 128, "four rows a lane");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t b = (int64_t)blockIdx.x * kOrderWarps + warp;
+    if (b < blocks) {
+        int32_t r[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int64_t at = b * VC_KMAP_ORDER_ROWS + lane + 32 * j;
+            r[j] = at < n ? perm[at] : -1;
+        }
+        int c = 0;
+        for (int w = 0; w < words; w++) {
+            uint32_t v = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (r[j] >= 0) v |= masks[(int64_t)r[j] * words + w];
+#pragma unroll
+            for (int d = 16; d > 0; d >>= 1) v |= __shfl_xor_sync(~0u, v, d);
+            c += __popc(v);
+        }
+        if (lane == 0) cost[b] = c;
+    }
+    __shared__ int last;
+    __threadfence(); // this CTA's costs before its ticket
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+
+    __shared__ int32_t cnt[kOrderWarps][kOrderBuckets]; // then each (cost, warp)'s next place
+    __shared__ int64_t tot[kOrderBuckets];
+    const int most = 32 * words; // bucket most - c holds cost c
+    for (int i = threadIdx.x; i < kOrderWarps * kOrderBuckets; i += kOrderThreads)
+        (&cnt[0][0])[i] = 0;
+    __syncthreads();
+    const int64_t per = (blocks + kOrderWarps - 1) / kOrderWarps;
+    const int64_t lo = min(blocks, warp * per), hi = min(blocks, lo + per);
+    for (int64_t i = lo + lane; i < hi; i += 32) atomicAdd(&cnt[warp][most - __ldcg(cost + i)], 1);
+    __syncthreads();
+    for (int q = threadIdx.x; q <= most; q += kOrderThreads) {
+        int64_t t = 0;
+        for (int w = 0; w < kOrderWarps; w++) t += cnt[w][q];
+        tot[q] = t;
+    }
+    __syncthreads();
+    if (warp == 0) { // exclusive scan of the bucket totals, 32 at a time
+        int64_t carry = 0;
+        for (int q0 = 0; q0 <= most; q0 += 32) {
+            const int q = q0 + lane;
+            const int64_t x = q <= most ? tot[q] : 0;
+            int64_t y = x;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const int64_t z = __shfl_up_sync(~0u, y, d);
+                if (lane >= d) y += z;
+            }
+            if (q <= most) tot[q] = carry + y - x;
+            carry += __shfl_sync(~0u, y, 31);
+        }
+    }
+    __syncthreads();
+    for (int q = threadIdx.x; q <= most; q += kOrderThreads) {
+        int64_t at = tot[q];
+        for (int w = 0; w < kOrderWarps; w++) {
+            const int32_t c = cnt[w][q];
+            cnt[w][q] = (int32_t)at; // blocks <= 2^31 / 128: positions fit
+            at += c;
+        }
+    }
+    __syncthreads();
+    for (int64_t i0 = lo; i0 < hi; i0 += 32) {
+        const int64_t i = i0 + lane;
+        const unsigned on = __ballot_sync(~0u, i < hi);
+        if (i < hi) {
+            const int q = most - __ldcg(cost + i);
+            const unsigned peers = __match_any_sync(on, q);
+            order[cnt[warp][q] + __popc(peers & ((1u << lane) - 1u))] = (int32_t)i;
+            __syncwarp(on);
+            if (lane == __ffs(peers) - 1) cnt[warp][q] += __popc(peers);
+        }
+        __syncwarp();
+    }
+    if (threadIdx.x == 0) *ticket = 0u; // for the next build in place (every CTA has taken one)
+}
+
+} // namespace
+
+extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st *stream,
+                                            vc_err *err)
+{
+    if (!m || m->n_out < 0 || m->volume > 343 ||
+        (m->n_out > 0 && (!m->masks || !m->perm || m->mask_words < (m->volume + 31) / 32 ||
+                          m->mask_words > (343 + 31) / 32)))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "tile order: map without masks or perm");
+    cudaStream_t s = stream;
+    const int64_t blocks = (m->n_out + VC_KMAP_ORDER_ROWS - 1) / VC_KMAP_ORDER_ROWS;
+    if (!m->tile_order || m->order_blocks != blocks) {
+        // One block: the order, then the kernel's scratch (the costs, the ticket), kept for a
+        // rebuild in place; the ticket starts at 0 and the kernel leaves it at 0.
+        if (m->tile_order) {
+            cudaStreamSynchronize(s); // a pool block: no implicit synchronisation on free
+            cudaFree(m->tile_order);
+            cudaGetLastError();
+        }
+        m->tile_order = NULL;
+        m->order_blocks = 0;
+        if (blocks == 0) return VC_OK;
+        cudaError_t e = pool_alloc_n(&m->tile_order, 2 * blocks + 1, s);
+        if (e == cudaSuccess)
+            e = cudaMemsetAsync(m->tile_order + 2 * blocks, 0, sizeof(int32_t), s);
+        if (e != cudaSuccess) {
+            if (m->tile_order) {
+                cudaStreamSynchronize(s);
+                cudaFree(m->tile_order);
+            }
+            cudaGetLastError();
+            m->tile_order = NULL;
+            return cuda_fail(err, e, "allocating the tile order");
+        }
+    }
+    const int64_t grid = (blocks + kOrderWarps - 1) / kOrderWarps;
+    tile_order_kernel<<<(unsigned)grid, kOrderThreads, 0, s>>>(
+        m->masks, m->mask_words, m->perm, m->n_out, blocks, m->tile_order + blocks,
+        reinterpret_cast<unsigned *>(m->tile_order + 2 * blocks), m->tile_order);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        cudaStreamSynchronize(s);
+        cudaFree(m->tile_order);
+        cudaGetLastError();
+        m->tile_order = NULL;
+        m->order_blocks = 0;
+        return cuda_fail(err, e, "building the tile order");
+    }
+    m->order_blocks = blocks;
+    return VC_OK;
 }
 
 // ---- bounded builds ---------------------------------------------------------------------

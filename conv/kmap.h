@@ -45,7 +45,21 @@ typedef struct vc_kmap_data {
     int32_t part_bits;        /* d                                                             */
     int64_t part_stride;      /* elements from one partial sort to the next (>= n_out)         */
     int32_t *perm_part;       /* [part_count][part_stride], or NULL                            */
+    int64_t order_blocks;     /* tile order (vc_kmap_tile_order_cpu / _gpu), or 0 and NULL:     */
+    int32_t *tile_order;      /* [order_blocks], see below                                      */
 } vc_kmap_data;
+
+/* TILE ORDER: a schedule for the implicit GEMM, built on request after the map. The positions
+ * of perm are cut into order_blocks = ceil(n_out / VC_KMAP_ORDER_ROWS) blocks (the last may be
+ * short); a block's cost is the number of taps its rows' masks have (popcount of the OR over the
+ * block, all words); tile_order lists the blocks by cost descending, ties by block ascending.
+ * The GEMM's CTAs take tiles in that order (vc_gemm_args.tile_order): with mask-sorted rows, the
+ * costly tiles would otherwise straggle into the last wave. The result does not depend on it. */
+#define VC_KMAP_ORDER_ROWS 128
+
+/* Builds m's tile order (host arrays), replacing an earlier one; none (0, NULL) when the map
+ * has no outputs. */
+vc_status vc_kmap_tile_order_cpu(vc_kmap_data *m, vc_err *err);
 
 /* The radix plan of the mask sort of K offsets (K <= 32, one mask word): ceil(K / 9) passes of
  * d = ceil(K / passes) bits each (K = 27: 3 x 9; K = 8: 1 x 8; K = 32: 4 x 8), least significant

@@ -651,5 +651,46 @@ void vc_kmap_data_free(vc_kmap_data *m)
     free(m->masks);
     free(m->perm);
     free(m->perm_part);
+    free(m->tile_order);
     memset(m, 0, sizeof *m);
+}
+
+vc_status vc_kmap_tile_order_cpu(vc_kmap_data *m, vc_err *err)
+{
+    if (!m || m->n_out < 0 || (m->n_out > 0 && (!m->masks || !m->perm || m->mask_words < 1)))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "tile order: map without masks or perm");
+    free(m->tile_order);
+    m->tile_order = NULL;
+    m->order_blocks = 0;
+    if (m->n_out == 0) return VC_OK;
+    const int64_t blocks = (m->n_out + VC_KMAP_ORDER_ROWS - 1) / VC_KMAP_ORDER_ROWS;
+    const int32_t words = m->mask_words, most = 32 * words; /* costs 0 .. most */
+    int32_t *order = alloc_n(blocks, sizeof *order), *cost = alloc_n(blocks, sizeof *cost);
+    int64_t *start = calloc((size_t)most + 2, sizeof *start);
+    if (!order || !cost || !start) {
+        free(order);
+        free(cost);
+        free(start);
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "tile order of %lld blocks",
+                       (long long)blocks);
+    }
+    for (int64_t b = 0; b < blocks; b++) {
+        const int64_t lo = b * VC_KMAP_ORDER_ROWS;
+        const int64_t hi = lo + VC_KMAP_ORDER_ROWS < m->n_out ? lo + VC_KMAP_ORDER_ROWS : m->n_out;
+        int32_t c = 0;
+        for (int32_t w = 0; w < words; w++) {
+            uint32_t v = 0;
+            for (int64_t i = lo; i < hi; i++) v |= m->masks[(int64_t)m->perm[i] * words + w];
+            for (; v; v &= v - 1) c++;
+        }
+        cost[b] = c;
+        start[most - c + 1]++; /* bucket most - c: cost descending */
+    }
+    for (int32_t c = 0; c <= most; c++) start[c + 1] += start[c];
+    for (int64_t b = 0; b < blocks; b++) order[start[most - cost[b]]++] = (int32_t)b;
+    free(cost);
+    free(start);
+    m->tile_order = order;
+    m->order_blocks = blocks;
+    return VC_OK;
 }

@@ -126,6 +126,13 @@ vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t fwd_in_shap
  * vc_kmap_inverse_gpu and zeroes the struct; NULL is fine. */
 void vc_kmap_data_free_gpu(vc_kmap_data *m);
 
+/* The tile order of kmap.h for a map on the device (vc_kmap_tile_order_cpu's twin, bit for
+ * bit), replacing an earlier one (in place where the block count is the same). One kernel
+ * launch on `stream` (the first time also an allocation from the library's pool, which holds
+ * the kernel's scratch after the order, and a 4-byte memset); no host synchronisation. Not to
+ * be run on one map from two streams at once. */
+vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st *stream, vc_err *err);
+
 /* ---- the bounded, graph-capturable variant --------------------------------------------- */
 
 typedef struct vc_kmap_gpu_bounded {

@@ -435,6 +435,11 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
         BAD("dense rows: m = %lld exceeds a_rows = %lld", (long long)a->m, (long long)a->a_rows);
     if (a->masks && a->mask_words < (a->taps + 31) / 32)
         BAD("mask_words = %d cannot hold %d taps", a->mask_words, a->taps);
+    if (a->tile_order &&
+        a->order_blocks != (a->m + VC_GEMM_ORDER_ROWS - 1) / VC_GEMM_ORDER_ROWS)
+        BAD("order_blocks = %lld, but %lld rows make %lld blocks of %d", (long long)a->order_blocks,
+            (long long)a->m, (long long)((a->m + VC_GEMM_ORDER_ROWS - 1) / VC_GEMM_ORDER_ROWS),
+            VC_GEMM_ORDER_ROWS);
     if (a->splits < -VC_GEMM_MAX_SPLITS || a->splits > VC_GEMM_MAX_SPLITS)
         BAD("splits = %d is not in [%d, %d]", a->splits, -VC_GEMM_MAX_SPLITS,
             VC_GEMM_MAX_SPLITS);
@@ -507,6 +512,8 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
     p.epi_alias = 0; // launch_mma decides
     p.splits = max_splits > 1 ? a->splits : 1; // launch_mma resolves an automatic split
     p.partial = a->partial;
+    p.tile_order = a->tile_order;
+    p.order_blocks = a->order_blocks;
     if (m_tiles * n_tiles * (max_splits > 1 ? max_splits : 1) > INT32_MAX) {
         set_msg(msg, msg_len, "vc_gemm_run: %lld tiles in %d groups exceed one launch",
                 (long long)(m_tiles * n_tiles), max_splits);

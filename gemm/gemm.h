@@ -109,7 +109,19 @@ typedef struct vc_gemm_args {
      *   0, 1, -1: no split. */
     int32_t splits;            /* -VC_GEMM_MAX_SPLITS .. VC_GEMM_MAX_SPLITS                      */
     float *partial;            /* [|splits|, m, n_cols] fp32 device workspace, 16-byte aligned  */
+    /* TILE ORDER (with masks): the order in which CTAs take the tiles, a schedule only - the
+     * result is the same bits with or without it. The rows are cut into order_blocks blocks of
+     * VC_GEMM_ORDER_ROWS consecutive rows (the last may be short); tile_order[j] is the block
+     * the j-th CTAs take (a permutation of 0 .. order_blocks - 1; a tile of fewer rows takes the
+     * block's tiles in row order). Costly tiles first shorten the last wave (conv/ passes the
+     * map's blocks by descending tap count, kmap.h). Used where each tile has its own CTA and
+     * the tile's rows divide VC_GEMM_ORDER_ROWS; elsewhere ignored. NULL: row order. */
+    const int32_t *tile_order; /* [order_blocks] device, or NULL                                */
+    int64_t order_blocks;      /* ceil(m / VC_GEMM_ORDER_ROWS) when tile_order is given          */
 } vc_gemm_args;
+
+/* Rows of a tile-order block (vc_gemm_args.tile_order). */
+#define VC_GEMM_ORDER_ROWS 128
 
 /* Most groups a tap split may use. */
 #define VC_GEMM_MAX_SPLITS 16

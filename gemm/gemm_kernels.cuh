@@ -55,6 +55,10 @@ struct Params {
                         // gemm.cu's split_reduce_kernel then adds the groups and runs the
                         // epilogue. Given to launch_mma: < -1 asks it to choose up to -splits.
     float *partial;     // the workspace (host side: launch_mma makes it C)
+    const int32_t *tile_order; // tile order (gemm.h), or NULL; in the kernel: set only where
+                               // each tile has its own CTA and no tap split
+    int64_t order_blocks;      // its blocks
+    int32_t order_per;         // in the kernel: tiles of BM rows a block holds
 };
 
 // The tensor-core kernel's gather-index chunk: all taps up to 32, else 32 at a time.
@@ -583,7 +587,16 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     const int unit = byte_in_row >> 4, within = byte_in_row & 15;
 
     // Tap split: the CTA's one tile; its group (blockIdx.x % splits) is read where it is used.
-    const int64_t first_tile = p.splits > 1 ? blockIdx.x / (unsigned)p.splits : blockIdx.x;
+    // Tile order: CTA b takes m tile j = b / n_tiles of the blocks in their order (block
+    // tile_order[j / order_per], its tile j % order_per) and n tile b % n_tiles; a CTA whose
+    // tile is past the rows (a short last block) has nothing to do.
+    int64_t first_tile = p.splits > 1 ? blockIdx.x / (unsigned)p.splits : blockIdx.x;
+    if (!cl && p.tile_order) {
+        const unsigned j = blockIdx.x / (unsigned)p.n_tiles, per = (unsigned)p.order_per;
+        const int64_t mt = (int64_t)__ldg(p.tile_order + j / per) * per + j % per;
+        if (mt >= p.m_tiles) return;
+        first_tile = mt * p.n_tiles + blockIdx.x % (unsigned)p.n_tiles;
+    }
 
     // Producer state.
     int64_t ld_tile = first_tile;
@@ -1151,12 +1164,23 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool p
     // equal on the small layers; gemm/NOTES.md).
     // A tap split runs a CTA per group of each tile.
     const int64_t units = tiles * splits;
-    const int64_t grid =
-        one_tile || tiles < (int64_t)sms * per_sm ? units : (int64_t)sms * per_sm;
+    int64_t grid = one_tile || tiles < (int64_t)sms * per_sm ? units : (int64_t)sms * per_sm;
     Params q = p;
     q.splits = 1;
     q.epi_alias = grid == units && can_alias;
     if (q.epi_alias) dyn -= C::EPI_BYTES;
+    // Tile order: where each tile has its own CTA, no split, BM divides the blocks, and the
+    // tiles make more than a wave and a quarter (below that every tile starts at once, and the
+    // order's load only lengthens each CTA's chain of dependent loads: ~4% on such layers); the
+    // grid then covers whole blocks (the CTAs past the rows return at once).
+    q.tile_order = nullptr;
+    q.order_per = 0;
+    if (p.tile_order && splits == 1 && grid == units && VC_GEMM_ORDER_ROWS % BM == 0 &&
+        tiles * 4 > (int64_t)sms * per_sm * 5) {
+        q.tile_order = p.tile_order;
+        q.order_per = VC_GEMM_ORDER_ROWS / BM;
+        grid = p.order_blocks * q.order_per * p.n_tiles;
+    }
     if constexpr (CLUSTER) {
         auto ckern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, true>;
         static DeviceFlags cset_on;

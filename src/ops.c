@@ -179,6 +179,17 @@ static vc_kmap *user_ref(vc_kmap *m)
     return m;
 }
 
+#ifdef VOXCONV_HAVE_CUDA
+/* After a GPU map build that returned s: its tile order (conv/kmap.h), the implicit GEMM's
+ * schedule, built once here for every layer that uses the map; on failure the map is freed. */
+static vc_status gpu_tile_order(vc_status s, vc_context *ctx, vc_kmap_data *m, vc_err *err)
+{
+    if (s == VC_OK) s = vc_kmap_tile_order_gpu(m, ctx->stream, err);
+    if (s != VC_OK) vc_kmap_data_free_gpu(m);
+    return s;
+}
+#endif
+
 static vc_status build_inverse(vc_context *ctx, vc_coords *in, const vc_map_desc *d,
                                vc_kmap **out)
 {
@@ -205,8 +216,10 @@ static vc_status build_inverse(vc_context *ctx, vc_coords *in, const vc_map_desc
         m->memory = fwd->memory;
 #ifdef VOXCONV_HAVE_CUDA
         if (fwd->memory == VC_MEMORY_DEVICE)
-            s = vc_kmap_inverse_gpu(&fwd->data, fwd->in->shape, fwd->in->batch_size, ctx->stream,
-                                    &m->data, &err);
+            s = gpu_tile_order(vc_kmap_inverse_gpu(&fwd->data, fwd->in->shape,
+                                                   fwd->in->batch_size, ctx->stream, &m->data,
+                                                   &err),
+                               ctx, &m->data, &err);
         else
 #endif
             s = vc_kmap_inverse_cpu(&fwd->data, fwd->in->shape, fwd->in->batch_size, &m->data,
@@ -263,8 +276,9 @@ vc_status vc_kmap_build(vc_context *ctx, vc_coords *in, const vc_map_desc *desc,
     m->memory = in->memory;
 #ifdef VOXCONV_HAVE_CUDA
     if (in->memory == VC_MEMORY_DEVICE)
-        s = vc_kmap_build_gpu(in->data, in->count, in->shape, in->batch_size, &d, ctx->stream,
-                              &m->data, &err);
+        s = gpu_tile_order(vc_kmap_build_gpu(in->data, in->count, in->shape, in->batch_size, &d,
+                                             ctx->stream, &m->data, &err),
+                           ctx, &m->data, &err);
     else
 #endif
         s = vc_kmap_build_cpu(in->data, in->count, in->shape, in->batch_size, &d,

@@ -19,7 +19,10 @@
  * floor = max(FLOPs / 650 TFLOP/s mma.sync peak, bytes / 3.0 TB/s) (ANCHORS §3). The outputs of
  * frame 0 of both GGS variants are compared with the implicit GEMM's (relative Frobenius, the
  * larger difference is printed) as a sanity check.
- * Map builds are timed apart (vc_kmap_build_gpu_timed, median). Each network is also run as a
+ * Map builds are timed apart (vc_kmap_build_gpu_timed plus the tile order the library's build
+ * adds, vc_kmap_tile_order_gpu; median); the layers use maps with their tile order, as the
+ * library's do (VC_BENCH_TILE_ORDER=0: the implicit GEMM ignores it, an A/B of the schedule
+ * alone). Each network is also run as a
  * whole (layers back to back on one stream, maps prebuilt, L2 flushed before the network) per
  * algorithm and with the best algorithm per layer. The summary tables come last.
  * --dump DIR writes each scene's frame-0 voxel coordinates (int32 [N, 4] b, z, y, x) as
@@ -435,7 +438,8 @@ static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int
         const level *li = &fs->lv[f->in_level];
         e->in_level = f->out_level;
         e->out_level = f->in_level;
-        if (vc_kmap_inverse_gpu(&f->m, li->shape, 1, g_s, &e->m, &err) != VC_OK) {
+        if (vc_kmap_inverse_gpu(&f->m, li->shape, 1, g_s, &e->m, &err) != VC_OK ||
+            vc_kmap_tile_order_gpu(&e->m, g_s, &err) != VC_OK) {
             printf("inverse map: %s\n", err.msg);
             return -1;
         }
@@ -443,7 +447,8 @@ static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int
         const level *l = &fs->lv[lvl];
         vc_map_desc d = desc_of(type, k, s, p);
         e->in_level = lvl;
-        if (vc_kmap_build_gpu(l->coords, l->n, l->shape, 1, &d, g_s, &e->m, &err) != VC_OK) {
+        if (vc_kmap_build_gpu(l->coords, l->n, l->shape, 1, &d, g_s, &e->m, &err) != VC_OK ||
+            vc_kmap_tile_order_gpu(&e->m, g_s, &err) != VC_OK) {
             printf("map build: %s\n", err.msg);
             return -1;
         }
@@ -822,6 +827,21 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                                                  &tm, &err);
                 }
                 DIE_IF(st != VC_OK, "map build: %s", err.msg);
+                {   /* the tile order, as the library's map build adds it (src/ops.c) */
+                    cudaEvent_t o0, o1;
+                    float o_ms = 0.f;
+                    CUDA_CHECK(cudaEventCreate(&o0));
+                    CUDA_CHECK(cudaEventCreate(&o1));
+                    CUDA_CHECK(cudaEventRecord(o0, g_s));
+                    DIE_IF(vc_kmap_tile_order_gpu(&m, g_s, &err) != VC_OK, "tile order: %s",
+                           err.msg);
+                    CUDA_CHECK(cudaEventRecord(o1, g_s));
+                    CUDA_CHECK(cudaEventSynchronize(o1));
+                    CUDA_CHECK(cudaEventElapsedTime(&o_ms, o0, o1));
+                    cudaEventDestroy(o0);
+                    cudaEventDestroy(o1);
+                    tm.total_ms += o_ms;
+                }
                 vc_kmap_data_free_gpu(&m);
                 if (r >= 0) tb[r] = tm.total_ms;
             }
@@ -857,6 +877,8 @@ int main(int argc, char **argv)
     const char *layers_dir = NULL, *csv = NULL, *dump = NULL;
     int dump_only = 0;
     g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
+    if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
+        vc_conv_gpu_debug_tile_order(0); /* the same maps, their tile orders unused */
     const char *only_net = NULL;
     const char *files[MAX_SCENES];
     int nfiles = 0;

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "conv/kmap.h"
+#include "conv/kmap_gpu.h"
 #include "testutil.h"
 
 /* Compares a host array with a device array of `bytes`; prints the first differing word. */
@@ -90,6 +91,53 @@ static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_dat
     cmp_array(label, "masks", c->masks, g->masks, n * c->mask_words * 4);
     cmp_array(label, "perm", c->perm, g->perm, n * 4);
     cmp_parts(label, c, g, coop);
+}
+
+/* The tile order (conv/kmap.h) of the GPU map g equals the CPU twin's, built on c, in place of
+ * a poisoned one (built twice, the array set to 0xff between); the CPU order is checked against
+ * its definition (a permutation of the blocks, costs recomputed from masks and perm, descending,
+ * ties by block). Leaves both maps with their order. */
+static inline void cmp_tile_order(const char *label, vc_kmap_data *c, vc_kmap_data *g,
+                                  cudaStream_t stream)
+{
+    vc_err ce = {{0}}, ge = {{0}};
+    vc_status cs = vc_kmap_tile_order_cpu(c, &ce);
+    vc_status gs = vc_kmap_tile_order_gpu(g, stream, &ge);
+    if (gs == VC_OK && g->tile_order) {
+        cudaMemset(g->tile_order, 0xff, (size_t)g->order_blocks * 4);
+        gs = vc_kmap_tile_order_gpu(g, stream, &ge);
+    }
+    CHECK_MSG(cs == VC_OK && gs == VC_OK, "%s: tile order: cpu %s, gpu %s", label, ce.msg, ge.msg);
+    if (cs != VC_OK || gs != VC_OK) return;
+    const int64_t blocks = (c->n_out + VC_KMAP_ORDER_ROWS - 1) / VC_KMAP_ORDER_ROWS;
+    CHECK_MSG(c->order_blocks == blocks && g->order_blocks == blocks,
+              "%s: tile order blocks cpu %lld gpu %lld, want %lld", label,
+              (long long)c->order_blocks, (long long)g->order_blocks, (long long)blocks);
+    if (c->order_blocks != blocks || g->order_blocks != blocks || blocks == 0) return;
+    cmp_array(label, "tile_order", c->tile_order, g->tile_order, blocks * 4);
+    char *seen = calloc((size_t)blocks, 1);
+    int ok = seen != NULL, prev_cost = 1 << 30;
+    int64_t prev = -1;
+    for (int64_t j = 0; ok && j < blocks; j++) {
+        const int64_t b = c->tile_order[j];
+        ok = b >= 0 && b < blocks && !seen[b];
+        if (!ok) break;
+        seen[b] = 1;
+        int cost = 0;
+        for (int32_t w = 0; w < c->mask_words; w++) {
+            uint32_t v = 0;
+            for (int64_t i = b * VC_KMAP_ORDER_ROWS;
+                 i < c->n_out && i < (b + 1) * VC_KMAP_ORDER_ROWS; i++)
+                v |= c->masks[(int64_t)c->perm[i] * c->mask_words + w];
+            for (; v; v &= v - 1) cost++;
+        }
+        ok = cost < prev_cost || (cost == prev_cost && b > prev);
+        prev_cost = cost;
+        prev = b;
+    }
+    free(seen);
+    CHECK_MSG(ok, "%s: the CPU tile order is not the blocks by cost descending, ties by block",
+              label);
 }
 
 #endif

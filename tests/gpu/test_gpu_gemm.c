@@ -35,6 +35,7 @@ static cudaStream_t g_stream;
 static int g_small; /* VC_SANITIZE: small sizes only */
 static int g_cases;
 static int g_split_cluster, g_split_two_pass; /* tap splits run each way (the workspace tells) */
+static int g_ordered;                         /* runs repeated with a tile order */
 
 #define CUDA_OK(call)                                                                          \
     do {                                                                                       \
@@ -352,6 +353,28 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
             CUDA_OK(cudaMemcpy(hc2, dC, cbytes, cudaMemcpyDeviceToHost));
             CHECK_MSG(memcmp(hc, hc2, cbytes) == 0, "%s: second run differs", what);
             free(hc2);
+        }
+        /* a tile order (a random permutation of the row blocks) is a schedule only: from the
+         * same C, the same bits */
+        if (c->masks && !c->accumulate && m > 0) {
+            const int64_t nb = (m + VC_GEMM_ORDER_ROWS - 1) / VC_GEMM_ORDER_ROWS;
+            int32_t *ord = perm(rng, nb);
+            int32_t *dord = to_device(ord, (size_t)nb * 4);
+            CUDA_OK(cudaMemcpy(dC, hc0, cbytes, cudaMemcpyHostToDevice));
+            a.tile_order = dord;
+            a.order_blocks = nb;
+            const int rc2 = vc_gemm_run(&a, c->config, g_stream, msg, sizeof msg);
+            a.tile_order = NULL;
+            a.order_blocks = 0;
+            CHECK_MSG(rc2 == 0, "%s: tile order rc %d (%s)", what, rc2, msg);
+            CUDA_OK(cudaStreamSynchronize(g_stream));
+            void *hc2 = malloc(cbytes + 16);
+            CUDA_OK(cudaMemcpy(hc2, dC, cbytes, cudaMemcpyDeviceToHost));
+            CHECK_MSG(memcmp(hc, hc2, cbytes) == 0, "%s: a tile order changed the result", what);
+            g_ordered++;
+            free(hc2);
+            free(ord);
+            cudaFree(dord);
         }
         /* a tap split that ran as clusters left the workspace as poisoned; the two-pass form
          * (the workspace, then a second kernel) must then give the same bits from the same C */
@@ -927,6 +950,8 @@ static void test_bad_args(void)
     BAD_CASE("split workspace misaligned",
              (x->splits = 2,
               x->partial = (float *)((((uintptr_t)buf + 15) & ~(uintptr_t)15) + 4)));
+    BAD_CASE("tile order of the wrong block count",
+             (x->tile_order = (const int32_t *)buf, x->order_blocks = 2));
     BAD_CASE("config too big", (void)x);
     bad[nb - 1].config = 1000;
     BAD_CASE("config -2", (void)x);
@@ -968,7 +993,8 @@ int main(void)
     test_sizes(&rng);
     cudaStreamDestroy(g_stream);
     printf("test_gpu_gemm: %d cases; tap splits: %d as clusters (each matched bit for bit by "
-           "the two-pass form), %d two-pass\n", g_cases, g_split_cluster, g_split_two_pass);
+           "the two-pass form), %d two-pass; %d masked runs repeated with a random tile order, "
+           "the same bits\n", g_cases, g_split_cluster, g_split_two_pass, g_ordered);
     TEST_END();
 }
 

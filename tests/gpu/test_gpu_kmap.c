@@ -315,6 +315,7 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
         return;
     }
     cmp_maps(label, &cm, &gm, g_coop_on);
+    cmp_tile_order(label, &cm, &gm, g_stream);
     if (full) {
         /* determinism: a second build (on the legacy stream) gives the same arrays */
         dirty_device();
@@ -341,6 +342,7 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
             char l2[300];
             snprintf(l2, sizeof l2, "%s (inverse)", label);
             cmp_maps(l2, &ci, &gi, g_coop_on);
+            cmp_tile_order(l2, &ci, &gi, g_stream);
         }
         vc_kmap_data_free(&ci);
         vc_kmap_data_free_gpu(&gi);

@@ -594,6 +594,44 @@ static void test_n0(void)
     vc_kmap_data_free(NULL);
 }
 
+/* The tile order (kmap.h) of a hand-made map: blocks of 128 positions of perm, by the taps
+ * their rows' masks have, descending, ties by block; two mask words count both. */
+static void test_tile_order(void)
+{
+    vc_kmap_data m;
+    vc_err err = {{0}};
+    memset(&m, 0, sizeof m);
+    CHECK(vc_kmap_tile_order_cpu(&m, &err) == VC_OK); /* no outputs: no order */
+    CHECK(m.tile_order == NULL && m.order_blocks == 0);
+    m.n_out = 5;
+    CHECK(vc_kmap_tile_order_cpu(&m, &err) == VC_ERR_INVALID_ARGUMENT); /* no masks */
+    const int64_t n = 300; /* blocks of 128, 128, 44 */
+    m.n_out = n;
+    m.volume = 40;
+    m.mask_words = 2;
+    m.masks = calloc((size_t)n * 2, sizeof *m.masks);
+    m.perm = malloc((size_t)n * sizeof *m.perm);
+    for (int64_t i = 0; i < n; i++) m.perm[i] = (int32_t)(n - 1 - i); /* reversed rows */
+    /* perm positions p hold row n - 1 - p. Block 0 (rows 299..172): taps 0, 1 and 33 (3);
+     * block 1 (rows 171..44): taps 2..6 (5); block 2 (rows 43..0): taps 7, 8, 9 (3) */
+    m.masks[299 * 2] = 1u;
+    m.masks[172 * 2] = 2u;
+    m.masks[200 * 2 + 1] = 2u;
+    m.masks[171 * 2] = 0x7cu & 0x0cu;
+    m.masks[44 * 2] = 0x7cu & 0x70u;
+    m.masks[43 * 2] = 0x380u;
+    m.masks[0] = 0x380u;
+    CHECK(vc_kmap_tile_order_cpu(&m, &err) == VC_OK);
+    CHECK(m.order_blocks == 3 && m.tile_order && m.tile_order[0] == 1 && m.tile_order[1] == 0 &&
+          m.tile_order[2] == 2);
+    /* rebuilt: block 2 gains taps 10 and 11 (5, tied with block 1: block 1 first) */
+    m.masks[10 * 2] = 0xc00u;
+    CHECK(vc_kmap_tile_order_cpu(&m, &err) == VC_OK);
+    CHECK(m.order_blocks == 3 && m.tile_order[0] == 1 && m.tile_order[1] == 2 &&
+          m.tile_order[2] == 0);
+    vc_kmap_data_free(&m); /* frees the order too (ASan in ./run.sh sanitize) */
+}
+
 static void test_errors(void)
 {
     const int32_t shape[3] = {5, 7, 6};
@@ -866,6 +904,7 @@ int main(void)
     vc_rng rng = vc_test_rng("test_kmap");
     test_check_desc();
     test_n0();
+    test_tile_order();
     test_errors();
     test_fixed(&rng);
     test_random(&rng, 400);
