@@ -56,6 +56,11 @@ typedef struct vc_kmap_data {
  * The GEMM's CTAs take tiles in that order (vc_gemm_args.tile_order): with mask-sorted rows, the
  * costly tiles would otherwise straggle into the last wave. The result does not depend on it. */
 #define VC_KMAP_ORDER_ROWS 128
+/* Outputs below which the library's map build (src/ops.c) builds no tile order: the GEMM uses
+ * one only where a layer's tiles make more than 1.25 waves of CTAs, which on an H100 (132 SMs)
+ * takes ~20k outputs at the least (128-row tiles, 1 CTA an SM); the order's ~10 us a build
+ * would be pure cost below that. */
+#define VC_KMAP_ORDER_MIN_ROWS 16384
 
 /* Builds m's tile order (host arrays), replacing an earlier one; none (0, NULL) when the map
  * has no outputs. */

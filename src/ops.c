@@ -181,10 +181,12 @@ static vc_kmap *user_ref(vc_kmap *m)
 
 #ifdef VOXCONV_HAVE_CUDA
 /* After a GPU map build that returned s: its tile order (conv/kmap.h), the implicit GEMM's
- * schedule, built once here for every layer that uses the map; on failure the map is freed. */
+ * schedule, built once here for every layer that uses the map (maps of VC_KMAP_ORDER_MIN_ROWS
+ * outputs and more); on failure the map is freed. */
 static vc_status gpu_tile_order(vc_status s, vc_context *ctx, vc_kmap_data *m, vc_err *err)
 {
-    if (s == VC_OK) s = vc_kmap_tile_order_gpu(m, ctx->stream, err);
+    if (s == VC_OK && m->n_out >= VC_KMAP_ORDER_MIN_ROWS)
+        s = vc_kmap_tile_order_gpu(m, ctx->stream, err);
     if (s != VC_OK) vc_kmap_data_free_gpu(m);
     return s;
 }

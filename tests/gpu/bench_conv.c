@@ -20,10 +20,10 @@
  * frame 0 of both GGS variants are compared with the implicit GEMM's (relative Frobenius, the
  * larger difference is printed) as a sanity check.
  * Map builds are timed apart (vc_kmap_build_gpu_timed plus the tile order the library's build
- * adds, vc_kmap_tile_order_gpu; median); the layers use maps with their tile order, as the
- * library's do (VC_BENCH_TILE_ORDER=0: the implicit GEMM ignores it, an A/B of the schedule
- * alone). Each network is also run as a
- * whole (layers back to back on one stream, maps prebuilt, L2 flushed before the network) per
+ * adds to maps of VC_KMAP_ORDER_MIN_ROWS outputs or more, vc_kmap_tile_order_gpu; median); the
+ * layers use the maps as the library's build gives them (VC_BENCH_TILE_ORDER=0: the implicit
+ * GEMM ignores the orders, an A/B of the schedule alone). Each network is also run as a whole
+ * (layers back to back on one stream, maps prebuilt, L2 flushed before the network) per
  * algorithm and with the best algorithm per layer. The summary tables come last.
  * --dump DIR writes each scene's frame-0 voxel coordinates (int32 [N, 4] b, z, y, x) as
  * DIR/sceneI.npy and one line per scene in DIR/scenes.tsv (file, grid z y x, name as in the CSV),
@@ -375,6 +375,12 @@ static void dump_scenes(const char *dir, const scene *scenes, int ns)
     fclose(f);
 }
 
+/* The map's tile order (conv/kmap.h) where the library's map build gives one (src/ops.c). */
+static vc_status tile_order(vc_kmap_data *m, vc_err *err)
+{
+    return m->n_out >= VC_KMAP_ORDER_MIN_ROWS ? vc_kmap_tile_order_gpu(m, g_s, err) : VC_OK;
+}
+
 /* ---- per-frame state: coordinate levels and maps ----------------------------------------- */
 
 typedef struct level {
@@ -439,7 +445,7 @@ static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int
         e->in_level = f->out_level;
         e->out_level = f->in_level;
         if (vc_kmap_inverse_gpu(&f->m, li->shape, 1, g_s, &e->m, &err) != VC_OK ||
-            vc_kmap_tile_order_gpu(&e->m, g_s, &err) != VC_OK) {
+            tile_order(&e->m, &err) != VC_OK) {
             printf("inverse map: %s\n", err.msg);
             return -1;
         }
@@ -448,7 +454,7 @@ static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int
         vc_map_desc d = desc_of(type, k, s, p);
         e->in_level = lvl;
         if (vc_kmap_build_gpu(l->coords, l->n, l->shape, 1, &d, g_s, &e->m, &err) != VC_OK ||
-            vc_kmap_tile_order_gpu(&e->m, g_s, &err) != VC_OK) {
+            tile_order(&e->m, &err) != VC_OK) {
             printf("map build: %s\n", err.msg);
             return -1;
         }
@@ -833,7 +839,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                     CUDA_CHECK(cudaEventCreate(&o0));
                     CUDA_CHECK(cudaEventCreate(&o1));
                     CUDA_CHECK(cudaEventRecord(o0, g_s));
-                    DIE_IF(vc_kmap_tile_order_gpu(&m, g_s, &err) != VC_OK, "tile order: %s",
+                    DIE_IF(tile_order(&m, &err) != VC_OK, "tile order: %s",
                            err.msg);
                     CUDA_CHECK(cudaEventRecord(o1, g_s));
                     CUDA_CHECK(cudaEventSynchronize(o1));
