@@ -56,6 +56,7 @@
 #include "conv_gpu.h"
 #include "cuda_util.cuh"
 #include "gemm/gemm.h"
+#include "kmap_gpu.h"
 
 static_assert(VC_KMAP_ORDER_ROWS == VC_GEMM_ORDER_ROWS, "the map's tile order is the GEMM's");
 
@@ -304,6 +305,31 @@ int g_debug_config = -1; // vc_conv_gpu_debug_config
 int g_debug_split = 0;   // vc_conv_gpu_debug_split (0: the planner's)
 int g_debug_taps = 0;    // vc_conv_gpu_debug_tap_split (0: the planner's)
 int g_debug_order = 1;   // vc_conv_gpu_debug_tile_order
+
+// The tile order of an implicit GEMM whose rows are in perm's order (kmap.h): the map's own, or
+// - where the GEMM would take one with `config` (vc_gemm_takes_order: more than 1.25 waves of
+// tiles) and the caller lets the map be written (map_cache) - one built now and kept in the map
+// for the later layers on it. A built order costs ~9 us of GPU time at 100k outputs (H100, ncu)
+// and is built only where it is used: the layers it served were 7-13% faster
+// (docs/benchmarks.md "Tile order").
+vc_status tile_order_for(const vc_conv_args *a, vc_gemm_args *g, int32_t config,
+                         bool rows_in_perm, cudaStream_t s, vc_err *err)
+{
+    const vc_kmap_data *m = a->map;
+    g->tile_order = NULL;
+    g->order_blocks = 0;
+    if (!rows_in_perm || !g_debug_order) return VC_OK;
+    if (!m->tile_order) {
+        int takes = 0;
+        if (a->map_cache != m || vc_gemm_takes_order(g, config, &takes, NULL, 0) != 0 || !takes)
+            return VC_OK;
+        const vc_status st = vc_kmap_tile_order_gpu(a->map_cache, s, err);
+        if (st != VC_OK) return st;
+    }
+    g->tile_order = m->tile_order;
+    g->order_blocks = m->order_blocks;
+    return VC_OK;
+}
 
 // Mask-split ways of a layer: 1 (no split) unless vc_conv_gpu_debug_split asks for more, capped
 // at what the map kept (16-bit features only). Measured (bench_conv --tune, H100, fp16, every
@@ -675,10 +701,8 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
             g.tap_hi = last ? K : (q + 1) * m->part_bits;
             g.gather_rows = g.row_map = dense ? NULL
                                         : last ? m->perm : m->perm_part + q * m->part_stride;
-            // the map's tile order (kmap.h), where the rows are in perm's order
-            const bool ordered = last && ways == 1 && !dense && m->tile_order && g_debug_order;
-            g.tile_order = ordered ? m->tile_order : NULL;
-            g.order_blocks = ordered ? m->order_blocks : 0;
+            g.tile_order = NULL; // (tile_order_for, per configuration below)
+            g.order_blocks = 0;
             g.accumulate = q > 0;
             g.bias = last ? a->bias : NULL;
             g.residual = last ? a->residual : NULL;
@@ -708,6 +732,8 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
                         part_splits = groups;
                     }
                     g.partial = part;
+                    st = tile_order_for(a, &g, cfgs[j], ways == 1 && !dense, s, err);
+                    if (st != VC_OK) goto done;
                     rc = vc_gemm_run(&g, cfgs[j], s, msg, (int32_t)sizeof msg);
                     used = cfgs[j];
                     if (cfgs[j] < 0 || g_debug_config >= 0) break;

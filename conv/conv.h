@@ -28,6 +28,9 @@ typedef struct vc_conv_args {
     vc_activation act;
     float slope;
     int num_threads;          /* 0 = OpenMP default                                            */
+    vc_kmap_data *map_cache;  /* GPU: map itself, writable, or NULL. Where the implicit GEMM
+                                 would take a tile order (kmap.h) and the map has none, it
+                                 builds one into it, kept for the later layers on the map        */
 } vc_conv_args;
 
 /* Gather-GEMM-scatter forward: for each offset k, gather the pair rows of the input (fp32),

@@ -49,8 +49,8 @@ void vc_conv_gpu_debug_split(int32_t ways);
  * capped at VC_GEMM_MAX_SPLITS; used when the mask split is off); 0 restores the planner's.
  * Not thread-safe. */
 void vc_conv_gpu_debug_tap_split(int32_t splits);
-/* Benchmarks only: on = 0 makes the implicit GEMM ignore the maps' tile orders (kmap.h), so that
- * the schedule alone can be A/B'd with the same maps; 1 (the default) uses them. Not
+/* Benchmarks only: on = 0 makes the implicit GEMM neither build nor use tile orders (kmap.h),
+ * so that the schedule can be A/B'd in one binary; 1 (the default) restores them. Not
  * thread-safe. */
 void vc_conv_gpu_debug_tile_order(int on);
 

@@ -49,18 +49,14 @@ typedef struct vc_kmap_data {
     int32_t *tile_order;      /* [order_blocks], see below                                      */
 } vc_kmap_data;
 
-/* TILE ORDER: a schedule for the implicit GEMM, built on request after the map. The positions
+/* TILE ORDER: a schedule for the implicit GEMM, built on request after the map (by the GPU
+ * convolution, on the first layer whose GEMM would take one: conv/conv.cu). The positions
  * of perm are cut into order_blocks = ceil(n_out / VC_KMAP_ORDER_ROWS) blocks (the last may be
  * short); a block's cost is the number of taps its rows' masks have (popcount of the OR over the
  * block, all words); tile_order lists the blocks by cost descending, ties by block ascending.
  * The GEMM's CTAs take tiles in that order (vc_gemm_args.tile_order): with mask-sorted rows, the
  * costly tiles would otherwise straggle into the last wave. The result does not depend on it. */
 #define VC_KMAP_ORDER_ROWS 128
-/* Outputs below which the library's map build (src/ops.c) builds no tile order: the GEMM uses
- * one only where a layer's tiles make more than 1.25 waves of CTAs, which on an H100 (132 SMs)
- * takes ~20k outputs at the least (128-row tiles, 1 CTA an SM); the order's ~10 us a build
- * would be pure cost below that. */
-#define VC_KMAP_ORDER_MIN_ROWS 16384
 
 /* Builds m's tile order (host arrays), replacing an earlier one; none (0, NULL) when the map
  * has no outputs. */

@@ -15,7 +15,7 @@ namespace {
 using vcg::Params;
 using vcg::sm_count;
 
-typedef cudaError_t (*launch_fn)(const Params &p, cudaStream_t s, int *splits_used,
+typedef cudaError_t (*launch_fn)(const Params &p, cudaStream_t s, vcg::LaunchPlan *out,
                                  bool plan_only);
 
 // One compiled configuration: its public description, how it loads (bytes per global load; 2 =
@@ -98,9 +98,9 @@ __global__ void __launch_bounds__(256) split_reduce_kernel(const Params p, const
 }
 
 template <int BM, int BN, int BK, int TM, int TN>
-cudaError_t launch_simt(const Params &p, cudaStream_t s, int *splits_used, bool plan_only)
+cudaError_t launch_simt(const Params &p, cudaStream_t s, vcg::LaunchPlan *out, bool plan_only)
 {
-    *splits_used = 1; // vc_gemm_run refuses a tap split here
+    *out = {1, false}; // vc_gemm_run refuses a tap split here; no tile order
     if (plan_only) return cudaSuccess;
     const unsigned grid = (unsigned)(p.m_tiles * p.n_tiles);
     vcg::simt_kernel<BM, BN, BK, TM, TN><<<grid, (BM / TM) * (BN / TN), 0, s>>>(p);
@@ -398,10 +398,11 @@ int pick(const vc_gemm_args *a)
     return find(h ? "f16_64x64x16_s3_scalar" : "bf16_64x64x16_s3_scalar");
 }
 
-// vc_gemm_run, or with plan != NULL vc_gemm_split_groups: the same checks and choices, then
-// the groups of the tap split in *plan instead of the launches.
+// vc_gemm_run, or with plan != NULL vc_gemm_split_groups / vc_gemm_takes_order: the same checks
+// and choices, then the groups of the tap split and whether a tile order would be taken in
+// *plan instead of the launches.
 int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, int32_t msg_len,
-        int32_t *plan)
+        vcg::LaunchPlan *plan)
 {
 #define BAD(...)                                                                               \
     do {                                                                                       \
@@ -450,7 +451,7 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
         BAD("a tap split needs a 16-byte aligned fp32 workspace (partial)");
     if (config < -1 || config >= kTableSize)
         BAD("config %d is not -1 or an index below %d", config, kTableSize);
-    if (plan) *plan = 1;
+    if (plan) *plan = {1, false};
     if (a->m == 0) return 0;
     if (!a->a || !a->w || !a->c) BAD("A, W and C must not be NULL");
 
@@ -521,12 +522,13 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
     }
     // Tap split: the GEMM writes each group's plain fp32 sums into the workspace (row
     // group * m + i); a second kernel adds them in group order and runs p's epilogue.
-    int splits = 1;
-    cudaError_t err = e.launch(p, stream, &splits, plan != nullptr);
+    vcg::LaunchPlan done = {1, false};
+    cudaError_t err = e.launch(p, stream, &done, plan != nullptr);
     if (plan && err == cudaSuccess) {
-        *plan = splits;
+        *plan = done;
         return 0;
     }
+    const int splits = done.splits;
     if (err == cudaSuccess && splits > 1) {
         int sms = 132;
         err = sm_count(&sms);
@@ -591,8 +593,22 @@ extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstrea
 extern "C" int vc_gemm_split_groups(const vc_gemm_args *a, int32_t config, int32_t *groups,
                                     char *msg, int32_t msg_len)
 {
-    int32_t g = 1;
+    vcg::LaunchPlan g = {1, false};
     const int rc = run(a, config, nullptr, msg, msg_len, &g);
-    if (groups) *groups = g;
+    if (groups) *groups = g.splits;
     return rc;
+}
+
+extern "C" int vc_gemm_takes_order(const vc_gemm_args *a, int32_t config, int *takes, char *msg,
+                                   int32_t msg_len)
+{
+    vcg::LaunchPlan g = {1, false};
+    const int rc = run(a, config, nullptr, msg, msg_len, &g);
+    if (takes) *takes = rc == 0 && g.ordered;
+    return rc;
+}
+
+extern "C" void vc_gemm_debug_force_order(int on)
+{
+    vcg::force_order_switch().store(on ? 1 : 0, std::memory_order_relaxed);
 }

@@ -114,8 +114,10 @@ typedef struct vc_gemm_args {
      * VC_GEMM_ORDER_ROWS consecutive rows (the last may be short); tile_order[j] is the block
      * the j-th CTAs take (a permutation of 0 .. order_blocks - 1; a tile of fewer rows takes the
      * block's tiles in row order). Costly tiles first shorten the last wave (conv/ passes the
-     * map's blocks by descending tap count, kmap.h). Used where each tile has its own CTA and
-     * the tile's rows divide VC_GEMM_ORDER_ROWS; elsewhere ignored. NULL: row order. */
+     * map's blocks by descending tap count, kmap.h). Taken where each tile has its own CTA, no
+     * tap split runs, the tile's rows divide VC_GEMM_ORDER_ROWS and the tiles make more than
+     * 1.25 waves of the CTAs the device holds (vc_gemm_takes_order); elsewhere ignored. NULL:
+     * row order. */
     const int32_t *tile_order; /* [order_blocks] device, or NULL                                */
     int64_t order_blocks;      /* ceil(m / VC_GEMM_ORDER_ROWS) when tile_order is given          */
 } vc_gemm_args;
@@ -132,6 +134,16 @@ typedef struct vc_gemm_args {
  * above), 0 when they run in two passes. For planners: the two-pass
  * split's second launch and workspace traffic are what a cluster split saves. */
 int vc_gemm_split_in_clusters(int32_t config);
+
+/* Sets *takes to 1 when vc_gemm_run of these arguments with `config` would take a tile order
+ * if one were given (tile_order may be NULL here), else 0; same checks and return codes as
+ * vc_gemm_run; launches nothing. For callers that build the order only where it is used. */
+int vc_gemm_takes_order(const vc_gemm_args *args, int32_t config, int *takes, char *msg,
+                        int32_t msg_len);
+
+/* Testing only: on = 1 makes a given tile order taken whatever the waves (so that small
+ * problems exercise it); 0 (the default) restores the rule above. Process-wide. */
+void vc_gemm_debug_force_order(int on);
 
 /* Testing and benchmarking: on = 0 makes every later tap split run as two passes through the
  * workspace (as on devices before compute capability 9.0); 1 (the default) lets it run as

@@ -61,6 +61,14 @@ struct Params {
     int32_t order_per;         // in the kernel: tiles of BM rows a block holds
 };
 
+// What a launcher did, or in a plan would do: the tap split's groups whose sums the caller must
+// still add (1: none), and whether the CTAs take the tiles in a tile order (gemm.h) - in a plan,
+// whether they would take one if it were given.
+struct LaunchPlan {
+    int splits;
+    bool ordered;
+};
+
 // The tensor-core kernel's gather-index chunk: all taps up to 32, else 32 at a time.
 constexpr int kGatherChunk = 32;
 
@@ -1098,13 +1106,21 @@ inline std::atomic<int> &cluster_split_switch()
     return on;
 }
 
-// *splits_used: the groups whose sums the caller must still add (1: none - no split, or the
+// Tests: 1 takes a given tile order whatever the waves (vc_gemm_debug_force_order).
+inline std::atomic<int> &force_order_switch()
+{
+    static std::atomic<int> on{0};
+    return on;
+}
+
+// out->splits: the groups whose sums the caller must still add (1: none - no split, or the
 // split ran as clusters, which add their own; else the caller's second pass); plan_only: the
-// groups of the split (the workspace the caller provides), nothing launched.
+// groups of the split (the workspace the caller provides) and whether a tile order would be
+// taken, nothing launched.
 // CLUSTER: the tile has a cluster kernel (mma_kernel's CL) for its tap splits.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
           int MINB = 1, bool CLUSTER = false>
-cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool plan_only)
+cudaError_t launch_mma(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan_only)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
     auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB>;
@@ -1155,8 +1171,6 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool p
         can_cluster = cc >= 90 && cluster_split_switch().load(std::memory_order_relaxed);
     }
     const int splits = resolve_splits(p, tiles, (int64_t)sms * per_sm, can_cluster, &clusters);
-    *splits_used = splits;
-    if (plan_only) return cudaSuccess;
     // With masks (the implicit-GEMM convolution) tiles differ in cost by the taps they skip, and
     // a CTA per tile - the hardware hands the next tile to whichever CTA finishes - beat the
     // persistent grid's fixed round robin on every layer measured (bench_conv --tune, H100:
@@ -1165,18 +1179,23 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool p
     // A tap split runs a CTA per group of each tile.
     const int64_t units = tiles * splits;
     int64_t grid = one_tile || tiles < (int64_t)sms * per_sm ? units : (int64_t)sms * per_sm;
+    // Tile order: where each tile has its own CTA, no split, BM divides the blocks, and the
+    // tiles make more than a wave and a quarter (below that every tile starts at once, and the
+    // order's load only lengthens each CTA's chain of dependent loads: ~4% on such layers).
+    const bool orderable = splits == 1 && grid == units && VC_GEMM_ORDER_ROWS % BM == 0 &&
+                           (tiles * 4 > (int64_t)sms * per_sm * 5 ||
+                            force_order_switch().load(std::memory_order_relaxed));
+    out->splits = splits;
+    out->ordered = orderable && (plan_only || p.tile_order);
+    if (plan_only) return cudaSuccess;
     Params q = p;
     q.splits = 1;
     q.epi_alias = grid == units && can_alias;
     if (q.epi_alias) dyn -= C::EPI_BYTES;
-    // Tile order: where each tile has its own CTA, no split, BM divides the blocks, and the
-    // tiles make more than a wave and a quarter (below that every tile starts at once, and the
-    // order's load only lengthens each CTA's chain of dependent loads: ~4% on such layers); the
-    // grid then covers whole blocks (the CTAs past the rows return at once).
+    // With a tile order the grid covers whole blocks (the CTAs past the rows return at once).
     q.tile_order = nullptr;
     q.order_per = 0;
-    if (p.tile_order && splits == 1 && grid == units && VC_GEMM_ORDER_ROWS % BM == 0 &&
-        tiles * 4 > (int64_t)sms * per_sm * 5) {
+    if (out->ordered) {
         q.tile_order = p.tile_order;
         q.order_per = VC_GEMM_ORDER_ROWS / BM;
         grid = p.order_blocks * q.order_per * p.n_tiles;
@@ -1206,7 +1225,7 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s, int *splits_used, bool p
             lc.attrs = at;
             lc.numAttrs = 1;
             if (cudaLaunchKernelEx(&lc, ckern, qc) == cudaSuccess) {
-                *splits_used = 1;
+                out->splits = 1;
                 return cudaSuccess;
             }
             (void)cudaGetLastError(); // refused at launch: nothing ran

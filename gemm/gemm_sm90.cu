@@ -15,10 +15,10 @@
 namespace vcg {
 
 #define VC_GEMM_SM90_DEFINE(name, T, dt, math, BM, BN, BK, S)                                 \
-    cudaError_t launch_##name(const Params &p, cudaStream_t s, int *splits, bool plan)         \
+    cudaError_t launch_##name(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan)    \
     {                                                                                          \
         return launch_mma<T, BM, BN, BK, BM / 16, 1, S, 16, true, 1, kClusterWg<T, BM>>(     \
-            p, s, splits, plan);                                                               \
+            p, s, out, plan);                                                                  \
     }
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 #undef VC_GEMM_SM90_DEFINE
@@ -269,9 +269,9 @@ cudaError_t make_map(CUtensorMap *m, const void *base, int64_t cols, int64_t row
 // among the column slices. gemm.cu has checked that the problem is dense, that k and the bases
 // suit the TMA unit and that W's slice fits (vc_gemm_dense_stages).
 template <typename T, int BN>
-cudaError_t launch_dense_tma(const Params &p, cudaStream_t s, int *splits_used, bool plan_only)
+cudaError_t launch_dense_tma(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan_only)
 {
-    *splits_used = 1;
+    *out = {1, false};
     if (plan_only) return cudaSuccess;
     constexpr int ES = (int)sizeof(T);
     const int stages = vc_gemm_dense_stages(ES, BN, p.k);
@@ -306,9 +306,9 @@ cudaError_t launch_dense_tma(const Params &p, cudaStream_t s, int *splits_used, 
 }
 
 #define VC_GEMM_SM90_DENSE_DEFINE(name, T, dt, math, BN)                                       \
-    cudaError_t launch_##name(const Params &p, cudaStream_t s, int *splits, bool plan)         \
+    cudaError_t launch_##name(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan)    \
     {                                                                                          \
-        return launch_dense_tma<T, BN>(p, s, splits, plan);                                    \
+        return launch_dense_tma<T, BN>(p, s, out, plan);                                       \
     }
 VC_GEMM_SM90_DENSE_CONFIGS(VC_GEMM_SM90_DENSE_DEFINE)
 #undef VC_GEMM_SM90_DENSE_DEFINE

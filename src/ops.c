@@ -179,19 +179,6 @@ static vc_kmap *user_ref(vc_kmap *m)
     return m;
 }
 
-#ifdef VOXCONV_HAVE_CUDA
-/* After a GPU map build that returned s: its tile order (conv/kmap.h), the implicit GEMM's
- * schedule, built once here for every layer that uses the map (maps of VC_KMAP_ORDER_MIN_ROWS
- * outputs and more); on failure the map is freed. */
-static vc_status gpu_tile_order(vc_status s, vc_context *ctx, vc_kmap_data *m, vc_err *err)
-{
-    if (s == VC_OK && m->n_out >= VC_KMAP_ORDER_MIN_ROWS)
-        s = vc_kmap_tile_order_gpu(m, ctx->stream, err);
-    if (s != VC_OK) vc_kmap_data_free_gpu(m);
-    return s;
-}
-#endif
-
 static vc_status build_inverse(vc_context *ctx, vc_coords *in, const vc_map_desc *d,
                                vc_kmap **out)
 {
@@ -218,10 +205,8 @@ static vc_status build_inverse(vc_context *ctx, vc_coords *in, const vc_map_desc
         m->memory = fwd->memory;
 #ifdef VOXCONV_HAVE_CUDA
         if (fwd->memory == VC_MEMORY_DEVICE)
-            s = gpu_tile_order(vc_kmap_inverse_gpu(&fwd->data, fwd->in->shape,
-                                                   fwd->in->batch_size, ctx->stream, &m->data,
-                                                   &err),
-                               ctx, &m->data, &err);
+            s = vc_kmap_inverse_gpu(&fwd->data, fwd->in->shape, fwd->in->batch_size, ctx->stream,
+                                    &m->data, &err);
         else
 #endif
             s = vc_kmap_inverse_cpu(&fwd->data, fwd->in->shape, fwd->in->batch_size, &m->data,
@@ -278,9 +263,8 @@ vc_status vc_kmap_build(vc_context *ctx, vc_coords *in, const vc_map_desc *desc,
     m->memory = in->memory;
 #ifdef VOXCONV_HAVE_CUDA
     if (in->memory == VC_MEMORY_DEVICE)
-        s = gpu_tile_order(vc_kmap_build_gpu(in->data, in->count, in->shape, in->batch_size, &d,
-                                             ctx->stream, &m->data, &err),
-                           ctx, &m->data, &err);
+        s = vc_kmap_build_gpu(in->data, in->count, in->shape, in->batch_size, &d, ctx->stream,
+                              &m->data, &err);
     else
 #endif
         s = vc_kmap_build_cpu(in->data, in->count, in->shape, in->batch_size, &d,
@@ -604,6 +588,11 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_te
                 s = to_device(ctx, d.bias, d.weight_memory,
                               (size_t)d.out_channels * sizeof(float), (const void **)&a.bias,
                               &tmp_b);
+            /* The map keeps a tile order the implicit GEMM builds for it (conv/kmap.h) for the
+             * later layers on it: a cache that does not change what the map is, so a const
+             * map gets one too (its context's handles are used by one thread at a time, on the
+             * context's stream). */
+            a.map_cache = (vc_kmap_data *)&map->data;
             if (s == VC_OK)
                 s = vc_ctx_err(ctx, vc_conv_gpu(&a, d.algo, d.allow_tf32, ctx->stream, &err),
                                &err);
