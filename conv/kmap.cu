@@ -3274,6 +3274,9 @@ namespace {
 
 constexpr int kOrderThreads = 256, kOrderWarps = kOrderThreads / 32;
 constexpr int kOrderBuckets = 32 * ((343 + 31) / 32) + 1; // costs 0 .. 352 (K <= 343)
+// Blocks whose costs the sorting CTA keeps in shared memory (524k outputs; test_gpu_kmap's 1M-row
+// cloud takes the other path).
+constexpr int kOrderStaged = 4096;
 
 // One warp a block of VC_KMAP_ORDER_ROWS positions of perm: cost[b] = popcount of the OR of its
 // rows' masks. The CTA that finishes last (ticket: 0 at the start, left at 0) then sorts the blocks
@@ -3316,13 +3319,21 @@ __global__ void __launch_bounds__(kOrderThreads)
 
     __shared__ int32_t cnt[kOrderWarps][kOrderBuckets]; // then each (cost, warp)'s next place
     __shared__ int64_t tot[kOrderBuckets];
+    __shared__ uint16_t staged[kOrderStaged]; // the costs, where they fit: one round trip
     const int most = 32 * words; // bucket most - c holds cost c
     for (int i = threadIdx.x; i < kOrderWarps * kOrderBuckets; i += kOrderThreads)
         (&cnt[0][0])[i] = 0;
+    const bool in_smem = blocks <= kOrderStaged;
+    if (in_smem) {
+#pragma unroll 4
+        for (int i = threadIdx.x; i < (int)blocks; i += kOrderThreads)
+            staged[i] = (uint16_t)__ldcg(cost + i);
+    }
     __syncthreads();
+    auto cost_of = [&](int64_t i) { return in_smem ? (int)staged[i] : __ldcg(cost + i); };
     const int64_t per = (blocks + kOrderWarps - 1) / kOrderWarps;
     const int64_t lo = min(blocks, warp * per), hi = min(blocks, lo + per);
-    for (int64_t i = lo + lane; i < hi; i += 32) atomicAdd(&cnt[warp][most - __ldcg(cost + i)], 1);
+    for (int64_t i = lo + lane; i < hi; i += 32) atomicAdd(&cnt[warp][most - cost_of(i)], 1);
     __syncthreads();
     for (int q = threadIdx.x; q <= most; q += kOrderThreads) {
         int64_t t = 0;
@@ -3359,7 +3370,7 @@ __global__ void __launch_bounds__(kOrderThreads)
         const int64_t i = i0 + lane;
         const unsigned on = __ballot_sync(~0u, i < hi);
         if (i < hi) {
-            const int q = most - __ldcg(cost + i);
+            const int q = most - cost_of(i);
             const unsigned peers = __match_any_sync(on, q);
             order[cnt[warp][q] + __popc(peers & ((1u << lane) - 1u))] = (int32_t)i;
             __syncwarp(on);
