@@ -3309,13 +3309,17 @@ __global__ void __launch_bounds__(kOrderThreads)
         }
         if (lane == 0) cost[b] = c;
     }
+    // The CTA's costs (the barrier) before its ticket (thread 0's fence, cumulative); the last
+    // CTA's reads after every ticket (its fence).
     __shared__ int last;
-    __threadfence(); // this CTA's costs before its ticket
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+        if (last) __threadfence();
+    }
     __syncthreads();
     if (!last) return;
-    __threadfence();
 
     __shared__ int32_t cnt[kOrderWarps][kOrderBuckets]; // then each (cost, warp)'s next place
     __shared__ int64_t tot[kOrderBuckets];
