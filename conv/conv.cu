@@ -311,7 +311,8 @@ int g_debug_order = 1;   // vc_conv_gpu_debug_tile_order
 // tiles) and the caller lets the map be written (map_cache) - one built now and kept in the map
 // for the later layers on it. A built order costs ~9 us of GPU time at 100k outputs (H100, ncu)
 // and is built only where it is used: the layers it served were 7-13% faster
-// (docs/benchmarks.md "Tile order").
+// (docs/benchmarks.md "Tile order"). Not built while the stream is being captured: its
+// allocation would then belong to the graph, and the map outlives it.
 vc_status tile_order_for(const vc_conv_args *a, vc_gemm_args *g, int32_t config,
                          bool rows_in_perm, cudaStream_t s, vc_err *err)
 {
@@ -321,8 +322,13 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_args *g, int32_t config,
     if (!rows_in_perm || !g_debug_order) return VC_OK;
     if (!m->tile_order) {
         int takes = 0;
-        if (a->map_cache != m || vc_gemm_takes_order(g, config, &takes, NULL, 0) != 0 || !takes)
+        cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+        if (a->map_cache != m || cudaStreamIsCapturing(s, &cap) != cudaSuccess ||
+            cap != cudaStreamCaptureStatusNone ||
+            vc_gemm_takes_order(g, config, &takes, NULL, 0) != 0 || !takes) {
+            cudaGetLastError();
             return VC_OK;
+        }
         const vc_status st = vc_kmap_tile_order_gpu(a->map_cache, s, err);
         if (st != VC_OK) return st;
     }

@@ -719,18 +719,26 @@ static void graph_capture(vc_rng *rng)
             a.c_out = co;
             a.weights = w_d;
             a.act = VC_ACT_RELU;
-            a.out = out_a;
-            vc_err e = {{0}};
-            CHECK(vc_conv_gpu(&a, algos[i], 0, g_stream, &e) == VC_OK);
-            CUDA_OK(cudaStreamSynchronize(g_stream));
+            /* The map may take a tile order (map_cache), but not under capture (its allocation
+             * would belong to the graph): the capture comes first and must leave the map as it
+             * was; the direct call after it may build one (vc_gemm_debug_force_order). */
+            a.map_cache = &m.gpu;
             a.out = out_b;
+            vc_err e = {{0}};
             cudaGraph_t graph = NULL;
             cudaGraphExec_t exec = NULL;
+            const int had_order = m.gpu.tile_order != NULL;
             CUDA_OK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
             const vc_status st = vc_conv_gpu(&a, algos[i], 0, g_stream, &e);
             const cudaError_t ce = cudaStreamEndCapture(g_stream, &graph);
             CHECK_MSG(st == VC_OK && ce == cudaSuccess, "%s: capture failed: %s / %s",
                       algo_name(algos[i]), e.msg, cudaGetErrorString(ce));
+            CHECK_MSG((m.gpu.tile_order != NULL) == had_order,
+                      "%s: a captured convolution changed the map's tile order",
+                      algo_name(algos[i]));
+            a.out = out_a;
+            CHECK(vc_conv_gpu(&a, algos[i], 0, g_stream, &e) == VC_OK);
+            CUDA_OK(cudaStreamSynchronize(g_stream));
             if (st == VC_OK && ce == cudaSuccess &&
                 cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
                 for (int r = 0; r < 2; r++) {
