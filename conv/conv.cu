@@ -250,8 +250,8 @@ vc_status check_args(const vc_conv_args *a, vc_algo algo, vc_err *err)
     if (!a || !a->map)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: NULL arguments or kernel map");
     const vc_kmap_data *m = a->map;
-    if (m->volume < 1 || m->volume > 343 || m->n_in < 0 || m->n_out < 0 || m->n_pairs < 0 ||
-        m->n_in > VC_MAX_ROWS || m->n_out > VC_MAX_ROWS)
+    if (m->volume < 1 || m->volume > VC_KMAP_MAX_VOLUME || m->n_in < 0 || m->n_out < 0 ||
+        m->n_pairs < 0 || m->n_in > VC_MAX_ROWS || m->n_out > VC_MAX_ROWS)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
                        "conv: bad kernel map (volume %d, n_in %lld, n_out %lld, pairs %lld)",
                        (int)m->volume, (long long)m->n_in, (long long)m->n_out,
@@ -471,11 +471,11 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, boo
 // The tap split of the implicit GEMM (gemm.h: vc_gemm_args.splits) for a layer on tile cfg.
 // A layer whose tiles cannot fill the device (the coarse levels: a few hundred CTAs, each
 // walking its taps x c_in / BK iterations in series) runs each tile's taps on several CTAs and
-// adds their fp32 sums in a second pass or, on sm_90, in the cluster. gemm/ picks the groups that fill the device (the CTAs
-// of the tile it holds at once over the tiles); this caps them so that each group keeps 10
-// iterations or more: a tile's taps are estimated as 3x the map's mean taps per output (a tile
-// ORs 64-128 outputs' masks; a map with one tap per output, an inverse, has one a tile), capped
-// at K, and at most 8 groups (the most measured). From `bench_conv --tune --tune-splits "1 2 3 4
+// adds their fp32 sums in a second pass or, on sm_90, in the cluster. gemm/ picks the groups
+// that fill the device (the CTAs of the tile it holds at once over the tiles); this caps them so
+// that each group keeps 10 iterations or more: a tile's taps are estimated as 3x the map's mean
+// taps per output (a tile ORs 64-128 outputs' masks; a map with one tap per output, an inverse,
+// has one a tile), capped at K, and at most 8 groups (the most measured). From `bench_conv --tune --tune-splits "1 2 3 4
 // 6 8"` on the H100 (docs/benchmarks.md "Tap split"): with this rule the planner ran within
 // 0.97-1.06x of the sweep's best on all 32 conv layers of MinkUNet; the k1 and inverse layers
 // and the large levels do not split. 16-bit features on tensor-core tiles only; 0 = no split.

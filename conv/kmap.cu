@@ -3273,7 +3273,8 @@ extern "C" void vc_kmap_data_free_gpu(vc_kmap_data *m)
 namespace {
 
 constexpr int kOrderThreads = 256, kOrderWarps = kOrderThreads / 32;
-constexpr int kOrderBuckets = 32 * ((343 + 31) / 32) + 1; // costs 0 .. 352 (K <= 343)
+constexpr int kOrderMaxWords = (VC_KMAP_MAX_VOLUME + 31) / 32;
+constexpr int kOrderBuckets = 32 * kOrderMaxWords + 1; // costs 0 .. 352 (K <= 343)
 // Blocks whose costs the sorting CTA keeps in shared memory (524k outputs; test_gpu_kmap's 1M-row
 // cloud takes the other path).
 constexpr int kOrderStaged = 4096;
@@ -3390,9 +3391,9 @@ __global__ void __launch_bounds__(kOrderThreads)
 extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st *stream,
                                             vc_err *err)
 {
-    if (!m || m->n_out < 0 || m->volume > 343 ||
+    if (!m || m->n_out < 0 || m->volume > VC_KMAP_MAX_VOLUME ||
         (m->n_out > 0 && (!m->masks || !m->perm || m->mask_words < (m->volume + 31) / 32 ||
-                          m->mask_words > (343 + 31) / 32)))
+                          m->mask_words > kOrderMaxWords)))
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "tile order: map without masks or perm");
     cudaStream_t s = stream;
     const int64_t blocks = (m->n_out + VC_KMAP_ORDER_ROWS - 1) / VC_KMAP_ORDER_ROWS;

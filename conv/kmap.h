@@ -24,6 +24,10 @@
 extern "C" {
 #endif
 
+/* Largest kernel extent per axis, and so the most offsets a map has (K = 343). */
+#define VC_KMAP_MAX_KERNEL 7
+#define VC_KMAP_MAX_VOLUME (VC_KMAP_MAX_KERNEL * VC_KMAP_MAX_KERNEL * VC_KMAP_MAX_KERNEL)
+
 typedef struct vc_kmap_data {
     vc_map_type type;
     int32_t kernel[3], stride[3], padding[3], dilation[3];

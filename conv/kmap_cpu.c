@@ -15,9 +15,6 @@
 #include <omp.h>
 #endif
 
-#define VC_KMAP_MAX_KERNEL 7
-#define VC_KMAP_MAX_VOLUME (VC_KMAP_MAX_KERNEL * VC_KMAP_MAX_KERNEL * VC_KMAP_MAX_KERNEL)
-
 static const char *const axis_name[3] = {"z", "y", "x"};
 
 /* malloc of n elements of `size` bytes (at least one, so that success is never NULL); NULL on

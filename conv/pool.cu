@@ -286,7 +286,7 @@ extern "C" vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, con
     if (st != VC_OK) return st;
     const int64_t n_in = map->n_in, n_out = map->n_out;
     const int64_t K = map->volume;
-    if (K > 343)
+    if (K > VC_KMAP_MAX_VOLUME)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "pool: bad kernel map (volume %lld)",
                        (long long)K);
     if (n_out == 0) return VC_OK;

@@ -30,10 +30,10 @@
  * DIR/sceneI.npy and one line per scene in DIR/scenes.tsv (file, grid z y x, name as in the CSV),
  * so that a peer engine can be timed on the same voxels (tests/gpu/peers/spconv_bench.py);
  * --dump-only DIR writes them and exits (no GPU needed: the scenes are made before the device is
- * touched). --net NAME runs only the networks whose name contains
- * NAME (e.g. "sweep", "CenterPoint"). --tune also times each conv layer's implicit GEMM with
- * every fp16 GEMM configuration and prints a "tune" line per layer: "name/S ms" for each tap
- * split S of --tune-splits (default "0": the planner's split for that configuration).
+ * touched). --net NAME runs only the networks whose name contains NAME (e.g. "sweep",
+ * "CenterPoint"). --tune also times each conv layer's implicit GEMM with every fp16 GEMM
+ * configuration and prints a "tune" line per layer: "name/S ms" for each tap split S of
+ * --tune-splits (default "0": the planner's split for that configuration).
  * VC_BENCH_IMPLICIT_ONLY=1 in the environment skips both GGS variants (their columns then repeat
  * the implicit GEMM's): for A/B runs of the implicit path, which take a third of the time. */
 #include <math.h>
