@@ -8,12 +8,17 @@
 //           sequential insert would); SUBM: also writes -1 into the upper half of out_in;
 //           STRIDED / DOWNSAMPLE / TRANSPOSED: also inserts each candidate output key into the
 //           output table and appends the keys it claims (warp-aggregated counter) to a list,
-//           counting the digits of the keys it claims for their sort;
-//  outputs  (new-output types) radix sort of the unique output keys (32-bit keys: the look-back
-//           sort below, all passes in one launch with a barrier between them where the tiles
-//           are no more than the SMs, else a kernel per pass; 64-bit keys: CUB; the output
-//           arrays are allocated while it runs): rank order = (b, z, y, x) order,
-//           the CPU's; a rank kernel stores each key's rank in the output table, unpacks
+//           counting the digits of the keys it claims for their sort; or, on the dense path
+//           (output keys of at most 26 bits, the usual case: see dense_count_kernel), sets
+//           each output key's bit in a bitmap of the output key space, and a look-back scan
+//           of the bitmap counts the outputs and gives each 256-bit group its first rank;
+//  outputs  dense path: an unpack kernel writes each set bit's coordinates at its rank (the
+//           (b, z, y, x) order) and clears out_in to -1; the scatter below ranks its keys in
+//           the bitmap. Otherwise radix sort of the unique output keys (32-bit keys: the
+//           look-back sort below, all passes in one launch with a barrier between them where
+//           the tiles are no more than the SMs, else a kernel per pass; 64-bit keys: CUB; the
+//           output arrays are allocated while it runs): rank order = (b, z, y, x) order, the
+//           CPU's; a rank kernel stores each key's rank in the output table, unpacks
 //           out_coords and clears out_in to -1;
 //  out_in   SUBM: one thread per (row, offset k <= centre) looks the neighbour up and writes
 //           out_in[p, k] = q and, by the kernel symmetry (q, p, K-1-k), out_in[q, K-1-k] = p:
@@ -607,17 +612,114 @@ __device__ __forceinline__ void claim_outputs(const vc_hash_gpu_view &hout, uint
         if (act[j]) note_output(r[j], key[j], ukeys, ucap, scr, kh, cl);
 }
 
-// STRIDED / DOWNSAMPLE / TRANSPOSED: inserts the input rows, and collects the output keys:
+// Where a new-output build puts the output keys it finds: ClaimSink claims each in the output
+// hash table and lists the keys it claimed for their sort; DenseSink sets each key's bit in a
+// bitmap over the whole output key space (the dense path, below).
+template <typename UKey> struct ClaimSink {
+    vc_hash_gpu_view hout;
+    UKey *ukeys;
+    int64_t ucap;
+    int64_t *scr;
+    KeyHist kh;
+    ClaimList<UKey> cl;
+    template <int N> __device__ __forceinline__ void put(uint64_t *key, bool *act) const
+    {
+        claim_outputs<N>(hout, key, act, ukeys, ucap, scr, kh, cl);
+    }
+};
+
+// ---- the dense output path ----------------------------------------------------------------
+//
+// Where the output keys span at most 2^kDenseMaxBits values (the packed key space of the output
+// grid: 2^25 for a stride-2 map of the SECOND grid 41 x 1600 x 1408), a new-output build marks
+// each output key's bit in a bitmap of the whole space instead of claiming it in a hash table:
+// bit i is key i, so the rank of a key among the outputs, its row in the (b, z, y, x) order of
+// the CPU twin, is the number of set bits below it. One look-back scan over the bitmap gives
+// every group of kDenseGroupBits bits its first rank (and n_out); a key's rank is then that
+// base plus the popcounts of one 32-byte sector. It replaces the output table's claims (a CAS
+// and its round trip per key), the radix sort of the claimed keys and the rank kernel's table
+// writes by bit stores that do not wait, one scan and an unpack.
+const int kDenseGroupWords = 8; // 32-bit words of a rank group: one 32-byte sector
+const int kDenseGroupBits = 32 * kDenseGroupWords;
+
+struct DenseSink {
+    uint32_t *bits;
+    // Lanes whose keys share a bitmap word set them with one atomic (neighbouring rows share
+    // most of their targets); the atomics' results are unused, so no lane waits on them.
+    template <int N> __device__ __forceinline__ void put(uint64_t *key, bool *act) const
+    {
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            const uint64_t w = act[j] ? key[j] >> 5 : ~0ull;
+            const unsigned peers = __match_any_sync(kFullWarp, w);
+            const unsigned m = __reduce_or_sync(peers, act[j] ? 1u << (key[j] & 31) : 0u);
+            if (act[j] && __ffs(peers) - 1 == lane) atomicOr(&bits[w], m);
+        }
+    }
+};
+
+// The rank of key among the set bits (-1: not set), from its group's 8 words and first rank.
+__device__ __forceinline__ int32_t dense_rank(const uint4 lo, const uint4 hi, int32_t base,
+                                              uint64_t key)
+{
+    const uint32_t w[kDenseGroupWords] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const int wi = (int)(key >> 5) & (kDenseGroupWords - 1), b = (int)(key & 31);
+    int32_t r = base;
+    uint32_t cur = 0;
+#pragma unroll
+    for (int i = 0; i < kDenseGroupWords; i++) {
+        if (i < wi) r += __popc(w[i]);
+        if (i == wi) cur = w[i];
+    }
+    if (!((cur >> b) & 1u)) return -1;
+    return r + __popc(cur & ((1u << b) - 1u));
+}
+
+// Output-row lookups of st_scatter: in the output hash table (HashFind) or by rank in the
+// bitmap (DenseFind); -1 for a key that is not an output.
+struct HashFind {
+    vc_hash_gpu_view hout;
+    template <int N>
+    __device__ __forceinline__ void find(const uint64_t *key, const bool *act, int32_t *v) const
+    {
+        vc_hash_gpu_lookup_batch<N>(hout, key, act, v);
+    }
+};
+
+struct DenseFind {
+    const uint32_t *bits;
+    const int32_t *base; // [groups] first rank of each group (dense_count_kernel)
+    template <int N>
+    __device__ __forceinline__ void find(const uint64_t *key, const bool *act, int32_t *v) const
+    {
+        uint4 lo[N], hi[N];
+        int32_t b[N];
+#pragma unroll
+        for (int j = 0; j < N; j++) { // every load in flight before the first use
+            lo[j] = hi[j] = make_uint4(0, 0, 0, 0);
+            b[j] = 0;
+            if (!act[j]) continue;
+            const int64_t g = (int64_t)(key[j] / kDenseGroupBits);
+            const uint4 *p = reinterpret_cast<const uint4 *>(bits) + 2 * g;
+            lo[j] = __ldg(p);
+            hi[j] = __ldg(p + 1);
+            b[j] = __ldg(base + g);
+        }
+#pragma unroll
+        for (int j = 0; j < N; j++) v[j] = act[j] ? dense_rank(lo[j], hi[j], b[j], key[j]) : -1;
+    }
+};
+
+// STRIDED / DOWNSAMPLE / TRANSPOSED: inserts the input rows, and hands the output keys to sink:
 // DOWNSAMPLE floor(q / s), the others every q's targets. A warp takes 32 rows at a time (every
 // lane makes the calls).
-template <typename UKey>
+template <typename Sink>
 __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t n, const Geom &g,
                                                  const vc_keypack &kin,
                                                  const vc_hash_gpu_view &hin,
-                                                 const vc_keypack &kout,
-                                                 const vc_hash_gpu_view &hout, UKey *ukeys,
-                                                 int64_t ucap, int64_t *scr, const KeyHist &kh,
-                                                 const ClaimList<UKey> &cl)
+                                                 const vc_keypack &kout, const Sink &sink,
+                                                 int64_t *scr)
 {
     unsigned n_dup = 0;
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -635,7 +737,7 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
             if (row)
                 key = vc_key_pack_d(kout, c.x, (int32_t)div_stride(g, 0, c.y),
                                     (int32_t)div_stride(g, 1, c.z), (int32_t)div_stride(g, 2, c.w));
-            claim_outputs<1>(hout, &key, &row, ukeys, ucap, scr, kh, cl);
+            sink.template put<1>(&key, &row);
             continue;
         }
         const WarpPairs w = warp_pairs(g, kout, row, c);
@@ -644,10 +746,19 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
             uint64_t key[kPairBatch];
             bool act[kPairBatch];
             warp_round(w, g, base, t, key, act);
-            claim_outputs<kPairBatch>(hout, key, act, ukeys, ucap, scr, kh, cl);
+            sink.template put<kPairBatch>(key, act);
         }
     }
     add_dups(n_dup, scr);
+}
+
+// The dense path's insert: the input rows into their table, the output keys into the bitmap.
+__global__ void dense_insert_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
+                                    vc_hash_gpu_view hin, vc_keypack kout, uint32_t *bits,
+                                    int64_t *scr)
+{
+    pdl_enter();
+    st_newout_insert(coords, n, g, kin, hin, kout, DenseSink{bits}, scr);
 }
 
 template <typename UKey>
@@ -668,7 +779,8 @@ __global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, v
     __syncthreads();
     const KeyHist kh = {khist ? shist : NULL, passes, dbits};
     const ClaimList<UKey> cl = {list, &n_list, kClaimList};
-    st_newout_insert(coords, n, g, kin, hin, kout, hout, ukeys, ucap, scr, kh, cl);
+    const ClaimSink<UKey> sink = {hout, ukeys, ucap, scr, kh, cl};
+    st_newout_insert(coords, n, g, kin, hin, kout, sink, scr);
     __syncthreads();
     for (int i = threadIdx.x; i < nh; i += blockDim.x) {
         const uint32_t c = shist[i];
@@ -724,10 +836,10 @@ __global__ void rank_kernel(const UKey *sorted, const int64_t *d_n, int64_t rows
 // STRIDED / DOWNSAMPLE / TRANSPOSED out_in, input-stationary: (p, k) has at most one input q,
 // so every element is written at most once. A warp takes 32 rows at a time and looks their
 // pairs up kPairBatch a lane at a time (every lane makes the calls).
+template <typename Find>
 __device__ __forceinline__ void st_scatter(const int32_t *coords, int64_t n_in, const Geom &g,
-                                           const vc_keypack &kout,
-                                           const vc_hash_gpu_view &hout, int64_t n_out,
-                                           int32_t *out_in, int64_t *scr)
+                                           const vc_keypack &kout, const Find &out,
+                                           int64_t n_out, int32_t *out_in, int64_t *scr)
 {
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i0 = blockIdx.x * (int64_t)blockDim.x + (threadIdx.x & ~31u); i0 < n_in;
@@ -744,7 +856,7 @@ __device__ __forceinline__ void st_scatter(const int32_t *coords, int64_t n_in, 
             bool act[kPairBatch];
             int32_t v[kPairBatch];
             warp_round(w, g, base, t, key, act);
-            vc_hash_gpu_lookup_batch<kPairBatch>(hout, key, act, v);
+            out.template find<kPairBatch>(key, act, v);
 #pragma unroll
             for (int j = 0; j < kPairBatch; j++) {
                 if (!act[j]) continue;
@@ -760,12 +872,13 @@ __device__ __forceinline__ void st_scatter(const int32_t *coords, int64_t n_in, 
     }
 }
 
+template <typename Find>
 __global__ void scatter_kernel(const int32_t *coords, int64_t n_in, Geom g, vc_keypack kout,
-                               vc_hash_gpu_view hout, const int64_t *d_n, int64_t rows,
-                               int32_t *out_in, int64_t *scr)
+                               Find out, const int64_t *d_n, int64_t rows, int32_t *out_in,
+                               int64_t *scr)
 {
     pdl_enter();
-    st_scatter(coords, n_in, g, kout, hout, dev_count(d_n, rows), out_in, scr);
+    st_scatter(coords, n_in, g, kout, out, dev_count(d_n, rows), out_in, scr);
 }
 
 // INVERSE: out_in[q, k] = p for every forward entry (p -> q at k). out_in starts at -1.
@@ -854,6 +967,77 @@ __device__ __forceinline__ long long lb_walk(unsigned long long *lb, int64_t t, 
     }
     atomicExch(lb + t * m + j, kLbInc | (unsigned long long)(excl + agg));
     return excl;
+}
+
+// The first rank of every group of the bitmap: base[g] = set bits before group g; n_out (the
+// set bits in all) into the status block, with VC_KMAP_GPU_F_OUT_OVERFLOW past cap (a bounded
+// build's max_out). A tile is kRowThreads groups, one a thread; tiles go to blocks in the order
+// the blocks ask (lb[0], zero before the launch: any residency is safe) and take their prefix by
+// decoupled look-back over lb[1 + t], zero before the launch.
+__global__ void __launch_bounds__(kRowThreads)
+    dense_count_kernel(const uint32_t *bits, int64_t groups, int32_t *base,
+                       unsigned long long *lb, int64_t cap, int64_t *scr)
+{
+    pdl_enter();
+    typedef cub::BlockScan<int32_t, kRowThreads> Scan;
+    __shared__ typename Scan::TempStorage tmp;
+    __shared__ long long tile, tbase;
+    const int tid = threadIdx.x;
+    const int64_t tiles = (groups + kRowThreads - 1) / kRowThreads;
+    for (;;) {
+        if (tid == 0) tile = (long long)atomicAdd(lb, 1ull);
+        __syncthreads();
+        const int64_t t = tile;
+        if (t >= tiles) break;
+        const int64_t g = t * kRowThreads + tid;
+        int32_t c = 0;
+        if (g < groups) {
+            const uint4 *p = reinterpret_cast<const uint4 *>(bits) + 2 * g;
+            const uint4 lo = __ldcg(p), hi = __ldcg(p + 1);
+            c = __popc(lo.x) + __popc(lo.y) + __popc(lo.z) + __popc(lo.w) + __popc(hi.x) +
+                __popc(hi.y) + __popc(hi.z) + __popc(hi.w);
+        }
+        int32_t excl, agg;
+        Scan(tmp).ExclusiveSum(c, excl, agg);
+        if (tid == 0) {
+            lb_publish(lb + 1, t, 1, 0, agg);
+            const long long before = lb_walk(lb + 1, t, 1, 0, agg);
+            tbase = before;
+            if (t == tiles - 1) {
+                const long long total = before + agg;
+                scr[S_N_OUT] = total;
+                if (total > cap) raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
+            }
+        }
+        __syncthreads();
+        if (g < groups) base[g] = (int32_t)(tbase + excl);
+        __syncthreads(); // tile, tbase and the scan storage are reused
+    }
+}
+
+// out_coords of the dense path, a thread per bitmap word: the key of every set bit unpacked at
+// its rank (rows < n, the device count clamped to rows); out_in cleared to -1 for the scatter.
+__global__ void dense_unpack_kernel(const uint32_t *bits, const int32_t *base, int64_t groups,
+                                    const int64_t *d_n, int64_t rows, vc_keypack kout, int32_t K,
+                                    int32_t *out_coords, int32_t *out_in)
+{
+    pdl_enter();
+    const int64_t n = dev_count(d_n, rows);
+    GRID_LOOP(w, groups * kDenseGroupWords)
+    {
+        uint32_t word = __ldg(bits + w);
+        if (!word) continue;
+        const int64_t g = w / kDenseGroupWords;
+        int64_t r = __ldg(base + g);
+        for (int64_t u = g * kDenseGroupWords; u < w; u++) r += __popc(__ldg(bits + u));
+        for (; word && r < n; word &= word - 1, r++) {
+            const uint64_t key = (uint64_t)w * 32 + (uint64_t)(__ffs(word) - 1);
+            int32_t c[4];
+            vc_key_unpack_d(kout, key, c);
+            reinterpret_cast<int4 *>(out_coords)[r] = make_int4(c[0], c[1], c[2], c[3]);
+        }
+    }
+    GRID_LOOP(j, n * K) out_in[j] = -1;
 }
 
 // One stable LSD pass over n items: digit ((key ^ flip) >> shift) & (2^dbits - 1), dbits <=
@@ -1641,9 +1825,11 @@ __global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
         if (subm)
             st_subm_insert(a.coords, a.n_in, a.kin, a.hin, a.g.K, a.out_in, a.scr, true);
         else
-            st_newout_insert(a.coords, a.n_in, a.g, a.kin, a.hin, a.kout, a.hout, a.ukeys,
-                             a.ucap, a.scr, KeyHist{NULL, 0, 0},
-                             ClaimList<uint32_t>{NULL, NULL, 0});
+            st_newout_insert(a.coords, a.n_in, a.g, a.kin, a.hin, a.kout,
+                             ClaimSink<uint32_t>{a.hout, a.ukeys, a.ucap, a.scr,
+                                                 KeyHist{NULL, 0, 0},
+                                                 ClaimList<uint32_t>{NULL, NULL, 0}},
+                             a.scr);
         if (!(st & ~ST_FRONT)) return;
         grid.sync();
     }
@@ -1679,7 +1865,7 @@ __global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
         if (subm)
             st_subm_lookup(a.coords, n, a.g, a.kin, a.hin, a.out_in, true);
         else
-            st_scatter(a.coords, a.n_in, a.g, a.kout, a.hout, n, a.out_in, a.scr);
+            st_scatter(a.coords, a.n_in, a.g, a.kout, HashFind{a.hout}, n, a.out_in, a.scr);
         if (!(st & (ST_ROWS | ST_PERM))) return;
         grid.sync();
     }
@@ -1860,6 +2046,8 @@ struct Sizes {
     int64_t nsort;             // output keys sorted (0: none)
     int32_t end_bit_out;
     int32_t key_bits;          // bits of the output keys (new-output types)
+    int32_t dense_bits;        // the dense path: a bitmap of 2^dense_bits bits (0: hash table)
+    int64_t out_bound;         // outputs past this raise OUT_OVERFLOW in the dense count (bounded)
     int64_t rows;              // rows of the row passes
     int32_t K, words;
     size_t cub_bytes;
@@ -1873,6 +2061,12 @@ struct Bufs {
     uint32_t *hist, *khist;
     unsigned long long *klbz;
     int64_t klbz_words, zero_words;
+    // The dense path (Sizes.dense_bits), in the zero region after hist: the count's tile counter
+    // and look-back words (dlb), then the bitmap; the groups' first ranks (dbase) after it.
+    unsigned long long *dlb;
+    int64_t dlb_words;
+    uint32_t *bits;
+    int32_t *dbase;
     unsigned long long *tin, *tout;
     void *ukeys, *usorted;
     int32_t *cnt;
@@ -1909,6 +2103,14 @@ struct Carver {
 // The output-key sort of a build with 32-bit output keys: over the key bits, tiles for ucap.
 PermPlan key_plan(const Sizes &z) { return perm_plan(z.key_bits, z.ucap); }
 
+// Rank groups of the dense path's bitmap (at least one), and its count's tiles.
+int64_t dense_groups(const Sizes &z)
+{
+    return z.dense_bits > 8 ? (int64_t)1 << (z.dense_bits - 8) : 1;
+}
+
+int64_t dense_tiles(const Sizes &z) { return (dense_groups(z) + kRowThreads - 1) / kRowThreads; }
+
 // Lays the temporaries out from `base` (NULL: just the size): the tables part (status block,
 // hash tables, output-key list) and / or the rows part (sorted keys, counts, sort buffers).
 size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
@@ -1920,7 +2122,14 @@ size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
         b->khist = base ? b->hist + kMaxPasses * kMaxBins : NULL;
         b->klbz_words = z.ucap > 0 && z.ukey32 ? key_plan(z).lb_words : 0;
         b->klbz = b->klbz_words > 0 ? c.take<unsigned long long>(b->klbz_words) : NULL;
-        b->zero_words = kMaxPasses * kMaxBins + b->klbz_words;
+        // the dense path has no key sort (ucap 0), so its words follow hist at once; a multiple
+        // of 32 words (the carver's 256-byte alignment), so that the bitmap follows them
+        const int64_t bitmap_words = z.dense_bits ? dense_groups(z) * kDenseGroupWords / 2 : 0;
+        b->dlb_words = z.dense_bits ? (1 + dense_tiles(z) + 31) / 32 * 32 : 0;
+        b->dlb = b->dlb_words > 0 ? c.take<unsigned long long>(b->dlb_words) : NULL;
+        b->bits = bitmap_words > 0 ? (uint32_t *)c.take<unsigned long long>(bitmap_words) : NULL;
+        b->zero_words = kMaxPasses * kMaxBins + b->klbz_words + b->dlb_words + bitmap_words;
+        b->dbase = z.dense_bits ? c.take<int32_t>(dense_groups(z)) : NULL;
         b->tin = c.take<unsigned long long>(table_words(z.cap_in, z.packed_in));
         b->tout = z.cap_out > 0 ? c.take<unsigned long long>(table_words(z.cap_out, z.packed_out))
                                 : NULL;
@@ -1988,6 +2197,24 @@ struct Job {
 };
 
 int32_t key_bits(const vc_keypack &kp) { return kp.shift[0] + kp.bits[0]; }
+
+// The dense output path (dense_count_kernel) serves new-output maps whose output keys have at
+// most kDenseMaxBits bits: a bitmap of at most 8 MB, whose clear, count and unpack move ~24 MB
+// (~8 us at the H100's copy bandwidth), where the output table's claims, the key sort and the
+// ranks cost ~40 us for 100k inputs (docs/benchmarks.md, map builds version 11).
+// vc_kmap_gpu_debug_dense: 1 takes it up to kDenseForceBits (tests), -1 never (A/B).
+const int32_t kDenseMaxBits = 26, kDenseForceBits = 28;
+std::atomic<int> g_dense_mode(0);
+
+// Sizes.dense_bits of a build of j: its output key bits (at least 1), or 0 for the hash path.
+int32_t dense_bits_for(const Job &j)
+{
+    if (!j.new_out) return 0;
+    const int mode = g_dense_mode.load(std::memory_order_relaxed);
+    const int32_t most = mode > 0 ? kDenseForceBits : mode < 0 ? -1 : kDenseMaxBits;
+    if (j.bits_out > most) return 0;
+    return j.bits_out > 0 ? j.bits_out : 1;
+}
 
 // Offsets per axis that one input coordinate can use at most: every one for SUBM and
 // TRANSPOSED; for STRIDED and DOWNSAMPLE those d with d*dil in one residue class mod stride.
@@ -2135,6 +2362,17 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_i
         // out_in is all -1 already (prep)
         return launch_k(b.pdl, subm_insert_kernel, grid_for(j.n_in), kThreads, 0, s, j.d_in,
                         j.n_in, j.kin, view_in(z, b), j.K, out_in, b.scr);
+    } else if (z.dense_bits) {
+        // the bitmap, then its count (n_out): a grid of at most 4 blocks an SM takes the tiles
+        cudaError_t e = launch_k(b.pdl, dense_insert_kernel, grid_for(j.n_in), kThreads, 0, s,
+                                 j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, b.bits,
+                                 b.scr);
+        if (e != cudaSuccess) return e;
+        const int64_t tiles = dense_tiles(z), cap = z.out_bound > 0 ? z.out_bound : INT64_MAX;
+        const int sms = cached_attr(g_sms, cudaDevAttrMultiProcessorCount);
+        const int64_t most = 4 * (int64_t)(sms > 0 ? sms : 1);
+        return launch_k(b.pdl, dense_count_kernel, tiles < most ? tiles : most, kRowThreads, 0, s,
+                        (const uint32_t *)b.bits, dense_groups(z), b.dbase, b.dlb, cap, b.scr);
     } else if (z.ukey32) {
         const PermPlan kp = key_plan(z);
         return launch_k(b.pdl, newout_insert_kernel<uint32_t>, grid_for(j.n_in), kThreads, 0,
@@ -2223,6 +2461,24 @@ cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_
 {
     cudaError_t e;
     const int64_t *d_n = stage_count(b, exact);
+    if (z.dense_bits) {
+        const int64_t words = dense_groups(z) * kDenseGroupWords;
+        if (rows > 0) {
+            const int64_t items = words > rows * j.K ? words : rows * j.K;
+            e = launch_k(b.pdl, dense_unpack_kernel, grid_for(items), kThreads, 0, s,
+                         (const uint32_t *)b.bits, (const int32_t *)b.dbase, dense_groups(z), d_n,
+                         rows, j.kout, j.K, m->out_coords, m->out_in);
+            if (e != cudaSuccess) return e;
+        }
+        if (ev_mid && (e = cudaEventRecord(ev_mid, s)) != cudaSuccess) return e;
+        if (rows > 0 && j.n_in > 0) {
+            const DenseFind f = {b.bits, b.dbase};
+            e = launch_k(b.pdl, scatter_kernel<DenseFind>, grid_for(j.n_in), kThreads, 0, s,
+                         j.d_in, j.n_in, j.g, j.kout, f, d_n, rows, m->out_in, b.scr);
+            if (e != cudaSuccess) return e;
+        }
+        return cudaSuccess;
+    }
     if (rows > 0) {
         const unsigned grid = grid_for(rows * j.K);
         if (z.ukey32)
@@ -2237,8 +2493,8 @@ cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_
     }
     if (ev_mid && (e = cudaEventRecord(ev_mid, s)) != cudaSuccess) return e;
     if (rows > 0 && j.n_in > 0) {
-        e = launch_k(b.pdl, scatter_kernel, grid_for(j.n_in), kThreads, 0, s, j.d_in, j.n_in,
-                     j.g, j.kout, view_out(z, b), d_n, rows, m->out_in, b.scr);
+        e = launch_k(b.pdl, scatter_kernel<HashFind>, grid_for(j.n_in), kThreads, 0, s, j.d_in,
+                     j.n_in, j.g, j.kout, HashFind{view_out(z, b)}, d_n, rows, m->out_in, b.scr);
         if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
@@ -2614,11 +2870,12 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
     z.packed_out = j.bits_out <= VC_HASH_GPU_PACKED_BITS;
     z.ukey32 = z.packed_out;
     z.key_bits = j.bits_out;
-    z.cap_out = vc_hash_capacity_for(est);
+    z.dense_bits = dense_bits_for(j);
+    z.cap_out = z.dense_bits ? 0 : vc_hash_capacity_for(est);
     z.K = K;
     z.words = j.words;
     for (int attempt = 0;; attempt++) {
-        if (z.cap_in == 0 || z.cap_out == 0 || z.cap_in > INT64_MAX / 64 ||
+        if (z.cap_in == 0 || (!z.dense_bits && z.cap_out == 0) || z.cap_in > INT64_MAX / 64 ||
             z.cap_out > INT64_MAX / 64) {
             st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
             goto fail;
@@ -2646,8 +2903,9 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
             z.cap_in *= 2;
             continue;
         }
-        if ((stat[S_FLAGS] & (VC_KMAP_GPU_F_PROBE_OUT | VC_KMAP_GPU_F_OUT_OVERFLOW)) ||
-            n_out > z.cap_out / 2) {
+        if (!z.dense_bits &&
+            ((stat[S_FLAGS] & (VC_KMAP_GPU_F_PROBE_OUT | VC_KMAP_GPU_F_OUT_OVERFLOW)) ||
+             n_out > z.cap_out / 2)) {
             if (attempt >= kRetries) {
                 st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the output hash table could not "
                              "place a key within its probe bound, even after growing");
@@ -2679,7 +2937,7 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
     }
     m->n_out = n_out;
     pair_bound = reach_total < n_entries ? reach_total : n_entries;
-    z.nsort = n_out;
+    z.nsort = z.dense_bits ? 0 : n_out; // the dense path's outputs come in order
     z.end_bit_out = j.bits_out > 0 ? j.bits_out : 1;
     z.rows = n_out;
     CU(cub_bytes_for(&z), "sizing the sorts");
@@ -3451,7 +3709,11 @@ Sizes bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
     z.cap_in = input_cap(b->max_in, z.packed_in);
     z.K = j.K;
     z.words = j.words;
-    if (j.new_out) {
+    if (j.new_out && b->dense) {
+        z.dense_bits = b->dense;
+        z.out_bound = b->max_out;
+        z.rows = b->max_out;
+    } else if (j.new_out) {
         z.packed_out = j.bits_out <= VC_HASH_GPU_PACKED_BITS;
         z.ukey32 = z.packed_out;
         z.key_bits = j.bits_out;
@@ -3503,6 +3765,7 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     t.max_pairs = max_pairs;
     init_header(j, &t.map);
     t.coop = coop_ok(j) ? 1 : 0;
+    t.dense = t.coop ? 0 : dense_bits_for(j);
     Sizes z = bounded_sizes(j, &t);
     CoopSizes zc = coop_bounded_sizes(j, &t);
     Coop ca;
@@ -3595,7 +3858,7 @@ extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int
         if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);
         if (e == cudaSuccess) e = q_finish(j, bf, m, n_in, true, b->max_pairs, NULL, s);
     } else {
-        const void *sorted = NULL;
+        const void *sorted = NULL; // none on the dense path
         if (e == cudaSuccess) e = q_key_sort(z, bf, false, s, &sorted);
         if (e == cudaSuccess)
             e = q_rank_scatter(j, z, bf, m, b->max_out, false, sorted, NULL, s);
@@ -3722,6 +3985,11 @@ extern "C" int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t sha
     for (uint32_t i = 0; i < n && (int64_t)i < cap; i++)
         vc_key_unpack(&j.kout, pair_of(j.g, key, list, i, &k[i]), out[i]);
     return (int)n;
+}
+
+extern "C" void vc_kmap_gpu_debug_dense(int mode)
+{
+    g_dense_mode.store(mode > 0 ? 1 : mode < 0 ? -1 : 0, std::memory_order_relaxed);
 }
 
 extern "C" void vc_kmap_gpu_debug_coop(int enable)

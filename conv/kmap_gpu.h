@@ -38,10 +38,14 @@
  *    check, at their own risk: a nonzero flags word means the map must not be used.
  *
  * Kernels. A build is a sequence of ordinary kernels (no host synchronisation between them),
- * with CUB radix sorts only for masks of K > 32 and 64-bit output keys: SUBM k3 is 6 launches,
- * a captured graph of 6 kernel nodes (the mask sort's passes after the first share one launch,
- * with a barrier among their tile blocks, where the tiles are no more than the SMs: up to ~270k
- * rows on an H100; past that, one launch a pass). In the regular builds on compute capability
+ * with CUB radix sorts only for masks of K > 32 and 64-bit output keys. The new-output types
+ * whose output keys have at most 26 bits (an 8 MB bitmap; a stride-2 map of the SECOND grid
+ * 41 x 1600 x 1408 has 25) find their outputs in a bitmap of the output key space, so they need
+ * no output hash table and no sort of the output keys; past that, a hash table and a sort (see
+ * vc_kmap_gpu_debug_dense). SUBM k3 is 6 launches, a captured graph of 6 kernel nodes (the
+ * mask sort's passes after the first share one launch, with a barrier among their tile blocks,
+ * where the tiles are no more than the SMs: up to ~270k rows on an H100; past that, one launch
+ * a pass). In the regular builds on compute capability
  * 9.0 and up each launch asks for programmatic dependent launch, so it overlaps the end of the
  * kernel before it (each kernel waits on its predecessor before touching memory); the bounded
  * build launches plainly (in a captured graph the overlap measured slower). Every kernel
@@ -150,6 +154,7 @@ typedef struct vc_kmap_gpu_bounded {
     size_t workspace_bytes;
     size_t sort_bytes;        /* internal: sort storage inside the workspace                   */
     int32_t coop;             /* internal: 1 when builds are one cooperative kernel            */
+    int32_t dense;            /* internal: output key bits of the dense output path, or 0      */
     const int32_t *last_in;   /* input of the last queued build (the check names bad rows)     */
     int64_t last_n_in;
 } vc_kmap_gpu_bounded;
@@ -203,6 +208,13 @@ void vc_kmap_gpu_trim(void);
  * where it applies; 0 (the default) keeps the multi-kernel path everywhere. For tests and
  * benchmarks; not thread-safe against builds running meanwhile. */
 void vc_kmap_gpu_debug_coop(int enable);
+
+/* The dense output path of the new-output maps (STRIDED, DOWNSAMPLE, TRANSPOSED): output keys
+ * marked in a bitmap over the output key space instead of claimed in a hash table. 0 (the
+ * default): taken where the output keys have at most 26 bits; 1: up to 28 bits; -1: never. Both
+ * paths give the same maps. Applies to later builds and to bounded structs created later; for
+ * tests and benchmarks, not thread-safe against builds running meanwhile. */
+void vc_kmap_gpu_debug_dense(int mode);
 
 /* Test hook, host only (no GPU needed): the (offset, output) pairs that the new-output kernels'
  * target arithmetic (the insert's and the scatter's, conv/kmap.cu) gives input row `row` (b, z,

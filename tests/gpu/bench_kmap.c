@@ -19,6 +19,8 @@
  *     searches them (compiled at run time with NVRTC); its out_in is checked equal to ours.
  * The main rows use the multi-kernel build path (the default); the synthetic scenes are also
  * timed on the one-kernel cooperative path. VC_BENCH_COOP=1 swaps the two.
+ * VC_BENCH_DENSE=-1 / 1 sends the new-output maps to the output hash table / the dense bitmap
+ * wherever it fits (vc_kmap_gpu_debug_dense; default 0: the library's choice), for A/Bs.
  * VC_BENCH_MODES=staged,call,graph (any of the three; default all) times those modes of each
  * map row and skips the others (their columns print 0), so that a profiler sees the kernels of
  * one mode alone (tests/gpu/run_kmap.sh profile).
@@ -850,6 +852,12 @@ int main(int argc, char **argv)
     const int coop = nc && atoi(nc) != 0;
     if (coop) printf("VC_BENCH_COOP: one-kernel (cooperative) path where it applies\n");
     vc_kmap_gpu_debug_coop(coop);
+    /* VC_BENCH_DENSE=-1 (0, 1): the new-output maps' output path, vc_kmap_gpu_debug_dense */
+    const char *dn = getenv("VC_BENCH_DENSE");
+    if (dn && *dn) {
+        vc_kmap_gpu_debug_dense(atoi(dn));
+        printf("VC_BENCH_DENSE=%d: vc_kmap_gpu_debug_dense(%d)\n", atoi(dn), atoi(dn));
+    }
     const char *modes = getenv("VC_BENCH_MODES");
     if (modes && *modes) {
         g_modes = (strstr(modes, "staged") ? MODE_STAGED : 0) |

@@ -15,7 +15,8 @@
  * than 31 bits too. Each map that also fits a bounded build (vc_kmap_gpu_bounded_*) is built that
  * way with loose bounds and compared as well.
  * Both build paths are compared: the multi-kernel one (the default) in the main sweep and the
- * one-kernel cooperative one on two clouds (VC_TEST_COOP=1 swaps them).
+ * one-kernel cooperative one on two clouds (VC_TEST_COOP=1 swaps them); and both output paths of
+ * the new-output maps (hash table, dense bitmap), each forced on three clouds.
  * VC_SANITIZE=1: a small subset (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
  * replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
@@ -535,6 +536,22 @@ int main(void)
         free(c.rows);
     }
     vc_kmap_gpu_debug_coop(g_coop_on = coop);
+    /* the new-output maps' other output path: the sweep takes the dense bitmap where the output
+     * keys have at most 26 bits (most clouds here) and the hash table past that (batch 3 on the
+     * 41x1600x1408 grid, huge, mixed); -1 sends every map to the table, 1 the maps of up to
+     * 28-bit keys to the bitmap */
+    const size_t dense_again[3] = {g_small ? 4u : 9u, g_small ? 11u : 10u, g_small ? 8u : 12u};
+    for (int mode = -1; mode <= 1; mode += 2) {
+        vc_kmap_gpu_debug_dense(mode);
+        printf("dense output path: mode %d\n", mode);
+        for (size_t a = 0; a < 3; a++) {
+            const size_t i = dense_again[a];
+            cloud c = make_cloud(&rng, cases[i].n, cases[i].batch, cases[i].shape, cases[i].style);
+            run_sweep(&c, 0);
+            free(c.rows);
+        }
+    }
+    vc_kmap_gpu_debug_dense(0);
     if (!g_small) {
         cloud c = make_cloud(&rng, 1000000, 2, big, 3);
         printf("1M cloud: %lld voxels\n", (long long)c.n);
