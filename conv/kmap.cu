@@ -9,17 +9,17 @@
 //           STRIDED / DOWNSAMPLE / TRANSPOSED: also inserts each candidate output key into the
 //           output table and appends the keys it claims (warp-aggregated counter) to a list,
 //           counting the digits of the keys it claims for their sort; or, on the dense path
-//           (output keys of at most 26 bits, the usual case: see dense_count_kernel), sets
-//           each output key's bit in a bitmap of the output key space, and a look-back scan
-//           of the bitmap counts the outputs and gives each 256-bit group its first rank;
-//  outputs  dense path: an unpack kernel writes each set bit's coordinates at its rank (the
-//           (b, z, y, x) order) and clears out_in to -1; the scatter below ranks its keys in
-//           the bitmap. Otherwise radix sort of the unique output keys (32-bit keys: the
-//           look-back sort below, all passes in one launch with a barrier between them where
-//           the tiles are no more than the SMs, else a kernel per pass; 64-bit keys: CUB; the
-//           output arrays are allocated while it runs): rank order = (b, z, y, x) order, the
-//           CPU's; a rank kernel stores each key's rank in the output table, unpacks
-//           out_coords and clears out_in to -1;
+//           (output keys of at most 26 bits, the usual case: "the dense output path"), sets
+//           each output key's bit in a bitmap of the output key space, and a count kernel
+//           counts the outputs (the bitmap's tiles, then a scan of their sums);
+//  outputs  dense path: an unpack kernel gives each 256-bit group of the bitmap its first rank
+//           and writes each set bit's coordinates at its rank (the (b, z, y, x) order), and
+//           clears out_in to -1; the scatter below ranks its keys in the bitmap. Otherwise
+//           radix sort of the unique output keys (32-bit keys: the look-back sort below, all
+//           passes in one launch with a barrier between them where the tiles are no more than
+//           the SMs, else a kernel per pass; 64-bit keys: CUB; the output arrays are allocated
+//           while it runs): rank order = (b, z, y, x) order, the CPU's; a rank kernel stores
+//           each key's rank in the output table, unpacks out_coords and clears out_in to -1;
 //  out_in   SUBM: one thread per (row, offset k <= centre) looks the neighbour up and writes
 //           out_in[p, k] = q and, by the kernel symmetry (q, p, K-1-k), out_in[q, K-1-k] = p:
 //           half the lookups. Others: one thread per input enumerates the offsets that reach
@@ -56,6 +56,7 @@
 #include <atomic>
 
 #include <cooperative_groups.h>
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
@@ -634,11 +635,11 @@ template <typename UKey> struct ClaimSink {
 // grid: 2^25 for a stride-2 map of the SECOND grid 41 x 1600 x 1408), a new-output build marks
 // each output key's bit in a bitmap of the whole space instead of claiming it in a hash table:
 // bit i is key i, so the rank of a key among the outputs, its row in the (b, z, y, x) order of
-// the CPU twin, is the number of set bits below it. One look-back scan over the bitmap gives
-// every group of kDenseGroupBits bits its first rank (and n_out); a key's rank is then that
-// base plus the popcounts of one 32-byte sector. It replaces the output table's claims (a CAS
-// and its round trip per key), the radix sort of the claimed keys and the rank kernel's table
-// writes by bit stores that do not wait, one scan and an unpack.
+// the CPU twin, is the number of set bits below it. A count of the bitmap's tiles (n_out) and
+// a scan in the unpack give every group of kDenseGroupBits bits its first rank; a key's rank
+// is then that base plus the popcounts of one 32-byte sector. It replaces the output table's
+// claims (a CAS and its round trip per key), the radix sort of the claimed keys and the rank
+// kernel's table writes by bit stores that do not wait, a count and an unpack.
 const int kDenseGroupWords = 8; // 32-bit words of a rank group: one 32-byte sector
 const int kDenseGroupBits = 32 * kDenseGroupWords;
 
@@ -689,7 +690,7 @@ struct HashFind {
 
 struct DenseFind {
     const uint32_t *bits;
-    const int32_t *base; // [groups] first rank of each group (dense_count_kernel)
+    const int32_t *base; // [groups] first rank of each group (dense_unpack_kernel)
     template <int N>
     __device__ __forceinline__ void find(const uint64_t *key, const bool *act, int32_t *v) const
     {
@@ -969,75 +970,128 @@ __device__ __forceinline__ long long lb_walk(unsigned long long *lb, int64_t t, 
     return excl;
 }
 
-// The first rank of every group of the bitmap: base[g] = set bits before group g; n_out (the
-// set bits in all) into the status block, with VC_KMAP_GPU_F_OUT_OVERFLOW past cap (a bounded
-// build's max_out). A tile is kRowThreads groups, one a thread; tiles go to blocks in the order
-// the blocks ask (lb[0], zero before the launch: any residency is safe) and take their prefix by
-// decoupled look-back over lb[1 + t], zero before the launch.
+// The dense count, tile t = block t of kRowThreads rank groups (one a thread, 2048 words):
+// sub[8t + w] = the set bits of warp w's 256 words, tsum[t] = the tile's. The last block to
+// finish (done, zero before the launch) turns tsum into exclusive prefixes over the tiles and
+// writes n_out (the set bits in all) into the status block, with VC_KMAP_GPU_F_OUT_OVERFLOW
+// past cap (a bounded build's max_out). No tile waits on another: a decoupled look-back over
+// 512 tiles that all start at once (2^25 bits) walked ~30 round trips for the last of them,
+// 9.3 us for this kernel on the H100 against 5.6 without; tiles of 256 words took 14.7 (8x the
+// blocks, each an atomic on `done`; docs/benchmarks.md, version 11).
 __global__ void __launch_bounds__(kRowThreads)
-    dense_count_kernel(const uint32_t *bits, int64_t groups, int32_t *base,
-                       unsigned long long *lb, int64_t cap, int64_t *scr)
+    dense_count_kernel(const uint32_t *bits, int64_t groups, int32_t *tsum, int32_t *sub,
+                       unsigned long long *done, int64_t cap, int64_t *scr)
 {
     pdl_enter();
     typedef cub::BlockScan<int32_t, kRowThreads> Scan;
     __shared__ typename Scan::TempStorage tmp;
-    __shared__ long long tile, tbase;
-    const int tid = threadIdx.x;
-    const int64_t tiles = (groups + kRowThreads - 1) / kRowThreads;
-    for (;;) {
-        if (tid == 0) tile = (long long)atomicAdd(lb, 1ull);
-        __syncthreads();
-        const int64_t t = tile;
-        if (t >= tiles) break;
-        const int64_t g = t * kRowThreads + tid;
-        int32_t c = 0;
-        if (g < groups) {
-            const uint4 *p = reinterpret_cast<const uint4 *>(bits) + 2 * g;
-            const uint4 lo = __ldcg(p), hi = __ldcg(p + 1);
-            c = __popc(lo.x) + __popc(lo.y) + __popc(lo.z) + __popc(lo.w) + __popc(hi.x) +
-                __popc(hi.y) + __popc(hi.z) + __popc(hi.w);
+    __shared__ int32_t wsum[kRowWarps];
+    __shared__ bool last;
+    static_assert(kRowWarps == 8, "dense_unpack_kernel reads a tile's sub-tile sums as 2 int4");
+    const int tid = threadIdx.x, warp = tid / 32;
+    const int64_t g = (int64_t)blockIdx.x * kRowThreads + tid;
+    int32_t c = 0;
+    if (g < groups) {
+        // the bitmap was written by the atomics of the kernel before: loads past L1
+        const uint4 *p = reinterpret_cast<const uint4 *>(bits) + 2 * g;
+        const uint4 lo = __ldcg(p), hi = __ldcg(p + 1);
+        c = __popc(lo.x) + __popc(lo.y) + __popc(lo.z) + __popc(lo.w) + __popc(hi.x) +
+            __popc(hi.y) + __popc(hi.z) + __popc(hi.w);
+    }
+    c = __reduce_add_sync(kFullWarp, c);
+    if (tid % 32 == 0) {
+        wsum[warp] = c;
+        sub[(int64_t)blockIdx.x * kRowWarps + warp] = c;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int32_t agg = 0;
+        for (int w = 0; w < kRowWarps; w++) agg += wsum[w];
+        tsum[blockIdx.x] = agg;
+        __threadfence();
+        last = atomicAdd(done, 1ull) == gridDim.x - 1ull;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int64_t tiles = gridDim.x;
+    int32_t carry = 0;
+    for (int64_t t0 = 0; t0 < tiles; t0 += (int64_t)kRowThreads * kScanItems) {
+        const int64_t i0 = t0 + (int64_t)tid * kScanItems;
+        int32_t v[kScanItems], mine = 0;
+#pragma unroll
+        for (int j = 0; j < kScanItems; j++) {
+            v[j] = i0 + j < tiles ? __ldcg(&tsum[i0 + j]) : 0;
+            mine += v[j];
         }
-        int32_t excl, agg;
-        Scan(tmp).ExclusiveSum(c, excl, agg);
-        if (tid == 0) {
-            lb_publish(lb + 1, t, 1, 0, agg);
-            const long long before = lb_walk(lb + 1, t, 1, 0, agg);
-            tbase = before;
-            if (t == tiles - 1) {
-                const long long total = before + agg;
-                scr[S_N_OUT] = total;
-                if (total > cap) raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
-            }
+        int32_t excl, all;
+        Scan(tmp).ExclusiveSum(mine, excl, all);
+        __syncthreads(); // the scan storage is reused by the next chunk
+        int32_t run = carry + excl;
+#pragma unroll
+        for (int j = 0; j < kScanItems; j++) {
+            if (i0 + j < tiles) tsum[i0 + j] = run;
+            run += v[j];
         }
-        __syncthreads();
-        if (g < groups) base[g] = (int32_t)(tbase + excl);
-        __syncthreads(); // tile, tbase and the scan storage are reused
+        carry += all;
+    }
+    if (tid == 0) {
+        scr[S_N_OUT] = carry;
+        if (carry > cap) raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
     }
 }
 
-// out_coords of the dense path, a thread per bitmap word: the key of every set bit unpacked at
-// its rank (rows < n, the device count clamped to rows); out_in cleared to -1 for the scatter.
-__global__ void dense_unpack_kernel(const uint32_t *bits, const int32_t *base, int64_t groups,
-                                    const int64_t *d_n, int64_t rows, vc_keypack kout, int32_t K,
-                                    int32_t *out_coords, int32_t *out_in)
+// Fills p[0, n) with -1, 16 bytes a store where p is aligned.
+__device__ __forceinline__ void fill_minus1(int32_t *p, int64_t n)
+{
+    const int64_t n4 = ((uintptr_t)p & 15) == 0 ? n / 4 : 0;
+    GRID_LOOP(i, n4) reinterpret_cast<int4 *>(p)[i] = make_int4(-1, -1, -1, -1);
+    GRID_LOOP(i, n - 4 * n4) p[4 * n4 + i] = -1;
+}
+
+// The dense path's outputs, block b over bitmap words [256b, 256b + 256) (warp b % 8 of the
+// count's tile b / 8), a word a thread: its first rank (tsum, the count's tile prefix, the
+// sub-tile sums before it, and a scan of the block), stored as base[g]
+// by the first word of each group, then out_coords at the ranks of its set bits (rows < n,
+// the device count clamped to rows). A thread never unpacks more than 32 outputs: with 256
+// groups a block, a lane a group (or a warp a group in turn), the dense groups near a scanner
+// fell to a few lanes and this kernel took 15.8-21.9 us against 11.9 for a word a thread
+// (H100, 2^25 bits, docs/benchmarks.md version 11). Every block also clears out_in to -1 for
+// the scatter.
+__global__ void __launch_bounds__(kRowThreads)
+    dense_unpack_kernel(const uint32_t *bits, int64_t words, const int32_t *tsum,
+                        const int32_t *sub, int32_t *base, const int64_t *d_n, int64_t rows,
+                        vc_keypack kout, int32_t K, int32_t *out_coords, int32_t *out_in)
 {
     pdl_enter();
+    typedef cub::BlockScan<int32_t, kRowThreads> Scan;
+    __shared__ typename Scan::TempStorage tmp;
     const int64_t n = dev_count(d_n, rows);
-    GRID_LOOP(w, groups * kDenseGroupWords)
-    {
-        uint32_t word = __ldg(bits + w);
-        if (!word) continue;
-        const int64_t g = w / kDenseGroupWords;
-        int64_t r = __ldg(base + g);
-        for (int64_t u = g * kDenseGroupWords; u < w; u++) r += __popc(__ldg(bits + u));
+    const int64_t blocks = (words + kRowThreads - 1) / kRowThreads;
+    if (blockIdx.x < blocks) {
+        const int64_t u = (int64_t)blockIdx.x * kRowThreads + threadIdx.x;
+        const int64_t t = blockIdx.x / kRowWarps, w = blockIdx.x % kRowWarps;
+        // every load in flight before the scan: the tile's prefix, and the sums of its
+        // sub-tiles (one 32-byte sector; a loop of loads up to w took 13.1 us against 9.4 for
+        // the tile's prefix alone, H100)
+        const int4 *sq = reinterpret_cast<const int4 *>(sub + t * kRowWarps);
+        const int4 s0 = __ldcg(sq), s1 = __ldcg(sq + 1);
+        const int32_t sv[kRowWarps] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+        int32_t tb = __ldcg(&tsum[t]);
+#pragma unroll
+        for (int i = 0; i < kRowWarps; i++) tb += i < w ? sv[i] : 0;
+        uint32_t word = u < words ? __ldcg(bits + u) : 0u;
+        int32_t excl;
+        Scan(tmp).ExclusiveSum(__popc(word), excl);
+        int64_t r = tb + excl;
+        if (u < words && u % kDenseGroupWords == 0) base[u / kDenseGroupWords] = (int32_t)r;
         for (; word && r < n; word &= word - 1, r++) {
-            const uint64_t key = (uint64_t)w * 32 + (uint64_t)(__ffs(word) - 1);
             int32_t c[4];
-            vc_key_unpack_d(kout, key, c);
+            vc_key_unpack_d(kout, (uint64_t)u * 32 + (__ffs(word) - 1), c);
             reinterpret_cast<int4 *>(out_coords)[r] = make_int4(c[0], c[1], c[2], c[3]);
         }
     }
-    GRID_LOOP(j, n * K) out_in[j] = -1;
+    fill_minus1(out_in, n * K);
 }
 
 // One stable LSD pass over n items: digit ((key ^ flip) >> shift) & (2^dbits - 1), dbits <=
@@ -2061,12 +2115,13 @@ struct Bufs {
     uint32_t *hist, *khist;
     unsigned long long *klbz;
     int64_t klbz_words, zero_words;
-    // The dense path (Sizes.dense_bits), in the zero region after hist: the count's tile counter
-    // and look-back words (dlb), then the bitmap; the groups' first ranks (dbase) after it.
+    // The dense path (Sizes.dense_bits), in the zero region after hist: the count's done
+    // counter (dlb, 32 words so that the bitmap stays aligned), then the bitmap; after them the
+    // groups' first ranks (dbase) and the count's tile and sub-tile sums (dtsum, dsub).
     unsigned long long *dlb;
     int64_t dlb_words;
     uint32_t *bits;
-    int32_t *dbase;
+    int32_t *dbase, *dtsum, *dsub;
     unsigned long long *tin, *tout;
     void *ukeys, *usorted;
     int32_t *cnt;
@@ -2103,11 +2158,14 @@ struct Carver {
 // The output-key sort of a build with 32-bit output keys: over the key bits, tiles for ucap.
 PermPlan key_plan(const Sizes &z) { return perm_plan(z.key_bits, z.ucap); }
 
-// Rank groups of the dense path's bitmap (at least one), and its count's tiles.
+// Rank groups of the dense path's bitmap (at least one), its words, and its count's tiles (of
+// kRowThreads groups; the unpack's blocks are their warps' sub-tiles).
 int64_t dense_groups(const Sizes &z)
 {
     return z.dense_bits > 8 ? (int64_t)1 << (z.dense_bits - 8) : 1;
 }
+
+int64_t dense_words(const Sizes &z) { return dense_groups(z) * kDenseGroupWords; }
 
 int64_t dense_tiles(const Sizes &z) { return (dense_groups(z) + kRowThreads - 1) / kRowThreads; }
 
@@ -2124,12 +2182,14 @@ size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
         b->klbz = b->klbz_words > 0 ? c.take<unsigned long long>(b->klbz_words) : NULL;
         // the dense path has no key sort (ucap 0), so its words follow hist at once; a multiple
         // of 32 words (the carver's 256-byte alignment), so that the bitmap follows them
-        const int64_t bitmap_words = z.dense_bits ? dense_groups(z) * kDenseGroupWords / 2 : 0;
-        b->dlb_words = z.dense_bits ? (1 + dense_tiles(z) + 31) / 32 * 32 : 0;
+        const int64_t bitmap_words = z.dense_bits ? dense_words(z) / 2 : 0;
+        b->dlb_words = z.dense_bits ? 32 : 0;
         b->dlb = b->dlb_words > 0 ? c.take<unsigned long long>(b->dlb_words) : NULL;
         b->bits = bitmap_words > 0 ? (uint32_t *)c.take<unsigned long long>(bitmap_words) : NULL;
         b->zero_words = kMaxPasses * kMaxBins + b->klbz_words + b->dlb_words + bitmap_words;
         b->dbase = z.dense_bits ? c.take<int32_t>(dense_groups(z)) : NULL;
+        b->dtsum = z.dense_bits ? c.take<int32_t>(dense_tiles(z)) : NULL;
+        b->dsub = z.dense_bits ? c.take<int32_t>(dense_tiles(z) * kRowWarps) : NULL;
         b->tin = c.take<unsigned long long>(table_words(z.cap_in, z.packed_in));
         b->tout = z.cap_out > 0 ? c.take<unsigned long long>(table_words(z.cap_out, z.packed_out))
                                 : NULL;
@@ -2198,7 +2258,7 @@ struct Job {
 
 int32_t key_bits(const vc_keypack &kp) { return kp.shift[0] + kp.bits[0]; }
 
-// The dense output path (dense_count_kernel) serves new-output maps whose output keys have at
+// The dense output path (kernels above) serves new-output maps whose output keys have at
 // most kDenseMaxBits bits: a bitmap of at most 8 MB, whose clear, count and unpack move ~24 MB
 // (~8 us at the H100's copy bandwidth), where the output table's claims, the key sort and the
 // ranks cost ~40 us for 100k inputs (docs/benchmarks.md, map builds version 11).
@@ -2363,16 +2423,15 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_i
         return launch_k(b.pdl, subm_insert_kernel, grid_for(j.n_in), kThreads, 0, s, j.d_in,
                         j.n_in, j.kin, view_in(z, b), j.K, out_in, b.scr);
     } else if (z.dense_bits) {
-        // the bitmap, then its count (n_out): a grid of at most 4 blocks an SM takes the tiles
+        // the bitmap, then its count (n_out)
         cudaError_t e = launch_k(b.pdl, dense_insert_kernel, grid_for(j.n_in), kThreads, 0, s,
                                  j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, b.bits,
                                  b.scr);
         if (e != cudaSuccess) return e;
-        const int64_t tiles = dense_tiles(z), cap = z.out_bound > 0 ? z.out_bound : INT64_MAX;
-        const int sms = cached_attr(g_sms, cudaDevAttrMultiProcessorCount);
-        const int64_t most = 4 * (int64_t)(sms > 0 ? sms : 1);
-        return launch_k(b.pdl, dense_count_kernel, tiles < most ? tiles : most, kRowThreads, 0, s,
-                        (const uint32_t *)b.bits, dense_groups(z), b.dbase, b.dlb, cap, b.scr);
+        const int64_t cap = z.out_bound > 0 ? z.out_bound : INT64_MAX;
+        return launch_k(b.pdl, dense_count_kernel, dense_tiles(z), kRowThreads, 0, s,
+                        (const uint32_t *)b.bits, dense_groups(z), b.dtsum, b.dsub, b.dlb, cap,
+                        b.scr);
     } else if (z.ukey32) {
         const PermPlan kp = key_plan(z);
         return launch_k(b.pdl, newout_insert_kernel<uint32_t>, grid_for(j.n_in), kThreads, 0,
@@ -2462,12 +2521,15 @@ cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_
     cudaError_t e;
     const int64_t *d_n = stage_count(b, exact);
     if (z.dense_bits) {
-        const int64_t words = dense_groups(z) * kDenseGroupWords;
         if (rows > 0) {
-            const int64_t items = words > rows * j.K ? words : rows * j.K;
-            e = launch_k(b.pdl, dense_unpack_kernel, grid_for(items), kThreads, 0, s,
-                         (const uint32_t *)b.bits, (const int32_t *)b.dbase, dense_groups(z), d_n,
-                         rows, j.kout, j.K, m->out_coords, m->out_in);
+            // a block per 256 words, and enough blocks for a few 16-byte stores a thread of
+            // out_in
+            const int64_t fill = grid_for(rows * j.K / 16);
+            const int64_t words = dense_words(z), blocks = (words + kRowThreads - 1) / kRowThreads;
+            e = launch_k(b.pdl, dense_unpack_kernel, blocks > fill ? blocks : fill, kRowThreads,
+                         0, s, (const uint32_t *)b.bits, words, (const int32_t *)b.dtsum,
+                         (const int32_t *)b.dsub, b.dbase, d_n, rows, j.kout, j.K,
+                         m->out_coords, m->out_in);
             if (e != cudaSuccess) return e;
         }
         if (ev_mid && (e = cudaEventRecord(ev_mid, s)) != cudaSuccess) return e;
@@ -3646,6 +3708,19 @@ __global__ void __launch_bounds__(kOrderThreads)
 
 } // namespace
 
+// Frees a map's tile order (a pool block, so the stream is waited on first: no implicit
+// synchronisation on free) and clears its fields.
+static void drop_tile_order(vc_kmap_data *m, cudaStream_t s)
+{
+    if (m->tile_order) {
+        cudaStreamSynchronize(s);
+        cudaFree(m->tile_order);
+    }
+    cudaGetLastError();
+    m->tile_order = NULL;
+    m->order_blocks = 0;
+}
+
 extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st *stream,
                                             vc_err *err)
 {
@@ -3658,24 +3733,13 @@ extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st 
     if (!m->tile_order || m->order_blocks != blocks) {
         // One block: the order, then the kernel's scratch (the costs, the ticket), kept for a
         // rebuild in place; the ticket starts at 0 and the kernel leaves it at 0.
-        if (m->tile_order) {
-            cudaStreamSynchronize(s); // a pool block: no implicit synchronisation on free
-            cudaFree(m->tile_order);
-            cudaGetLastError();
-        }
-        m->tile_order = NULL;
-        m->order_blocks = 0;
+        drop_tile_order(m, s);
         if (blocks == 0) return VC_OK;
         cudaError_t e = pool_alloc_n(&m->tile_order, 2 * blocks + 1, s);
         if (e == cudaSuccess)
             e = cudaMemsetAsync(m->tile_order + 2 * blocks, 0, sizeof(int32_t), s);
         if (e != cudaSuccess) {
-            if (m->tile_order) {
-                cudaStreamSynchronize(s);
-                cudaFree(m->tile_order);
-            }
-            cudaGetLastError();
-            m->tile_order = NULL;
+            drop_tile_order(m, s);
             return cuda_fail(err, e, "allocating the tile order");
         }
     }
@@ -3685,11 +3749,7 @@ extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st 
         reinterpret_cast<unsigned *>(m->tile_order + 2 * blocks), m->tile_order);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
-        cudaStreamSynchronize(s);
-        cudaFree(m->tile_order);
-        cudaGetLastError();
-        m->tile_order = NULL;
-        m->order_blocks = 0;
+        drop_tile_order(m, s);
         return cuda_fail(err, e, "building the tile order");
     }
     m->order_blocks = blocks;

@@ -8,7 +8,8 @@
 #        (default: tests sanitize bench; profile = Nsight Compute over the outdoor subm k3
 #        builds of bench_kmap, the regular call and the graph replay apart: each kernel's
 #        duration, clocks as found; BASE=path of another bench_kmap binary profiles that one
-#        too, PROFILE_STRIDED=1 the strided k3 s2 build as well)
+#        too, PROFILE_STRIDED=1 the strided k3 s2 build as well; PROFILE_MAPS="strided down"
+#        and PROFILE_MODES=graph pick the maps and modes)
 #        BUDGET=seconds stops starting new steps past that many seconds (default 220).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -109,10 +110,10 @@ PY
         cat "$OUT/$1.txt" | tee -a "$summary"
     }
     if command -v ncu >/dev/null; then
-        maps=subm
+        maps=${PROFILE_MAPS:-subm}
         [ -n "${PROFILE_STRIDED:-}" ] && maps="subm strided"
         for map in $maps; do
-            for mode in call graph; do
+            for mode in ${PROFILE_MODES:-call graph}; do
                 prof "ncu_${map}_$mode" "$B/tests/bench_kmap" "$map" "$mode"
                 [ -n "${BASE:-}" ] && prof "ncu_${map}_${mode}_base" "$BASE" "$map" "$mode"
             done
