@@ -666,6 +666,32 @@ static void fill_random_f16(void *dev, int64_t n, uint64_t seed)
     free(h);
 }
 
+/* Events around work queued on g_s: ev_begin records the start, ev_end_ms the end, waits for
+ * it and returns the milliseconds between (the events are destroyed). */
+typedef struct {
+    cudaEvent_t a, b;
+} ev_pair;
+
+static ev_pair ev_begin(void)
+{
+    ev_pair p;
+    CUDA_CHECK(cudaEventCreate(&p.a));
+    CUDA_CHECK(cudaEventCreate(&p.b));
+    CUDA_CHECK(cudaEventRecord(p.a, g_s));
+    return p;
+}
+
+static float ev_end_ms(ev_pair p)
+{
+    float ms = 0.f;
+    CUDA_CHECK(cudaEventRecord(p.b, g_s));
+    CUDA_CHECK(cudaEventSynchronize(p.b));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, p.a, p.b));
+    cudaEventDestroy(p.a);
+    cudaEventDestroy(p.b);
+    return ms;
+}
+
 /* Times one network on one scene; map_of[f][i] is layer i's map in frame f. */
 static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *const *map_of,
                       const buffers *b)
@@ -812,17 +838,10 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                 vc_status st;
                 if (me->type == VC_MAP_INVERSE) {
                     const map_entry *fw = &fs[0].maps[me->fwd];
-                    cudaEvent_t a0, a1;
-                    CUDA_CHECK(cudaEventCreate(&a0));
-                    CUDA_CHECK(cudaEventCreate(&a1));
-                    CUDA_CHECK(cudaEventRecord(a0, g_s));
+                    const ev_pair t = ev_begin();
                     st = vc_kmap_inverse_gpu(&fw->m, fs[0].lv[fw->in_level].shape, 1, g_s, &m,
                                              &err);
-                    CUDA_CHECK(cudaEventRecord(a1, g_s));
-                    CUDA_CHECK(cudaEventSynchronize(a1));
-                    CUDA_CHECK(cudaEventElapsedTime(&tm.total_ms, a0, a1));
-                    cudaEventDestroy(a0);
-                    cudaEventDestroy(a1);
+                    tm.total_ms = ev_end_ms(t);
                 } else {
                     const level *lv = &fs[0].lv[me->in_level];
                     vc_map_desc d = desc_of(me->type, me->k, me->s, me->p);
@@ -831,19 +850,10 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                 }
                 DIE_IF(st != VC_OK, "map build: %s", err.msg);
                 if (me->m.tile_order) { /* the layers had one built: so would a frame's */
-                    cudaEvent_t o0, o1;
-                    float o_ms = 0.f;
-                    CUDA_CHECK(cudaEventCreate(&o0));
-                    CUDA_CHECK(cudaEventCreate(&o1));
-                    CUDA_CHECK(cudaEventRecord(o0, g_s));
+                    const ev_pair t = ev_begin();
                     DIE_IF(vc_kmap_tile_order_gpu(&m, g_s, &err) != VC_OK, "tile order: %s",
                            err.msg);
-                    CUDA_CHECK(cudaEventRecord(o1, g_s));
-                    CUDA_CHECK(cudaEventSynchronize(o1));
-                    CUDA_CHECK(cudaEventElapsedTime(&o_ms, o0, o1));
-                    cudaEventDestroy(o0);
-                    cudaEventDestroy(o1);
-                    tm.total_ms += o_ms;
+                    tm.total_ms += ev_end_ms(t);
                 }
                 vc_kmap_data_free_gpu(&m);
                 if (r >= 0) tb[r] = tm.total_ms;

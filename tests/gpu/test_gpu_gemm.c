@@ -77,6 +77,17 @@ static void *to_device(const void *host, size_t bytes)
     return d;
 }
 
+/* Whether device C (after the work queued on g_stream) holds the same bytes as host copy hc. */
+static int same_bits(const void *hc, const void *dC, size_t bytes)
+{
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    void *h = malloc(bytes + 16);
+    CUDA_OK(cudaMemcpy(h, dC, bytes, cudaMemcpyDeviceToHost));
+    const int same = memcmp(hc, h, bytes) == 0;
+    free(h);
+    return same;
+}
+
 /* Random values in [-1, 1) rounded to dtype d. */
 static float *rand_vals(vc_rng *rng, int d, int64_t n)
 {
@@ -349,10 +360,7 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
         /* determinism: a second run gives the same bits */
         if (!c->accumulate && m > 0 && (c->gather || m >= 1000)) {
             CHECK(vc_gemm_run(&a, c->config, g_stream, msg, sizeof msg) == 0);
-            void *hc2 = malloc(cbytes + 16);
-            CUDA_OK(cudaMemcpy(hc2, dC, cbytes, cudaMemcpyDeviceToHost));
-            CHECK_MSG(memcmp(hc, hc2, cbytes) == 0, "%s: second run differs", what);
-            free(hc2);
+            CHECK_MSG(same_bits(hc, dC, cbytes), "%s: second run differs", what);
         }
         /* a tile order (a random permutation of the row blocks) is a schedule only: from the
          * same C, the same bits (taken whatever the waves: vc_gemm_debug_force_order) */
@@ -372,11 +380,7 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
             a.order_blocks = 0;
             g_ordered += takes;
             CHECK_MSG(rc2 == 0, "%s: tile order rc %d (%s)", what, rc2, msg);
-            CUDA_OK(cudaStreamSynchronize(g_stream));
-            void *hc2 = malloc(cbytes + 16);
-            CUDA_OK(cudaMemcpy(hc2, dC, cbytes, cudaMemcpyDeviceToHost));
-            CHECK_MSG(memcmp(hc, hc2, cbytes) == 0, "%s: a tile order changed the result", what);
-            free(hc2);
+            CHECK_MSG(same_bits(hc, dC, cbytes), "%s: a tile order changed the result", what);
             free(ord);
             cudaFree(dord);
         }
@@ -404,12 +408,8 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
                 a.splits = asked;
                 vc_gemm_debug_cluster_split(1);
                 CHECK_MSG(rc2 == 0, "%s: two-pass split rc %d (%s)", what, rc2, msg);
-                CUDA_OK(cudaStreamSynchronize(g_stream));
-                void *hc2 = malloc(cbytes + 16);
-                CUDA_OK(cudaMemcpy(hc2, dC, cbytes, cudaMemcpyDeviceToHost));
-                CHECK_MSG(memcmp(hc, hc2, cbytes) == 0,
+                CHECK_MSG(same_bits(hc, dC, cbytes),
                           "%s: the two-pass split differs from the cluster split", what);
-                free(hc2);
             } else {
                 g_split_two_pass++;
             }
