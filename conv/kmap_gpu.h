@@ -22,7 +22,8 @@
  *
  * 2. vc_kmap_gpu_bounded_*: caller-given bounds (max_in, max_out, max_pairs) size every array
  *    once (the output hash table of the new-output types with at least 8 x max_out slots, at
- *    most 1/8 full, for probe walks as short as the regular build's; the input table, as in
+ *    most 1/8 full, for probe walks as short as the regular build's, or the dense path's
+ *    bitmap of the output key space where that has at most 26 bits; the input table, as in
  *    the regular build, at most 1/4 full where that fits in 4 MB, else at most 1/2);
  *    vc_kmap_build_gpu_bounded only queues kernels (no host synchronisation, no allocation, no
  *    read-back), so a whole build can be captured in a CUDA graph and replayed on new
@@ -61,7 +62,8 @@
  * so that they can be timed apart.
  *
  * Work runs on `stream`. No atomics decide a result: they claim hash slots, keep minima, count
- * claims (whose order a sort then removes) or raise flags. */
+ * claims (whose order a sort then removes), set the dense path's bits, count finished tiles or
+ * raise flags. */
 #ifndef VC_CONV_KMAP_GPU_H
 #define VC_CONV_KMAP_GPU_H
 
@@ -97,8 +99,10 @@ struct CUstream_st;
 /* Milliseconds per stage of one build, measured with CUDA events on the stream. */
 typedef struct vc_kmap_gpu_timing {
     float insert_ms;      /* clear tables, pack and insert the input keys (+ STRIDED etc.: the
-                             candidate output keys, hashed and collected; their read-back)      */
-    float out_coords_ms;  /* sort of the unique output keys, ranks, unpack (0 for SUBM)         */
+                             candidate output keys, hashed and collected or marked in the dense
+                             path's bitmap and counted; their read-back)                        */
+    float out_coords_ms;  /* sort of the unique output keys, ranks, unpack (the dense path: the
+                             unpack alone; 0 for SUBM)                                           */
     float out_in_ms;      /* out_in by lookup                                                    */
     float pairs_ms;       /* masks, per-offset counts and their scan, pair scatter              */
     float masks_ms;       /* mask-sorted permutation, and the final read-back                   */
