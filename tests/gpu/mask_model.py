@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""tests/gpu/mask_model.py - a CPU model of the mask sort's choices, on the scenes that
+`bench_conv --dump-only DIR [scan ...]` writes (DIR/scenes.tsv and DIR/sceneI.npy).
+
+For the subm k3 map of each scene (and of the scene halved, as after a stride-2 layer) it prints
+how many distinct masks there are (a counting sort over distinct masks needs that many bins),
+and the implicit GEMM's taps, sum over 128-row tiles of popcount(OR of the tile's masks), for
+rows in input order, sorted by the whole mask (the map's perm: 27 bits, three 9-bit passes),
+by the top or low 18 bits only (two passes), and by popcount first.
+Usage: tests/gpu/mask_model.py DIR   (numpy)"""
+import sys
+
+import numpy as np
+
+
+def subm_masks(c, shape):
+    """Bit o of row p: the neighbour at offset o (dz slowest, dx fastest) exists."""
+    b, z, y, x = (c[:, i].astype(np.int64) for i in range(4))
+    Z, Y, X = shape
+
+    def key(dz, dy, dx):
+        return ((b * (Z + 2) + z + 1 + dz) * (Y + 2) + y + 1 + dy) * (X + 2) + x + 1 + dx
+
+    s = np.sort(key(0, 0, 0))
+    m = np.zeros(len(c), np.uint32)
+    o = 0
+    for dz in (-1, 0, 1):
+        for dy in (-1, 0, 1):
+            for dx in (-1, 0, 1):
+                nk = key(dz, dy, dx)
+                i = np.minimum(np.searchsorted(s, nk), len(s) - 1)
+                m |= (s[i] == nk).astype(np.uint32) << np.uint32(o)
+                o += 1
+    return m
+
+
+def taps(m, rows=128):
+    return sum(bin(int(np.bitwise_or.reduce(m[i:i + rows]))).count("1")
+               for i in range(0, len(m), rows))
+
+
+def main():
+    d = sys.argv[1] if len(sys.argv) > 1 else "."
+    for line in open(f"{d}/scenes.tsv"):
+        f, Z, Y, X, name = line.rstrip("\n").split("\t")
+        c = np.load(f"{d}/{f}")
+        shape = (int(Z), int(Y), int(X))
+        half = np.unique(np.concatenate([c[:, :1], c[:, 1:] // 2], 1), axis=0)
+        for lab, cc, sh in (("", c, shape), (", halved", half, tuple((v + 1) // 2 for v in shape))):
+            m = subm_masks(cc, sh)
+            pc = np.array([bin(int(v)).count("1") for v in m])
+            exact = taps(m[np.argsort(~m, kind="stable")])
+            top = taps(m[np.argsort(~(m >> 9), kind="stable")])
+            low = taps(m[np.argsort(~(m & 0x3FFFF), kind="stable")])
+            bypc = taps(m[np.lexsort((~m, -pc))])
+            print(f"{name}{lab}: {len(m)} rows, {len(np.unique(m))} distinct masks; taps: row "
+                  f"order {taps(m)}, whole mask {exact}, top 18 bits {top / exact:.3f}x, low 18 "
+                  f"bits {low / exact:.3f}x, popcount first {bypc / exact:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
