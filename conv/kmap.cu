@@ -2518,30 +2518,18 @@ cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_
                            int64_t rows, bool exact, const void *sorted, cudaEvent_t ev_mid,
                            cudaStream_t s)
 {
-    cudaError_t e;
+    cudaError_t e = cudaSuccess;
     const int64_t *d_n = stage_count(b, exact);
-    if (z.dense_bits) {
-        if (rows > 0) {
-            // a block per 256 words, and enough blocks for a few 16-byte stores a thread of
-            // out_in
-            const int64_t fill = grid_for(rows * j.K / 16);
-            const int64_t words = dense_words(z), blocks = (words + kRowThreads - 1) / kRowThreads;
-            e = launch_k(b.pdl, dense_unpack_kernel, blocks > fill ? blocks : fill, kRowThreads,
-                         0, s, (const uint32_t *)b.bits, words, (const int32_t *)b.dtsum,
-                         (const int32_t *)b.dsub, b.dbase, d_n, rows, j.kout, j.K,
-                         m->out_coords, m->out_in);
-            if (e != cudaSuccess) return e;
-        }
-        if (ev_mid && (e = cudaEventRecord(ev_mid, s)) != cudaSuccess) return e;
-        if (rows > 0 && j.n_in > 0) {
-            const DenseFind f = {b.bits, b.dbase};
-            e = launch_k(b.pdl, scatter_kernel<DenseFind>, grid_for(j.n_in), kThreads, 0, s,
-                         j.d_in, j.n_in, j.g, j.kout, f, d_n, rows, m->out_in, b.scr);
-            if (e != cudaSuccess) return e;
-        }
-        return cudaSuccess;
-    }
-    if (rows > 0) {
+    // the outputs' rows: the dense path's unpack, or the ranks of the sorted keys
+    if (rows > 0 && z.dense_bits) {
+        // a block per 256 words, and enough blocks for a few 16-byte stores a thread of out_in
+        const int64_t fill = grid_for(rows * j.K / 16);
+        const int64_t words = dense_words(z), blocks = (words + kRowThreads - 1) / kRowThreads;
+        e = launch_k(b.pdl, dense_unpack_kernel, blocks > fill ? blocks : fill, kRowThreads, 0,
+                     s, (const uint32_t *)b.bits, words, (const int32_t *)b.dtsum,
+                     (const int32_t *)b.dsub, b.dbase, d_n, rows, j.kout, j.K, m->out_coords,
+                     m->out_in);
+    } else if (rows > 0) {
         const unsigned grid = grid_for(rows * j.K);
         if (z.ukey32)
             e = launch_k(b.pdl, rank_kernel<uint32_t>, grid, kThreads, 0, s,
@@ -2551,15 +2539,17 @@ cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_
             e = launch_k(b.pdl, rank_kernel<uint64_t>, grid, kThreads, 0, s,
                          (const uint64_t *)sorted, d_n, rows, j.kout, view_out(z, b), j.K,
                          m->out_coords, m->out_in, b.scr);
-        if (e != cudaSuccess) return e;
     }
+    if (e != cudaSuccess) return e;
     if (ev_mid && (e = cudaEventRecord(ev_mid, s)) != cudaSuccess) return e;
-    if (rows > 0 && j.n_in > 0) {
-        e = launch_k(b.pdl, scatter_kernel<HashFind>, grid_for(j.n_in), kThreads, 0, s, j.d_in,
-                     j.n_in, j.g, j.kout, HashFind{view_out(z, b)}, d_n, rows, m->out_in, b.scr);
-        if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
+    if (rows == 0 || j.n_in == 0) return cudaSuccess;
+    // out_in, each target found by rank in the bitmap or in the output table
+    if (z.dense_bits)
+        return launch_k(b.pdl, scatter_kernel<DenseFind>, grid_for(j.n_in), kThreads, 0, s,
+                        j.d_in, j.n_in, j.g, j.kout, DenseFind{b.bits, b.dbase}, d_n, rows,
+                        m->out_in, b.scr);
+    return launch_k(b.pdl, scatter_kernel<HashFind>, grid_for(j.n_in), kThreads, 0, s, j.d_in,
+                    j.n_in, j.g, j.kout, HashFind{view_out(z, b)}, d_n, rows, m->out_in, b.scr);
 }
 
 cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_in,
