@@ -470,6 +470,22 @@ static void test_bad_rows(vc_rng *rng)
     free(c.rows);
 }
 
+/* A cloud of the main sweep's list, made from rng and run through run_sweep. */
+typedef struct sweep_case {
+    int64_t n;
+    int32_t batch;
+    const int32_t *shape;
+    int style;
+    int small_mode; /* part of the VC_SANITIZE subset */
+} sweep_case;
+
+static void sweep_cloud(vc_rng *rng, const sweep_case *k)
+{
+    cloud c = make_cloud(rng, k->n, k->batch, k->shape, k->style);
+    run_sweep(&c, 0);
+    free(c.rows);
+}
+
 int main(void)
 {
     int count = 0;
@@ -506,13 +522,7 @@ int main(void)
     const int32_t big[3] = {41, 1600, 1408}, small[3] = {5, 6, 7}, mid[3] = {20, 30, 40},
                   flat[3] = {1, 64, 64}, one[3] = {1, 1, 1}, huge[3] = {1000, 2000, 3000},
                   mixed[3] = {256, 2048, 4096};
-    struct {
-        int64_t n;
-        int32_t batch;
-        const int32_t *shape;
-        int style;
-        int small_mode; /* part of the VC_SANITIZE subset */
-    } cases[] = {
+    const sweep_case cases[] = {
         {0, 1, small, 0, 1},    {1, 1, small, 0, 1},   {1, 3, big, 2, 0},
         {31, 2, small, 0, 0},   {33, 3, small, 2, 1},  {31, 1, big, 1, 0},
         {33, 2, big, 2, 0},     {1, 1, one, 0, 1},     {200, 2, flat, 1, 1},
@@ -521,20 +531,12 @@ int main(void)
         {3000, 4, huge, 1, 1},  {2500, 2, huge, 3, 0}, {3000, 2, mixed, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (g_small && !cases[i].small_mode) continue;
-        cloud c = make_cloud(&rng, cases[i].n, cases[i].batch, cases[i].shape, cases[i].style);
-        run_sweep(&c, 0);
-        free(c.rows);
+        if (!g_small || cases[i].small_mode) sweep_cloud(&rng, &cases[i]);
     }
     /* the other path: one-kernel (cooperative) by default, multi-kernel with VC_TEST_COOP */
     vc_kmap_gpu_debug_coop(g_coop_on = !coop);
     const size_t again[2] = {g_small ? 8u : 9u, g_small ? 4u : 11u};
-    for (size_t a = 0; a < 2; a++) {
-        const size_t i = again[a];
-        cloud c = make_cloud(&rng, cases[i].n, cases[i].batch, cases[i].shape, cases[i].style);
-        run_sweep(&c, 0);
-        free(c.rows);
-    }
+    for (size_t a = 0; a < 2; a++) sweep_cloud(&rng, &cases[again[a]]);
     vc_kmap_gpu_debug_coop(g_coop_on = coop);
     /* the new-output maps' other output path: the sweep takes the dense bitmap where the output
      * keys have at most 26 bits (most clouds here) and the hash table past that (batch 3 on the
@@ -544,12 +546,7 @@ int main(void)
     for (int mode = -1; mode <= 1; mode += 2) {
         vc_kmap_gpu_debug_dense(mode);
         printf("dense output path: mode %d\n", mode);
-        for (size_t a = 0; a < 3; a++) {
-            const size_t i = dense_again[a];
-            cloud c = make_cloud(&rng, cases[i].n, cases[i].batch, cases[i].shape, cases[i].style);
-            run_sweep(&c, 0);
-            free(c.rows);
-        }
+        for (size_t a = 0; a < 3; a++) sweep_cloud(&rng, &cases[dense_again[a]]);
     }
     vc_kmap_gpu_debug_dense(0);
     if (!g_small) {
