@@ -2564,8 +2564,8 @@ cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *
 // Masks, counts, scans, pairs (ev_pairs after them, may be NULL), then perm. rows: capacity of
 // the row arrays; the device count at S_N_OUT (<= rows) says how many are real.
 // K <= 32: the look-back mask sort, the column scans in the launch of its first pass and the
-// pair scatter in that of its second (apart when timed, or when there is one pass), then one
-// launch per pass. K > 32: the scans, the pairs, then CUB sorts of the mask words.
+// pair scatter in that of its second (with one pass, in a launch after it; apart when timed),
+// then one launch per pass. K > 32: the scans, the pairs, then CUB sorts of the mask words.
 // exact: rows is the exact row count (every build but the bounded new-output ones), so the
 // kernels do not read the device's count (one dependent load fewer at the start of each).
 // With that load's branch, ptxas also spills less in the pass kernel at its 80 registers
@@ -2630,7 +2630,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         // the tiles are resident, the later passes are one launch with a barrier between them
         // (a kernel boundary costs more); otherwise one launch each, with the pairs split
         // evenly over them.
-        const bool apart = ev_pairs != NULL || pl.passes == 1;
+        const bool apart = ev_pairs != NULL;
         if (apart) {
             e = q_pairs_sort(pl.bits, pa, K, 0, ps, 0, 0, d_n, rows, b.pdl, s);
             if (e == cudaSuccess)
@@ -2639,8 +2639,10 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
             if (e != cudaSuccess) return e;
         }
         const bool fused = ps.ctr == NULL;
-        const int64_t later = fused ? 1 : pl.passes - 1; // launches after pass 0's
-        const int64_t share = apart ? 0 : (nb + later - 1) / later;
+        // launches after pass 0's, which take the pairs (none with one pass: the pairs follow
+        // in a launch of their own)
+        const int64_t later = pl.passes == 1 ? 0 : fused ? 1 : pl.passes - 1;
+        const int64_t share = apart || later == 0 ? 0 : (nb + later - 1) / later;
         for (int p = 0; p < pl.passes;) {
             const int p_end = p == 0 ? 1 : fused ? pl.passes : p + 1;
             const int64_t scans = !apart && p == 0 ? K : 0;
@@ -2653,7 +2655,10 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
             if (e != cudaSuccess) return e;
             p = p_end;
         }
-        return cudaSuccess;
+        pa.chunk0 = 0;
+        if (!apart && later == 0)
+            e = q_pairs_sort(pl.bits, pa, 0, nb, ps, 0, 0, d_n, rows, b.pdl, s);
+        return e;
     }
     // The LSD passes below alternate between two value buffers, perm and iota: start from the
     // one that makes the last pass land in perm (no copy, so a captured graph holds kernels
