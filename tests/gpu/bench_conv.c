@@ -892,8 +892,7 @@ int main(int argc, char **argv)
     g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
     if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
         vc_conv_gpu_debug_tile_order(0); /* no tile orders built or used */
-    if (getenv("VC_BENCH_DENSE") && *getenv("VC_BENCH_DENSE"))
-        vc_kmap_gpu_debug_dense(atoi(getenv("VC_BENCH_DENSE"))); /* the maps' output path */
+    vc_bench_map_switches(); /* VC_BENCH_DENSE: the new-output maps' output path */
     const char *only_net = NULL;
     const char *files[MAX_SCENES];
     int nfiles = 0;

@@ -852,12 +852,7 @@ int main(int argc, char **argv)
     const int coop = nc && atoi(nc) != 0;
     if (coop) printf("VC_BENCH_COOP: one-kernel (cooperative) path where it applies\n");
     vc_kmap_gpu_debug_coop(coop);
-    /* VC_BENCH_DENSE=-1 (0, 1): the new-output maps' output path, vc_kmap_gpu_debug_dense */
-    const char *dn = getenv("VC_BENCH_DENSE");
-    if (dn && *dn) {
-        vc_kmap_gpu_debug_dense(atoi(dn));
-        printf("VC_BENCH_DENSE=%d: vc_kmap_gpu_debug_dense(%d)\n", atoi(dn), atoi(dn));
-    }
+    vc_bench_map_switches(); /* VC_BENCH_DENSE */
     const char *modes = getenv("VC_BENCH_MODES");
     if (modes && *modes) {
         g_modes = (strstr(modes, "staged") ? MODE_STAGED : 0) |

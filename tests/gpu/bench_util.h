@@ -35,4 +35,17 @@ static inline float median(float *v, int n)
     return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
+#ifdef VC_CONV_KMAP_GPU_H
+/* The map builds' A/B switch from the environment (bench_kmap, bench_conv), printed when set:
+ * VC_BENCH_DENSE=-1 / 0 / 1, the new-output maps' output path (vc_kmap_gpu_debug_dense). */
+static inline void vc_bench_map_switches(void)
+{
+    const char *dn = getenv("VC_BENCH_DENSE");
+    if (dn && *dn) {
+        vc_kmap_gpu_debug_dense(atoi(dn));
+        printf("VC_BENCH_DENSE=%d: vc_kmap_gpu_debug_dense(%d)\n", atoi(dn), atoi(dn));
+    }
+}
+#endif
+
 #endif
