@@ -1434,23 +1434,22 @@ struct PairsArgs {
     int64_t chunk0; // the first chunk of a launch's pair blocks
 };
 
-// The column scan of offset k, one block of THREADS threads, ITEMS counts a thread at a time:
-// base[k, b] = pairs of offset k in row blocks before b, tot[k] = all pairs of offset k. Reads
-// of cnt walk consecutive counts per thread (L1 serves the rest of each sector).
-template <int THREADS, int ITEMS>
+// The column scan of offset k, one block: base[k, b] = pairs of offset k in row blocks before
+// b, tot[k] = all pairs of offset k. Reads of cnt walk consecutive counts per thread (L1 serves
+// the rest of each sector).
 __device__ void col_scan(const PairsArgs &a, int32_t k, unsigned char *raw)
 {
-    typedef cub::BlockScan<long long, THREADS> Scan;
+    typedef cub::BlockScan<long long, kRowThreads> Scan;
     typename Scan::TempStorage &tmp = *reinterpret_cast<typename Scan::TempStorage *>(raw);
     const int tid = threadIdx.x;
     const int32_t *c = a.cnt + (int64_t)k * a.nb;
     int64_t *out = a.base + (int64_t)k * a.nb;
     long long carry = 0;
-    for (int64_t start = 0; start < a.nb; start += (int64_t)THREADS * ITEMS) {
-        const int64_t i0 = start + (int64_t)tid * ITEMS;
-        long long v[ITEMS], tsum = 0;
+    for (int64_t start = 0; start < a.nb; start += (int64_t)kRowThreads * kScanItems) {
+        const int64_t i0 = start + (int64_t)tid * kScanItems;
+        long long v[kScanItems], tsum = 0;
 #pragma unroll
-        for (int j = 0; j < ITEMS; j++) {
+        for (int j = 0; j < kScanItems; j++) {
             v[j] = i0 + j < a.nb ? c[i0 + j] : 0;
             tsum += v[j];
         }
@@ -1459,7 +1458,7 @@ __device__ void col_scan(const PairsArgs &a, int32_t k, unsigned char *raw)
         __syncthreads(); // the scan storage is reused by the next chunk
         long long run = carry + excl;
 #pragma unroll
-        for (int j = 0; j < ITEMS; j++) {
+        for (int j = 0; j < kScanItems; j++) {
             if (i0 + j < a.nb) out[i0 + j] = run;
             run += v[j];
         }
@@ -1615,7 +1614,7 @@ __global__ void __launch_bounds__(kRowThreads, 3)
         return;
     }
     if (b < sort_blocks + scan_blocks) {
-        col_scan<kRowThreads, kScanItems>(pa, (int32_t)(b - sort_blocks), raw);
+        col_scan(pa, (int32_t)(b - sort_blocks), raw);
         return;
     }
     const int64_t chunk = pa.chunk0 + (b - sort_blocks - scan_blocks);
@@ -1625,192 +1624,6 @@ __global__ void __launch_bounds__(kRowThreads, 3)
     long long *wpre = reinterpret_cast<long long *>(tmp + L::kScan);
     int32_t *srow = reinterpret_cast<int32_t *>(wpre + kRowWarps * pa.K);
     st_pairs(pa, n, chunk, soff, tmp, wpre, srow);
-}
-
-// ---- the cluster mask sort ------------------------------------------------------------------
-//
-// The mask sort of up to kCsChunk x 16 rows (K <= 32) in one launch of one thread-block cluster
-// (sm_90): its C CTAs (16, or 8 where 16 do not fit on the GPU) hold the rows in shared memory,
-// C contiguous slices of S = ceil(n / C) positions, and run every pass of the stable LSD sort
-// (the digits of vc_kmap_sort_plan, as the look-back sort) with two cluster barriers a pass in
-// place of the look-back sort's ~14 us passes (H100, 100k rows: each a grid-wide chain of
-// memory round trips). A pass: each CTA takes its slice's items into registers (the first pass
-// from the masks, as ~mask and row), ranks them within the slice (warps, then a prefix over the
-// warps per digit), posts its digit counts in shared memory; barrier; reads every CTA's counts
-// through distributed shared memory (its digit's base: the counts of smaller digits, and of
-// its digit in earlier slices) and stores each item at its position, in the shared memory of
-// the CTA whose slice holds it (the last pass: its row into perm, in global memory; passes
-// before the last also into the map's partial sorts); barrier. Every CTA has its items in
-// registers before the first barrier, so one buffer a CTA serves as both source and
-// destination. The same launch runs the column scans of the pair counts in its later clusters
-// (one CTA an offset), which need no barrier.
-const int kCsThreads = 1024, kCsWarps = kCsThreads / 32, kCsItems = 8;
-const int kCsChunk = kCsThreads * kCsItems; // rows a CTA holds at most
-const int kCsMaxCluster = 16;
-
-struct CsortArgs {
-    const uint32_t *masks;
-    int32_t *perm;
-    int32_t *part; // the map's partial sorts (passes - 1 of them), or NULL
-    int64_t part_stride;
-    int32_t passes, dbits;
-    int32_t scans; // column scans in the launch's later clusters (K, or 0)
-};
-
-struct CsortSmem {
-    uint2 kv[kCsChunk];             // the slice's items (key, row), stored by the whole cluster
-    uint2 st[kCsChunk];             // the slice's items in digit order (stable), to send
-    int32_t wc[kCsWarps][kMaxBins]; // per warp and digit: count, then prefix over the warps
-    int32_t hist[kMaxBins];         // the slice's digit counts, read by the whole cluster
-    int32_t loc[kMaxBins];          // the slice's first staged item of each digit
-    int32_t delta[kMaxBins];        // position of a staged item of the digit minus its index
-    typename cub::BlockScan<int32_t, kCsThreads>::TempStorage scan;
-};
-
-// Distributed shared memory by 32-bit shared::cluster addresses (cooperative_groups'
-// map_shared_rank gives 64-bit generic pointers: twice the registers for the 16 loads of a
-// digit's counts in flight).
-__device__ __forceinline__ uint32_t cl_addr(const void *p, int rank)
-{
-    uint32_t r = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-#endif
-    return r;
-}
-
-__device__ __forceinline__ int32_t cl_load(uint32_t a)
-{
-    int32_t v = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("ld.shared::cluster.s32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
-#endif
-    return v;
-}
-
-__device__ __forceinline__ void cl_store2(uint32_t a, uint2 v)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("st.shared::cluster.v2.u32 [%0], {%1, %2};" ::"r"(a), "r"(v.x), "r"(v.y)
-                 : "memory");
-#endif
-}
-
-// A pass, after the ranks: each slice first stages its items in digit order in its own shared
-// memory, then thread t sends staged items t, t + kCsThreads, ...: a warp's 32 items are
-// mostly one digit's run, consecutive positions in one CTA (or in perm). Sending each item
-// straight from its rank scattered every warp store over the cluster: 53.6 us for the three
-// passes of 102k rows (H100, ncu), against 42 for the look-back sort.
-__global__ void __launch_bounds__(kCsThreads, 1)
-    csort_kernel(CsortArgs a, PairsArgs pa, const int64_t *d_n, int64_t rows)
-{
-    pdl_enter();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    extern __shared__ __align__(16) unsigned char cs_raw[];
-    cg::cluster_group cl = cg::this_cluster();
-    const int C = (int)cl.num_blocks();
-    if (blockIdx.x >= (unsigned)C) {
-        const int64_t k = blockIdx.x - C;
-        if (k < a.scans) col_scan<kCsThreads, 1>(pa, (int32_t)k, cs_raw);
-        return;
-    }
-    typedef cub::BlockScan<int32_t, kCsThreads> Scan;
-    CsortSmem &sm = *reinterpret_cast<CsortSmem *>(cs_raw);
-    const int c = (int)blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const unsigned lt = (1u << lane) - 1u;
-    const int64_t n = dev_count(d_n, rows); // <= C x kCsChunk (the host's choice)
-    const int32_t S = (int32_t)((n + C - 1) / C);
-    const int32_t lo = c * S, cnt = n - lo < S ? (n > lo ? (int32_t)(n - lo) : 0) : S;
-    const int B = 1 << a.dbits;
-    const uint32_t dmask = (uint32_t)B - 1u;
-    // item r of a thread: slice position l0 + 32 r (a warp's items are contiguous)
-    const int32_t l0 = warp * 32 * kCsItems + lane;
-    uint2 it[kCsItems];
-#pragma unroll
-    for (int r = 0; r < kCsItems; r++) {
-        const int32_t l = l0 + 32 * r;
-        it[r] = make_uint2(l < cnt ? ~a.masks[lo + l] : 0u, (uint32_t)(lo + l));
-    }
-    for (int p = 0; p < a.passes; p++) {
-        const bool last = p == a.passes - 1;
-        const int shift = p * a.dbits;
-        int4 *wz = reinterpret_cast<int4 *>(&sm.wc[0][0]);
-        for (int i = tid; i < kCsWarps * kMaxBins / 4; i += kCsThreads)
-            wz[i] = make_int4(0, 0, 0, 0);
-        __syncthreads();
-        // ranks within the warp: earlier items of the warp with the same digit; dl[r] = digit
-        // << 16 | rank (ranks < kCsChunk), or -1 past the slice
-        int32_t *wc = sm.wc[warp];
-        int32_t dl[kCsItems];
-#pragma unroll
-        for (int r = 0; r < kCsItems; r++) {
-            const bool ok = l0 + 32 * r < cnt;
-            const int32_t d = ok ? (int32_t)((it[r].x >> shift) & dmask) : kMaxBins;
-            const unsigned peers = __match_any_sync(kFullWarp, d);
-            const int rank = __popc(peers & lt);
-            const int before = ok ? wc[d] : 0;
-            __syncwarp();
-            if (ok && rank == 0) wc[d] = before + __popc(peers);
-            __syncwarp();
-            dl[r] = ok ? d << 16 | (before + rank) : -1;
-        }
-        __syncthreads();
-        // per digit: the counts of earlier warps, the slice's count and its first staged item
-        int32_t run = 0;
-        if (tid < B) {
-            for (int w = 0; w < kCsWarps; w++) {
-                const int32_t t = sm.wc[w][tid];
-                sm.wc[w][tid] = run;
-                run += t;
-            }
-            sm.hist[tid] = run;
-        }
-        int32_t loc;
-        Scan(sm.scan).ExclusiveSum(run, loc);
-        if (tid < B) sm.loc[tid] = loc;
-        __syncthreads();
-#pragma unroll
-        for (int r = 0; r < kCsItems; r++) {
-            if (dl[r] < 0) continue;
-            const int32_t d = dl[r] >> 16;
-            sm.st[sm.loc[d] + wc[d] + (dl[r] & 0xffff)] = it[r];
-        }
-        cl.sync(); // every slice's counts posted and items staged
-        int32_t total = 0, before = 0;
-        if (tid < B) {
-#pragma unroll
-            for (int q = 0; q < kCsMaxCluster; q++) {
-                const int32_t h = q < C ? cl_load(cl_addr(&sm.hist[tid], q)) : 0;
-                total += h;
-                before += q < c ? h : 0;
-            }
-        }
-        int32_t excl;
-        Scan(sm.scan).ExclusiveSum(total, excl);
-        if (tid < B) sm.delta[tid] = excl + before - loc;
-        __syncthreads();
-        for (int32_t i = tid; i < cnt; i += kCsThreads) {
-            const uint2 v = sm.st[i];
-            const int32_t pos = i + sm.delta[(v.x >> shift) & dmask];
-            if (last) {
-                a.perm[pos] = (int32_t)v.y;
-                continue;
-            }
-            if (a.part) a.part[p * a.part_stride + pos] = (int32_t)v.y;
-            const int q = pos / S;
-            cl_store2(cl_addr(&sm.kv[pos - q * S], q), v);
-        }
-        cl.sync(); // every item stored; no CTA leaves while others may read its counts
-        if (!last) {
-#pragma unroll
-            for (int r = 0; r < kCsItems; r++) {
-                const int32_t l = l0 + 32 * r;
-                if (l < cnt) it[r] = sm.kv[l];
-            }
-        }
-    }
-#endif
 }
 
 __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int64_t n,
@@ -2226,92 +2039,21 @@ bool tiles_resident(int64_t tiles)
 // captured graph the overlap made the strided and downsample replays 5-8 us slower on the
 // H100 (subm level), while in regular calls it saves 3 us (subm k3, 100k voxels), 3-8 us
 // (strided k3 s2) and 9-19 us (downsample k2 s2); docs/benchmarks.md, version 6.
-// launch_kc: the same, as thread-block clusters of `cluster` blocks where cluster > 1 (grid a
-// multiple of it).
 template <typename... P, typename... A>
-cudaError_t launch_kc(bool pdl, int cluster, void (*k)(P...), int64_t grid, int block,
-                      size_t smem, cudaStream_t s, A &&...args)
+cudaError_t launch_k(bool pdl, void (*k)(P...), int64_t grid, int block, size_t smem,
+                     cudaStream_t s, A &&...args)
 {
     cudaLaunchConfig_t cfg = {}; // every field zero, then set below
     cfg.gridDim = dim3((unsigned)grid);
     cfg.blockDim = dim3((unsigned)block);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    cudaLaunchAttribute at[2];
-    unsigned na = 0;
-    if (pdl && pdl_on()) {
-        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[na++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cluster > 1) {
-        at[na].id = cudaLaunchAttributeClusterDimension;
-        at[na].val.clusterDim.x = (unsigned)cluster;
-        at[na].val.clusterDim.y = 1;
-        at[na++].val.clusterDim.z = 1;
-    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = na;
+    cfg.numAttrs = pdl && pdl_on() ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, k, static_cast<A &&>(args)...);
-}
-
-template <typename... P, typename... A>
-cudaError_t launch_k(bool pdl, void (*k)(P...), int64_t grid, int block, size_t smem,
-                     cudaStream_t s, A &&...args)
-{
-    return launch_kc(pdl, 0, k, grid, block, smem, s, static_cast<A &&>(args)...);
-}
-
-// The cluster mask sort (csort_kernel) on the current device: the cluster size it runs with
-// for a sort of `rows` rows, 16 (a non-portable size) or 8 where the device can hold such a
-// cluster and the rows fit (rows <= size x kCsChunk), else 0 (the look-back sort).
-// vc_kmap_gpu_debug_csort: -1 never; 8 or 16 that size only; 0 the larger that fits.
-const size_t kCsSmem = sizeof(CsortSmem);
-static_assert(sizeof(cub::BlockScan<long long, kCsThreads>::TempStorage) <= kCsSmem,
-              "the column scans of csort_kernel use its shared memory");
-std::atomic<int> g_csort_mode(0);
-std::atomic<int> g_csort_fits[kMaxDevices]; // 0: not read yet; else 1 | 8 | 16 that fit
-
-int csort_cluster(int64_t rows)
-{
-    const int mode = g_csort_mode.load(std::memory_order_relaxed);
-    int dev = 0;
-    if (mode < 0 || rows < 1) return 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-        cudaGetLastError();
-        return 0;
-    }
-    int fits = g_csort_fits[dev].load(std::memory_order_relaxed);
-    if (fits == 0) {
-        fits = 1;
-        if (pdl_on() &&
-            cudaFuncSetAttribute(csort_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)kCsSmem) == cudaSuccess &&
-            cudaFuncSetAttribute(csort_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed,
-                                 1) == cudaSuccess) {
-            for (int c = 8; c <= kCsMaxCluster; c *= 2) {
-                cudaLaunchConfig_t cfg = {};
-                cudaLaunchAttribute at[1];
-                at[0].id = cudaLaunchAttributeClusterDimension;
-                at[0].val.clusterDim.x = (unsigned)c;
-                at[0].val.clusterDim.y = 1;
-                at[0].val.clusterDim.z = 1;
-                cfg.gridDim = dim3((unsigned)c);
-                cfg.blockDim = dim3((unsigned)kCsThreads);
-                cfg.dynamicSmemBytes = kCsSmem;
-                cfg.attrs = at;
-                cfg.numAttrs = 1;
-                int most = 0;
-                if (cudaOccupancyMaxActiveClusters(&most, csort_kernel, &cfg) == cudaSuccess &&
-                    most >= 1)
-                    fits |= c;
-            }
-        }
-        cudaGetLastError();
-        g_csort_fits[dev].store(fits, std::memory_order_relaxed);
-    }
-    for (int c = kCsMaxCluster; c >= 8; c /= 2)
-        if ((mode == 0 || mode == c) && (fits & c) && rows <= (int64_t)c * kCsChunk) return c;
-    return 0;
 }
 
 // Elements of a map's partial mask sorts (kmap.h) over `rows` rows: (passes - 1) x rows for a
@@ -2860,32 +2602,6 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     pa.in_rows = m->in_rows;
     pa.out_rows = m->out_rows;
     pa.chunk0 = 0;
-    const int cluster = words == 1 ? csort_cluster(rows) : 0;
-    if (cluster > 0) {
-        // the row pass (masks and counts), the cluster sort with the column scans in its
-        // launch, then the pairs; timed (ev_pairs): the scans, the pairs, then the sort alone
-        const bool apart = ev_pairs != NULL;
-        SortPrep none = {NULL, 0, 0, NULL, 0};
-        e = launch_k(b.pdl, rowpass_kernel, nb, kRowThreads, rowpass_smem(K), s, m->out_in, K,
-                     words, d_n, rows, m->masks, (int32_t *)NULL, b.cnt, none);
-        LsdSort no_sort;
-        memset(&no_sort, 0, sizeof no_sort);
-        if (e == cudaSuccess && apart)
-            e = q_pairs_sort(8, pa, K, 0, no_sort, 0, 0, d_n, rows, b.pdl, s);
-        if (e == cudaSuccess && apart)
-            e = q_pairs_sort(8, pa, 0, nb, no_sort, 0, 0, d_n, rows, b.pdl, s);
-        if (e == cudaSuccess && apart) e = cudaEventRecord(ev_pairs, s);
-        if (e != cudaSuccess) return e;
-        const CsortArgs ca = {m->masks,   m->perm,   m->part_count > 0 ? m->perm_part : NULL,
-                              rows,       mp.passes, mp.dbits,
-                              apart ? 0 : K};
-        const int64_t blocks = cluster * (1 + (ca.scans + cluster - 1) / cluster);
-        e = launch_kc(b.pdl, cluster, csort_kernel, blocks, kCsThreads, kCsSmem, s, ca, pa, d_n,
-                      rows);
-        if (e == cudaSuccess && !apart)
-            e = q_pairs_sort(8, pa, 0, nb, no_sort, 0, 0, d_n, rows, b.pdl, s);
-        return e;
-    }
     if (words == 1) {
         const PermPlan pl = perm_plan(K, rows);
         LsdSort ps;
@@ -4329,12 +4045,6 @@ extern "C" int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t sha
 extern "C" void vc_kmap_gpu_debug_dense(int mode)
 {
     g_dense_mode.store(mode > 0 ? 1 : mode < 0 ? -1 : 0, std::memory_order_relaxed);
-}
-
-extern "C" void vc_kmap_gpu_debug_csort(int mode)
-{
-    g_csort_mode.store(mode < 0 ? -1 : mode == 8 || mode == 16 ? mode : 0,
-                       std::memory_order_relaxed);
 }
 
 extern "C" void vc_kmap_gpu_debug_coop(int enable)

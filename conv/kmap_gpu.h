@@ -220,14 +220,6 @@ void vc_kmap_gpu_debug_coop(int enable);
  * tests and benchmarks, not thread-safe against builds running meanwhile. */
 void vc_kmap_gpu_debug_dense(int mode);
 
-/* The mask sort of K <= 32 maps of up to 131,072 rows (65,536 where the GPU cannot hold a
- * cluster of 16 CTAs): one thread-block cluster (compute capability 9.0) sorts them in its
- * shared memory. 0 (the default): the largest cluster that fits; 8 or 16: that size only, where
- * it fits; -1: never (the look-back sort). Every choice gives the same perm and partial sorts.
- * Applies to later builds (a bounded build chooses when it runs); for tests and benchmarks,
- * not thread-safe against builds running meanwhile. */
-void vc_kmap_gpu_debug_csort(int mode);
-
 /* Test hook, host only (no GPU needed): the (offset, output) pairs that the new-output kernels'
  * target arithmetic (the insert's and the scatter's, conv/kmap.cu) gives input row `row` (b, z,
  * y, x, inside shape and batch) of a STRIDED, DOWNSAMPLE or TRANSPOSED map, computed by the same

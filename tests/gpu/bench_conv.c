@@ -24,10 +24,9 @@
  * library's conv does, in the warm-up runs here: a frame pays for it once per map, so the map
  * column carries it; VC_BENCH_TILE_ORDER=0: no orders, an A/B of the schedule alone;
  * VC_BENCH_DENSE=-1: the new-output maps through the output hash table, an A/B of the dense
- * output path, vc_kmap_gpu_debug_dense; VC_BENCH_CSORT=-1: the masks sorted by the look-back
- * sort, an A/B of the cluster sort, vc_kmap_gpu_debug_csort). Each network is also run as a
- * whole (layers back to back on one stream, maps prebuilt, L2 flushed before the network) per
- * algorithm and with the best algorithm per layer. The summary tables come last.
+ * output path, vc_kmap_gpu_debug_dense). Each network is also run as a whole (layers back to
+ * back on one stream, maps prebuilt, L2 flushed before the network) per algorithm and with the
+ * best algorithm per layer. The summary tables come last.
  * --dump DIR writes each scene's frame-0 voxel coordinates (int32 [N, 4] b, z, y, x) as
  * DIR/sceneI.npy and one line per scene in DIR/scenes.tsv (file, grid z y x, name as in the CSV),
  * so that a peer engine can be timed on the same voxels (tests/gpu/peers/spconv_bench.py);
@@ -893,7 +892,7 @@ int main(int argc, char **argv)
     g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
     if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
         vc_conv_gpu_debug_tile_order(0); /* no tile orders built or used */
-    vc_bench_map_switches(); /* VC_BENCH_DENSE, VC_BENCH_CSORT: the map builds' paths */
+    vc_bench_map_switches(); /* VC_BENCH_DENSE: the new-output maps' output path */
     const char *only_net = NULL;
     const char *files[MAX_SCENES];
     int nfiles = 0;

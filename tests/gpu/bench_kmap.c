@@ -20,9 +20,7 @@
  * The main rows use the multi-kernel build path (the default); the synthetic scenes are also
  * timed on the one-kernel cooperative path. VC_BENCH_COOP=1 swaps the two.
  * VC_BENCH_DENSE=-1 / 1 sends the new-output maps to the output hash table / the dense bitmap
- * wherever it fits (vc_kmap_gpu_debug_dense; default 0: the library's choice), for A/Bs;
- * VC_BENCH_CSORT=-1 / 8 / 16 sorts the masks with the look-back sort / a cluster of that many
- * CTAs where it fits (vc_kmap_gpu_debug_csort; default 0: the library's choice).
+ * wherever it fits (vc_kmap_gpu_debug_dense; default 0: the library's choice), for A/Bs.
  * VC_BENCH_MODES=staged,call,graph (any of the three; default all) times those modes of each
  * map row and skips the others (their columns print 0), so that a profiler sees the kernels of
  * one mode alone (tests/gpu/run_kmap.sh profile).
@@ -854,7 +852,7 @@ int main(int argc, char **argv)
     const int coop = nc && atoi(nc) != 0;
     if (coop) printf("VC_BENCH_COOP: one-kernel (cooperative) path where it applies\n");
     vc_kmap_gpu_debug_coop(coop);
-    vc_bench_map_switches(); /* VC_BENCH_DENSE, VC_BENCH_CSORT */
+    vc_bench_map_switches(); /* VC_BENCH_DENSE */
     const char *modes = getenv("VC_BENCH_MODES");
     if (modes && *modes) {
         g_modes = (strstr(modes, "staged") ? MODE_STAGED : 0) |

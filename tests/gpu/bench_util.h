@@ -36,19 +36,14 @@ static inline float median(float *v, int n)
 }
 
 #ifdef VC_CONV_KMAP_GPU_H
-/* The map builds' A/B switches from the environment (bench_kmap, bench_conv), each printed when
- * set: VC_BENCH_DENSE=-1 / 0 / 1, the new-output maps' output path (vc_kmap_gpu_debug_dense);
- * VC_BENCH_CSORT=-1 / 0 / 8 / 16, the mask sort (vc_kmap_gpu_debug_csort). */
+/* The map builds' A/B switch from the environment (bench_kmap, bench_conv), printed when set:
+ * VC_BENCH_DENSE=-1 / 0 / 1, the new-output maps' output path (vc_kmap_gpu_debug_dense). */
 static inline void vc_bench_map_switches(void)
 {
-    const char *dn = getenv("VC_BENCH_DENSE"), *cs = getenv("VC_BENCH_CSORT");
+    const char *dn = getenv("VC_BENCH_DENSE");
     if (dn && *dn) {
         vc_kmap_gpu_debug_dense(atoi(dn));
         printf("VC_BENCH_DENSE=%d: vc_kmap_gpu_debug_dense(%d)\n", atoi(dn), atoi(dn));
-    }
-    if (cs && *cs) {
-        vc_kmap_gpu_debug_csort(atoi(cs));
-        printf("VC_BENCH_CSORT=%d: vc_kmap_gpu_debug_csort(%d)\n", atoi(cs), atoi(cs));
     }
 }
 #endif

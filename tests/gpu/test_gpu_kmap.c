@@ -15,10 +15,8 @@
  * than 31 bits too. Each map that also fits a bounded build (vc_kmap_gpu_bounded_*) is built that
  * way with loose bounds and compared as well.
  * Both build paths are compared: the multi-kernel one (the default) in the main sweep and the
- * one-kernel cooperative one on two clouds (VC_TEST_COOP=1 swaps them); both output paths of
- * the new-output maps (hash table, dense bitmap), each forced on three clouds; and the mask
- * sort's paths (one thread-block cluster of 16 or 8 CTAs, the look-back sort), on three clouds
- * each and on clouds of 64k-140k voxels on either side of the clusters' row limits.
+ * one-kernel cooperative one on two clouds (VC_TEST_COOP=1 swaps them); and both output paths of
+ * the new-output maps (hash table, dense bitmap), each forced on three clouds.
  * VC_SANITIZE=1: a small subset (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
  * replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
@@ -551,30 +549,7 @@ int main(void)
         for (size_t a = 0; a < 3; a++) sweep_cloud(&rng, &cases[dense_again[a]]);
     }
     vc_kmap_gpu_debug_dense(0);
-    /* the mask sort: one thread-block cluster where the rows fit (up to 131,072 rows with 16
-     * CTAs, 65,536 with 8; the default takes 16 where the GPU holds them), the look-back sort
-     * past that, for K > 32 and with -1. Clouds again with -1 and with clusters of 8; then
-     * clouds near the cluster sizes' limits in big mode (subm k3, strided, downsample,
-     * transposed), each under the modes that put its maps on either side of a limit */
-    for (int mode = -1; mode <= 8; mode += 9) {
-        vc_kmap_gpu_debug_csort(mode);
-        printf("mask sort: mode %d\n", mode);
-        for (size_t a = 0; a < 3; a++) sweep_cloud(&rng, &cases[dense_again[a]]);
-    }
-    vc_kmap_gpu_debug_csort(0);
     if (!g_small) {
-        const struct {
-            int64_t n;
-            int mode;
-        } near[] = {{130000, 0}, {130000, 8}, {64000, 8}, {140000, 0}};
-        for (size_t a = 0; a < sizeof near / sizeof near[0]; a++) {
-            vc_kmap_gpu_debug_csort(near[a].mode);
-            cloud c = make_cloud(&rng, near[a].n, 2, big, 1);
-            printf("mask sort mode %d: %lld voxels\n", near[a].mode, (long long)c.n);
-            run_sweep(&c, 1);
-            free(c.rows);
-        }
-        vc_kmap_gpu_debug_csort(0);
         cloud c = make_cloud(&rng, 1000000, 2, big, 3);
         printf("1M cloud: %lld voxels\n", (long long)c.n);
         run_sweep(&c, 1);
