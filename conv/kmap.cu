@@ -803,6 +803,14 @@ __global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, v
     if (over) raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
 }
 
+// Fills p[0, n) with -1, 16 bytes a store where p is aligned.
+__device__ __forceinline__ void fill_minus1(int32_t *p, int64_t n)
+{
+    const int64_t n4 = ((uintptr_t)p & 15) == 0 ? n / 4 : 0;
+    GRID_LOOP(i, n4) reinterpret_cast<int4 *>(p)[i] = make_int4(-1, -1, -1, -1);
+    GRID_LOOP(i, n - 4 * n4) p[4 * n4 + i] = -1;
+}
+
 // Rank r of the sorted output keys: stored as the key's value, unpacked into out_coords; and
 // out_in cleared to -1 for the scatter.
 template <typename UKey>
@@ -822,7 +830,7 @@ __device__ __forceinline__ void st_rank(const UKey *sorted, int64_t n, const vc_
         vc_key_unpack_d(kout, key, c);
         reinterpret_cast<int4 *>(out_coords)[r] = make_int4(c[0], c[1], c[2], c[3]);
     }
-    GRID_LOOP(j, n * K) out_in[j] = -1;
+    fill_minus1(out_in, n * K);
 }
 
 template <typename UKey>
@@ -1039,14 +1047,6 @@ __global__ void __launch_bounds__(kRowThreads)
         scr[S_N_OUT] = carry;
         if (carry > cap) raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
     }
-}
-
-// Fills p[0, n) with -1, 16 bytes a store where p is aligned.
-__device__ __forceinline__ void fill_minus1(int32_t *p, int64_t n)
-{
-    const int64_t n4 = ((uintptr_t)p & 15) == 0 ? n / 4 : 0;
-    GRID_LOOP(i, n4) reinterpret_cast<int4 *>(p)[i] = make_int4(-1, -1, -1, -1);
-    GRID_LOOP(i, n - 4 * n4) p[4 * n4 + i] = -1;
 }
 
 // The dense path's outputs, block b over bitmap words [256b, 256b + 256) (warp b % 8 of the
