@@ -478,7 +478,8 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, boo
 // has one a tile), capped at K, and at most 8 groups (the most measured). From `bench_conv
 // --tune --tune-splits "1 2 3 4 6 8"` on the H100 (docs/benchmarks.md "Tap split"): with this
 // rule the planner ran within 0.97-1.06x of the sweep's best on all 32 conv layers of MinkUNet;
-// the k1 and inverse layers and the large levels do not split. 16-bit features on tensor-core tiles only; 0 = no split.
+// the k1 and inverse layers and the large levels do not split. 16-bit features on tensor-core
+// tiles only; 0 = no split.
 int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt)
 {
     if (cfg < 0 || (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16)) return 0;
