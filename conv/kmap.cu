@@ -978,6 +978,38 @@ __device__ __forceinline__ long long lb_walk(unsigned long long *lb, int64_t t, 
     return excl;
 }
 
+// An exclusive prefix sum over n values by one block of kRowThreads threads, kScanItems
+// consecutive values a thread at a time: store(i, the sum of values [0, i)) for every i < n, the
+// values read by load(i) (a store may overwrite the value it replaces: each chunk is read before
+// it is written); returns the sum of all n. The column scans of the pair counts and the dense
+// count's scan of its tile sums.
+template <typename T, typename Load, typename Store>
+__device__ __forceinline__ T block_prefix(typename cub::BlockScan<T, kRowThreads>::TempStorage &tmp,
+                                          int64_t n, Load load, Store store)
+{
+    T carry = 0;
+    for (int64_t start = 0; start < n; start += (int64_t)kRowThreads * kScanItems) {
+        const int64_t i0 = start + (int64_t)threadIdx.x * kScanItems;
+        T v[kScanItems], mine = 0;
+#pragma unroll
+        for (int j = 0; j < kScanItems; j++) {
+            v[j] = i0 + j < n ? load(i0 + j) : 0;
+            mine += v[j];
+        }
+        T excl, all;
+        cub::BlockScan<T, kRowThreads>(tmp).ExclusiveSum(mine, excl, all);
+        __syncthreads(); // the scan storage is reused by the next chunk
+        T run = carry + excl;
+#pragma unroll
+        for (int j = 0; j < kScanItems; j++) {
+            if (i0 + j < n) store(i0 + j, run);
+            run += v[j];
+        }
+        carry += all;
+    }
+    return carry;
+}
+
 // The dense count, tile t = block t of kRowThreads rank groups (one a thread, 2048 words):
 // sub[8t + w] = the set bits of warp w's 256 words, tsum[t] = the tile's. The last block to
 // finish (done, zero before the launch) turns tsum into exclusive prefixes over the tiles and
@@ -1022,27 +1054,10 @@ __global__ void __launch_bounds__(kRowThreads)
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const int64_t tiles = gridDim.x;
-    int32_t carry = 0;
-    for (int64_t t0 = 0; t0 < tiles; t0 += (int64_t)kRowThreads * kScanItems) {
-        const int64_t i0 = t0 + (int64_t)tid * kScanItems;
-        int32_t v[kScanItems], mine = 0;
-#pragma unroll
-        for (int j = 0; j < kScanItems; j++) {
-            v[j] = i0 + j < tiles ? __ldcg(&tsum[i0 + j]) : 0;
-            mine += v[j];
-        }
-        int32_t excl, all;
-        Scan(tmp).ExclusiveSum(mine, excl, all);
-        __syncthreads(); // the scan storage is reused by the next chunk
-        int32_t run = carry + excl;
-#pragma unroll
-        for (int j = 0; j < kScanItems; j++) {
-            if (i0 + j < tiles) tsum[i0 + j] = run;
-            run += v[j];
-        }
-        carry += all;
-    }
+    // the other blocks' sums, past L1; in place
+    const int32_t carry = block_prefix<int32_t>(
+        tmp, gridDim.x, [&](int64_t i) { return __ldcg(&tsum[i]); },
+        [&](int64_t i, int32_t v) { tsum[i] = v; });
     if (tid == 0) {
         scr[S_N_OUT] = carry;
         if (carry > cap) raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
@@ -1441,30 +1456,12 @@ __device__ void col_scan(const PairsArgs &a, int32_t k, unsigned char *raw)
 {
     typedef cub::BlockScan<long long, kRowThreads> Scan;
     typename Scan::TempStorage &tmp = *reinterpret_cast<typename Scan::TempStorage *>(raw);
-    const int tid = threadIdx.x;
     const int32_t *c = a.cnt + (int64_t)k * a.nb;
     int64_t *out = a.base + (int64_t)k * a.nb;
-    long long carry = 0;
-    for (int64_t start = 0; start < a.nb; start += (int64_t)kRowThreads * kScanItems) {
-        const int64_t i0 = start + (int64_t)tid * kScanItems;
-        long long v[kScanItems], tsum = 0;
-#pragma unroll
-        for (int j = 0; j < kScanItems; j++) {
-            v[j] = i0 + j < a.nb ? c[i0 + j] : 0;
-            tsum += v[j];
-        }
-        long long excl, agg;
-        Scan(tmp).ExclusiveSum(tsum, excl, agg);
-        __syncthreads(); // the scan storage is reused by the next chunk
-        long long run = carry + excl;
-#pragma unroll
-        for (int j = 0; j < kScanItems; j++) {
-            if (i0 + j < a.nb) out[i0 + j] = run;
-            run += v[j];
-        }
-        carry += agg;
-    }
-    if (tid == 0) a.tot[k] = carry;
+    const long long carry = block_prefix<long long>(
+        tmp, a.nb, [&](int64_t i) { return (long long)c[i]; },
+        [&](int64_t i, long long v) { out[i] = v; });
+    if (threadIdx.x == 0) a.tot[k] = carry;
 }
 
 // The offsets of a pairs block, soff[k] = pairs of offsets before k (soff[K]: all), from the
@@ -1733,30 +1730,12 @@ __device__ void coop_rowpass(const Coop &a, int64_t n, CoopSmem &sm)
 __device__ void coop_colscan(const Coop &a, int64_t n, CoopSmem &sm)
 {
     const int32_t K = a.g.K;
-    const int tid = threadIdx.x;
     const int64_t chunks = (n + kRowThreads - 1) / kRowThreads;
     for (int32_t k = blockIdx.x; k < K; k += gridDim.x) {
-        long long carry = 0;
-        for (int64_t start = 0; start < chunks; start += (int64_t)kRowThreads * kScanItems) {
-            long long v[kScanItems], tsum = 0;
-            const int64_t i0 = start + (int64_t)tid * kScanItems;
-#pragma unroll
-            for (int j = 0; j < kScanItems; j++) {
-                v[j] = i0 + j < chunks ? (long long)__ldcg(&a.cnt[(i0 + j) * K + k]) : 0;
-                tsum += v[j];
-            }
-            long long excl, agg;
-            SortSmem<8>::Scan(sm.s.scan).ExclusiveSum(tsum, excl, agg);
-            __syncthreads(); // the scan storage is reused by the next chunk
-            long long run = carry + excl;
-#pragma unroll
-            for (int j = 0; j < kScanItems; j++) {
-                if (i0 + j < chunks) a.exc[(i0 + j) * K + k] = run;
-                run += v[j];
-            }
-            carry += agg;
-        }
-        if (tid == 0) a.tot[k] = carry;
+        const long long carry = block_prefix<long long>(
+            sm.s.scan, chunks, [&](int64_t i) { return (long long)__ldcg(&a.cnt[i * K + k]); },
+            [&](int64_t i, long long v) { a.exc[i * K + k] = v; });
+        if (threadIdx.x == 0) a.tot[k] = carry;
     }
 }
 
