@@ -978,6 +978,59 @@ __device__ __forceinline__ long long lb_walk(unsigned long long *lb, int64_t t, 
     return excl;
 }
 
+// The look-back where every tile has its own block and all start at once (an ordinary launch of
+// tiles_resident tiles, or a cooperative launch of no more tiles than blocks): no tile then
+// finds an inclusive prefix soon enough to stop its walk early, so each reads the counts of all
+// tiles before it, and the walk's time is its instructions (~180 cycles a predecessor with a
+// 64-bit word a bin and its flag tests; docs/benchmarks.md, version 13). Here a tile posts its
+// counts plus one as 16-bit lanes, four bins a word (a tile holds kTile < 2^16 - 1 items), so
+// that a zero lane means "not posted yet", and a walk reads a quarter of the words. Word j of
+// tile t (m words a tile) holds bins 4j..4j+3.
+static_assert(kTile < 0xffff, "packed look-back counts are 16-bit lanes of count + 1");
+const unsigned long long kLane1 = 0x0001000100010001ull, kLaneTop = 0x8000800080008000ull;
+
+__device__ __forceinline__ void lb_post4(unsigned long long *lb, int64_t t, int64_t m, int64_t j,
+                                         const long long *c)
+{
+    unsigned long long w = 0;
+#pragma unroll
+    for (int q = 0; q < 4; q++) w |= (unsigned long long)(c[q] + 1) << (16 * q);
+    atomicExch(lb + t * m + j, w);
+}
+
+// The sums of bins 4j..4j+3 over tiles u < t with u % R == h, as two 64-bit words of two 32-bit
+// lanes each: lo = (bin 4j, bin 4j + 2), hi = (bin 4j + 1, bin 4j + 3). Lanes never carry into
+// each other: a bin's sum is at most the item count plus the tiles, < 2^32.
+__device__ __forceinline__ void lb_sum4(const unsigned long long *lb, int64_t t, int64_t m,
+                                        int64_t j, int h, int R, unsigned long long &lo,
+                                        unsigned long long &hi)
+{
+    const volatile unsigned long long *w = lb;
+    const unsigned long long even = 0x0000ffff0000ffffull;
+    lo = hi = 0;
+    unsigned long long posts = 0;
+    for (int64_t u0 = h; u0 < t; u0 += (int64_t)R * kLbWindow) {
+        unsigned long long v[kLbWindow];
+#pragma unroll
+        for (int i = 0; i < kLbWindow; i++) {
+            const int64_t u = u0 + (int64_t)R * i;
+            v[i] = u < t ? w[u * m + j] : kLane1;
+        }
+#pragma unroll
+        for (int i = 0; i < kLbWindow; i++) {
+            const int64_t u = u0 + (int64_t)R * i;
+            if (u >= t) break;
+            // a zero lane: that tile has not posted (lanes are at most kTile + 1 < 2^15)
+            while ((v[i] - kLane1) & ~v[i] & kLaneTop) v[i] = w[u * m + j];
+            lo += v[i] & even;
+            hi += (v[i] >> 16) & even;
+            posts++;
+        }
+    }
+    lo -= posts * 0x0000000100000001ull;
+    hi -= posts * 0x0000000100000001ull;
+}
+
 // An exclusive prefix sum over n values by one block of kRowThreads threads, kScanItems
 // consecutive values a thread at a time: store(i, the sum of values [0, i)) for every i < n, the
 // values read by load(i) (a store may overwrite the value it replaces: each chunk is read before
@@ -1127,6 +1180,8 @@ __device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t 
     const uint32_t dmask = (1u << dbits) - 1u;
     const unsigned lt = (1u << lane) - 1u;
     const int64_t tiles = (n + kTile - 1) / kTile;
+    // every tile has a block of its own, all started at once: the packed look-back (lb_post4)
+    const bool packed = !ctr && tiles <= gridDim.x;
     // Every load a tile needs is issued before anything waits on one: the digit counts here,
     // the tile's items below (one memory round trip instead of one per item).
     uint32_t hc[BPT];
@@ -1195,12 +1250,39 @@ __device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t 
                 run += c;
             }
             agg[b] = run;
-            lb_publish(lb, t, B, bin, run);
+            if (packed)
+                sm.tbase[bin] = run;
+            else
+                lb_publish(lb, t, B, bin, run);
         }
+        if (packed) {
+            // W words a tile, R threads a word, each summing every R-th earlier tile; their
+            // sums meet in wcnt (free once the loop above has read it: the barrier)
+            const int W = B / 4, R = kRowThreads / W, j = tid % W, h = tid / W;
+            static_assert(kRowThreads % (S::kBins / 4) == 0 && kRowThreads / (S::kBins / 4) <=
+                          kRowWarps, "packed look-back: R partial sums a bin in wcnt");
+            __syncthreads();
+            if (tid < W) lb_post4(lb, t, W, j, &sm.tbase[4 * j]);
+            unsigned long long lo, hi;
+            lb_sum4(lb, t, W, j, h, R, lo, hi);
+            sm.wcnt[h][4 * j] = (int32_t)(uint32_t)lo;
+            sm.wcnt[h][4 * j + 1] = (int32_t)(uint32_t)hi;
+            sm.wcnt[h][4 * j + 2] = (int32_t)(lo >> 32);
+            sm.wcnt[h][4 * j + 3] = (int32_t)(hi >> 32);
+            __syncthreads();
 #pragma unroll
-        for (int b = 0; b < BPT; b++) {
-            const int bin = b * kRowThreads + tid;
-            sm.tbase[bin] = sm.gbase[bin] + lb_walk(lb, t, B, bin, agg[b]);
+            for (int b = 0; b < BPT; b++) {
+                const int bin = b * kRowThreads + tid;
+                long long excl = 0;
+                for (int q = 0; q < R; q++) excl += (uint32_t)sm.wcnt[q][bin];
+                sm.tbase[bin] = sm.gbase[bin] + excl;
+            }
+        } else {
+#pragma unroll
+            for (int b = 0; b < BPT; b++) {
+                const int bin = b * kRowThreads + tid;
+                sm.tbase[bin] = sm.gbase[bin] + lb_walk(lb, t, B, bin, agg[b]);
+            }
         }
         __syncthreads();
 #pragma unroll
