@@ -873,11 +873,20 @@ int main(int argc, char **argv)
            prop.multiProcessorCount, prop.l2CacheSize >> 20, clock_khz / 1000, mem_khz / 1000,
            g_runs, WARMUP);
 
-    /* VC_BENCH_ONLY=subm (strided, down): the outdoor scene's subm k3 (strided k3 s2 p1,
-     * downsample k2 s2) row alone, for profilers */
-    const char *only = getenv("VC_BENCH_ONLY");
-    const int only_map = !only                      ? 0
-                         : strcmp(only, "subm") == 0    ? 1
+    /* VC_BENCH_ONLY=subm (strided, down)[@I]: the subm k3 (strided k3 s2 p1, downsample k2
+     * s2) row of scene I alone (0, the default: the outdoor scene; 1 indoor; 2 on: the scans
+     * given), for profilers and A/B runs */
+    char only[32] = "";
+    int only_scene = 0;
+    if (getenv("VC_BENCH_ONLY")) {
+        snprintf(only, sizeof only, "%s", getenv("VC_BENCH_ONLY"));
+        char *at = strchr(only, '@');
+        if (at) {
+            *at = 0;
+            only_scene = atoi(at + 1);
+        }
+    }
+    const int only_map = strcmp(only, "subm") == 0      ? 1
                          : strcmp(only, "strided") == 0 ? 2
                          : strcmp(only, "down") == 0    ? 3
                                                         : 0;
@@ -949,8 +958,12 @@ int main(int argc, char **argv)
     }
 
     if (subm_only) {
-        for (int i = 1; i < ns; i++)
-            for (int f = 0; f < scenes[i].nframes; f++) free(scenes[i].rows[f]);
+        DIE_IF(only_scene < 0 || only_scene >= ns, "VC_BENCH_ONLY: no scene %d (%d scenes)",
+               only_scene, ns);
+        for (int i = 0; i < ns; i++)
+            if (i != only_scene)
+                for (int f = 0; f < scenes[i].nframes; f++) free(scenes[i].rows[f]);
+        scenes[0] = scenes[only_scene];
         ns = 1;
     }
     printf("\n## Map builds (microseconds, medians; stages of the timed build, then the whole "
