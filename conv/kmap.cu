@@ -978,16 +978,21 @@ __device__ __forceinline__ long long lb_walk(unsigned long long *lb, int64_t t, 
     return excl;
 }
 
-// The look-back where every tile has its own block and all start at once (an ordinary launch of
-// tiles_resident tiles, or a cooperative launch of no more tiles than blocks): no tile then
-// finds an inclusive prefix soon enough to stop its walk early, so each reads the counts of all
-// tiles before it, and the walk's time is its instructions (~180 cycles a predecessor with a
-// 64-bit word a bin and its flag tests; docs/benchmarks.md, version 13). Here a tile posts its
-// counts plus one as 16-bit lanes, four bins a word (a tile holds kTile < 2^16 - 1 items), so
-// that a zero lane means "not posted yet", and a walk reads a quarter of the words. Word j of
-// tile t (m words a tile) holds bins 4j..4j+3.
+// A packed look-back for sorts of a few tiles, each with its own block, all started at once (an
+// ordinary launch of tiles_resident tiles, or a cooperative launch of no more tiles than
+// blocks). A tile posts its counts plus one as 16-bit lanes, four bins a 64-bit word (a tile
+// holds kTile < 2^16 - 1 items), so that a zero lane means "not posted yet", and sums every
+// earlier tile's words, kRowThreads / (bins / 4) threads a word: no inclusive prefixes, a
+// quarter of the words and of the flag tests. Used where each thread's share is one window of
+// loads (kPackedTiles: 33 tiles of 9-bit digits, 65 of 8-bit), where it is one round trip; with
+// more tiles, the walk of lb_walk stops sooner at a prefix that an earlier tile has posted
+// (H100, one binary with and without it, graph replays: 18 tiles 50.6 -> 48.8 us, 31 tiles
+// 83.2 -> 81.1; 42 tiles 129.1 -> 132.3 and 83 tiles 130.8 -> 136.6; docs/benchmarks.md,
+// version 13). Word j of tile t (m words a tile) holds bins 4j..4j+3.
 static_assert(kTile < 0xffff, "packed look-back counts are 16-bit lanes of count + 1");
 const unsigned long long kLane1 = 0x0001000100010001ull, kLaneTop = 0x8000800080008000ull;
+template <int BITS>
+constexpr int64_t kPackedTiles = (int64_t)kRowThreads / ((1 << BITS) / 4) * kLbWindow + 1;
 
 __device__ __forceinline__ void lb_post4(unsigned long long *lb, int64_t t, int64_t m, int64_t j,
                                          const long long *c)
@@ -1180,8 +1185,9 @@ __device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t 
     const uint32_t dmask = (1u << dbits) - 1u;
     const unsigned lt = (1u << lane) - 1u;
     const int64_t tiles = (n + kTile - 1) / kTile;
-    // every tile has a block of its own, all started at once: the packed look-back (lb_post4)
-    const bool packed = !ctr && tiles <= gridDim.x;
+    // every tile has a block of its own, all started at once, and few enough that each thread
+    // of the packed look-back (lb_post4) reads its share in one window
+    const bool packed = !ctr && tiles <= gridDim.x && tiles <= kPackedTiles<BITS>;
     // Every load a tile needs is issued before anything waits on one: the digit counts here,
     // the tile's items below (one memory round trip instead of one per item).
     uint32_t hc[BPT];
