@@ -3707,6 +3707,8 @@ __global__ void __launch_bounds__(kOrderThreads)
     __shared__ int32_t cnt[kOrderWarps][kOrderBuckets]; // then each (cost, warp)'s next place
     __shared__ int64_t tot[kOrderBuckets];
     __shared__ uint16_t staged[kOrderStaged]; // the costs, where they fit: one round trip
+    static_assert(kOrderThreads == kRowThreads, "block_prefix scans with kRowThreads threads");
+    __shared__ typename cub::BlockScan<int64_t, kRowThreads>::TempStorage scan_tmp;
     const int most = 32 * words; // bucket most - c holds cost c
     for (int i = threadIdx.x; i < kOrderWarps * kOrderBuckets; i += kOrderThreads)
         (&cnt[0][0])[i] = 0;
@@ -3728,21 +3730,10 @@ __global__ void __launch_bounds__(kOrderThreads)
         tot[q] = t;
     }
     __syncthreads();
-    if (warp == 0) { // exclusive scan of the bucket totals, 32 at a time
-        int64_t carry = 0;
-        for (int q0 = 0; q0 <= most; q0 += 32) {
-            const int q = q0 + lane;
-            const int64_t x = q <= most ? tot[q] : 0;
-            int64_t y = x;
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                const int64_t z = __shfl_up_sync(~0u, y, d);
-                if (lane >= d) y += z;
-            }
-            if (q <= most) tot[q] = carry + y - x;
-            carry += __shfl_sync(~0u, y, 31);
-        }
-    }
+    // exclusive prefixes of the bucket totals, in place
+    block_prefix<int64_t>(
+        scan_tmp, most + 1, [&](int64_t q) { return tot[q]; },
+        [&](int64_t q, int64_t v) { tot[q] = v; });
     __syncthreads();
     for (int q = threadIdx.x; q <= most; q += kOrderThreads) {
         int64_t at = tot[q];
