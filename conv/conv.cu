@@ -53,10 +53,10 @@
 
 #include <cub/device/device_scan.cuh>
 
-#include "conv_gpu.h"
-#include "cuda_util.cuh"
+#include "conv/conv_gpu.h"
+#include "core/cuda_util.cuh"
 #include "gemm/gemm.h"
-#include "kmap_gpu.h"
+#include "kmap/kmap_gpu.h"
 
 static_assert(VC_KMAP_ORDER_ROWS == VC_GEMM_ORDER_ROWS, "the map's tile order is the GEMM's");
 
@@ -595,7 +595,7 @@ extern "C" void vc_conv_gpu_debug_tap_split(int32_t splits) { g_debug_taps = spl
 extern "C" void vc_conv_gpu_debug_tile_order(int on) { g_debug_order = on; }
 
 // Planner for VC_ALGO_AUTO: implicit GEMM for every layer.
-// Evidence (tests/gpu/bench_conv, H100 SXM, fp16, bias + ReLU, L2 flushed, medians of 25; the
+// Evidence (bench/bench_conv, H100 SXM, fp16, bias + ReLU, L2 flushed, medians of 25; the
 // tables are in docs/benchmarks.md): GGS lost on all 267 conv layers timed - the subm k3 sweep
 // 16..256 channels, CenterPoint, MinkUNet and spconv's net on a synthetic 100.6k-voxel 128-beam
 // scan (7.8 neighbours per voxel), the real VLP-16 sweep (19.4k voxels, 2.6 neighbours: the

@@ -10,8 +10,8 @@
 #include <omp.h>
 #endif
 
-#include "conv.h"
-#include "dtype.h"
+#include "conv/conv.h"
+#include "core/dtype.h"
 
 #define VC_CONV_BLOCK 64 /* pairs gathered and multiplied per block */
 

@@ -6,7 +6,7 @@
 #ifndef VC_CONV_CONV_GPU_H
 #define VC_CONV_CONV_GPU_H
 
-#include "conv.h"
+#include "conv/conv.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,7 +37,7 @@ vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32, struct CUst
  * Returns a cudaError_t as int; *p is NULL on failure. */
 int vc_gpu_scratch_alloc(void **p, int64_t bytes, struct CUstream_st *stream);
 
-/* Benchmarks and tests only (tests/gpu/bench_conv --tune): forces the GEMM configuration of
+/* Benchmarks and tests only (bench/bench_conv --tune): forces the GEMM configuration of
  * the implicit GEMM to entry `config` of vc_gemm_configs' table; -1 (the default) lets the
  * library choose. Process-wide and not thread-safe; a configuration that does not fit a layer
  * makes vc_conv_gpu fail with VC_ERR_UNSUPPORTED. */
@@ -56,20 +56,6 @@ void vc_conv_gpu_debug_tile_order(int on);
 
 /* The algorithm VC_ALGO_AUTO runs for this map, channels and feature dtype (never AUTO). */
 vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out, vc_dtype dtype);
-
-/* Pooling over a device map; out has the input's dtype and channels. The map's entries are
- * trusted (as built by vc_kmap_build_gpu); an entry outside [-1, n_in) is skipped, never read.
- * No host synchronisation. */
-vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in, vc_dtype dtype,
-                      int64_t channels, void *out, struct CUstream_st *stream, vc_err *err);
-
-/* Global pooling into dst [batch_size, channels] fp32 (device). Deterministic (no float
- * atomics). Synchronises once: the batch indices are checked on the device and the first bad
- * row is read back before anything is written, so a bad index gives VC_ERR_OUT_OF_RANGE and
- * leaves dst as it was, as on the CPU. */
-vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_t batch_size,
-                             vc_pool_mode mode, const void *in, vc_dtype dtype, int64_t channels,
-                             float *dst, struct CUstream_st *stream, vc_err *err);
 
 #ifdef __cplusplus
 }

@@ -140,13 +140,7 @@ vc_status vc_context_create(const vc_context_desc *desc, vc_context **out)
     if (backend == VC_BACKEND_CUDA && !cuda_device_usable(d.device, why, sizeof why))
         return vc_ctx_fail(NULL, VC_ERR_NO_DEVICE, "vc_context_create: %s", why);
     if (backend == VC_BACKEND_AUTO) {
-#ifdef VOXCONV_GPU_CONV
         backend = cuda_device_usable(d.device, why, sizeof why) ? VC_BACKEND_CUDA : VC_BACKEND_CPU;
-#else
-        /* This build lacks the GPU convolutions: a CUDA context could hold tensors but not run
-         * layers, so AUTO means the CPU. */
-        backend = VC_BACKEND_CPU;
-#endif
     }
     if (backend == VC_BACKEND_CUDA) {
         cudaError_t e = cudaSetDevice(d.device);

@@ -7,8 +7,9 @@
 #include <stdint.h>
 
 #include "voxconv.h"
-#include "conv/common.h"
-#include "conv/kmap.h"
+#include "core/elementwise.h"
+#include "core/status.h"
+#include "kmap/kmap.h"
 
 struct vc_context {
     vc_backend backend;        /* CPU or CUDA, never AUTO                                     */
@@ -84,13 +85,6 @@ void vc_mem_free(vc_context *ctx, void *p, vc_memory where);
 /* Copies bytes between any two places; synchronous. */
 vc_status vc_mem_copy(vc_context *ctx, void *dst, vc_memory dst_where, const void *src,
                       vc_memory src_where, size_t bytes);
-
-/* Device kernels of conv/elementwise.cu (CUDA builds only). */
-#ifdef VOXCONV_HAVE_CUDA
-int vc_cuda_fill(void *data, vc_dtype dtype, int64_t n, float value, struct CUstream_st *stream);
-int vc_cuda_cast(const void *src, vc_dtype src_dtype, void *dst, vc_dtype dst_dtype, int64_t n,
-                 struct CUstream_st *stream);
-#endif
 
 /* A new coordinate set holding a copy of rows that voxconv produced itself (sorted, distinct,
  * in range): no validation pass. `src` is in `where`; the set is in the context's memory. */

@@ -1,24 +1,21 @@
 /* src/ops.c - the operations of the API: voxelization, kernel maps (built once, cached on the
  * input coordinate set), convolution and pooling. Checks handles and arguments, then calls the
- * CPU twins in conv/ or, on a CUDA context, their GPU versions (the .cu files in conv/). Which GPU parts a
- * build has is decided by CMake: VOXCONV_GPU_VOXELIZE, VOXCONV_GPU_CONV. */
+ * CPU twins (voxelize/, kmap/, conv/, pool/) or, on a CUDA context, their GPU versions. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "conv/conv.h"
-#include "conv/dtype.h"
+#include "core/dtype.h"
 #include "internal.h"
+#include "pool/pool.h"
+#include "voxelize/voxelize.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "conv/kmap_gpu.h"
-#ifdef VOXCONV_GPU_VOXELIZE
-#include "conv/voxelize_gpu.h"
-#endif
-#ifdef VOXCONV_GPU_CONV
 #include "conv/conv_gpu.h"
-#endif
+#include "kmap/kmap_gpu.h"
+#include "voxelize/voxelize_gpu.h"
 #endif
 
 /* Copies a caller's descriptor over the defaults; refuses a struct_size it does not know. */
@@ -44,12 +41,12 @@ static vc_status need_backend(vc_context *ctx, const char *fn, int gpu_available
                        "CPU context", fn);
 }
 
-#if defined(VOXCONV_HAVE_CUDA) && defined(VOXCONV_GPU_VOXELIZE)
+#if defined(VOXCONV_HAVE_CUDA)
 #define VC_HAS_GPU_VOXELIZE 1
 #else
 #define VC_HAS_GPU_VOXELIZE 0
 #endif
-#if defined(VOXCONV_HAVE_CUDA) && defined(VOXCONV_GPU_CONV)
+#if defined(VOXCONV_HAVE_CUDA)
 #define VC_HAS_GPU_CONV 1
 #else
 #define VC_HAS_GPU_CONV 0

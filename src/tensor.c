@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv/dtype.h"
+#include "core/dtype.h"
 #include "internal.h"
 
 /* ---- coordinate sets ---------------------------------------------------------------------- */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv/dtype.h"
+#include "core/dtype.h"
 #include "src/io/io.h"
 
 #define NPY_MAX_DIMS 8

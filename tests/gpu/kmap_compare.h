@@ -10,8 +10,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "conv/kmap.h"
-#include "conv/kmap_gpu.h"
+#include "kmap/kmap.h"
+#include "kmap/kmap_gpu.h"
 #include "testutil.h"
 
 /* Compares a host array with a device array of `bytes`; prints the first differing word. */
@@ -41,7 +41,7 @@ static void cmp_array(const char *label, const char *name, const void *host, con
     free(g);
 }
 
-/* The partial mask sorts (conv/kmap.h) equal the CPU twin's. The one-kernel (cooperative) build
+/* The partial mask sorts (kmap/kmap.h) equal the CPU twin's. The one-kernel (cooperative) build
  * sorts with 8-bit digits and keeps none: only a run with that path on may show none. */
 static void cmp_parts(const char *label, const vc_kmap_data *c, const vc_kmap_data *g, int coop)
 {
@@ -93,7 +93,7 @@ static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_dat
     cmp_parts(label, c, g, coop);
 }
 
-/* The tile order (conv/kmap.h) of the GPU map g equals the CPU twin's, built on c, in place of
+/* The tile order (kmap/kmap.h) of the GPU map g equals the CPU twin's, built on c, in place of
  * a poisoned one (built twice, the array set to 0xff between); the CPU order is checked against
  * its definition (a permutation of the blocks, costs recomputed from masks and perm, descending,
  * ties by block). Leaves both maps with their order. */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv/dtype.h"
+#include "core/dtype.h"
 #include "testutil.h"
 #include "voxconv.h"
 

@@ -27,13 +27,15 @@
 
 #include "conv/conv.h"
 #include "conv/conv_gpu.h"
-#include "conv/dtype.h"
-#include "conv/kmap.h"
-#include "conv/kmap_gpu.h"
+#include "core/dtype.h"
+#include "kmap/kmap.h"
+#include "kmap/kmap_gpu.h"
 #include "gemm/gemm.h"
 #include "hash/hash.h"
 #include "testutil.h"
 #include "voxconv.h"
+#include "pool/pool.h"
+#include "voxelize/voxelize.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -1052,7 +1054,7 @@ int main(void)
     graph_capture(&rng);
     sweep_pool(&rng);
     cudaStreamDestroy(g_stream);
-    printf("test_gpu_conv: %d conv/pool cases; %d convolutions ran with a tile order the GEMM "
+    printf("test_gpu_conv: %d pool/pool cases; %d convolutions ran with a tile order the GEMM "
            "built for the map, each the same bits without it\n", g_cases, g_with_order);
     TEST_END();
 }

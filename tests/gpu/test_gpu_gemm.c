@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv/dtype.h"
+#include "core/dtype.h"
 #include "gemm/gemm.h"
 #include "testutil.h"
 

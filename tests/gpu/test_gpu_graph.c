@@ -1,5 +1,5 @@
 /* tests/gpu/test_gpu_graph.c - kernel-map builds captured in CUDA graphs (the bounded variant of
- * conv/kmap_gpu.h). For subm k3, subm k5 (dilation 2), strided k3 s2 p1, downsample k2 s2 and
+ * kmap/kmap_gpu.h). For subm k3, subm k5 (dilation 2), strided k3 s2 p1, downsample k2 s2 and
  * transposed k2 s2: one bounded build is captured with stream capture in the global mode (so any
  * hidden synchronisation or allocation would fail the capture), the graph is checked to hold
  * only kernel and memset nodes, then replayed on several new clouds copied into the same input
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv/kmap.h"
-#include "conv/kmap_gpu.h"
+#include "kmap/kmap.h"
+#include "kmap/kmap_gpu.h"
 #include "hash/hash.h"
 #include "kmap_compare.h"
 #include "testutil.h"

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv/kmap.h"
-#include "conv/kmap_gpu.h"
+#include "kmap/kmap.h"
+#include "kmap/kmap_gpu.h"
 #include "hash/hash.h"
 #include "hash/hash_gpu.h"
 #include "kmap_compare.h"
@@ -374,7 +374,7 @@ static void run_sweep(const cloud *c, int big)
         /* rejected by both: even SUBM kernel, padded DOWNSAMPLE, kernel 8 */
         mkdesc(VC_MAP_SUBM, 2, 2, 2, 1, 0, 1),       mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1),
         mkdesc(VC_MAP_STRIDED, 8, 3, 3, 2, 1, 1),
-        /* strides past the remainder table of conv/kmap.cu (Geom::rbits, strides <= 8) */
+        /* strides past the remainder table of kmap/kmap.cu (Geom::rbits, strides <= 8) */
         mkdesc(VC_MAP_STRIDED, 3, 3, 3, 9, 1, 4),    mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 10, 0, 4),
         mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 9, 1, 1),
     };

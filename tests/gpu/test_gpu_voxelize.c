@@ -1,4 +1,4 @@
-/* tests/gpu/test_gpu_voxelize.c - GPU voxelization (conv/voxelize.cu) against its CPU twin
+/* tests/gpu/test_gpu_voxelize.c - GPU voxelization (voxelize/voxelize.cu) against its CPU twin
  * vc_voxelize_cpu on the same input: same status; on failure the same message (so the same
  * point index) and *out / *stats untouched; on success the same shape, batch size, statistics
  * and coordinates (bit for bit), and features bit-identical for every reduction and dtype
@@ -21,15 +21,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "conv/conv.h"
-#include "conv/dtype.h"
+#include "voxelize/voxelize.h"
+#include "core/dtype.h"
 #include "testutil.h"
 #include "voxconv.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "conv/voxelize_gpu.h"
+#include "voxelize/voxelize_gpu.h"
 
 static cudaStream_t g_stream;
 static int g_small;              /* VC_SANITIZE: small sizes only                              */

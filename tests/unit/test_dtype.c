@@ -3,7 +3,7 @@
  * trips; fp32 -> fp16/bf16 rounds to nearest even (ties, subnormals, overflow at 65520). */
 #include <float.h>
 
-#include "conv/dtype.h"
+#include "core/dtype.h"
 #include "testutil.h"
 
 /* ---- references ------------------------------------------------------------------------ */

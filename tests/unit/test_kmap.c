@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv/kmap.h"
+#include "kmap/kmap.h"
 #ifdef VOXCONV_HAVE_CUDA
-#include "conv/kmap_gpu.h"
+#include "kmap/kmap_gpu.h"
 #endif
 #include "testutil.h"
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv/conv.h"
-#include "conv/dtype.h"
+#include "voxelize/voxelize.h"
+#include "core/dtype.h"
 #include "testutil.h"
 #include "voxconv.h"
 

@@ -1,4 +1,4 @@
-/* tests/gpu/bench_gemm.c - benchmark of vc_gemm_run (gemm/gemm.h) against cuBLAS (not a ctest).
+/* bench/bench_gemm.c - benchmark of vc_gemm_run (gemm/gemm.h) against cuBLAS (not a ctest).
  * Usage: bench_gemm [runs] [tune]
  *        bench_gemm one fp16|bf16|tf32 M k n [config name]   (5 launches of one problem, for a
  *        profiler: ncu --launch-skip 4 --launch-count 1 ...)
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv/dtype.h"
+#include "core/dtype.h"
 #include "gemm/gemm.h"
 #include "testutil.h"
 

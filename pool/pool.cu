@@ -1,4 +1,4 @@
-// conv/pool.cu - pooling on the GPU, with the semantics of the CPU twin conv/pool_cpu.c.
+// pool/pool.cu - pooling on the GPU, with the semantics of the CPU twin pool/pool_cpu.c.
 //  - vc_pool_gpu: one thread per (output row, channel), channels fastest so a warp reads whole
 //    input rows; the K taps of out_in are visited in k order exactly as on the CPU (max keeps the
 //    first NaN it meets; the mean sums in fp32 in k order and divides by the count), so results
@@ -19,8 +19,8 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
-#include "conv_gpu.h"
-#include "cuda_util.cuh"
+#include "pool/pool.h"
+#include "core/cuda_util.cuh"
 
 namespace {
 

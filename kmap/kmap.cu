@@ -1,5 +1,5 @@
-// conv/kmap.cu - kernel maps on the GPU (DESIGN §3), bit-identical to the CPU twin
-// conv/kmap_cpu.c. Variants, sync points and the status block: see kmap_gpu.h.
+// kmap/kmap.cu - kernel maps on the GPU (DESIGN §3), bit-identical to the CPU twin
+// kmap/kmap_cpu.c. Variants, sync points and the status block: see kmap_gpu.h.
 //
 // Steps (one kernel each unless said):
 //  prep     clears the hash tables (all ones), the sort histograms (zero) and the status block;
@@ -60,9 +60,9 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
-#include "cuda_util.cuh"
+#include "core/cuda_util.cuh"
 #include "hash/hash_gpu.h"
-#include "kmap_gpu.h"
+#include "kmap/kmap_gpu.h"
 
 namespace cg = cooperative_groups;
 

@@ -1,4 +1,4 @@
-/* tests/gpu/bench_conv.c - benchmark of the GPU convolution layers (not a ctest).
+/* bench/bench_conv.c - benchmark of the GPU convolution layers (not a ctest).
  * Usage: bench_conv [--runs N] [--layers DIR] [--csv FILE] [--dump[-only] DIR] [--net NAME]
  *                   [--tune] [--tune-splits "1 2 4"] [scan.bin|.pcd ...]
  *
@@ -29,7 +29,7 @@
  * best algorithm per layer. The summary tables come last.
  * --dump DIR writes each scene's frame-0 voxel coordinates (int32 [N, 4] b, z, y, x) as
  * DIR/sceneI.npy and one line per scene in DIR/scenes.tsv (file, grid z y x, name as in the CSV),
- * so that a peer engine can be timed on the same voxels (tests/gpu/peers/spconv_bench.py);
+ * so that a peer engine can be timed on the same voxels (bench/peers/spconv_bench.py);
  * --dump-only DIR writes them and exits (no GPU needed: the scenes are made before the device is
  * touched). --net NAME runs only the networks whose name contains NAME (e.g. "sweep",
  * "CenterPoint"). --tune also times each conv layer's implicit GEMM with every fp16 GEMM
@@ -44,9 +44,9 @@
 
 #include "conv/conv.h"
 #include "conv/conv_gpu.h"
-#include "conv/dtype.h"
-#include "conv/kmap.h"
-#include "conv/kmap_gpu.h"
+#include "core/dtype.h"
+#include "kmap/kmap.h"
+#include "kmap/kmap_gpu.h"
 #include "gemm/gemm.h"
 #include "hash/hash.h"
 #include "testutil.h"
@@ -56,6 +56,8 @@
 #include <cuda_runtime_api.h>
 
 #include "bench_util.h"
+#include "pool/pool.h"
+#include "voxelize/voxelize.h"
 
 #define NFRAMES 3
 #define WARMUP 3
@@ -522,7 +524,7 @@ static vc_conv_args conv_args(const vc_kmap_data *m, const buffers *b, int f, co
     a.bias = b->bias;
     a.act = VC_ACT_RELU;
     /* as the library's conv does (src/ops.c): the implicit GEMM may add a tile order to the map
-     * (conv/kmap.h), built in the warm-up runs, one for each frame's map */
+     * (kmap/kmap.h), built in the warm-up runs, one for each frame's map */
     a.map_cache = (vc_kmap_data *)m;
     return a;
 }

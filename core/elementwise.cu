@@ -1,10 +1,10 @@
-// conv/elementwise.cu - device fill and dtype conversion of feature buffers (the CPU twin is the
+// core/elementwise.cu - device fill and dtype conversion of feature buffers (the CPU twin is the
 // host loop in src/tensor.c: vc_store_f32(vc_load_f32(...)), same rounding: round to nearest
 // even through __float2half_rn / __float2bfloat16_rn).
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "cuda_util.cuh"
+#include "core/cuda_util.cuh"
 #include "voxconv.h"
 
 namespace {

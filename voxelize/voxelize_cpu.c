@@ -1,4 +1,4 @@
-/* conv/voxelize_cpu.c - CPU voxelization: points -> sparse voxels (the reference for the GPU twin).
+/* voxelize/voxelize_cpu.c - CPU voxelization: points -> sparse voxels (the reference for the GPU twin).
  *
  * Semantics (the GPU twin must give bit-identical coordinates and counts):
  *  - Grid: voxel_size (x, y, z) > 0 and finite; range (xmin, ymin, zmin, xmax, ymax, zmax)
@@ -39,8 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv/conv.h"
-#include "conv/dtype.h"
+#include "voxelize/voxelize.h"
+#include "core/dtype.h"
 #include "hash/hash.h"
 
 #define VC_VOX_MAX_SHAPE ((int64_t)1 << 30)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/gpu/mask_model.py - a CPU model of the mask sort's choices, on the scenes that
+"""bench/mask_model.py - a CPU model of the mask sort's choices, on the scenes that
 `bench_conv --dump-only DIR [scan ...]` writes (DIR/scenes.tsv and DIR/sceneI.npy).
 
 For the subm k3 map of each scene (and of the scene halved, as after a stride-2 layer) it prints
@@ -7,7 +7,7 @@ how many distinct masks there are (a counting sort over distinct masks needs tha
 and the implicit GEMM's taps, sum over 128-row tiles of popcount(OR of the tile's masks), for
 rows in input order, sorted by the whole mask (the map's perm: 27 bits, three 9-bit passes),
 by the top or low 18 bits only (two passes), and by popcount first.
-Usage: tests/gpu/mask_model.py DIR   (numpy)"""
+Usage: bench/mask_model.py DIR   (numpy)"""
 import sys
 
 import numpy as np

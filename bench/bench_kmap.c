@@ -1,4 +1,4 @@
-/* tests/gpu/bench_kmap.c - benchmark of the GPU hash table and GPU kernel-map builds (not a
+/* bench/bench_kmap.c - benchmark of the GPU hash table and GPU kernel-map builds (not a
  * ctest). Usage: bench_kmap [runs] [scan[@voxel_size] ...]
  *   - hash insert and lookup of 1M and 10M random keys, in both slot layouts (16-byte slots for
  *     62-bit keys, packed 8-byte slots for 31-bit keys): the insert call (with its read-back),
@@ -23,7 +23,7 @@
  * wherever it fits (vc_kmap_gpu_debug_dense; default 0: the library's choice), for A/Bs.
  * VC_BENCH_MODES=staged,call,graph (any of the three; default all) times those modes of each
  * map row and skips the others (their columns print 0), so that a profiler sees the kernels of
- * one mode alone (tests/gpu/run_kmap.sh profile).
+ * one mode alone (bench/run_kmap.sh profile).
  * Timing: CUDA events, WARMUP warm-up runs, median of `runs` (default 25, at least 20) runs.
  * Prints markdown tables to stdout. Seeds are fixed. */
 #include <math.h>
@@ -32,8 +32,8 @@
 #include <string.h>
 
 #include "conv/conv.h"
-#include "conv/kmap.h"
-#include "conv/kmap_gpu.h"
+#include "kmap/kmap.h"
+#include "kmap/kmap_gpu.h"
 #include "hash/hash.h"
 #include "hash/hash_gpu.h"
 #include "testutil.h"
@@ -45,6 +45,7 @@
 #include <nvrtc.h>
 
 #include "bench_util.h"
+#include "voxelize/voxelize.h"
 
 #define NFRAMES 3
 #define WARMUP 3

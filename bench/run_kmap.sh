@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# tests/gpu/run_kmap.sh - the kernel-map work in one call on the lent GPU: test_gpu_kmap,
+# bench/run_kmap.sh - the kernel-map work in one call on the lent GPU: test_gpu_kmap,
 # test_gpu_graph, compute-sanitizer memcheck over both and racecheck over test_gpu_graph
 # (RACE_KMAP=1: over test_gpu_kmap too, which outlasts 150 s) (VC_SANITIZE=1: small sizes), and
 # bench_kmap on the synthetic scenes and the real scans of datasets/data. Expects the
 # targets built in $B (default b). Full logs under $OUT (default ./out); a short summary last.
-# Usage: tests/gpu/run_kmap.sh [tests] [bench] [sanitize] [profile]
+# Usage: bench/run_kmap.sh [tests] [bench] [sanitize] [profile]
 #        (default: tests sanitize bench; profile = Nsight Compute over the outdoor subm k3
 #        builds of bench_kmap, the regular call and the graph replay apart: each kernel's
 #        duration, clocks as found; BASE=path of another bench_kmap binary profiles that one
@@ -12,7 +12,7 @@
 #        and PROFILE_MODES=graph pick the maps and modes)
 #        BUDGET=seconds stops starting new steps past that many seconds (default 220).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 B=${B:-b}
 BUDGET=${BUDGET:-220}
@@ -54,7 +54,7 @@ case " $what " in *" tests "*)
 esac
 case " $what " in *" bench "*)
     D=datasets/data
-    run bench_kmap 150 "$B/tests/bench_kmap" 25 "$D/table_scene_lms400.pcd@0.003" \
+    run bench_kmap 150 "$B/bench/bench_kmap" 25 "$D/table_scene_lms400.pcd@0.003" \
         "$D/octomap_scan.bin" "$D/vlp16.bin"
     ;;
 esac
@@ -114,7 +114,7 @@ PY
         [ -n "${PROFILE_STRIDED:-}" ] && maps="subm strided"
         for map in $maps; do
             for mode in ${PROFILE_MODES:-call graph}; do
-                prof "ncu_${map}_$mode" "$B/tests/bench_kmap" "$map" "$mode"
+                prof "ncu_${map}_$mode" "$B/bench/bench_kmap" "$map" "$mode"
                 [ -n "${BASE:-}" ] && prof "ncu_${map}_${mode}_base" "$BASE" "$map" "$mode"
             done
         done

@@ -1,4 +1,4 @@
-/* conv/dtype.h - scalar conversions between fp32 and the 16-bit storage types, round to nearest
+/* core/dtype.h - scalar conversions between fp32 and the 16-bit storage types, round to nearest
  * even, NaN preserved; identical on every compiler (bit manipulation, no _Float16). */
 #ifndef VC_CONV_DTYPE_H
 #define VC_CONV_DTYPE_H

@@ -1,4 +1,4 @@
-/* conv/pool_cpu.c - CPU pooling: max / mean over a kernel map's out_in table, and global
+/* pool/pool_cpu.c - CPU pooling: max / mean over a kernel map's out_in table, and global
  * max / mean per batch item. Inputs are read as fp32; means accumulate in k order (map pooling,
  * fp32) or row order (global pooling, double), so results do not depend on the thread count. */
 #include <math.h>
@@ -9,8 +9,8 @@
 #include <omp.h>
 #endif
 
-#include "conv.h"
-#include "dtype.h"
+#include "pool/pool.h"
+#include "core/dtype.h"
 
 vc_status vc_pool_check_args(const vc_kmap_data *map, vc_pool_mode mode, const void *in,
                              vc_dtype dtype, int64_t channels, const void *out, vc_err *err)

@@ -1,4 +1,4 @@
-/* tests/gpu/bench_util.h - what the GPU benchmark programs (bench_kmap, bench_gemm, bench_conv)
+/* bench/bench_util.h - what the GPU benchmark programs (bench_kmap, bench_gemm, bench_conv)
  * share: die-on-error checks (a benchmark has nothing to report past a failed call) and the
  * median of the timed runs. Include after <cuda_runtime_api.h>. Not for the tests, which count
  * failures instead (testutil.h). */

@@ -1,10 +1,10 @@
-/* conv/kmap_cpu.c - kernel maps on the CPU (DESIGN §3), the reference the GPU maps must match.
+/* kmap/kmap_cpu.c - kernel maps on the CPU (DESIGN §3), the reference the GPU maps must match.
  * SUBM, STRIDED, DOWNSAMPLE and TRANSPOSED maps are built with the coordinate hash table in three
  * steps: insert the input keys (catching duplicates), collect the unique output keys and number
  * them by sorted (b, z, y, x) order, then fill out_in by lookup. INVERSE maps transpose a forward
  * map. vc_kmap_finish_cpu derives the pair lists, the masks and the mask order from out_in.
  * Results do not depend on the thread count: parallel loops only write distinct elements. */
-#include "kmap.h"
+#include "kmap/kmap.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,10 +1,10 @@
-/* conv/voxelize_gpu.h - voxelization on the GPU with the CPU twin's semantics (conv/conv.h,
- * conv/voxelize_cpu.c): identical coordinates and order, features within fp32 rounding, the
+/* voxelize/voxelize_gpu.h - voxelization on the GPU with the CPU twin's semantics (voxelize.h,
+ * voxelize_cpu.c): identical coordinates and order, features within fp32 rounding, the
  * same cap rule (the voxels whose first point comes earliest survive), the same statistics. */
-#ifndef VC_CONV_VOXELIZE_GPU_H
-#define VC_CONV_VOXELIZE_GPU_H
+#ifndef VC_VOXELIZE_VOXELIZE_GPU_H
+#define VC_VOXELIZE_VOXELIZE_GPU_H
 
-#include "conv.h"
+#include "voxelize/voxelize.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,5 +1,5 @@
-/* conv/kmap_gpu.h - kernel maps on the GPU (DESIGN §3). The maps are bit-identical to those of
- * the CPU twin (conv/kmap_cpu.c): same out_shape, n_out, out_coords, out_in, pair lists, masks
+/* kmap/kmap_gpu.h - kernel maps on the GPU (DESIGN §3). The maps are bit-identical to those of
+ * the CPU twin (kmap/kmap_cpu.c): same out_shape, n_out, out_coords, out_in, pair lists, masks
  * and perm, run after run. The vc_kmap_data these functions fill holds DEVICE pointers; free it
  * with vc_kmap_data_free_gpu, never vc_kmap_data_free.
  *
@@ -74,7 +74,7 @@
 extern "C" {
 #endif
 
-#include "kmap.h" /* C declarations: keep them C-linked when included from CUDA sources */
+#include "kmap/kmap.h" /* C declarations: keep them C-linked when included from CUDA sources */
 
 struct CUstream_st;
 
@@ -221,7 +221,7 @@ void vc_kmap_gpu_debug_coop(int enable);
 void vc_kmap_gpu_debug_dense(int mode);
 
 /* Test hook, host only (no GPU needed): the (offset, output) pairs that the new-output kernels'
- * target arithmetic (the insert's and the scatter's, conv/kmap.cu) gives input row `row` (b, z,
+ * target arithmetic (the insert's and the scatter's, kmap/kmap.cu) gives input row `row` (b, z,
  * y, x, inside shape and batch) of a STRIDED, DOWNSAMPLE or TRANSPOSED map, computed by the same
  * code on the host: up to cap of them in k[] and out[] (b, z, y, x), in the kernels' order.
  * Returns their number (may pass cap), or -1 with err set for a description the map build

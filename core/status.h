@@ -1,4 +1,4 @@
-/* conv/common.h - error reporting shared by the internal modules (conv/, src/).
+/* core/status.h - error reporting shared by the internal modules (conv/, src/).
  * Internal modules return vc_status and write a one-line message into a vc_err that the API
  * layer copies to the context; nothing here prints, aborts or exits. */
 #ifndef VC_CONV_COMMON_H

@@ -1,6 +1,6 @@
-// conv/cuda_util.cuh - small device helpers shared by the .cu files of conv/: grid sizing for
+// core/cuda_util.cuh - small device helpers shared by the .cu files of conv/: grid sizing for
 // grid-stride loops, and fp32 loads/stores of any feature dtype (round to nearest even, as the
-// CPU twins' conv/dtype.h does).
+// CPU twins' core/dtype.h does).
 #ifndef VC_CONV_CUDA_UTIL_CUH
 #define VC_CONV_CUDA_UTIL_CUH
 

@@ -1,5 +1,5 @@
-// conv/voxelize.cu - voxelization on the GPU (contract in voxelize_gpu.h), with the semantics of
-// the CPU twin conv/voxelize_cpu.c: identical coordinates, order, counts and statistics, the same
+// voxelize/voxelize.cu - voxelization on the GPU (contract in voxelize_gpu.h), with the semantics of
+// the CPU twin voxelize/voxelize_cpu.c: identical coordinates, order, counts and statistics, the same
 // errors in the same order naming the same point, features bit-identical to the CPU's.
 //
 // Pipeline (n points, one thread per point or voxel, no atomics that decide a value):
@@ -25,7 +25,7 @@
 //  (f) coordinates unpacked from the keys; features: MEAN sums each (voxel, column) in double in
 //      the sorted order, which is input order, as the CPU does, then (float)(sum / count):
 //      bit-identical to the CPU; FIRST copies the first point's columns; COUNT the count.
-//      16-bit outputs use device twins of conv/dtype.h's conversions (same bits).
+//      16-bit outputs use device twins of core/dtype.h's conversions (same bits).
 // Error paths may make one more blocking read (the offending point's batch index or coordinates
 // for the message). Temporaries are stream-ordered (cudaMallocAsync) and freed on every path;
 // the result arrays are cudaMalloc'ed. The function returns without waiting for the output
@@ -38,8 +38,8 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
-#include "voxelize_gpu.h"
-#include "cuda_util.cuh"
+#include "voxelize/voxelize_gpu.h"
+#include "core/cuda_util.cuh"
 #include "hash/hash_gpu.h"
 
 namespace {
@@ -227,7 +227,7 @@ __global__ void coords_kernel(const uint64_t *skey, const int64_t *start, const 
     }
 }
 
-// Device twins of conv/dtype.h (same bit manipulation, same results, NaN payloads included).
+// Device twins of core/dtype.h (same bit manipulation, same results, NaN payloads included).
 __device__ __forceinline__ uint16_t f32_to_bf16_d(float f)
 {
     uint32_t u = __float_as_uint(f);

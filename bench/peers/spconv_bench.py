@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Times spconv 2.x on the layers and voxels of tests/gpu/bench_conv.c, and sets the result beside
+"""Times spconv 2.x on the layers and voxels of bench/bench_conv.c, and sets the result beside
 bench_conv's CSV. Not part of the library or of CI: it needs a GPU, PyTorch and the spconv/cumm
-wheels (tests/gpu/peers/run_spconv sets those up on the lent machine).
+wheels (bench/peers/run_spconv sets those up on the lent machine).
 
 Usage: spconv_bench.py --scenes DIR --layers datasets/layers --ours bench_conv.csv
                        [--runs 25] [--md OUT.md] [--csv OUT.csv]
