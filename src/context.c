@@ -89,6 +89,11 @@ vc_memory vc_ctx_native(const vc_context *ctx)
     return ctx->backend == VC_BACKEND_CUDA ? VC_MEMORY_DEVICE : VC_MEMORY_HOST;
 }
 
+vc_engine_options *vc_context_options(vc_context *ctx)
+{
+    return ctx ? &ctx->opts : NULL;
+}
+
 const char *vc_context_last_error(const vc_context *ctx)
 {
     return ctx ? ctx->err.msg : g_create_error;
@@ -162,6 +167,7 @@ vc_status vc_context_create(const vc_context_desc *desc, vc_context **out)
     ctx->device = d.device;
     ctx->stream = d.stream;
     ctx->num_threads = d.num_threads;
+    ctx->opts = vc_engine_options_default();
     if (d.allocator) {
         ctx->allocator = *d.allocator;
         ctx->has_allocator = 1;

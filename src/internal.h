@@ -8,6 +8,7 @@
 
 #include "voxconv.h"
 #include "core/elementwise.h"
+#include "core/options.h"
 #include "core/status.h"
 #include "kmap/kmap.h"
 
@@ -18,6 +19,7 @@ struct vc_context {
     int32_t num_threads;
     vc_allocator allocator;
     int has_allocator;
+    vc_engine_options opts;    /* per-context engine choices (core/options.h)                  */
     vc_err err;
     int64_t live_handles;      /* coordinate sets and tensors not yet destroyed               */
     uint64_t next_id;
@@ -64,6 +66,10 @@ struct vc_tensor {
     void *data;
     int owned;
 };
+
+/* The context's engine options, writable (tests and benchmarks pick kernels through them).
+ * Set them between calls, never while a call on the context runs. */
+vc_engine_options *vc_context_options(vc_context *ctx);
 
 /* Records a message on ctx (if not NULL) and returns status. */
 vc_status vc_ctx_fail(vc_context *ctx, vc_status status, const char *fmt, ...)
