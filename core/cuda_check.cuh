@@ -15,7 +15,7 @@ static inline vc_status vc_cuda_fail(vc_err *err, cudaError_t e, const char *are
                                      const char *what)
 {
     cudaGetLastError();
-    if (e == cudaErrorMemoryAllocation || e == cudaErrorMemoryValueTooLarge)
+    if (e == cudaErrorMemoryAllocation)
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "%s: out of device memory (%s)", area, what);
     return vc_fail(err, VC_ERR_CUDA, "%s: %s: %s", area, what, cudaGetErrorString(e));
 }
