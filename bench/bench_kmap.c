@@ -4,7 +4,7 @@
  *     62-bit keys, packed 8-byte slots for 31-bit keys): the insert call (with its read-back),
  *     the insert kernel alone (vc_hash_gpu_insert_async), the lookup; each beside its floor:
  *     bytes over ~3.0 TB/s or random sectors (one per key) over the rate that the table's size
- *     allows (ANCHORS §3: 135 G/s up to 24 MB, 99 at 32 MB, 53 at 64 MB, 31.6 from HBM);
+ *     allows (measured on an H100: 135 G/s up to 24 MB, 99 at 32 MB, 53 at 64 MB, 31.6 from HBM);
  *   - map builds (subm k3, strided k3 s2 p1, downsample k2 s2) on synthetic scenes - a spinning
  *     128-beam LiDAR over a ground plane and a few walls (~100k voxels, SECOND grid
  *     41x1600x1408) and an indoor room of surfaces (~300k voxels) - and on the scans given on
@@ -56,7 +56,7 @@ enum { MODE_STAGED = 1, MODE_CALL = 2, MODE_GRAPH = 4 };
 static int g_modes = MODE_STAGED | MODE_CALL | MODE_GRAPH;
 
 
-/* Random 32-byte sectors per second that a table of `bytes` allows (ANCHORS §3). */
+/* Random 32-byte sectors per second that a table of `bytes` allows (measured on an H100, see above). */
 static double sector_rate(double bytes)
 {
     const double mb = bytes / (1 << 20);

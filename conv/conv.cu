@@ -1,4 +1,4 @@
-// conv/conv.cu - sparse convolution on the GPU (DESIGN §4): the dispatcher behind vc_conv_gpu.
+// conv/conv.cu - sparse convolution on the GPU: the dispatcher behind vc_conv_gpu.
 // Both algorithms run on the one GEMM family of gemm/gemm.h; the CPU twin is vc_conv_cpu.
 //
 //  - IMPLICIT GEMM: vc_gemm_run over all n_out outputs, output-stationary: the GEMM gathers
@@ -20,7 +20,7 @@
 //    group to K) in the order of the map's partial sort q (perm_part, kmap.h; the last group in
 //    perm), so each launch's tiles share that group's bits: 3-way at 64 rows is 1.2-1.3x the
 //    products needed. Launch q > 0 adds into the output the launches before it wrote (in the
-//    output dtype: a 16-bit output rounds the partial sums once per launch, within DESIGN §7's
+//    output dtype: a 16-bit output rounds the partial sums once per launch, within the tests'
 //    1e-2); the last applies the epilogue. Fixed order: deterministic. Measured slower than one
 //    launch on every layer (split_ways), so the planner does not split; the split stays, tested,
 //    for the benchmarks (vc_conv_gpu_debug_split) and for kernels where it may pay.

@@ -1,4 +1,4 @@
-/* gemm/gemm.h - tensor-core GEMM with row gather and row scatter (DESIGN §4), the one kernel
+/* gemm/gemm.h - tensor-core GEMM with row gather and row scatter, the one kernel
  * family behind both convolution algorithms. Knows nothing of kernel maps or the API: it sees
  * index arrays and dense matrices. All pointers are device pointers; work is queued on `stream`.
  *

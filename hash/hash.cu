@@ -1,4 +1,4 @@
-// hash/hash.cu - the GPU coordinate hash table (DESIGN §3); semantics in hash_gpu.h, the CPU
+// hash/hash.cu - the GPU coordinate hash table; semantics in hash_gpu.h, the CPU
 // twin in hash_cpu.c. Device status block per table: [0] keys newly claimed, [1] flags (1: a key
 // overflowed the probe bound, 2: a key did not fit the packed layout), [2] first duplicate index
 // (INT64_MAX when none), [3] non-empty keys processed.

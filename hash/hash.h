@@ -1,4 +1,4 @@
-/* hash/hash.h - the coordinate hash table (DESIGN §3), CPU side. The GPU table (hash/hash.cu)
+/* hash/hash.h - the coordinate hash table, CPU side. The GPU table (hash/hash.cu)
  * has the same semantics: exact keys, same capacity rule, same probe bound, same answers.
  *
  * Keys are (batch, z, y, x) packed exactly into at most 63 bits with a per-coordinate-set layout

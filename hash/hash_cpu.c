@@ -1,4 +1,4 @@
-/* hash/hash_cpu.c - the CPU coordinate hash table (DESIGN §3): exact packing of (b, z, y, x)
+/* hash/hash_cpu.c - the CPU coordinate hash table: exact packing of (b, z, y, x)
  * into at most 63 bits, open addressing with linear probing from the splitmix64 finalizer,
  * power-of-two capacity at load factor at most 0.5, bounded probes, growth by doubling.
  *

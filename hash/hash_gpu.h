@@ -1,4 +1,4 @@
-/* hash/hash_gpu.h - the coordinate hash table on the GPU (DESIGN §3), with the semantics of the
+/* hash/hash_gpu.h - the coordinate hash table on the GPU, with the semantics of the
  * CPU table in hash.h: keys packed exactly by vc_keypack, int32 values, capacity
  * vc_hash_capacity_for(n) (a power of two, load factor at most 0.5), linear probing from
  * vc_hash_mix(key) & (capacity - 1), at most min(max_probe, capacity) slots walked.

@@ -1,4 +1,4 @@
-// kmap/kmap.cu - kernel maps on the GPU (DESIGN §3), bit-identical to the CPU twin
+// kmap/kmap.cu - kernel maps on the GPU, bit-identical to the CPU twin
 // kmap/kmap_cpu.c. Variants, sync points and the status block: see kmap_gpu.h.
 //
 // Steps (one kernel each unless said):

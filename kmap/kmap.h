@@ -1,4 +1,4 @@
-/* kmap/kmap.h - kernel maps (DESIGN §3): the CPU twin, the data layout the GPU shares.
+/* kmap/kmap.h - kernel maps (docs/architecture.md): the CPU twin, the data layout the GPU shares.
  *
  * A map relates the rows of an input coordinate set to the rows of an output set through the
  * K = kz*ky*kx kernel offsets. All three representations are built together:

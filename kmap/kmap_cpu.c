@@ -1,4 +1,4 @@
-/* kmap/kmap_cpu.c - kernel maps on the CPU (DESIGN §3), the reference the GPU maps must match.
+/* kmap/kmap_cpu.c - kernel maps on the CPU, the reference the GPU maps must match.
  * SUBM, STRIDED, DOWNSAMPLE and TRANSPOSED maps are built with the coordinate hash table in three
  * steps: insert the input keys (catching duplicates), collect the unique output keys and number
  * them by sorted (b, z, y, x) order, then fill out_in by lookup. INVERSE maps transpose a forward

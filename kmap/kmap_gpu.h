@@ -1,4 +1,4 @@
-/* kmap/kmap_gpu.h - kernel maps on the GPU (DESIGN §3). The maps are bit-identical to those of
+/* kmap/kmap_gpu.h - kernel maps on the GPU. The maps are bit-identical to those of
  * the CPU twin (kmap/kmap_cpu.c): same out_shape, n_out, out_coords, out_in, pair lists, masks
  * and perm, run after run. The vc_kmap_data these functions fill holds DEVICE pointers; free it
  * with vc_kmap_data_free_gpu, never vc_kmap_data_free.

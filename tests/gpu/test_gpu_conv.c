@@ -3,7 +3,7 @@
  * Every case builds its map twice, with vc_kmap_build_cpu on host coordinates and
  * vc_kmap_build_gpu on device coordinates (bit-identical, checked by test_gpu_kmap; here the
  * counts are compared), runs the CPU twin on the host map and the GPU on the device map, and
- * compares ||gpu - cpu|| / ||cpu|| with DESIGN §7's tolerances: 1e-6 fp32, 5e-4 tf32, 1e-2 when
+ * compares ||gpu - cpu|| / ||cpu|| with the suite's tolerances: 1e-6 fp32, 5e-4 tf32, 1e-2 when
  * the features or the output are fp16 / bf16 (for tf32 the CPU twin gets the fp32 operands rounded
  * to tf32 as the tensor cores round them). GPU outputs are poisoned with NaN (0xFF bytes)
  * before each run, so an unwritten element fails; each GPU run is done twice and the two results
