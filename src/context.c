@@ -1,5 +1,6 @@
-/* src/context.c - version, status names, the context, error recording and memory in either
- * place (host malloc, or the CUDA runtime / the caller's allocator for the device). */
+/* src/context.c - version, status names, the context and error recording (the message of each
+ * failed call on the context; of a failed vc_context_create, per thread). Memory in either place
+ * is memory.c. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,67 +217,4 @@ vc_status vc_context_synchronize(vc_context *ctx)
     }
 #endif
     return VC_OK;
-}
-
-/* ---- memory ----------------------------------------------------------------------------- */
-
-void *vc_mem_alloc(vc_context *ctx, size_t bytes, vc_memory where)
-{
-    if (bytes == 0) bytes = 1; /* a valid, distinct pointer even for empty arrays */
-    if (ctx->has_allocator) return ctx->allocator.alloc(ctx->allocator.user, bytes, where,
-                                                        ctx->stream);
-    if (where == VC_MEMORY_HOST) return malloc(bytes);
-#ifdef VOXCONV_HAVE_CUDA
-    /* Stream ordered: freeing never waits for the device (see vc_mem_free). */
-    void *p = NULL;
-    if (cudaMallocAsync(&p, bytes, (cudaStream_t)ctx->stream) != cudaSuccess) {
-        cudaGetLastError();
-        return NULL;
-    }
-    return p;
-#else
-    return NULL;
-#endif
-}
-
-void vc_mem_free(vc_context *ctx, void *p, vc_memory where)
-{
-    if (!p) return;
-    if (ctx->has_allocator) {
-        ctx->allocator.free(ctx->allocator.user, p, where, ctx->stream);
-        return;
-    }
-    if (where == VC_MEMORY_HOST) {
-        free(p);
-        return;
-    }
-#ifdef VOXCONV_HAVE_CUDA
-    cudaFreeAsync(p, (cudaStream_t)ctx->stream);
-#endif
-}
-
-vc_status vc_mem_copy(vc_context *ctx, void *dst, vc_memory dst_where, const void *src,
-                      vc_memory src_where, size_t bytes)
-{
-    if (bytes == 0) return VC_OK;
-    if (dst_where == VC_MEMORY_HOST && src_where == VC_MEMORY_HOST) {
-        memmove(dst, src, bytes);
-        return VC_OK;
-    }
-#ifdef VOXCONV_HAVE_CUDA
-    enum cudaMemcpyKind kind = dst_where == VC_MEMORY_HOST
-                                   ? cudaMemcpyDeviceToHost
-                                   : (src_where == VC_MEMORY_HOST ? cudaMemcpyHostToDevice
-                                                                  : cudaMemcpyDeviceToDevice);
-    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)ctx->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize((cudaStream_t)ctx->stream);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return vc_ctx_fail(ctx, VC_ERR_CUDA, "copy of %zu bytes failed: %s", bytes,
-                           cudaGetErrorString(e));
-    }
-    return VC_OK;
-#else
-    return vc_ctx_fail(ctx, VC_ERR_UNSUPPORTED, "device memory needs a CUDA build of voxconv");
-#endif
 }
