@@ -54,8 +54,20 @@ size_t vc_dtype_size(vc_dtype t)
     return 0;
 }
 
-/* Message of the last failed vc_context_create (no context to hold it). */
-static char g_create_error[512];
+/* Thread-local storage: C11's keyword, else the compiler's own spelling; a compiler with
+ * neither (none that builds voxconv today) would share one message among the threads. */
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_THREADS__)
+#define VC_THREAD_LOCAL _Thread_local
+#elif defined(_MSC_VER)
+#define VC_THREAD_LOCAL __declspec(thread)
+#elif defined(__GNUC__)
+#define VC_THREAD_LOCAL __thread
+#else
+#define VC_THREAD_LOCAL
+#endif
+
+/* Message of the last failed vc_context_create on this thread (no context to hold it). */
+static VC_THREAD_LOCAL char g_create_error[512];
 
 vc_status vc_ctx_fail(vc_context *ctx, vc_status status, const char *fmt, ...)
 {
