@@ -6,10 +6,13 @@
 #include "core/dtype.h"
 #include "internal.h"
 
+/* The arguments of vc_tensor_create/_wrap (after vc_ctx_clear); *bytes = the features' size. */
 static vc_status check_tensor_args(vc_context *ctx, const char *fn, vc_coords *coords,
                                    int64_t channels, vc_dtype dtype, vc_memory where,
-                                   size_t *bytes)
+                                   vc_tensor **out, size_t *bytes)
 {
+    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
+    if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     if (!coords) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: coords is NULL", fn);
     if (coords->ctx != ctx)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT,
@@ -88,11 +91,9 @@ vc_status vc_tensor_create(vc_context *ctx, vc_coords *coords, int64_t channels,
                            const void *features, vc_memory where, vc_tensor **out)
 {
     const char *fn = "vc_tensor_create";
-    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
     vc_ctx_clear(ctx);
-    if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     size_t bytes = 0;
-    vc_status s = check_tensor_args(ctx, fn, coords, channels, dtype, where, &bytes);
+    vc_status s = check_tensor_args(ctx, fn, coords, channels, dtype, where, out, &bytes);
     if (s != VC_OK) return s;
     vc_memory native = vc_ctx_native(ctx);
     void *data = vc_mem_alloc(ctx, bytes, native);
@@ -126,11 +127,9 @@ vc_status vc_tensor_wrap(vc_context *ctx, vc_coords *coords, int64_t channels, v
                          void *features, vc_memory where, vc_tensor **out)
 {
     const char *fn = "vc_tensor_wrap";
-    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
     vc_ctx_clear(ctx);
-    if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     size_t bytes = 0;
-    vc_status s = check_tensor_args(ctx, fn, coords, channels, dtype, where, &bytes);
+    vc_status s = check_tensor_args(ctx, fn, coords, channels, dtype, where, out, &bytes);
     if (s != VC_OK) return s;
     if (!features && coords->count > 0)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: features is NULL", fn);
