@@ -113,20 +113,21 @@ const char *vc_context_last_error(const vc_context *ctx)
 }
 
 #ifdef VOXCONV_HAVE_CUDA
-static int cuda_device_usable(int device, char *why, size_t n)
+/* VC_OK when `device` can be used, else VC_ERR_NO_DEVICE and why in err. */
+static vc_status cuda_device_check(int device, vc_err *err)
 {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
-        snprintf(why, n, "cudaGetDeviceCount failed: %s", cudaGetErrorString(e));
-        cudaGetLastError();
-        return 0;
+        vc_status s = vc_fail(err, VC_ERR_NO_DEVICE, "cudaGetDeviceCount failed: %s",
+                              cudaGetErrorString(e));
+        cudaGetLastError(); /* clear the sticky error */
+        return s;
     }
-    if (device < 0 || device >= count) {
-        snprintf(why, n, "CUDA device %d requested, %d present", device, count);
-        return 0;
-    }
-    return 1;
+    if (device < 0 || device >= count)
+        return vc_fail(err, VC_ERR_NO_DEVICE, "CUDA device %d requested, %d present", device,
+                       count);
+    return VC_OK;
 }
 #endif
 
@@ -154,12 +155,11 @@ vc_status vc_context_create(const vc_context_desc *desc, vc_context **out)
 
     vc_backend backend = d.backend;
 #ifdef VOXCONV_HAVE_CUDA
-    char why[256] = "";
-    if (backend == VC_BACKEND_CUDA && !cuda_device_usable(d.device, why, sizeof why))
-        return vc_ctx_fail(NULL, VC_ERR_NO_DEVICE, "vc_context_create: %s", why);
-    if (backend == VC_BACKEND_AUTO) {
-        backend = cuda_device_usable(d.device, why, sizeof why) ? VC_BACKEND_CUDA : VC_BACKEND_CPU;
-    }
+    vc_err why = {{0}};
+    if (backend == VC_BACKEND_CUDA && cuda_device_check(d.device, &why) != VC_OK)
+        return vc_ctx_fail(NULL, VC_ERR_NO_DEVICE, "vc_context_create: %s", why.msg);
+    if (backend == VC_BACKEND_AUTO)
+        backend = cuda_device_check(d.device, &why) == VC_OK ? VC_BACKEND_CUDA : VC_BACKEND_CPU;
     if (backend == VC_BACKEND_CUDA) {
         cudaError_t e = cudaSetDevice(d.device);
         if (e != cudaSuccess)
