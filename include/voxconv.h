@@ -148,7 +148,7 @@ VC_API vc_status vc_context_destroy(vc_context *ctx);
 VC_API vc_status vc_context_backend(const vc_context *ctx, vc_backend *out);
 /* Detailed message of the last failure on this context, "" if none; valid until the next call
  * on the context. NULL ctx gives the message of the last failed vc_context_create on this
- * thread's library instance (best effort). */
+ * thread, valid until the next failed vc_context_create on this thread. */
 VC_API const char *vc_context_last_error(const vc_context *ctx);
 /* Sets the stream later calls are ordered on (CUDA backend; ignored by CPU). */
 VC_API vc_status vc_context_set_stream(vc_context *ctx, struct CUstream_st *stream);

@@ -1,5 +1,6 @@
-/* src/context.c - version, status names, the context, error recording and memory in either
- * place (host malloc, or the CUDA runtime / the caller's allocator for the device). */
+/* src/context.c - version, status names, the context and error recording (the message of each
+ * failed call on the context; of a failed vc_context_create, per thread). Memory in either place
+ * is memory.c. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,8 +54,20 @@ size_t vc_dtype_size(vc_dtype t)
     return 0;
 }
 
-/* Message of the last failed vc_context_create (no context to hold it). */
-static char g_create_error[512];
+/* Thread-local storage: C11's keyword, else the compiler's own spelling; a compiler with
+ * neither (none that builds voxconv today) would share one message among the threads. */
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_THREADS__)
+#define VC_THREAD_LOCAL _Thread_local
+#elif defined(_MSC_VER)
+#define VC_THREAD_LOCAL __declspec(thread)
+#elif defined(__GNUC__)
+#define VC_THREAD_LOCAL __thread
+#else
+#define VC_THREAD_LOCAL
+#endif
+
+/* Message of the last failed vc_context_create on this thread (no context to hold it). */
+static VC_THREAD_LOCAL char g_create_error[512];
 
 vc_status vc_ctx_fail(vc_context *ctx, vc_status status, const char *fmt, ...)
 {
@@ -100,20 +113,21 @@ const char *vc_context_last_error(const vc_context *ctx)
 }
 
 #ifdef VOXCONV_HAVE_CUDA
-static int cuda_device_usable(int device, char *why, size_t n)
+/* VC_OK when `device` can be used, else VC_ERR_NO_DEVICE and why in err. */
+static vc_status cuda_device_check(int device, vc_err *err)
 {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
-        snprintf(why, n, "cudaGetDeviceCount failed: %s", cudaGetErrorString(e));
-        cudaGetLastError();
-        return 0;
+        vc_status s = vc_fail(err, VC_ERR_NO_DEVICE, "cudaGetDeviceCount failed: %s",
+                              cudaGetErrorString(e));
+        cudaGetLastError(); /* clear the sticky error */
+        return s;
     }
-    if (device < 0 || device >= count) {
-        snprintf(why, n, "CUDA device %d requested, %d present", device, count);
-        return 0;
-    }
-    return 1;
+    if (device < 0 || device >= count)
+        return vc_fail(err, VC_ERR_NO_DEVICE, "CUDA device %d requested, %d present", device,
+                       count);
+    return VC_OK;
 }
 #endif
 
@@ -141,12 +155,11 @@ vc_status vc_context_create(const vc_context_desc *desc, vc_context **out)
 
     vc_backend backend = d.backend;
 #ifdef VOXCONV_HAVE_CUDA
-    char why[256] = "";
-    if (backend == VC_BACKEND_CUDA && !cuda_device_usable(d.device, why, sizeof why))
-        return vc_ctx_fail(NULL, VC_ERR_NO_DEVICE, "vc_context_create: %s", why);
-    if (backend == VC_BACKEND_AUTO) {
-        backend = cuda_device_usable(d.device, why, sizeof why) ? VC_BACKEND_CUDA : VC_BACKEND_CPU;
-    }
+    vc_err why = {{0}};
+    if (backend == VC_BACKEND_CUDA && cuda_device_check(d.device, &why) != VC_OK)
+        return vc_ctx_fail(NULL, VC_ERR_NO_DEVICE, "vc_context_create: %s", why.msg);
+    if (backend == VC_BACKEND_AUTO)
+        backend = cuda_device_check(d.device, &why) == VC_OK ? VC_BACKEND_CUDA : VC_BACKEND_CPU;
     if (backend == VC_BACKEND_CUDA) {
         cudaError_t e = cudaSetDevice(d.device);
         if (e != cudaSuccess)
@@ -216,67 +229,4 @@ vc_status vc_context_synchronize(vc_context *ctx)
     }
 #endif
     return VC_OK;
-}
-
-/* ---- memory ----------------------------------------------------------------------------- */
-
-void *vc_mem_alloc(vc_context *ctx, size_t bytes, vc_memory where)
-{
-    if (bytes == 0) bytes = 1; /* a valid, distinct pointer even for empty arrays */
-    if (ctx->has_allocator) return ctx->allocator.alloc(ctx->allocator.user, bytes, where,
-                                                        ctx->stream);
-    if (where == VC_MEMORY_HOST) return malloc(bytes);
-#ifdef VOXCONV_HAVE_CUDA
-    /* Stream ordered: freeing never waits for the device (see vc_mem_free). */
-    void *p = NULL;
-    if (cudaMallocAsync(&p, bytes, (cudaStream_t)ctx->stream) != cudaSuccess) {
-        cudaGetLastError();
-        return NULL;
-    }
-    return p;
-#else
-    return NULL;
-#endif
-}
-
-void vc_mem_free(vc_context *ctx, void *p, vc_memory where)
-{
-    if (!p) return;
-    if (ctx->has_allocator) {
-        ctx->allocator.free(ctx->allocator.user, p, where, ctx->stream);
-        return;
-    }
-    if (where == VC_MEMORY_HOST) {
-        free(p);
-        return;
-    }
-#ifdef VOXCONV_HAVE_CUDA
-    cudaFreeAsync(p, (cudaStream_t)ctx->stream);
-#endif
-}
-
-vc_status vc_mem_copy(vc_context *ctx, void *dst, vc_memory dst_where, const void *src,
-                      vc_memory src_where, size_t bytes)
-{
-    if (bytes == 0) return VC_OK;
-    if (dst_where == VC_MEMORY_HOST && src_where == VC_MEMORY_HOST) {
-        memmove(dst, src, bytes);
-        return VC_OK;
-    }
-#ifdef VOXCONV_HAVE_CUDA
-    enum cudaMemcpyKind kind = dst_where == VC_MEMORY_HOST
-                                   ? cudaMemcpyDeviceToHost
-                                   : (src_where == VC_MEMORY_HOST ? cudaMemcpyHostToDevice
-                                                                  : cudaMemcpyDeviceToDevice);
-    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)ctx->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize((cudaStream_t)ctx->stream);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return vc_ctx_fail(ctx, VC_ERR_CUDA, "copy of %zu bytes failed: %s", bytes,
-                           cudaGetErrorString(e));
-    }
-    return VC_OK;
-#else
-    return vc_ctx_fail(ctx, VC_ERR_UNSUPPORTED, "device memory needs a CUDA build of voxconv");
-#endif
 }

@@ -1,5 +1,6 @@
 /* src/internal.h - the handles behind include/voxconv.h and the helpers the API layer shares
- * (context errors, memory in either place). Only src/ includes this. */
+ * (context errors, memory in either place, the kernel-map cache, the operations' prologue).
+ * Only src/ includes this. */
 #ifndef VC_SRC_INTERNAL_H
 #define VC_SRC_INTERNAL_H
 
@@ -91,13 +92,48 @@ void vc_mem_free(vc_context *ctx, void *p, vc_memory where);
 /* Copies bytes between any two places; synchronous. */
 vc_status vc_mem_copy(vc_context *ctx, void *dst, vc_memory dst_where, const void *src,
                       vc_memory src_where, size_t bytes);
+/* A device copy of a caller array that may live on the host (NULL stays NULL). *tmp receives
+ * what to free (NULL when `p` was already on the device). */
+vc_status vc_mem_to_device(vc_context *ctx, const void *p, vc_memory where, size_t bytes,
+                           const void **dev, void **tmp);
 
 /* A new coordinate set holding a copy of rows that voxconv produced itself (sorted, distinct,
  * in range): no validation pass. `src` is in `where`; the set is in the context's memory. */
 vc_status vc_coords_trusted(vc_context *ctx, const int32_t *src, vc_memory where, int64_t count,
                             const int32_t shape[3], int32_t batch_size, vc_coords **out);
 
-/* Frees a map owned by a cache: its data, its cached inverse, its owned output set. */
-void vc_kmap_free_internal(struct vc_kmap *m);
+/* A tensor argument of an operation: not NULL, of this context. */
+vc_status vc_tensor_check(vc_context *ctx, const char *fn, const char *what, const vc_tensor *t);
+
+/* ---- the kernel-map cache (kmap_cache.c) ---------------------------------------------------
+ * The coordinate set owns its cache (coords.c calls these two); the operations reach maps
+ * through vc_kmap_build and vc_kmap_resolve. */
+
+/* Frees every map cached on c, with the cache array: c is being destroyed. */
+void vc_kmap_cache_release(vc_coords *c);
+/* Frees the cached maps that no user reference reaches (directly or through an inverse). */
+void vc_kmap_cache_trim(vc_coords *c);
+/* The map of a conv or pool: the caller's (`given`, checked against `in`), or one built
+ * (cached) from `d`. On success *held is a user reference to release with vc_kmap_destroy (NULL
+ * when the caller's map). */
+vc_status vc_kmap_resolve(vc_context *ctx, const char *fn, const vc_tensor *in,
+                          const vc_kmap *given, const vc_map_desc *d, const vc_kmap **map,
+                          vc_kmap **held);
+
+/* ---- operation prologue ---------------------------------------------------------------------- */
+
+/* Copies a caller's descriptor over the defaults; refuses a struct_size it does not know. */
+#define VC_TAKE_DESC(ctx, fn, dst, src, init_type)                                             \
+    do {                                                                                       \
+        init_type vc_init_ = dst;                                                              \
+        (void)vc_init_;                                                                        \
+        if (!(src)) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: desc is NULL", fn);  \
+        if ((src)->struct_size != sizeof(init_type))                                           \
+            return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT,                                   \
+                               "%s: desc->struct_size is %u, expected %zu (initialise the "    \
+                               "descriptor with its _INIT macro)",                             \
+                               fn, (unsigned)(src)->struct_size, sizeof(init_type));           \
+        dst = *(src);                                                                          \
+    } while (0)
 
 #endif

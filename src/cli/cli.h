@@ -1,9 +1,11 @@
 /*
  * cli.h - shared declarations of the voxconv command-line tool (src/cli/).
  *
- * The CLI uses only the public API (voxconv.h). args.c holds the option parser and the value
- * parsers, commands.c the subcommands, main.c the dispatcher. Every failure is reported as one
- * line "voxconv CMD: message" on stderr and a non-zero exit status.
+ * The CLI uses only the public API (voxconv.h). args.c holds the option parser, the value
+ * parsers and the error lines; common.c what the subcommands share (context, file loads and
+ * saves, host copies, JSON pieces); map_opts.c the kernel-map options of conv and pool;
+ * cmd_NAME.c one subcommand each; main.c the dispatcher. Every failure is reported as one line
+ * "voxconv CMD: message" on stderr and a non-zero exit status.
  */
 #ifndef VOXCONV_CLI_H
 #define VOXCONV_CLI_H
@@ -65,6 +67,63 @@ int cli_parse_float(const char *cmd, const char *flag, const char *text, float *
 
 /* JSON helpers. */
 void cli_json_string(FILE *f, const char *s);
+
+/* ---- shared by the subcommands (common.c) --------------------------------------------------- */
+
+/* Accepted names, NULL-terminated; indices are the enum values (vc_dtype, vc_file_format). */
+extern const char *const CLI_DTYPES[];  /* fp32 fp16 bf16 */
+extern const char *const CLI_FORMATS[]; /* auto kitti pcd ply npy vxt */
+
+/* cli_parse for a subcommand; on -h/--help prints `help` to stdout and sets *done (CLI_OK). */
+int cli_parse_command(const char *cmd, int argc, char **argv, const cli_opt *opts, int nopts,
+                      const char **pos, int max_pos, int *npos, const char *help, int *done);
+/* A context for the --backend text (NULL: auto). */
+int cli_open_context(const char *cmd, const char *backend_text, vc_context **ctx);
+/* "fp32", "fp16", "bf16", "int32" or "?". */
+const char *cli_dtype_name(vc_dtype t);
+/* calloc that never asks for 0 bytes. */
+void *cli_xcalloc(size_t n, size_t size);
+/* The error line of a failed file call: "VERB 'PATH': <detail>", the path left out when the
+ * library's message names it already. Returns CLI_FAIL. */
+int cli_file_error(const char *cmd, const vc_context *ctx, vc_status st, const char *verb,
+                   const char *path);
+/* vc_tensor_load, vc_tensor_save, vc_npy_read (`verb` as "cannot read weights"), vc_npy_write,
+ * each reporting its failure with cli_file_error. */
+int cli_load_tensor(const char *cmd, vc_context *ctx, const char *path, vc_tensor **t);
+int cli_save_tensor(const char *cmd, vc_context *ctx, const vc_tensor *t, const char *path);
+int cli_read_npy(const char *cmd, vc_context *ctx, const char *path, const char *verb,
+                 vc_array *a);
+int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data,
+                  vc_dtype dtype, int ndim, const int64_t *shape);
+/* Host copies of a tensor's coordinates (int32 [N,4]) and features (fp32 [N,C]), malloc'ed;
+ * both NULL on failure. */
+int cli_tensor_to_host(const char *cmd, vc_context *ctx, const vc_tensor *t, int32_t **coords,
+                       float **feats);
+/* "[a, b, c]". */
+void cli_print_int3_json(FILE *f, const int32_t v[3]);
+/* Opens a JSON summary on stdout: {"KEY_IN": "IN", "KEY_OUT": "OUT" (no closing brace). */
+void cli_json_io(const char *key_in, const char *in, const char *key_out, const char *out);
+
+/* ---- kernel-map options of conv and pool (map_opts.c) --------------------------------------- */
+
+typedef struct cli_map_opts {
+    const char *type, *kernel, *stride, *padding, *dilation;
+} cli_map_opts;
+
+/* The option-table entries of the map options, into a cli_map_opts `m`. */
+#define CLI_MAP_OPTIONS(m)                                                                     \
+    {"--type", &(m).type, NULL}, {"--kernel", &(m).kernel, NULL},                              \
+        {"--stride", &(m).stride, NULL}, {"--padding", &(m).padding, NULL},                    \
+        {"--dilation", &(m).dilation, NULL}
+
+/* Fills `d` from the texts; `types` is the list of accepted type names (indices = map types). */
+int cli_parse_map(const char *cmd, const cli_map_opts *m, const char *const *types,
+                  vc_map_desc *d);
+/* "TYPE kK,K,K sS,S,S pP,P,P dD,D,D" and the JSON fields "type" .. "dilation". */
+void cli_print_map_text(const vc_map_desc *d, const char *type);
+void cli_print_map_json(const vc_map_desc *d, const char *type);
+/* The JSON fields "in_shape" and "out_shape". */
+void cli_print_shapes_json(const int32_t in_shape[3], const int32_t out_shape[3]);
 
 /* Subcommands: argv[0] is the subcommand name. */
 int cmd_info(int argc, char **argv);

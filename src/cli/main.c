@@ -1,6 +1,6 @@
 /*
- * main.c - entry point of the voxconv command-line tool: dispatches to the subcommands of
- * commands.c. See docs/cli.md.
+ * main.c - entry point of the voxconv command-line tool: dispatches to the subcommands
+ * (cmd_NAME.c). See docs/cli.md.
  */
 #include <stdio.h>
 #include <string.h>

@@ -119,22 +119,8 @@ vc_status vc_cloud_write_kitti(vc_context *ctx, const char *path, const vc_cloud
                           (long long)cloud->count, (void *)cloud->data);
     vc_io_writer w;
     if (vc_io_writer_open(&w, ctx, path) != VC_OK) return w.status;
-    uint8_t buf[4096 * 16];
-    size_t used = 0;
-    for (int64_t i = 0; i < cloud->count; i++) {
-        const float *row = cloud->data + i * (int64_t)cloud->dim;
-        for (int k = 0; k < 4; k++) {
-            uint32_t u;
-            memcpy(&u, &row[k], 4);
-            vc_st_u32(buf + used, u);
-            used += 4;
-        }
-        if (used == sizeof buf) {
-            vc_io_writer_put(&w, buf, used);
-            used = 0;
-        }
-    }
-    vc_io_writer_put(&w, buf, used);
+    for (int64_t i = 0; i < cloud->count; i++)
+        vc_io_writer_put_le(&w, cloud->data + i * (int64_t)cloud->dim, 4, 4);
     return vc_io_writer_close(&w);
 }
 

@@ -48,11 +48,15 @@ typedef struct vc_io_writer {
     const char *path;
     FILE *f;
     vc_status status;
+    uint8_t stage[1 << 14]; /* little-endian elements of vc_io_writer_put_le, not yet written */
+    size_t staged;
 } vc_io_writer;
 
 vc_status vc_io_writer_open(vc_io_writer *w, vc_context *ctx, const char *path);
 /* Appends bytes; after a failure further writes do nothing. */
 void vc_io_writer_put(vc_io_writer *w, const void *data, size_t n);
+/* Appends n elements of esz bytes (2 or 4) stored in host order, as little-endian. */
+void vc_io_writer_put_le(vc_io_writer *w, const void *data, size_t n, size_t esz);
 /* Closes; returns the first failure of the whole sequence or VC_OK. */
 vc_status vc_io_writer_close(vc_io_writer *w);
 
@@ -135,9 +139,9 @@ vc_status vc_io_read_npy(const vc_io_src *src, const uint8_t *p, size_t n, vc_ar
 vc_status vc_io_read_vxt(const vc_io_src *src, const uint8_t *p, size_t n, vc_tensor **out);
 
 /* LZF decompression (PCD binary_compressed): decodes exactly `in_n` bytes of `in` into
- * exactly `out_n` bytes of `out`. 0 on success; else -1 and *err_at = the input byte offset
- * of the fault, with *why set to a static description. */
-int vc_lzf_decode(const uint8_t *in, size_t in_n, uint8_t *out, size_t out_n, size_t *err_at,
-                  const char **why);
+ * exactly `out_n` bytes of `out`. A fault is VC_ERR_FORMAT naming its file byte (`base` is the
+ * file offset of in[0]) and what is wrong. */
+vc_status vc_lzf_decode(const vc_io_src *src, size_t base, const uint8_t *in, size_t in_n,
+                        uint8_t *out, size_t out_n);
 
 #endif

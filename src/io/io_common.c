@@ -88,6 +88,7 @@ vc_status vc_io_writer_open(vc_io_writer *w, vc_context *ctx, const char *path)
     w->ctx = ctx;
     w->path = path;
     w->status = VC_OK;
+    w->staged = 0;
     w->f = fopen(path, "wb");
     if (!w->f) {
         vc_io_src src = {ctx, path};
@@ -96,7 +97,7 @@ vc_status vc_io_writer_open(vc_io_writer *w, vc_context *ctx, const char *path)
     return w->status;
 }
 
-void vc_io_writer_put(vc_io_writer *w, const void *data, size_t n)
+static void writer_write(vc_io_writer *w, const void *data, size_t n)
 {
     if (w->status != VC_OK || !w->f || n == 0) return;
     if (fwrite(data, 1, n, w->f) != n) {
@@ -105,9 +106,42 @@ void vc_io_writer_put(vc_io_writer *w, const void *data, size_t n)
     }
 }
 
+/* Writes the staged elements: before any other bytes, and at the close. */
+static void writer_flush(vc_io_writer *w)
+{
+    size_t n = w->staged;
+    w->staged = 0;
+    writer_write(w, w->stage, n);
+}
+
+void vc_io_writer_put(vc_io_writer *w, const void *data, size_t n)
+{
+    writer_flush(w);
+    writer_write(w, data, n);
+}
+
+void vc_io_writer_put_le(vc_io_writer *w, const void *data, size_t n, size_t esz)
+{
+    const uint8_t *e = data;
+    for (size_t i = 0; i < n; i++, e += esz) {
+        if (w->staged + esz > sizeof w->stage) writer_flush(w);
+        if (esz == 2) {
+            uint16_t v;
+            memcpy(&v, e, 2);
+            vc_st_u16(w->stage + w->staged, v);
+        } else {
+            uint32_t v;
+            memcpy(&v, e, 4);
+            vc_st_u32(w->stage + w->staged, v);
+        }
+        w->staged += esz;
+    }
+}
+
 vc_status vc_io_writer_close(vc_io_writer *w)
 {
     if (!w->f) return w->status;
+    writer_flush(w);
     if (fclose(w->f) != 0 && w->status == VC_OK) {
         vc_io_src src = {w->ctx, w->path};
         w->status = vc_io_fail(&src, VC_ERR_IO, "close failed: %s", strerror(errno));
@@ -283,8 +317,14 @@ uint32_t vc_crc32(uint32_t crc, const void *data, size_t n)
 
 /* ---- LZF -------------------------------------------------------------------------------- */
 
-int vc_lzf_decode(const uint8_t *in, size_t in_n, uint8_t *out, size_t out_n, size_t *err_at,
-                  const char **why)
+/* A fault at input byte `at` of the compressed data (file byte base + at). */
+static vc_status lzf_fault(const vc_io_src *src, size_t base, size_t at, const char *why)
+{
+    return vc_io_fail(src, VC_ERR_FORMAT, "byte %zu: corrupt LZF data: %s", base + at, why);
+}
+
+vc_status vc_lzf_decode(const vc_io_src *src, size_t base, const uint8_t *in, size_t in_n,
+                        uint8_t *out, size_t out_n)
 {
     size_t ip = 0, op = 0;
     while (ip < in_n) {
@@ -292,57 +332,40 @@ int vc_lzf_decode(const uint8_t *in, size_t in_n, uint8_t *out, size_t out_n, si
         unsigned c = in[ip++];
         if (c < 32) { /* literal run of c + 1 bytes */
             size_t len = (size_t)c + 1;
-            if (len > in_n - ip) {
-                *err_at = at;
-                *why = "literal run past the end of the compressed data";
-                return -1;
-            }
-            if (len > out_n - op) {
-                *err_at = at;
-                *why = "literal run past the declared uncompressed size";
-                return -1;
-            }
+            if (len > in_n - ip)
+                return lzf_fault(src, base, at, "literal run past the end of the compressed data");
+            if (len > out_n - op)
+                return lzf_fault(src, base, at, "literal run past the declared uncompressed size");
             memcpy(out + op, in + ip, len);
             ip += len;
             op += len;
         } else { /* back-reference */
             size_t len = c >> 5;
             if (len == 7) {
-                if (ip >= in_n) {
-                    *err_at = at;
-                    *why = "back-reference length past the end of the compressed data";
-                    return -1;
-                }
+                if (ip >= in_n)
+                    return lzf_fault(src, base, at, "back-reference length past the end of the "
+                                     "compressed data");
                 len += in[ip++];
             }
-            if (ip >= in_n) {
-                *err_at = at;
-                *why = "back-reference offset past the end of the compressed data";
-                return -1;
-            }
+            if (ip >= in_n)
+                return lzf_fault(src, base, at, "back-reference offset past the end of the "
+                                 "compressed data");
             size_t off = ((size_t)(c & 0x1fu) << 8) + in[ip++] + 1;
             len += 2;
-            if (off > op) {
-                *err_at = at;
-                *why = "back-reference before the start of the output";
-                return -1;
-            }
-            if (len > out_n - op) {
-                *err_at = at;
-                *why = "back-reference past the declared uncompressed size";
-                return -1;
-            }
+            if (off > op)
+                return lzf_fault(src, base, at, "back-reference before the start of the output");
+            if (len > out_n - op)
+                return lzf_fault(src, base, at, "back-reference past the declared uncompressed "
+                                 "size");
             const uint8_t *ref = out + op - off;
             for (size_t i = 0; i < len; i++) out[op + i] = ref[i]; /* may overlap: bytewise */
             op += len;
         }
     }
-    if (op != out_n) {
-        *err_at = in_n;
-        *why = "decoded size is smaller than the declared uncompressed size";
-        return -1;
-    }
-    return 0;
+    if (op != out_n)
+        return lzf_fault(src, base, in_n, "decoded size is smaller than the declared "
+                         "uncompressed size");
+    return VC_OK;
 }
 
 /* ---- clouds ----------------------------------------------------------------------------- */

@@ -374,27 +374,8 @@ vc_status vc_npy_write(vc_context *ctx, const char *path, const vc_array *a)
     if (vc_io_writer_open(&w, ctx, path) != VC_OK) return w.status;
     vc_io_writer_put(&w, pre, 10);
     vc_io_writer_put(&w, hdr, (size_t)l);
-    /* Data as little-endian, in chunks. */
-    uint8_t buf[1 << 14];
-    size_t esz = a->dtype == VC_DTYPE_FP16 ? 2 : 4, used = 0;
-    for (int64_t i = 0; i < elems; i++) {
-        const uint8_t *e = (const uint8_t *)a->data + i * (int64_t)esz;
-        if (esz == 2) {
-            uint16_t v;
-            memcpy(&v, e, 2);
-            vc_st_u16(buf + used, v);
-        } else {
-            uint32_t v;
-            memcpy(&v, e, 4);
-            vc_st_u32(buf + used, v);
-        }
-        used += esz;
-        if (used == sizeof buf) {
-            vc_io_writer_put(&w, buf, used);
-            used = 0;
-        }
-    }
-    vc_io_writer_put(&w, buf, used);
+    /* Data as little-endian. */
+    vc_io_writer_put_le(&w, a->data, (size_t)elems, a->dtype == VC_DTYPE_FP16 ? 2 : 4);
     return vc_io_writer_close(&w);
 }
 

@@ -416,14 +416,12 @@ static vc_status read_compressed(const vc_io_src *src, const uint8_t *d, size_t 
                           "%u", at, csize, usize);
     uint8_t *raw = malloc(usize > 0 ? usize : 1);
     if (!raw) return vc_io_fail(src, VC_ERR_OUT_OF_MEMORY, "cannot allocate %u bytes", usize);
-    size_t err_at = 0;
-    const char *why = "";
-    if (vc_lzf_decode(d + 8, csize, raw, usize, &err_at, &why) != 0) {
+    vc_status st = vc_lzf_decode(src, at + 8, d + 8, csize, raw, usize);
+    if (st != VC_OK) {
         free(raw);
-        return vc_io_fail(src, VC_ERR_FORMAT, "byte %zu: corrupt LZF data: %s",
-                          at + 8 + err_at, why);
+        return st;
     }
-    vc_status st = alloc_cloud(src, h, c);
+    st = alloc_cloud(src, h, c);
     if (st != VC_OK) {
         free(raw);
         return st;

@@ -58,6 +58,48 @@ static void test_context(void)
 #endif
 }
 
+/* The message of a failed vc_context_create is per thread: threads do not see each other's. */
+#if defined(__APPLE__) || \
+    (defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)))
+#include <pthread.h> /* in the C library itself: no -pthread needed to link */
+#define VC_TEST_THREADS 1
+
+typedef struct create_probe {
+    int empty_at_start; /* the thread's message before its first failure was "" */
+    int own_message;    /* after its failure, the thread sees its own message   */
+} create_probe;
+
+static void *fail_create_on_thread(void *arg)
+{
+    create_probe *p = arg;
+    p->empty_at_start = vc_context_last_error(NULL)[0] == '\0';
+    vc_context_desc d = VC_CONTEXT_DESC_INIT;
+    d.num_threads = -1;
+    vc_context *ctx = NULL;
+    vc_status s = vc_context_create(&d, &ctx);
+    p->own_message = s == VC_ERR_INVALID_ARGUMENT &&
+                     strstr(vc_context_last_error(NULL), "num_threads") != NULL;
+    return NULL;
+}
+#endif
+
+static void test_create_error_per_thread(void)
+{
+#ifdef VC_TEST_THREADS
+    vc_context_desc d = VC_CONTEXT_DESC_INIT;
+    d.backend = (vc_backend)42;
+    vc_context *ctx = NULL;
+    CHECK(vc_context_create(&d, &ctx) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vc_context_last_error(NULL), "backend") != NULL);
+    create_probe p = {0, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, fail_create_on_thread, &p) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(p.empty_at_start && p.own_message);
+    CHECK(strstr(vc_context_last_error(NULL), "backend") != NULL); /* not the thread's */
+#endif
+}
+
 static void test_coords_tensors(void)
 {
     vc_context *ctx = cpu_context();
@@ -471,6 +513,7 @@ int main(void)
 {
     test_version_status();
     test_context();
+    test_create_error_per_thread();
     test_coords_tensors();
     test_kmap_cache();
     test_kmap_bounded_cpu();

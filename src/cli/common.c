@@ -1,0 +1,132 @@
+/*
+ * common.c - what the subcommands of the voxconv CLI share: the context (--backend), names of
+ * dtypes, file loads and saves that fail with one line naming the file, host copies of a
+ * tensor, and small JSON pieces.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *const BACKENDS[] = {"auto", "cpu", "cuda", NULL};
+const char *const CLI_DTYPES[] = {"fp32", "fp16", "bf16", NULL};
+const char *const CLI_FORMATS[] = {"auto", "kitti", "pcd", "ply", "npy", "vxt", NULL};
+
+int cli_parse_command(const char *cmd, int argc, char **argv, const cli_opt *opts, int nopts,
+                      const char **pos, int max_pos, int *npos, const char *help, int *done)
+{
+    int h = 0;
+    *done = 0;
+    int rc = cli_parse(cmd, argc, argv, opts, nopts, pos, max_pos, npos, &h);
+    if (rc) return rc;
+    if (h) {
+        fputs(help, stdout);
+        *done = 1;
+    }
+    return CLI_OK;
+}
+
+int cli_open_context(const char *cmd, const char *backend_text, vc_context **ctx)
+{
+    int b = 0;
+    if (backend_text && cli_parse_choice(cmd, "--backend", backend_text, BACKENDS, &b))
+        return CLI_USAGE;
+    vc_context_desc d = VC_CONTEXT_DESC_INIT;
+    d.backend = (vc_backend)b;
+    vc_status st = vc_context_create(&d, ctx);
+    if (st != VC_OK) return cli_vc_error(cmd, NULL, st, "cannot create a context");
+    return CLI_OK;
+}
+
+const char *cli_dtype_name(vc_dtype t)
+{
+    return (unsigned)t <= VC_DTYPE_BF16 ? CLI_DTYPES[t] : (t == VC_DTYPE_INT32 ? "int32" : "?");
+}
+
+void *cli_xcalloc(size_t n, size_t size)
+{
+    if (n == 0) n = 1;
+    return calloc(n, size ? size : 1);
+}
+
+int cli_file_error(const char *cmd, const vc_context *ctx, vc_status st, const char *verb,
+                   const char *path)
+{
+    /* "VERB 'PATH'", or just "VERB" when the library's message names the path. */
+    char what[1200];
+    const char *detail = vc_context_last_error(ctx);
+    if (detail && strstr(detail, path)) snprintf(what, sizeof what, "%s", verb);
+    else snprintf(what, sizeof what, "%s '%s'", verb, path);
+    return cli_vc_error(cmd, ctx, st, what);
+}
+
+int cli_load_tensor(const char *cmd, vc_context *ctx, const char *path, vc_tensor **t)
+{
+    vc_status st = vc_tensor_load(ctx, path, t);
+    return st == VC_OK ? CLI_OK : cli_file_error(cmd, ctx, st, "cannot load", path);
+}
+
+int cli_save_tensor(const char *cmd, vc_context *ctx, const vc_tensor *t, const char *path)
+{
+    vc_status st = vc_tensor_save(ctx, t, path);
+    return st == VC_OK ? CLI_OK : cli_file_error(cmd, ctx, st, "cannot write", path);
+}
+
+int cli_read_npy(const char *cmd, vc_context *ctx, const char *path, const char *verb,
+                 vc_array *a)
+{
+    memset(a, 0, sizeof *a);
+    vc_status st = vc_npy_read(ctx, path, a);
+    return st == VC_OK ? CLI_OK : cli_file_error(cmd, ctx, st, verb, path);
+}
+
+int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data,
+                  vc_dtype dtype, int ndim, const int64_t *shape)
+{
+    vc_array a;
+    memset(&a, 0, sizeof a);
+    a.data = data;
+    a.dtype = dtype;
+    a.ndim = ndim;
+    for (int i = 0; i < ndim; i++) a.shape[i] = shape[i];
+    vc_status st = vc_npy_write(ctx, path, &a);
+    return st == VC_OK ? CLI_OK : cli_file_error(cmd, ctx, st, "cannot write", path);
+}
+
+int cli_tensor_to_host(const char *cmd, vc_context *ctx, const vc_tensor *t, int32_t **coords,
+                       float **feats)
+{
+    vc_tensor_info ti;
+    vc_status st = vc_tensor_get_info(t, &ti);
+    if (st != VC_OK) return cli_vc_error(cmd, ctx, st, "cannot inspect the tensor");
+    *coords = cli_xcalloc((size_t)ti.count * 4, sizeof(int32_t));
+    *feats = cli_xcalloc((size_t)ti.count * (size_t)ti.channels, sizeof(float));
+    int rc = CLI_OK;
+    if (!*coords || !*feats) {
+        rc = cli_error(cmd, "out of memory copying %lld voxels", (long long)ti.count);
+    } else {
+        st = vc_coords_copy_out(ctx, ti.coords, *coords, VC_MEMORY_HOST);
+        if (st == VC_OK) st = vc_tensor_copy_out(ctx, t, *feats, VC_DTYPE_FP32, VC_MEMORY_HOST);
+        if (st != VC_OK) rc = cli_vc_error(cmd, ctx, st, "cannot copy the tensor out");
+    }
+    if (rc != CLI_OK) {
+        free(*coords);
+        free(*feats);
+        *coords = NULL;
+        *feats = NULL;
+    }
+    return rc;
+}
+
+void cli_print_int3_json(FILE *f, const int32_t v[3])
+{
+    fprintf(f, "[%d, %d, %d]", v[0], v[1], v[2]);
+}
+
+void cli_json_io(const char *key_in, const char *in, const char *key_out, const char *out)
+{
+    printf("{\"%s\": ", key_in);
+    cli_json_string(stdout, in);
+    printf(", \"%s\": ", key_out);
+    cli_json_string(stdout, out);
+}
