@@ -12,6 +12,7 @@
 
 #include "voxelize/voxelize.h"
 #include "core/dtype.h"
+#include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
 
@@ -273,31 +274,11 @@ static void run_case(const char *what, const vc_voxelize_desc *d, const float *p
 /* ---- random clouds ---------------------------------------------------------------------- */
 
 /* A cloud clustered on a small grid so voxels hold many points, with some points outside the
- * range, exact duplicates, and points exactly on voxel and range boundaries. */
+ * range, exact duplicates, and points exactly on voxel (the first five planes) and range
+ * boundaries (scenes.h). */
 static float *random_cloud(vc_rng *rng, const vc_voxelize_desc *d, int64_t n, int dim)
 {
-    float *pts = malloc((size_t)(n > 0 ? n : 1) * (size_t)dim * sizeof(float));
-    for (int64_t i = 0; i < n; i++) {
-        float *p = pts + i * dim;
-        int64_t kind = vc_rng_int(rng, 20);
-        if (kind == 0 && i > 0) { /* duplicate of an earlier point */
-            memcpy(p, pts + vc_rng_int(rng, i) * dim, (size_t)dim * sizeof(float));
-            continue;
-        }
-        for (int a = 0; a < 3; a++) {
-            float lo = d->range[a], hi = d->range[a + 3], ext = hi - lo;
-            if (kind == 1) { /* on a voxel boundary (or the range max) */
-                int64_t k = vc_rng_int(rng, 5);
-                p[a] = lo + (float)k * d->voxel_size[a];
-                if (vc_rng_int(rng, 4) == 0) p[a] = vc_rng_int(rng, 2) ? lo : hi;
-            } else {
-                /* uniform over the range widened by 10% on each side */
-                p[a] = lo + ext * (0.5f + 0.6f * vc_rng_float(rng));
-            }
-        }
-        for (int c = 3; c < dim; c++) p[c] = 10.0f * vc_rng_float(rng);
-    }
-    return pts;
+    return scene_random_points(rng, d, n, dim, 5);
 }
 
 static void test_random(vc_rng *rng)
