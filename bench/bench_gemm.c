@@ -24,7 +24,7 @@
 
 #include "core/dtype.h"
 #include "gemm/gemm.h"
-#include "testutil.h"
+#include "rng.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cublas_v2.h>
@@ -85,23 +85,19 @@ typedef void (*run_fn)(void *ctx, int set);
 /* Median seconds per call of fn over `sets` rotating input sets. */
 static double time_it(run_fn fn, void *ctx, int sets)
 {
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
+    bench_timer tm;
+    bench_timer_init(&tm, g_stream);
     int per = sets < 4 ? 4 : sets; /* calls per batch */
     float *ms = malloc((size_t)g_runs * sizeof *ms);
     for (int r = -WARMUP; r < g_runs; r++) {
-        CUDA_CHECK(cudaEventRecord(e0, g_stream));
+        bench_timer_start(&tm);
         for (int i = 0; i < per; i++) fn(ctx, i % sets);
-        CUDA_CHECK(cudaEventRecord(e1, g_stream));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[r], e0, e1));
+        bench_timer_stop(&tm, r >= 0 ? &ms[r] : NULL);
     }
     CUDA_CHECK(cudaGetLastError());
     double t = median(ms, g_runs) / per * 1e-3;
     free(ms);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    bench_timer_free(&tm);
     return t;
 }
 
@@ -466,11 +462,7 @@ static void measure_ceilings(void)
 
 int main(int argc, char **argv)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("bench_gemm: no CUDA device\n");
-        return 77;
-    }
+    if (!bench_have_device("bench_gemm")) return 77;
     int tune = 0;
     if (argc >= 6 && !strcmp(argv[1], "one")) {
         dense d;
