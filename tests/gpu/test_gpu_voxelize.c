@@ -26,6 +26,7 @@
 #include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
+#include "voxelize_testutil.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -59,31 +60,6 @@ static void dirty_device(void)
         cudaStreamSynchronize(g_stream);
     }
     cudaGetLastError();
-}
-
-static vc_voxelize_desc make_desc(float vx, float vy, float vz, const float range[6],
-                                  vc_reduce reduce)
-{
-    vc_voxelize_desc d = VC_VOXELIZE_DESC_INIT;
-    d.voxel_size[0] = vx;
-    d.voxel_size[1] = vy;
-    d.voxel_size[2] = vz;
-    memcpy(d.range, range, sizeof d.range);
-    d.reduce = reduce;
-    return d;
-}
-
-static vc_points make_points(const float *data, int64_t count, int32_t dim, const int32_t *batch,
-                             vc_memory memory)
-{
-    vc_points p;
-    memset(&p, 0, sizeof p);
-    p.data = data;
-    p.count = count;
-    p.dim = dim;
-    p.batch = batch;
-    p.memory = memory;
-    return p;
 }
 
 /* ---- one GPU run, results copied to the host ---------------------------------------------- */
