@@ -534,6 +534,59 @@ static void fill_random_f16(void *dev, int64_t n, uint64_t seed)
     free(h);
 }
 
+/* The whole network, layers back to back on g_s (maps prebuilt, L2 flushed before each run),
+ * median ms: e2e[0] implicit GEMM, e2e[1] ggs per offset, e2e[2] each layer's fastest (res). */
+static void time_network(frame_state *fs, int nf, const net *nt, int *const *map_of,
+                         const buffers *b, const layer_result *res, float e2e[3])
+{
+    bench_timer et;
+    bench_timer_init(&et, g_s);
+    float *t = malloc(sizeof(float) * (size_t)g_runs);
+    for (int mode = 0; mode < 3; mode++) {
+        if (g_impl_only && mode > 0) { /* the GGS columns repeat the implicit GEMM's */
+            e2e[mode] = e2e[0];
+            continue;
+        }
+        for (int r = -WARMUP; r < g_runs; r++) {
+            int f = (r + WARMUP) % nf;
+            bench_flush_l2(g_s);
+            bench_timer_start(&et);
+            for (int i = 0; i < nt->n; i++) {
+                vc_algo algo = mode == 0 ? VC_ALGO_IMPLICIT_GEMM
+                               : mode == 1 ? VC_ALGO_GATHER_GEMM_SCATTER
+                                           : kAlgos[best_algo(&res[i])];
+                vc_err err = {{0}};
+                DIE_IF(run_layer(&fs[f].maps[map_of[f][i]].m, b, f, &nt->l[i], algo, &err) !=
+                           VC_OK, "%s: %s", nt->l[i].name, err.msg);
+            }
+            bench_timer_stop(&et, r >= 0 ? &t[r] : NULL);
+        }
+        e2e[mode] = median(t, g_runs);
+    }
+    free(t);
+    bench_timer_free(&et);
+}
+
+/* A row of the summary (g_sum): sums of the layer medians (implicit, ggs, grouped, best, auto,
+ * floor), map builds and the whole-network times. */
+static void add_summary(const scene *sc, const net *nt, const double sums[6], double build,
+                        const float e2e[3])
+{
+    if (g_nsum >= MAX_SCENES * MAX_NETS) return;
+    summary *s = &g_sum[g_nsum++];
+    snprintf(s->scene, sizeof s->scene, "%.63s", sc->name);
+    snprintf(s->net, sizeof s->net, "%s", nt->name);
+    s->layers = nt->n;
+    s->ms_impl = (float)sums[0];
+    s->ms_ggs = (float)sums[1];
+    s->ms_grp = (float)sums[2];
+    s->ms_best = (float)sums[3];
+    s->ms_auto = (float)sums[4];
+    s->floor_ms = (float)sums[5];
+    s->build_ms = (float)build;
+    memcpy(s->e2e, e2e, sizeof s->e2e);
+}
+
 /* Times one network on one scene; map_of[f][i] is layer i's map in frame f. */
 static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *const *map_of,
                       const buffers *b)
@@ -632,32 +685,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
 
     /* whole network, layers back to back: implicit, ggs (per offset), best per layer */
     float e2e[3];
-    bench_timer et;
-    bench_timer_init(&et, g_s);
-    float *t = malloc(sizeof(float) * (size_t)g_runs);
-    for (int mode = 0; mode < 3; mode++) {
-        if (g_impl_only && mode > 0) { /* the GGS columns repeat the implicit GEMM's */
-            e2e[mode] = e2e[0];
-            continue;
-        }
-        for (int r = -WARMUP; r < g_runs; r++) {
-            int f = (r + WARMUP) % nf;
-            bench_flush_l2(g_s);
-            bench_timer_start(&et);
-            for (int i = 0; i < nt->n; i++) {
-                vc_algo algo = mode == 0 ? VC_ALGO_IMPLICIT_GEMM
-                               : mode == 1 ? VC_ALGO_GATHER_GEMM_SCATTER
-                                           : kAlgos[best_algo(&res[i])];
-                vc_err err = {{0}};
-                DIE_IF(run_layer(&fs[f].maps[map_of[f][i]].m, b, f, &nt->l[i], algo, &err) !=
-                           VC_OK, "%s: %s", nt->l[i].name, err.msg);
-            }
-            bench_timer_stop(&et, r >= 0 ? &t[r] : NULL);
-        }
-        e2e[mode] = median(t, g_runs);
-    }
-    free(t);
-    bench_timer_free(&et);
+    time_network(fs, nf, nt, map_of, b, res, e2e);
 
     /* map builds of this network (frame 0): every distinct map it uses, median of runs */
     double build = 0;
@@ -707,44 +735,34 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
            "ms, best per layer %.3f ms; sum of layer medians: implicit %.3f, ggs %.3f, grouped "
            "ggs %.3f, best %.3f, auto %.3f, floor %.3f ms; map builds %.3f ms\n", e2e[0], e2e[1],
            e2e[2], sum_impl, sum_ggs, sum_grp, sum_best, sum_auto, sum_floor, build);
-    if (g_nsum < MAX_SCENES * MAX_NETS) {
-        summary *s = &g_sum[g_nsum++];
-        snprintf(s->scene, sizeof s->scene, "%.63s", sc->name);
-        snprintf(s->net, sizeof s->net, "%s", nt->name);
-        s->layers = nt->n;
-        s->ms_impl = (float)sum_impl;
-        s->ms_ggs = (float)sum_ggs;
-        s->ms_grp = (float)sum_grp;
-        s->ms_best = (float)sum_best;
-        s->ms_auto = (float)sum_auto;
-        s->floor_ms = (float)sum_floor;
-        s->build_ms = (float)build;
-        memcpy(s->e2e, e2e, sizeof e2e);
-    }
+    const double sums[6] = {sum_impl, sum_ggs, sum_grp, sum_best, sum_auto, sum_floor};
+    add_summary(sc, nt, sums, build, e2e);
     free(res);
 }
 
-int main(int argc, char **argv)
-{
-    const char *layers_dir = NULL, *csv = NULL, *dump = NULL;
-    int dump_only = 0;
-    g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
-    if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
-        vc_conv_gpu_debug_tile_order(0); /* no tile orders built or used */
-    vc_bench_map_switches(); /* VC_BENCH_DENSE: the new-output maps' output path */
-    const char *only_net = NULL;
+/* ---- main ------------------------------------------------------------------------------- */
+
+/* The command line (usage at the top of the file); sets g_runs, g_tune and the tune splits. */
+typedef struct cmdline {
+    const char *layers_dir, *csv, *dump, *only_net;
+    int dump_only;
     const char *files[MAX_SCENES];
-    int nfiles = 0;
+    int nfiles;
+} cmdline;
+
+static void parse_args(int argc, char **argv, cmdline *o)
+{
+    memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
             g_runs = atoi(argv[++i]);
             if (g_runs < 20) g_runs = 20;
         } else if (!strcmp(argv[i], "--layers") && i + 1 < argc) {
-            layers_dir = argv[++i];
+            o->layers_dir = argv[++i];
         } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
-            csv = argv[++i];
+            o->csv = argv[++i];
         } else if (!strcmp(argv[i], "--dump") && i + 1 < argc) {
-            dump = argv[++i];
+            o->dump = argv[++i];
         } else if (!strcmp(argv[i], "--tune")) {
             g_tune = 1;
         } else if (!strcmp(argv[i], "--tune-splits") && i + 1 < argc) {
@@ -757,22 +775,20 @@ int main(int argc, char **argv)
             }
             if (g_n_tune_splits == 0) g_tune_splits[g_n_tune_splits++] = 0;
         } else if (!strcmp(argv[i], "--net") && i + 1 < argc) {
-            only_net = argv[++i];
+            o->only_net = argv[++i];
         } else if (!strcmp(argv[i], "--dump-only") && i + 1 < argc) {
-            dump = argv[++i];
-            dump_only = 1;
-        } else if (nfiles < MAX_SCENES - 1) {
-            files[nfiles++] = argv[i];
+            o->dump = argv[++i];
+            o->dump_only = 1;
+        } else if (o->nfiles < MAX_SCENES - 1) {
+            o->files[o->nfiles++] = argv[i];
         }
     }
-    if (csv) {
-        g_csv = fopen(csv, "w");
-        if (g_csv)
-            fprintf(g_csv, "scene,net,layer,type,kernel,stride,n_in,n_out,pairs,cin,cout,"
-                    "implicit_ms,ggs_ms,grouped_ms,floor_ms,impl_vs_ggs,plan\n");
-    }
-    /* scenes (no GPU needed: --dump-only runs on any machine) */
-    static scene scenes[MAX_SCENES];
+}
+
+/* The synthetic LiDAR (three frames) and the scans given, in scenes[]; returns their count. No
+ * GPU needed (--dump-only runs on any machine). */
+static int make_scenes(scene *scenes, const char *const *files, int nfiles)
+{
     int ns = 0;
     {
         scene *s = &scenes[ns++];
@@ -792,24 +808,18 @@ int main(int argc, char **argv)
         }
         ns++;
     }
+    return ns;
+}
 
-    if (dump) dump_scenes(dump, scenes, ns);
-    if (dump_only) return 0;
-    if (!bench_have_device("bench_conv")) return 77;
-    CUDA_CHECK(cudaStreamCreate(&g_s));
-    bench_flush_l2_init();
-    printf("# bench_conv\n\n");
-    bench_print_device();
-    printf("; fp16, bias + ReLU; median of %d runs after %d warm-up, CUDA events, L2 flushed "
-           "before each run, %d frames rotated\n", g_runs, WARMUP, NFRAMES);
-
-    /* suites */
+/* The four layer suites, from layers_dir or datasets/layers (as seen from the repository root
+ * or a build folder), else the built-in copies. */
+static void load_suites(net nets[4], const char *layers_dir)
+{
     const char *fnames[4] = {"subm_sweep.txt", "centerpoint.txt", "minkunet.txt",
                              "spconv_bench.txt"};
     const char *netnames[4] = {"subm k3 sweep", "CenterPoint VoxelResBackBone8x",
                                "MinkUNet (SparseResUNet42)", "spconv benchmark net"};
     const char *builtin[4] = {kBuiltinSweep, kBuiltinCenter, kBuiltinMink, kBuiltinSpconv};
-    static net nets[4];
     const char *dirs[] = {layers_dir ? layers_dir : "", "datasets/layers", "../datasets/layers",
                           "../../datasets/layers"};
     for (int i = 0; i < 4; i++) {
@@ -826,6 +836,82 @@ int main(int argc, char **argv)
                text ? path : "the built-in copy");
         free(text);
     }
+}
+
+/* Feature buffers of in_max / out_max fp16 elements per frame (inputs random), the weights of
+ * the largest layer (27 x 384 x 384) and a bias. */
+static void alloc_buffers(buffers *b, int nframes, int64_t in_max, int64_t out_max)
+{
+    memset(b, 0, sizeof *b);
+    b->in_elems = in_max;
+    b->out_elems = out_max;
+    for (int f = 0; f < nframes; f++) {
+        CUDA_CHECK(cudaMalloc(&b->in[f], (size_t)b->in_elems * 2));
+        CUDA_CHECK(cudaMalloc(&b->out[f], (size_t)b->out_elems * 2));
+        fill_random_f16(b->in[f], b->in_elems, 11 + (uint64_t)f);
+    }
+    CUDA_CHECK(cudaMalloc(&b->out2, (size_t)b->out_elems * 2));
+    CUDA_CHECK(cudaMalloc(&b->w, (size_t)27 * 384 * 384 * 2));
+    /* weights ~ 1/sqrt(27 * C) keep fp16 outputs O(1) */
+    {
+        int64_t nw = 27 * 384 * 384;
+        uint16_t *h = malloc((size_t)nw * 2);
+        vc_rng r = {0xbadc0ffeeull};
+        for (int64_t i = 0; i < nw; i++) h[i] = vc_f32_to_f16(vc_rng_float(&r) * 0.02f);
+        CUDA_CHECK(cudaMemcpy(b->w, h, (size_t)nw * 2, cudaMemcpyHostToDevice));
+        free(h);
+        float hb[384];
+        for (int i = 0; i < 384; i++) hb[i] = 0.01f * (float)(i % 7);
+        CUDA_CHECK(cudaMalloc((void **)&b->bias, sizeof hb));
+        CUDA_CHECK(cudaMemcpy(b->bias, hb, sizeof hb, cudaMemcpyHostToDevice));
+    }
+}
+
+/* The summary table of every (scene, network) run, gathered in g_sum by bench_net. */
+static void print_summary(void)
+{
+    printf("\n## Summary (fp16, ms; layer sums are medians of single layers with L2 flushed; "
+           "'net' runs the layers back to back)\n\n");
+    printf("| scene | network | layers | sum impl | sum ggs | sum grouped | sum best | sum auto |"
+           " sum floor | net impl | net ggs | net best | map builds |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < g_nsum; i++) {
+        const summary *s = &g_sum[i];
+        printf("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | "
+               "%.3f |\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs, s->ms_grp,
+               s->ms_best, s->ms_auto, s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2], s->build_ms);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
+    if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
+        vc_conv_gpu_debug_tile_order(0); /* no tile orders built or used */
+    vc_bench_map_switches(); /* VC_BENCH_DENSE: the new-output maps' output path */
+    cmdline o;
+    parse_args(argc, argv, &o);
+    if (o.csv) {
+        g_csv = fopen(o.csv, "w");
+        if (g_csv)
+            fprintf(g_csv, "scene,net,layer,type,kernel,stride,n_in,n_out,pairs,cin,cout,"
+                    "implicit_ms,ggs_ms,grouped_ms,floor_ms,impl_vs_ggs,plan\n");
+    }
+    /* scenes (no GPU needed: --dump-only runs on any machine) */
+    static scene scenes[MAX_SCENES];
+    const int ns = make_scenes(scenes, o.files, o.nfiles);
+    if (o.dump) dump_scenes(o.dump, scenes, ns);
+    if (o.dump_only) return 0;
+    if (!bench_have_device("bench_conv")) return 77;
+    CUDA_CHECK(cudaStreamCreate(&g_s));
+    bench_flush_l2_init();
+    printf("# bench_conv\n\n");
+    bench_print_device();
+    printf("; fp16, bias + ReLU; median of %d runs after %d warm-up, CUDA events, L2 flushed "
+           "before each run, %d frames rotated\n", g_runs, WARMUP, NFRAMES);
+
+    static net nets[4];
+    load_suites(nets, o.layers_dir);
 
     for (int si = 0; si < ns; si++) {
         scene *sc = &scenes[si];
@@ -872,31 +958,9 @@ int main(int argc, char **argv)
             vc_kmap_data_free_gpu(&m);
         }
         buffers b;
-        memset(&b, 0, sizeof b);
-        b.in_elems = in_max;
-        b.out_elems = out_max;
-        for (int f = 0; f < sc->nframes; f++) {
-            CUDA_CHECK(cudaMalloc(&b.in[f], (size_t)b.in_elems * 2));
-            CUDA_CHECK(cudaMalloc(&b.out[f], (size_t)b.out_elems * 2));
-            fill_random_f16(b.in[f], b.in_elems, 11 + (uint64_t)f);
-        }
-        CUDA_CHECK(cudaMalloc(&b.out2, (size_t)b.out_elems * 2));
-        CUDA_CHECK(cudaMalloc(&b.w, (size_t)27 * 384 * 384 * 2));
-        /* weights ~ 1/sqrt(27 * C) keep fp16 outputs O(1) */
-        {
-            int64_t nw = 27 * 384 * 384;
-            uint16_t *h = malloc((size_t)nw * 2);
-            vc_rng r = {0xbadc0ffeeull};
-            for (int64_t i = 0; i < nw; i++) h[i] = vc_f32_to_f16(vc_rng_float(&r) * 0.02f);
-            CUDA_CHECK(cudaMemcpy(b.w, h, (size_t)nw * 2, cudaMemcpyHostToDevice));
-            free(h);
-            float hb[384];
-            for (int i = 0; i < 384; i++) hb[i] = 0.01f * (float)(i % 7);
-            CUDA_CHECK(cudaMalloc((void **)&b.bias, sizeof hb));
-            CUDA_CHECK(cudaMemcpy(b.bias, hb, sizeof hb, cudaMemcpyHostToDevice));
-        }
+        alloc_buffers(&b, sc->nframes, in_max, out_max);
         for (int i = 0; i < 4; i++)
-            if (ok[i] && (!only_net || strstr(nets[i].name, only_net)))
+            if (ok[i] && (!o.only_net || strstr(nets[i].name, o.only_net)))
                 bench_net(sc, fs, &nets[i], map_of[i], &b);
         for (int i = 0; i < 4; i++)
             for (int f = 0; f < sc->nframes; f++) free(map_of[i][f]);
@@ -912,17 +976,7 @@ int main(int argc, char **argv)
         cudaFree(b.bias);
     }
 
-    printf("\n## Summary (fp16, ms; layer sums are medians of single layers with L2 flushed; "
-           "'net' runs the layers back to back)\n\n");
-    printf("| scene | network | layers | sum impl | sum ggs | sum grouped | sum best | sum auto |"
-           " sum floor | net impl | net ggs | net best | map builds |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < g_nsum; i++) {
-        const summary *s = &g_sum[i];
-        printf("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | "
-               "%.3f |\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs, s->ms_grp,
-               s->ms_best, s->ms_auto, s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2], s->build_ms);
-    }
+    print_summary();
     if (g_csv) fclose(g_csv);
     bench_flush_l2_free();
     cudaStreamDestroy(g_s);
