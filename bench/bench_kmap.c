@@ -671,6 +671,98 @@ static void bench_minuet(const scene *sc, int32_t *const *d_rows)
     cudaFree(d_out);
 }
 
+/* ---- main ------------------------------------------------------------------------------- */
+
+/* What a graph node and a random-slot atomic cost on this device, with the SM clock before and
+ * after (needs the NVRTC probe kernels). */
+static void run_probes(void)
+{
+    /* what a graph node costs here: chains of empty kernels */
+    printf("## Probes\n\n");
+    printf("SM clock at the start: %.0f MHz\n\n", clock_now());
+    printf("| graph of empty kernels | replay (us) | replay queued behind a spin (us) |\n");
+    printf("|---|---|---|\n");
+    const int sizes[3] = {1, 8, 16};
+    for (int i = 0; i < 3; i++) {
+        float dt = 0, qt = 0;
+        probe_graph(sizes[i], &dt, &qt);
+        printf("| %d nodes | %.1f | %.1f |\n", sizes[i], dt, qt);
+    }
+    printf("\n| random-slot operation | ops | table | us | G ops/s |\n|---|---|---|---|---|\n");
+    probe_atomics(100000, 1 << 18);
+    probe_atomics(1000000, 1 << 21);
+    printf("\nSM clock after the probes: %.0f MHz\n\n", clock_now());
+    fflush(stdout);
+}
+
+/* Insert and lookup of 1M and 10M random keys, in both slot layouts. */
+static void bench_hash_table(vc_rng *rng)
+{
+    printf("## Hash table (random keys, load <= 0.5; floor = max(bytes / 3.0 TB/s, keys / "
+           "sector rate of the table's size))\n\n");
+    printf("| op | slots | keys | table | ms | keys/s | floor us | vs floor |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    bench_hash(1000000, 0, rng);
+    bench_hash(1000000, 1, rng);
+    bench_hash(10000000, 0, rng);
+    bench_hash(10000000, 1, rng);
+    fflush(stdout);
+}
+
+/* A synthetic scene of NFRAMES frames: name and grid set, frames left to the generator. */
+static scene *synthetic_scene(scene *s, const char *name, int32_t z, int32_t y, int32_t x)
+{
+    memset(s, 0, sizeof *s);
+    s->name = name;
+    s->shape[0] = z;
+    s->shape[1] = y;
+    s->shape[2] = x;
+    s->nframes = NFRAMES;
+    return s;
+}
+
+/* The outdoor and indoor synthetic scenes (three frames each, drawn from rng in that order) and
+ * the scans given (at most 8 scenes in all); returns their count. */
+static int make_scenes(scene *scenes, vc_rng *rng, char **scans, int nscans)
+{
+    int ns = 0;
+    scene *s = synthetic_scene(&scenes[ns++], "outdoor 128-beam (synthetic)", 41, 1600, 1408);
+    for (int f = 0; f < NFRAMES; f++) scene_lidar_walls(rng, &s->rows[f], &s->n[f], s->shape);
+    s = synthetic_scene(&scenes[ns++], "indoor room (synthetic)", 100, 267, 334);
+    for (int f = 0; f < NFRAMES; f++) scene_room(rng, &s->rows[f], &s->n[f], s->shape);
+    for (int i = 0; i < nscans && ns < 8; i++) {
+        s = &scenes[ns];
+        memset(s, 0, sizeof *s);
+        if (load_scan(scans[i], s) != 0) {
+            fprintf(stderr, "bench_kmap: cannot read %s\n", scans[i]);
+            continue;
+        }
+        ns++;
+    }
+    return ns;
+}
+
+/* VC_BENCH_ONLY=subm (strided, down)[@I]: the subm k3 (strided k3 s2 p1, downsample k2 s2) row
+ * of scene I alone (0, the default: the outdoor scene; 1 indoor; 2 on: the scans given), for
+ * profilers and A/B runs. Returns 1 (subm), 2 (strided), 3 (down) or 0 (all rows); the map's
+ * name in only, the scene in *only_scene. */
+static int parse_only(char only[32], int *only_scene)
+{
+    *only_scene = 0;
+    if (getenv("VC_BENCH_ONLY")) {
+        snprintf(only, 32, "%s", getenv("VC_BENCH_ONLY"));
+        char *at = strchr(only, '@');
+        if (at) {
+            *at = 0;
+            *only_scene = atoi(at + 1);
+        }
+    }
+    return strcmp(only, "subm") == 0      ? 1
+           : strcmp(only, "strided") == 0 ? 2
+           : strcmp(only, "down") == 0    ? 3
+                                          : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (!bench_have_device("bench_kmap")) return 77;
@@ -699,89 +791,21 @@ int main(int argc, char **argv)
     bench_print_device();
     printf("; median of %d runs after %d warm-up, CUDA events\n\n", g_runs, WARMUP);
 
-    /* VC_BENCH_ONLY=subm (strided, down)[@I]: the subm k3 (strided k3 s2 p1, downsample k2
-     * s2) row of scene I alone (0, the default: the outdoor scene; 1 indoor; 2 on: the scans
-     * given), for profilers and A/B runs */
     char only[32] = "";
     int only_scene = 0;
-    if (getenv("VC_BENCH_ONLY")) {
-        snprintf(only, sizeof only, "%s", getenv("VC_BENCH_ONLY"));
-        char *at = strchr(only, '@');
-        if (at) {
-            *at = 0;
-            only_scene = atoi(at + 1);
-        }
-    }
-    const int only_map = strcmp(only, "subm") == 0      ? 1
-                         : strcmp(only, "strided") == 0 ? 2
-                         : strcmp(only, "down") == 0    ? 3
-                                                        : 0;
+    const int only_map = parse_only(only, &only_scene);
     const int subm_only = only_map != 0;
     g_nvrtc_ok = minuet_init() == 0;
     if (g_nvrtc_ok) CUDA_CHECK(cudaMalloc((void **)&g_spin_out, 2 * sizeof(unsigned long long)));
     if (g_nvrtc_ok && !subm_only) {
-        /* what a graph node costs here: chains of empty kernels */
-        printf("## Probes\n\n");
-        printf("SM clock at the start: %.0f MHz\n\n", clock_now());
-        printf("| graph of empty kernels | replay (us) | replay queued behind a spin (us) |\n");
-        printf("|---|---|---|\n");
-        const int sizes[3] = {1, 8, 16};
-        for (int i = 0; i < 3; i++) {
-            float dt = 0, qt = 0;
-            probe_graph(sizes[i], &dt, &qt);
-            printf("| %d nodes | %.1f | %.1f |\n", sizes[i], dt, qt);
-        }
-        printf("\n| random-slot operation | ops | table | us | G ops/s |\n|---|---|---|---|---|\n");
-        probe_atomics(100000, 1 << 18);
-        probe_atomics(1000000, 1 << 21);
-        printf("\nSM clock after the probes: %.0f MHz\n\n", clock_now());
-        fflush(stdout);
+        run_probes();
     }
 
     vc_rng rng = {0x5eed5eed12345ull};
-    if (!subm_only) {
-    printf("## Hash table (random keys, load <= 0.5; floor = max(bytes / 3.0 TB/s, keys / "
-           "sector rate of the table's size))\n\n");
-    printf("| op | slots | keys | table | ms | keys/s | floor us | vs floor |\n");
-    printf("|---|---|---|---|---|---|---|---|\n");
-    bench_hash(1000000, 0, &rng);
-    bench_hash(1000000, 1, &rng);
-    bench_hash(10000000, 0, &rng);
-    bench_hash(10000000, 1, &rng);
-    fflush(stdout);
-    }
+    if (!subm_only) bench_hash_table(&rng);
 
     scene scenes[8];
-    int ns = 0;
-    {
-        scene *s = &scenes[ns++];
-        memset(s, 0, sizeof *s);
-        s->name = "outdoor 128-beam (synthetic)";
-        s->shape[0] = 41;
-        s->shape[1] = 1600;
-        s->shape[2] = 1408;
-        s->nframes = NFRAMES;
-        for (int f = 0; f < NFRAMES; f++) scene_lidar_walls(&rng, &s->rows[f], &s->n[f], s->shape);
-    }
-    {
-        scene *s = &scenes[ns++];
-        memset(s, 0, sizeof *s);
-        s->name = "indoor room (synthetic)";
-        s->shape[0] = 100;
-        s->shape[1] = 267;
-        s->shape[2] = 334;
-        s->nframes = NFRAMES;
-        for (int f = 0; f < NFRAMES; f++) scene_room(&rng, &s->rows[f], &s->n[f], s->shape);
-    }
-    for (; argi < argc && ns < 8; argi++) {
-        scene *s = &scenes[ns];
-        memset(s, 0, sizeof *s);
-        if (load_scan(argv[argi], s) != 0) {
-            fprintf(stderr, "bench_kmap: cannot read %s\n", argv[argi]);
-            continue;
-        }
-        ns++;
-    }
+    int ns = make_scenes(scenes, &rng, argv + argi, argc - argi);
 
     if (subm_only) {
         DIE_IF(only_scene < 0 || only_scene >= ns, "VC_BENCH_ONLY: no scene %d (%d scenes)",
