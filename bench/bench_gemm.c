@@ -123,6 +123,18 @@ static int ab_of(int mode)
 }
 static size_t es_of(int mode) { return mode == MODE_TF32 ? 4 : 2; }
 
+/* A problem C[M, n] = A[M, k] W[n, k]^T of the given mode, run with the planner's choice
+ * (config -1); dense_alloc then makes its input sets. */
+static void dense_init(dense *d, int mode, int64_t M, int32_t k, int32_t n)
+{
+    memset(d, 0, sizeof *d);
+    d->mode = mode;
+    d->M = M;
+    d->k = k;
+    d->n = n;
+    d->config = -1;
+}
+
 static void dense_alloc(dense *d)
 {
     const size_t es = es_of(d->mode);
@@ -195,12 +207,7 @@ static int g_nrows;
 static void bench_dense(int mode, int64_t M, int32_t k, int32_t n)
 {
     dense d;
-    memset(&d, 0, sizeof d);
-    d.mode = mode;
-    d.M = M;
-    d.k = k;
-    d.n = n;
-    d.config = -1;
+    dense_init(&d, mode, M, k, n);
     dense_alloc(&d);
     const double es = (double)es_of(mode);
     double flops = 2.0 * M * k * n, bytes = ((double)M * k + (double)n * k + (double)M * n) * es;
@@ -233,16 +240,11 @@ static void tune_dense(int mode, int64_t M, int32_t k, int32_t n)
     const vc_gemm_config *t;
     int32_t nc = vc_gemm_configs(&t);
     dense d;
-    memset(&d, 0, sizeof d);
-    d.mode = mode;
-    d.M = M;
-    d.k = k;
-    d.n = n;
+    dense_init(&d, mode, M, k, n);
     dense_alloc(&d);
     const double es = (double)es_of(mode);
     double bytes = ((double)M * k + (double)n * k + (double)M * n) * es;
     printf("tune %s M=%lld k=%d n=%d:", mode_name[mode], (long long)M, k, n);
-    d.config = -1;
     double t_auto = time_it(run_ours, &d, d.sets);
     printf(" auto %.1f us;", t_auto * 1e6);
     for (int32_t i = 0; i < nc; i++) {
@@ -386,11 +388,7 @@ static void bench_gathered(int32_t k, int32_t n, int use_masks)
     DIE_IF(g.bad, "vc_gemm_run failed: %s", g.msg);
     /* the yardstick: cuBLAS on a dense GEMM over as many rows as pairs */
     dense d;
-    memset(&d, 0, sizeof d);
-    d.mode = MODE_F16;
-    d.M = pairs;
-    d.k = k;
-    d.n = n;
+    dense_init(&d, MODE_F16, pairs, k, n);
     dense_alloc(&d);
     double tb = time_it(run_cublas, &d, d.sets);
     dense_free(&d);
@@ -449,9 +447,7 @@ static void measure_ceilings(void)
     printf("device-to-device copy: %.0f GB/s (bytes read + written)\n", g_bw * 1e-9);
     for (int mode = 0; mode < 3; mode++) {
         dense d;
-        memset(&d, 0, sizeof d);
-        d.mode = mode;
-        d.M = d.k = d.n = 8192;
+        dense_init(&d, mode, 8192, 8192, 8192);
         dense_alloc(&d);
         double tb = time_it(run_cublas, &d, d.sets);
         g_peak[mode] = 2.0 * 8192.0 * 8192.0 * 8192.0 / tb;
@@ -465,13 +461,11 @@ int main(int argc, char **argv)
     if (!bench_have_device("bench_gemm")) return 77;
     int tune = 0;
     if (argc >= 6 && !strcmp(argv[1], "one")) {
+        const int mode = !strcmp(argv[2], "bf16")   ? MODE_BF16
+                         : !strcmp(argv[2], "tf32") ? MODE_TF32
+                                                    : MODE_F16;
         dense d;
-        memset(&d, 0, sizeof d);
-        d.mode = !strcmp(argv[2], "bf16") ? MODE_BF16 : !strcmp(argv[2], "tf32") ? MODE_TF32 : MODE_F16;
-        d.M = atoll(argv[3]);
-        d.k = atoi(argv[4]);
-        d.n = atoi(argv[5]);
-        d.config = -1;
+        dense_init(&d, mode, atoll(argv[3]), atoi(argv[4]), atoi(argv[5]));
         if (argc >= 7) {
             const vc_gemm_config *t;
             int32_t nc = vc_gemm_configs(&t);
