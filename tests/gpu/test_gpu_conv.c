@@ -30,6 +30,7 @@
 #include "core/dtype.h"
 #include "kmap/kmap.h"
 #include "kmap/kmap_gpu.h"
+#include "map_desc.h"
 #include "gemm/gemm.h"
 #include "hash/hash.h"
 #include "scenes.h"
@@ -81,26 +82,6 @@ typedef struct map_pair {
     vc_kmap_data cpu, gpu;
     int ok;
 } map_pair;
-
-static vc_map_desc mkdesc3(vc_map_type t, const int k[3], const int s[3], const int p[3],
-                           const int d[3])
-{
-    vc_map_desc m = VC_MAP_DESC_INIT;
-    m.type = t;
-    for (int a = 0; a < 3; a++) {
-        m.kernel[a] = k[a];
-        m.stride[a] = s[a];
-        m.padding[a] = p[a];
-        m.dilation[a] = d[a];
-    }
-    return m;
-}
-
-static vc_map_desc mkdesc(vc_map_type t, int k, int s, int p, int dil)
-{
-    const int kk[3] = {k, k, k}, ss[3] = {s, s, s}, pp[3] = {p, p, p}, dd[3] = {dil, dil, dil};
-    return mkdesc3(t, kk, ss, pp, dd);
-}
 
 static void free_pair(map_pair *m)
 {

@@ -21,6 +21,7 @@
 #include "kmap/kmap_gpu.h"
 #include "hash/hash.h"
 #include "kmap_compare.h"
+#include "map_desc.h"
 #include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
@@ -121,19 +122,6 @@ static cudaGraphExec_t capture(vc_kmap_gpu_bounded *b, const int32_t *d_in, int6
     CHECK_MSG(e == cudaSuccess, "%s: instantiate: %s", label, cudaGetErrorString(e));
     cudaGraphDestroy(graph);
     return e == cudaSuccess ? exec : NULL;
-}
-
-static vc_map_desc mkdesc(vc_map_type t, int k, int s, int p, int dil)
-{
-    vc_map_desc d = VC_MAP_DESC_INIT;
-    d.type = t;
-    for (int a = 0; a < 3; a++) {
-        d.kernel[a] = k;
-        d.stride[a] = s;
-        d.padding[a] = p;
-        d.dilation[a] = dil;
-    }
-    return d;
 }
 
 static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, int32_t batch,

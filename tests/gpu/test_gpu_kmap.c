@@ -28,6 +28,7 @@
 #include "hash/hash.h"
 #include "hash/hash_gpu.h"
 #include "kmap_compare.h"
+#include "map_desc.h"
 #include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
@@ -151,21 +152,6 @@ typedef scene_cloud cloud;
 
 static int g_coop_on; /* the one-kernel build path is on (vc_kmap_gpu_debug_coop) */
 
-static vc_map_desc mkdesc(vc_map_type t, int kz, int ky, int kx, int s, int p, int dil)
-{
-    vc_map_desc d = VC_MAP_DESC_INIT;
-    d.type = t;
-    d.kernel[0] = kz;
-    d.kernel[1] = ky;
-    d.kernel[2] = kx;
-    for (int a = 0; a < 3; a++) {
-        d.stride[a] = s;
-        d.padding[a] = p;
-        d.dilation[a] = dil;
-    }
-    return d;
-}
-
 /* Poisons the arrays of a bounded map with 0xA5 bytes. */
 static void poison_bounded(const vc_kmap_gpu_bounded *b)
 {
@@ -279,32 +265,48 @@ static void run_sweep(const cloud *c, int big)
     int32_t *d_rows = to_device(c->rows, (size_t)c->n * 16);
     /* g_small's pick[] below indexes this list: append, do not insert */
     const vc_map_desc all[] = {
-        mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 1, 1, 1, 1, 0, 1),
-        mkdesc(VC_MAP_SUBM, 5, 5, 5, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 7, 7, 7, 1, 0, 1),
-        mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 2),       mkdesc(VC_MAP_SUBM, 3, 1, 1, 1, 0, 1),
-        mkdesc(VC_MAP_SUBM, 1, 3, 1, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 3, 5, 1, 1, 0, 3),
-        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),    mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 0, 1),
-        mkdesc(VC_MAP_STRIDED, 2, 2, 2, 2, 0, 1),    mkdesc(VC_MAP_STRIDED, 3, 3, 3, 1, 1, 1),
-        mkdesc(VC_MAP_STRIDED, 3, 1, 1, 2, 1, 1),    mkdesc(VC_MAP_STRIDED, 1, 3, 1, 1, 0, 1),
-        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 2, 2),    mkdesc(VC_MAP_STRIDED, 7, 7, 7, 3, 3, 1),
-        mkdesc(VC_MAP_STRIDED, 4, 2, 3, 3, 1, 1),    mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
-        mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 2, 0, 1), mkdesc(VC_MAP_DOWNSAMPLE, 1, 1, 1, 3, 0, 1),
-        mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 3, 0, 2), mkdesc(VC_MAP_DOWNSAMPLE, 7, 7, 7, 2, 0, 1),
-        mkdesc(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1), mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 2, 1, 1),
-        mkdesc(VC_MAP_TRANSPOSED, 3, 1, 1, 2, 1, 1), mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 1, 1, 1),
-        mkdesc(VC_MAP_TRANSPOSED, 5, 5, 5, 3, 2, 2), mkdesc(VC_MAP_TRANSPOSED, 7, 7, 7, 2, 3, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 1, 1, 1, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 5, 5, 5, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 7, 7, 7, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 2),
+        mkdesc_zyx(VC_MAP_SUBM, 3, 1, 1, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 1, 3, 1, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 3, 5, 1, 1, 0, 3),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 2, 2, 2, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 1, 1, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 1, 1, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 1, 3, 1, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 2, 2),
+        mkdesc_zyx(VC_MAP_STRIDED, 7, 7, 7, 3, 3, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 4, 2, 3, 3, 1, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 3, 3, 3, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 1, 1, 1, 3, 0, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 3, 3, 3, 3, 0, 2),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 7, 7, 7, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 1, 1, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 1, 1, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 5, 5, 5, 3, 2, 2),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 7, 7, 7, 2, 3, 1),
         /* rejected by both: even SUBM kernel, padded DOWNSAMPLE, kernel 8 */
-        mkdesc(VC_MAP_SUBM, 2, 2, 2, 1, 0, 1),       mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1),
-        mkdesc(VC_MAP_STRIDED, 8, 3, 3, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 2, 2, 2, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 8, 3, 3, 2, 1, 1),
         /* strides past the remainder table of kmap/kmap.cu (Geom::rbits, strides <= 8) */
-        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 9, 1, 4),    mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 10, 0, 4),
-        mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 9, 1, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 9, 1, 4),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 3, 3, 3, 10, 0, 4),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 9, 1, 1),
     };
     const vc_map_desc few[] = {
-        mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
-        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
-        mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
-        mkdesc(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1),
     };
     const vc_map_desc *list = big ? few : all;
     size_t count = big ? sizeof few / sizeof few[0] : sizeof all / sizeof all[0];
@@ -329,8 +331,8 @@ static void test_bad_rows(vc_rng *rng)
     const int32_t shape[3] = {41, 1600, 1408};
     cloud c = make_cloud(rng, 2000, 2, shape, 1);
     int32_t *rows = malloc((size_t)(c.n + 2) * 16);
-    const vc_map_desc ds[2] = {mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
-                               mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1)};
+    const vc_map_desc ds[2] = {mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
+                               mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1)};
     for (int variant = 0; variant < 4; variant++) {
         int64_t n = c.n;
         memcpy(rows, c.rows, (size_t)n * 16);
