@@ -49,7 +49,7 @@
 #include "kmap/kmap_gpu.h"
 #include "gemm/gemm.h"
 #include "hash/hash.h"
-#include "testutil.h"
+#include "scenes.h"
 #include "voxconv.h"
 
 #ifdef VOXCONV_HAVE_CUDA
@@ -71,16 +71,11 @@
 
 static int g_runs = 25;
 static cudaStream_t g_s;
-static void *g_flush;
-static const size_t kFlushBytes = (size_t)256 << 20;
 static FILE *g_csv;
 static int g_tune;
 static int g_impl_only; /* VC_BENCH_IMPLICIT_ONLY=1: time the implicit GEMM (and pools) only */
 static int g_tune_splits[8] = {0}, g_n_tune_splits = 1; /* --tune-splits; 0 = the planner's */
 
-
-static void flush_l2(void) { CUDA_CHECK(cudaMemsetAsync(g_flush, (int)(rand() & 0xff),
-                                                        kFlushBytes, g_s)); }
 
 /* ---- layer suites ------------------------------------------------------------------------ */
 
@@ -211,139 +206,14 @@ typedef struct scene {
     int nframes;
 } scene;
 
-typedef struct voxel_set {
-    int32_t *rows;
-    int64_t n, cap;
-    vc_hash seen;
-    vc_keypack kp;
-} voxel_set;
-
-static void vs_init(voxel_set *v, const int32_t shape[3], int64_t expected)
-{
-    v->n = 0;
-    v->cap = expected > 16 ? expected : 16;
-    v->rows = malloc((size_t)v->cap * 16);
-    vc_hash_init(&v->seen, v->cap);
-    vc_keypack_init(&v->kp, 1, shape);
-}
-
-static void vs_add(voxel_set *v, int32_t z, int32_t y, int32_t x)
-{
-    if (!vc_key_in_range(&v->kp, 0, z, y, x)) return;
-    if (vc_hash_insert_grow(&v->seen, vc_key_pack(&v->kp, 0, z, y, x), 0, NULL) !=
-        VC_HASH_INSERTED)
-        return;
-    if (v->n == v->cap) {
-        v->cap *= 2;
-        v->rows = realloc(v->rows, (size_t)v->cap * 16);
-    }
-    int32_t *r = v->rows + 4 * v->n++;
-    r[0] = 0;
-    r[1] = z;
-    r[2] = y;
-    r[3] = x;
-}
-
-/* Obstacles: axis-aligned boxes (x0, x1, y0, y1, height) standing on the ground. */
-typedef struct box {
-    double x0, x1, y0, y1, h;
-} box;
-
-/* Ray (origin o, direction d) against a box: entry distance or -1. */
-static double ray_box(const double o[3], const double d[3], const box *b)
-{
-    double lo[3] = {b->x0, b->y0, 0.0}, hi[3] = {b->x1, b->y1, b->h};
-    double t0 = 0.0, t1 = 1e30;
-    for (int a = 0; a < 3; a++) {
-        if (fabs(d[a]) < 1e-12) {
-            if (o[a] < lo[a] || o[a] > hi[a]) return -1;
-            continue;
-        }
-        double ta = (lo[a] - o[a]) / d[a], tb = (hi[a] - o[a]) / d[a];
-        if (ta > tb) {
-            double t = ta;
-            ta = tb;
-            tb = t;
-        }
-        if (ta > t0) t0 = ta;
-        if (tb < t1) t1 = tb;
-        if (t0 > t1) return -1;
-    }
-    return t0 > 0 ? t0 : -1;
-}
-
-/* One sweep of a 128-beam spinning LiDAR 1.73 m above the ground (elevations -24.8..+2 deg,
- * 6144 azimuth steps, ~100k voxels) among buildings, walls and cars; voxels of 0.05 x 0.05 x
- * 0.1 m over x [0, 70.4), y [-40, 40), z [-3, 1) in the sensor frame (the KITTI / SECOND grid). */
-static void gen_lidar(vc_rng *rng, int frame, int32_t **rows, int64_t *n, const int32_t shape[3])
-{
-    box boxes[64];
-    int nb = 0;
-    vc_rng g = {0xC0FFEEull + 1}; /* the scene is the same in every frame */
-    const box fixed[] = {{18, 21, -16, -5, 6},  {10, 40, 12, 13, 8},  {45, 46, -30, 30, 10},
-                         {5, 60, -19, -18, 5},  {30, 34, 6, 10, 7}};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) boxes[nb++] = fixed[i];
-    while (nb < 40) { /* cars: 4.2 x 1.8 x 1.5 m, parked along both sides */
-        double x = 4 + 60 * (vc_rng_float(&g) * 0.5 + 0.5);
-        double y = (vc_rng_int(&g, 2) ? 1 : -1) * (4 + 3 * (vc_rng_float(&g) * 0.5 + 0.5));
-        box b = {x, x + 4.2, y, y + 1.8, 1.5};
-        boxes[nb++] = b;
-    }
-    voxel_set v;
-    vs_init(&v, shape, 1 << 17);
-    const double pi = 3.14159265358979323846, h0 = 1.73;
-    const double yaw = 0.0007 * frame;
-    for (int beam = 0; beam < 128; beam++) {
-        double el = (-24.8 + 26.8 * beam / 127.0) * pi / 180.0;
-        for (int s = 0; s < 6144; s++) {
-            double az = yaw + 2 * pi * s / 6144.0;
-            double d[3] = {cos(el) * cos(az), cos(el) * sin(az), sin(el)};
-            double o[3] = {0, 0, h0};
-            double best = 80.0;
-            if (d[2] < 0) best = -h0 / d[2];
-            for (int b = 0; b < nb; b++) {
-                double t = ray_box(o, d, &boxes[b]);
-                if (t > 0 && t < best) best = t;
-            }
-            if (best >= 80.0) continue;
-            double x = best * d[0] + 0.02 * vc_rng_float(rng);
-            double y = best * d[1] + 0.02 * vc_rng_float(rng);
-            double z = h0 + best * d[2] - h0 + 0.02 * vc_rng_float(rng);
-            vs_add(&v, (int32_t)floor((z + 3.0) / 0.1), (int32_t)floor((y + 40.0) / 0.05),
-                   (int32_t)floor(x / 0.05));
-        }
-    }
-    vc_hash_free(&v.seen);
-    *rows = v.rows;
-    *n = v.n;
-}
-
 static int load_scan(const char *path, scene *sc)
 {
     vc_cloud pc;
     memset(&pc, 0, sizeof pc);
     if (vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &pc) != VC_OK) return -1;
-    float mn[3] = {1e30f, 1e30f, 1e30f}, mx[3] = {-1e30f, -1e30f, -1e30f};
-    for (int64_t i = 0; i < pc.count; i++)
-        for (int a = 0; a < 3; a++) {
-            float v = pc.data[i * pc.dim + a];
-            if (!isfinite(v)) continue;
-            if (v < mn[a]) mn[a] = v;
-            if (v > mx[a]) mx[a] = v;
-        }
-    vc_voxelize_desc vd = VC_VOXELIZE_DESC_INIT;
-    vd.voxel_size[0] = 0.05f;
-    vd.voxel_size[1] = 0.05f;
-    vd.voxel_size[2] = 0.1f;
-    for (int a = 0; a < 3; a++) {
-        vd.range[a] = mn[a] - 0.5f;
-        vd.range[3 + a] = mx[a] + 0.5f;
-    }
-    vc_points pts = {pc.data, pc.count, pc.dim, NULL, VC_MEMORY_HOST};
     vc_voxels vox;
-    memset(&vox, 0, sizeof vox);
     vc_err err = {{0}};
-    vc_status st = vc_voxelize_cpu(&vd, &pts, &vox, NULL, &err);
+    vc_status st = scene_voxelize_padded(&pc, &vox, &err);
     vc_cloud_free(&pc);
     if (st != VC_OK || vox.n == 0) return -1;
     snprintf(sc->name, sizeof sc->name, "%s", path);
@@ -544,26 +414,22 @@ static vc_status run_layer(const vc_kmap_data *m, const buffers *b, int f, const
 static float time_layer(frame_state *fs, int nf, int *const *map_of, int li,
                         const layer *l, const buffers *b, vc_algo algo)
 {
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
+    bench_timer tm;
+    bench_timer_init(&tm, g_s);
     float *t = malloc(sizeof(float) * (size_t)g_runs);
     for (int r = -WARMUP; r < g_runs; r++) {
         int f = (r + WARMUP) % nf;
         const vc_kmap_data *m = &fs[f].maps[map_of[f][li]].m;
-        flush_l2();
+        bench_flush_l2(g_s);
         vc_err err = {{0}};
-        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        bench_timer_start(&tm);
         vc_status st = run_layer(m, b, f, l, algo, &err);
         DIE_IF(st != VC_OK, "layer %s: %s", l->name, err.msg);
-        CUDA_CHECK(cudaEventRecord(e1, g_s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+        bench_timer_stop(&tm, r >= 0 ? &t[r] : NULL);
     }
     float med = median(t, g_runs);
     free(t);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    bench_timer_free(&tm);
     return med;
 }
 
@@ -668,30 +534,57 @@ static void fill_random_f16(void *dev, int64_t n, uint64_t seed)
     free(h);
 }
 
-/* Events around work queued on g_s: ev_begin records the start, ev_end_ms the end, waits for
- * it and returns the milliseconds between (the events are destroyed). */
-typedef struct {
-    cudaEvent_t a, b;
-} ev_pair;
-
-static ev_pair ev_begin(void)
+/* The whole network, layers back to back on g_s (maps prebuilt, L2 flushed before each run),
+ * median ms: e2e[0] implicit GEMM, e2e[1] ggs per offset, e2e[2] each layer's fastest (res). */
+static void time_network(frame_state *fs, int nf, const net *nt, int *const *map_of,
+                         const buffers *b, const layer_result *res, float e2e[3])
 {
-    ev_pair p;
-    CUDA_CHECK(cudaEventCreate(&p.a));
-    CUDA_CHECK(cudaEventCreate(&p.b));
-    CUDA_CHECK(cudaEventRecord(p.a, g_s));
-    return p;
+    bench_timer et;
+    bench_timer_init(&et, g_s);
+    float *t = malloc(sizeof(float) * (size_t)g_runs);
+    for (int mode = 0; mode < 3; mode++) {
+        if (g_impl_only && mode > 0) { /* the GGS columns repeat the implicit GEMM's */
+            e2e[mode] = e2e[0];
+            continue;
+        }
+        for (int r = -WARMUP; r < g_runs; r++) {
+            int f = (r + WARMUP) % nf;
+            bench_flush_l2(g_s);
+            bench_timer_start(&et);
+            for (int i = 0; i < nt->n; i++) {
+                vc_algo algo = mode == 0 ? VC_ALGO_IMPLICIT_GEMM
+                               : mode == 1 ? VC_ALGO_GATHER_GEMM_SCATTER
+                                           : kAlgos[best_algo(&res[i])];
+                vc_err err = {{0}};
+                DIE_IF(run_layer(&fs[f].maps[map_of[f][i]].m, b, f, &nt->l[i], algo, &err) !=
+                           VC_OK, "%s: %s", nt->l[i].name, err.msg);
+            }
+            bench_timer_stop(&et, r >= 0 ? &t[r] : NULL);
+        }
+        e2e[mode] = median(t, g_runs);
+    }
+    free(t);
+    bench_timer_free(&et);
 }
 
-static float ev_end_ms(ev_pair p)
+/* A row of the summary (g_sum): sums of the layer medians (implicit, ggs, grouped, best, auto,
+ * floor), map builds and the whole-network times. */
+static void add_summary(const scene *sc, const net *nt, const double sums[6], double build,
+                        const float e2e[3])
 {
-    float ms = 0.f;
-    CUDA_CHECK(cudaEventRecord(p.b, g_s));
-    CUDA_CHECK(cudaEventSynchronize(p.b));
-    CUDA_CHECK(cudaEventElapsedTime(&ms, p.a, p.b));
-    cudaEventDestroy(p.a);
-    cudaEventDestroy(p.b);
-    return ms;
+    if (g_nsum >= MAX_SCENES * MAX_NETS) return;
+    summary *s = &g_sum[g_nsum++];
+    snprintf(s->scene, sizeof s->scene, "%.63s", sc->name);
+    snprintf(s->net, sizeof s->net, "%s", nt->name);
+    s->layers = nt->n;
+    s->ms_impl = (float)sums[0];
+    s->ms_ggs = (float)sums[1];
+    s->ms_grp = (float)sums[2];
+    s->ms_best = (float)sums[3];
+    s->ms_auto = (float)sums[4];
+    s->floor_ms = (float)sums[5];
+    s->build_ms = (float)build;
+    memcpy(s->e2e, e2e, sizeof s->e2e);
 }
 
 /* Times one network on one scene; map_of[f][i] is layer i's map in frame f. */
@@ -792,41 +685,14 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
 
     /* whole network, layers back to back: implicit, ggs (per offset), best per layer */
     float e2e[3];
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    float *t = malloc(sizeof(float) * (size_t)g_runs);
-    for (int mode = 0; mode < 3; mode++) {
-        if (g_impl_only && mode > 0) { /* the GGS columns repeat the implicit GEMM's */
-            e2e[mode] = e2e[0];
-            continue;
-        }
-        for (int r = -WARMUP; r < g_runs; r++) {
-            int f = (r + WARMUP) % nf;
-            flush_l2();
-            CUDA_CHECK(cudaEventRecord(e0, g_s));
-            for (int i = 0; i < nt->n; i++) {
-                vc_algo algo = mode == 0 ? VC_ALGO_IMPLICIT_GEMM
-                               : mode == 1 ? VC_ALGO_GATHER_GEMM_SCATTER
-                                           : kAlgos[best_algo(&res[i])];
-                vc_err err = {{0}};
-                DIE_IF(run_layer(&fs[f].maps[map_of[f][i]].m, b, f, &nt->l[i], algo, &err) !=
-                           VC_OK, "%s: %s", nt->l[i].name, err.msg);
-            }
-            CUDA_CHECK(cudaEventRecord(e1, g_s));
-            CUDA_CHECK(cudaEventSynchronize(e1));
-            if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[r], e0, e1));
-        }
-        e2e[mode] = median(t, g_runs);
-    }
-    free(t);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    time_network(fs, nf, nt, map_of, b, res, e2e);
 
     /* map builds of this network (frame 0): every distinct map it uses, median of runs */
     double build = 0;
     {
         int seen[MAX_MAPS] = {0};
+        bench_timer bt;
+        bench_timer_init(&bt, g_s);
         for (int i = 0; i < nt->n; i++) {
             int e = map_of[0][i];
             if (seen[e]) continue;
@@ -840,10 +706,10 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                 vc_status st;
                 if (me->type == VC_MAP_INVERSE) {
                     const map_entry *fw = &fs[0].maps[me->fwd];
-                    const ev_pair t = ev_begin();
+                    bench_timer_start(&bt);
                     st = vc_kmap_inverse_gpu(&fw->m, fs[0].lv[fw->in_level].shape, 1, g_s, &m,
                                              &err);
-                    tm.total_ms = ev_end_ms(t);
+                    tm.total_ms = bench_timer_stop(&bt, NULL);
                 } else {
                     const level *lv = &fs[0].lv[me->in_level];
                     vc_map_desc d = desc_of(me->type, me->k, me->s, me->p);
@@ -852,10 +718,10 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                 }
                 DIE_IF(st != VC_OK, "map build: %s", err.msg);
                 if (me->m.tile_order) { /* the layers had one built: so would a frame's */
-                    const ev_pair t = ev_begin();
+                    bench_timer_start(&bt);
                     DIE_IF(vc_kmap_tile_order_gpu(&m, g_s, &err) != VC_OK, "tile order: %s",
                            err.msg);
-                    tm.total_ms += ev_end_ms(t);
+                    tm.total_ms += bench_timer_stop(&bt, NULL);
                 }
                 vc_kmap_data_free_gpu(&m);
                 if (r >= 0) tb[r] = tm.total_ms;
@@ -863,51 +729,40 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
             build += median(tb, g_runs);
             free(tb);
         }
+        bench_timer_free(&bt);
     }
     printf("\nwhole network, layers back to back (maps prebuilt): implicit %.3f ms, ggs %.3f "
            "ms, best per layer %.3f ms; sum of layer medians: implicit %.3f, ggs %.3f, grouped "
            "ggs %.3f, best %.3f, auto %.3f, floor %.3f ms; map builds %.3f ms\n", e2e[0], e2e[1],
            e2e[2], sum_impl, sum_ggs, sum_grp, sum_best, sum_auto, sum_floor, build);
-    if (g_nsum < MAX_SCENES * MAX_NETS) {
-        summary *s = &g_sum[g_nsum++];
-        snprintf(s->scene, sizeof s->scene, "%.63s", sc->name);
-        snprintf(s->net, sizeof s->net, "%s", nt->name);
-        s->layers = nt->n;
-        s->ms_impl = (float)sum_impl;
-        s->ms_ggs = (float)sum_ggs;
-        s->ms_grp = (float)sum_grp;
-        s->ms_best = (float)sum_best;
-        s->ms_auto = (float)sum_auto;
-        s->floor_ms = (float)sum_floor;
-        s->build_ms = (float)build;
-        memcpy(s->e2e, e2e, sizeof e2e);
-    }
+    const double sums[6] = {sum_impl, sum_ggs, sum_grp, sum_best, sum_auto, sum_floor};
+    add_summary(sc, nt, sums, build, e2e);
     free(res);
 }
 
-int main(int argc, char **argv)
-{
-    (void)vc_t_pass;
-    (void)vc_t_fail;
-    const char *layers_dir = NULL, *csv = NULL, *dump = NULL;
-    int dump_only = 0;
-    g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
-    if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
-        vc_conv_gpu_debug_tile_order(0); /* no tile orders built or used */
-    vc_bench_map_switches(); /* VC_BENCH_DENSE: the new-output maps' output path */
-    const char *only_net = NULL;
+/* ---- main ------------------------------------------------------------------------------- */
+
+/* The command line (usage at the top of the file); sets g_runs, g_tune and the tune splits. */
+typedef struct cmdline {
+    const char *layers_dir, *csv, *dump, *only_net;
+    int dump_only;
     const char *files[MAX_SCENES];
-    int nfiles = 0;
+    int nfiles;
+} cmdline;
+
+static void parse_args(int argc, char **argv, cmdline *o)
+{
+    memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
             g_runs = atoi(argv[++i]);
             if (g_runs < 20) g_runs = 20;
         } else if (!strcmp(argv[i], "--layers") && i + 1 < argc) {
-            layers_dir = argv[++i];
+            o->layers_dir = argv[++i];
         } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
-            csv = argv[++i];
+            o->csv = argv[++i];
         } else if (!strcmp(argv[i], "--dump") && i + 1 < argc) {
-            dump = argv[++i];
+            o->dump = argv[++i];
         } else if (!strcmp(argv[i], "--tune")) {
             g_tune = 1;
         } else if (!strcmp(argv[i], "--tune-splits") && i + 1 < argc) {
@@ -920,22 +775,20 @@ int main(int argc, char **argv)
             }
             if (g_n_tune_splits == 0) g_tune_splits[g_n_tune_splits++] = 0;
         } else if (!strcmp(argv[i], "--net") && i + 1 < argc) {
-            only_net = argv[++i];
+            o->only_net = argv[++i];
         } else if (!strcmp(argv[i], "--dump-only") && i + 1 < argc) {
-            dump = argv[++i];
-            dump_only = 1;
-        } else if (nfiles < MAX_SCENES - 1) {
-            files[nfiles++] = argv[i];
+            o->dump = argv[++i];
+            o->dump_only = 1;
+        } else if (o->nfiles < MAX_SCENES - 1) {
+            o->files[o->nfiles++] = argv[i];
         }
     }
-    if (csv) {
-        g_csv = fopen(csv, "w");
-        if (g_csv)
-            fprintf(g_csv, "scene,net,layer,type,kernel,stride,n_in,n_out,pairs,cin,cout,"
-                    "implicit_ms,ggs_ms,grouped_ms,floor_ms,impl_vs_ggs,plan\n");
-    }
-    /* scenes (no GPU needed: --dump-only runs on any machine) */
-    static scene scenes[MAX_SCENES];
+}
+
+/* The synthetic LiDAR (three frames) and the scans given, in scenes[]; returns their count. No
+ * GPU needed (--dump-only runs on any machine). */
+static int make_scenes(scene *scenes, const char *const *files, int nfiles)
+{
     int ns = 0;
     {
         scene *s = &scenes[ns++];
@@ -945,7 +798,8 @@ int main(int argc, char **argv)
         s->shape[2] = 1408;
         s->nframes = NFRAMES;
         vc_rng rng = {0x5eed5eed12345ull};
-        for (int f = 0; f < NFRAMES; f++) gen_lidar(&rng, f, &s->rows[f], &s->n[f], s->shape);
+        for (int f = 0; f < NFRAMES; f++)
+            scene_lidar_boxes(&rng, f, &s->rows[f], &s->n[f], s->shape);
     }
     for (int i = 0; i < nfiles; i++) {
         if (load_scan(files[i], &scenes[ns]) != 0) {
@@ -954,33 +808,18 @@ int main(int argc, char **argv)
         }
         ns++;
     }
+    return ns;
+}
 
-    if (dump) dump_scenes(dump, scenes, ns);
-    if (dump_only) return 0;
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("bench_conv: no CUDA device\n");
-        return 77;
-    }
-    CUDA_CHECK(cudaStreamCreate(&g_s));
-    CUDA_CHECK(cudaMalloc(&g_flush, kFlushBytes));
-    struct cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    int clock_khz = 0, mem_khz = 0;
-    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
-    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, 0);
-    printf("# bench_conv\n\ndevice: %s, %d SMs, L2 %d MB, max SM clock %d MHz, memory clock %d "
-           "MHz; fp16, bias + ReLU; median of %d runs after %d warm-up, CUDA events, L2 flushed "
-           "before each run, %d frames rotated\n", prop.name, prop.multiProcessorCount,
-           prop.l2CacheSize >> 20, clock_khz / 1000, mem_khz / 1000, g_runs, WARMUP, NFRAMES);
-
-    /* suites */
+/* The four layer suites, from layers_dir or datasets/layers (as seen from the repository root
+ * or a build folder), else the built-in copies. */
+static void load_suites(net nets[4], const char *layers_dir)
+{
     const char *fnames[4] = {"subm_sweep.txt", "centerpoint.txt", "minkunet.txt",
                              "spconv_bench.txt"};
     const char *netnames[4] = {"subm k3 sweep", "CenterPoint VoxelResBackBone8x",
                                "MinkUNet (SparseResUNet42)", "spconv benchmark net"};
     const char *builtin[4] = {kBuiltinSweep, kBuiltinCenter, kBuiltinMink, kBuiltinSpconv};
-    static net nets[4];
     const char *dirs[] = {layers_dir ? layers_dir : "", "datasets/layers", "../datasets/layers",
                           "../../datasets/layers"};
     for (int i = 0; i < 4; i++) {
@@ -997,6 +836,82 @@ int main(int argc, char **argv)
                text ? path : "the built-in copy");
         free(text);
     }
+}
+
+/* Feature buffers of in_max / out_max fp16 elements per frame (inputs random), the weights of
+ * the largest layer (27 x 384 x 384) and a bias. */
+static void alloc_buffers(buffers *b, int nframes, int64_t in_max, int64_t out_max)
+{
+    memset(b, 0, sizeof *b);
+    b->in_elems = in_max;
+    b->out_elems = out_max;
+    for (int f = 0; f < nframes; f++) {
+        CUDA_CHECK(cudaMalloc(&b->in[f], (size_t)b->in_elems * 2));
+        CUDA_CHECK(cudaMalloc(&b->out[f], (size_t)b->out_elems * 2));
+        fill_random_f16(b->in[f], b->in_elems, 11 + (uint64_t)f);
+    }
+    CUDA_CHECK(cudaMalloc(&b->out2, (size_t)b->out_elems * 2));
+    CUDA_CHECK(cudaMalloc(&b->w, (size_t)27 * 384 * 384 * 2));
+    /* weights ~ 1/sqrt(27 * C) keep fp16 outputs O(1) */
+    {
+        int64_t nw = 27 * 384 * 384;
+        uint16_t *h = malloc((size_t)nw * 2);
+        vc_rng r = {0xbadc0ffeeull};
+        for (int64_t i = 0; i < nw; i++) h[i] = vc_f32_to_f16(vc_rng_float(&r) * 0.02f);
+        CUDA_CHECK(cudaMemcpy(b->w, h, (size_t)nw * 2, cudaMemcpyHostToDevice));
+        free(h);
+        float hb[384];
+        for (int i = 0; i < 384; i++) hb[i] = 0.01f * (float)(i % 7);
+        CUDA_CHECK(cudaMalloc((void **)&b->bias, sizeof hb));
+        CUDA_CHECK(cudaMemcpy(b->bias, hb, sizeof hb, cudaMemcpyHostToDevice));
+    }
+}
+
+/* The summary table of every (scene, network) run, gathered in g_sum by bench_net. */
+static void print_summary(void)
+{
+    printf("\n## Summary (fp16, ms; layer sums are medians of single layers with L2 flushed; "
+           "'net' runs the layers back to back)\n\n");
+    printf("| scene | network | layers | sum impl | sum ggs | sum grouped | sum best | sum auto |"
+           " sum floor | net impl | net ggs | net best | map builds |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < g_nsum; i++) {
+        const summary *s = &g_sum[i];
+        printf("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | "
+               "%.3f |\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs, s->ms_grp,
+               s->ms_best, s->ms_auto, s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2], s->build_ms);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
+    if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
+        vc_conv_gpu_debug_tile_order(0); /* no tile orders built or used */
+    vc_bench_map_switches(); /* VC_BENCH_DENSE: the new-output maps' output path */
+    cmdline o;
+    parse_args(argc, argv, &o);
+    if (o.csv) {
+        g_csv = fopen(o.csv, "w");
+        if (g_csv)
+            fprintf(g_csv, "scene,net,layer,type,kernel,stride,n_in,n_out,pairs,cin,cout,"
+                    "implicit_ms,ggs_ms,grouped_ms,floor_ms,impl_vs_ggs,plan\n");
+    }
+    /* scenes (no GPU needed: --dump-only runs on any machine) */
+    static scene scenes[MAX_SCENES];
+    const int ns = make_scenes(scenes, o.files, o.nfiles);
+    if (o.dump) dump_scenes(o.dump, scenes, ns);
+    if (o.dump_only) return 0;
+    if (!bench_have_device("bench_conv")) return 77;
+    CUDA_CHECK(cudaStreamCreate(&g_s));
+    bench_flush_l2_init();
+    printf("# bench_conv\n\n");
+    bench_print_device();
+    printf("; fp16, bias + ReLU; median of %d runs after %d warm-up, CUDA events, L2 flushed "
+           "before each run, %d frames rotated\n", g_runs, WARMUP, NFRAMES);
+
+    static net nets[4];
+    load_suites(nets, o.layers_dir);
 
     for (int si = 0; si < ns; si++) {
         scene *sc = &scenes[si];
@@ -1043,31 +958,9 @@ int main(int argc, char **argv)
             vc_kmap_data_free_gpu(&m);
         }
         buffers b;
-        memset(&b, 0, sizeof b);
-        b.in_elems = in_max;
-        b.out_elems = out_max;
-        for (int f = 0; f < sc->nframes; f++) {
-            CUDA_CHECK(cudaMalloc(&b.in[f], (size_t)b.in_elems * 2));
-            CUDA_CHECK(cudaMalloc(&b.out[f], (size_t)b.out_elems * 2));
-            fill_random_f16(b.in[f], b.in_elems, 11 + (uint64_t)f);
-        }
-        CUDA_CHECK(cudaMalloc(&b.out2, (size_t)b.out_elems * 2));
-        CUDA_CHECK(cudaMalloc(&b.w, (size_t)27 * 384 * 384 * 2));
-        /* weights ~ 1/sqrt(27 * C) keep fp16 outputs O(1) */
-        {
-            int64_t nw = 27 * 384 * 384;
-            uint16_t *h = malloc((size_t)nw * 2);
-            vc_rng r = {0xbadc0ffeeull};
-            for (int64_t i = 0; i < nw; i++) h[i] = vc_f32_to_f16(vc_rng_float(&r) * 0.02f);
-            CUDA_CHECK(cudaMemcpy(b.w, h, (size_t)nw * 2, cudaMemcpyHostToDevice));
-            free(h);
-            float hb[384];
-            for (int i = 0; i < 384; i++) hb[i] = 0.01f * (float)(i % 7);
-            CUDA_CHECK(cudaMalloc((void **)&b.bias, sizeof hb));
-            CUDA_CHECK(cudaMemcpy(b.bias, hb, sizeof hb, cudaMemcpyHostToDevice));
-        }
+        alloc_buffers(&b, sc->nframes, in_max, out_max);
         for (int i = 0; i < 4; i++)
-            if (ok[i] && (!only_net || strstr(nets[i].name, only_net)))
+            if (ok[i] && (!o.only_net || strstr(nets[i].name, o.only_net)))
                 bench_net(sc, fs, &nets[i], map_of[i], &b);
         for (int i = 0; i < 4; i++)
             for (int f = 0; f < sc->nframes; f++) free(map_of[i][f]);
@@ -1083,19 +976,9 @@ int main(int argc, char **argv)
         cudaFree(b.bias);
     }
 
-    printf("\n## Summary (fp16, ms; layer sums are medians of single layers with L2 flushed; "
-           "'net' runs the layers back to back)\n\n");
-    printf("| scene | network | layers | sum impl | sum ggs | sum grouped | sum best | sum auto |"
-           " sum floor | net impl | net ggs | net best | map builds |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < g_nsum; i++) {
-        const summary *s = &g_sum[i];
-        printf("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | "
-               "%.3f |\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs, s->ms_grp,
-               s->ms_best, s->ms_auto, s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2], s->build_ms);
-    }
+    print_summary();
     if (g_csv) fclose(g_csv);
-    cudaFree(g_flush);
+    bench_flush_l2_free();
     cudaStreamDestroy(g_s);
     return 0;
 }

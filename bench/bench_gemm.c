@@ -24,7 +24,7 @@
 
 #include "core/dtype.h"
 #include "gemm/gemm.h"
-#include "testutil.h"
+#include "rng.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cublas_v2.h>
@@ -85,23 +85,19 @@ typedef void (*run_fn)(void *ctx, int set);
 /* Median seconds per call of fn over `sets` rotating input sets. */
 static double time_it(run_fn fn, void *ctx, int sets)
 {
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
+    bench_timer tm;
+    bench_timer_init(&tm, g_stream);
     int per = sets < 4 ? 4 : sets; /* calls per batch */
     float *ms = malloc((size_t)g_runs * sizeof *ms);
     for (int r = -WARMUP; r < g_runs; r++) {
-        CUDA_CHECK(cudaEventRecord(e0, g_stream));
+        bench_timer_start(&tm);
         for (int i = 0; i < per; i++) fn(ctx, i % sets);
-        CUDA_CHECK(cudaEventRecord(e1, g_stream));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[r], e0, e1));
+        bench_timer_stop(&tm, r >= 0 ? &ms[r] : NULL);
     }
     CUDA_CHECK(cudaGetLastError());
     double t = median(ms, g_runs) / per * 1e-3;
     free(ms);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    bench_timer_free(&tm);
     return t;
 }
 
@@ -126,6 +122,18 @@ static int ab_of(int mode)
     return mode == MODE_F16 ? VC_GEMM_F16 : mode == MODE_BF16 ? VC_GEMM_BF16 : VC_GEMM_F32;
 }
 static size_t es_of(int mode) { return mode == MODE_TF32 ? 4 : 2; }
+
+/* A problem C[M, n] = A[M, k] W[n, k]^T of the given mode, run with the planner's choice
+ * (config -1); dense_alloc then makes its input sets. */
+static void dense_init(dense *d, int mode, int64_t M, int32_t k, int32_t n)
+{
+    memset(d, 0, sizeof *d);
+    d->mode = mode;
+    d->M = M;
+    d->k = k;
+    d->n = n;
+    d->config = -1;
+}
 
 static void dense_alloc(dense *d)
 {
@@ -199,12 +207,7 @@ static int g_nrows;
 static void bench_dense(int mode, int64_t M, int32_t k, int32_t n)
 {
     dense d;
-    memset(&d, 0, sizeof d);
-    d.mode = mode;
-    d.M = M;
-    d.k = k;
-    d.n = n;
-    d.config = -1;
+    dense_init(&d, mode, M, k, n);
     dense_alloc(&d);
     const double es = (double)es_of(mode);
     double flops = 2.0 * M * k * n, bytes = ((double)M * k + (double)n * k + (double)M * n) * es;
@@ -237,16 +240,11 @@ static void tune_dense(int mode, int64_t M, int32_t k, int32_t n)
     const vc_gemm_config *t;
     int32_t nc = vc_gemm_configs(&t);
     dense d;
-    memset(&d, 0, sizeof d);
-    d.mode = mode;
-    d.M = M;
-    d.k = k;
-    d.n = n;
+    dense_init(&d, mode, M, k, n);
     dense_alloc(&d);
     const double es = (double)es_of(mode);
     double bytes = ((double)M * k + (double)n * k + (double)M * n) * es;
     printf("tune %s M=%lld k=%d n=%d:", mode_name[mode], (long long)M, k, n);
-    d.config = -1;
     double t_auto = time_it(run_ours, &d, d.sets);
     printf(" auto %.1f us;", t_auto * 1e6);
     for (int32_t i = 0; i < nc; i++) {
@@ -390,11 +388,7 @@ static void bench_gathered(int32_t k, int32_t n, int use_masks)
     DIE_IF(g.bad, "vc_gemm_run failed: %s", g.msg);
     /* the yardstick: cuBLAS on a dense GEMM over as many rows as pairs */
     dense d;
-    memset(&d, 0, sizeof d);
-    d.mode = MODE_F16;
-    d.M = pairs;
-    d.k = k;
-    d.n = n;
+    dense_init(&d, MODE_F16, pairs, k, n);
     dense_alloc(&d);
     double tb = time_it(run_cublas, &d, d.sets);
     dense_free(&d);
@@ -453,9 +447,7 @@ static void measure_ceilings(void)
     printf("device-to-device copy: %.0f GB/s (bytes read + written)\n", g_bw * 1e-9);
     for (int mode = 0; mode < 3; mode++) {
         dense d;
-        memset(&d, 0, sizeof d);
-        d.mode = mode;
-        d.M = d.k = d.n = 8192;
+        dense_init(&d, mode, 8192, 8192, 8192);
         dense_alloc(&d);
         double tb = time_it(run_cublas, &d, d.sets);
         g_peak[mode] = 2.0 * 8192.0 * 8192.0 * 8192.0 / tb;
@@ -466,20 +458,14 @@ static void measure_ceilings(void)
 
 int main(int argc, char **argv)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("bench_gemm: no CUDA device\n");
-        return 77;
-    }
+    if (!bench_have_device("bench_gemm")) return 77;
     int tune = 0;
     if (argc >= 6 && !strcmp(argv[1], "one")) {
+        const int mode = !strcmp(argv[2], "bf16")   ? MODE_BF16
+                         : !strcmp(argv[2], "tf32") ? MODE_TF32
+                                                    : MODE_F16;
         dense d;
-        memset(&d, 0, sizeof d);
-        d.mode = !strcmp(argv[2], "bf16") ? MODE_BF16 : !strcmp(argv[2], "tf32") ? MODE_TF32 : MODE_F16;
-        d.M = atoll(argv[3]);
-        d.k = atoi(argv[4]);
-        d.n = atoi(argv[5]);
-        d.config = -1;
+        dense_init(&d, mode, atoll(argv[3]), atoi(argv[4]), atoi(argv[5]));
         if (argc >= 7) {
             const vc_gemm_config *t;
             int32_t nc = vc_gemm_configs(&t);

@@ -36,7 +36,7 @@
 #include "kmap/kmap_gpu.h"
 #include "hash/hash.h"
 #include "hash/hash_gpu.h"
-#include "testutil.h"
+#include "scenes.h"
 #include "voxconv.h"
 
 #ifdef VOXCONV_HAVE_CUDA
@@ -83,141 +83,6 @@ typedef struct scene {
     int nframes;
 } scene;
 
-typedef struct voxel_set {
-    int32_t *rows;
-    int64_t n, cap;
-    vc_hash seen;
-    vc_keypack kp;
-} voxel_set;
-
-static void vs_init(voxel_set *v, const int32_t shape[3], int64_t expected)
-{
-    v->n = 0;
-    v->cap = expected;
-    v->rows = malloc((size_t)v->cap * 16);
-    vc_hash_init(&v->seen, expected);
-    vc_keypack_init(&v->kp, 1, shape);
-}
-
-static void vs_add(voxel_set *v, int32_t z, int32_t y, int32_t x)
-{
-    if (!vc_key_in_range(&v->kp, 0, z, y, x)) return;
-    if (vc_hash_insert_grow(&v->seen, vc_key_pack(&v->kp, 0, z, y, x), 0, NULL) !=
-        VC_HASH_INSERTED)
-        return;
-    if (v->n == v->cap) {
-        v->cap *= 2;
-        v->rows = realloc(v->rows, (size_t)v->cap * 16);
-    }
-    int32_t *r = v->rows + 4 * v->n++;
-    r[0] = 0;
-    r[1] = z;
-    r[2] = y;
-    r[3] = x;
-}
-
-/* A vertical wall segment: x = c for y in [a, b] (axis 0), or y = c for x in [a, b] (axis 1). */
-typedef struct wall {
-    int axis;
-    double c, a, b, h;
-} wall;
-
-/* One sweep of a 128-beam spinning LiDAR 1.73 m above a ground plane with walls; voxels of
- * 0.05 x 0.05 x 0.1 m over x [0, 70.4), y [-40, 40), z [-3, 1) (the SECOND / KITTI grid). */
-static void gen_outdoor(vc_rng *rng, int32_t **rows, int64_t *n, const int32_t shape[3])
-{
-    const wall walls[] = {{0, 20, -15, -5, 6}, {1, 12, 5, 40, 8},  {0, 45, -30, 30, 10},
-                          {1, -18, 10, 60, 5}, {0, 8, 3, 5, 1.5},  {1, 4, 8, 12, 1.5},
-                          {1, -6, 15, 19, 1.6}, {0, 30, -9, -7, 1.5}};
-    const int nw = (int)(sizeof walls / sizeof walls[0]);
-    voxel_set v;
-    vs_init(&v, shape, 1 << 17);
-    const double pi = 3.14159265358979323846, h0 = 1.73;
-    double yaw = vc_rng_float(rng) * 0.05;
-    for (int beam = 0; beam < 128; beam++) {
-        double el = (-24.8 + 26.8 * beam / 127.0) * pi / 180.0;
-        for (int s = 0; s < 4096; s++) {
-            double az = yaw + 2 * pi * s / 4096.0;
-            double dx = cos(el) * cos(az), dy = cos(el) * sin(az), dz = sin(el);
-            double best = 80.0;
-            if (dz < 0) {
-                double t = -h0 / dz;
-                if (t < best) best = t;
-            }
-            for (int w = 0; w < nw; w++) {
-                double d = walls[w].axis == 0 ? dx : dy;
-                if (fabs(d) < 1e-9) continue;
-                double t = walls[w].c / d;
-                if (t <= 0 || t >= best) continue;
-                double u = walls[w].axis == 0 ? t * dy : t * dx, z = h0 + t * dz;
-                if (u >= walls[w].a && u <= walls[w].b && z >= 0 && z <= walls[w].h) best = t;
-            }
-            if (best >= 80.0) continue;
-            double x = best * dx + 0.02 * vc_rng_float(rng);
-            double y = best * dy + 0.02 * vc_rng_float(rng);
-            double z = h0 + best * dz - 1.73 + 0.02 * vc_rng_float(rng); /* sensor frame */
-            vs_add(&v, (int32_t)floor((z + 3.0) / 0.1), (int32_t)floor((y + 40.0) / 0.05),
-                   (int32_t)floor(x / 0.05));
-        }
-    }
-    vc_hash_free(&v.seen);
-    *rows = v.rows;
-    *n = v.n;
-}
-
-/* A 10 x 8 x 3 m room at 3 cm: floor, ceiling, four walls and a few boxes, partly open. */
-static void gen_indoor(vc_rng *rng, int32_t **rows, int64_t *n, const int32_t shape[3])
-{
-    voxel_set v;
-    vs_init(&v, shape, 1 << 19);
-    const int32_t Z = shape[0], Y = shape[1], X = shape[2];
-    for (int32_t y = 0; y < Y; y++)
-        for (int32_t x = 0; x < X; x++) {
-            vs_add(&v, 0, y, x);
-            if ((x / 40 + y / 40) % 3) vs_add(&v, Z - 1, y, x); /* ceiling with gaps */
-        }
-    for (int32_t z = 0; z < Z; z++) {
-        for (int32_t y = 0; y < Y; y++) {
-            vs_add(&v, z, y, 0);
-            vs_add(&v, z, y, X - 1);
-        }
-        for (int32_t x = 0; x < X; x++) {
-            vs_add(&v, z, 0, x);
-            vs_add(&v, z, Y - 1, x);
-        }
-    }
-    for (int b = 0; b < 8; b++) { /* boxes standing on the floor: top and sides */
-        int32_t x0 = 10 + (int32_t)vc_rng_int(rng, X - 80);
-        int32_t y0 = 10 + (int32_t)vc_rng_int(rng, Y - 80);
-        int32_t sx = 20 + (int32_t)vc_rng_int(rng, 50), sy = 20 + (int32_t)vc_rng_int(rng, 50);
-        int32_t sz = 15 + (int32_t)vc_rng_int(rng, 30);
-        for (int32_t y = y0; y < y0 + sy; y++)
-            for (int32_t x = x0; x < x0 + sx; x++) vs_add(&v, sz, y, x);
-        for (int32_t z = 1; z < sz; z++) {
-            for (int32_t y = y0; y < y0 + sy; y++) {
-                vs_add(&v, z, y, x0);
-                vs_add(&v, z, y, x0 + sx - 1);
-            }
-            for (int32_t x = x0; x < x0 + sx; x++) {
-                vs_add(&v, z, y0, x);
-                vs_add(&v, z, y0 + sy - 1, x);
-            }
-        }
-    }
-    vc_hash_free(&v.seen);
-    /* shuffle: a map builder must not rely on input order */
-    for (int64_t i = v.n - 1; i > 0; i--) {
-        int64_t j = vc_rng_int(rng, i + 1);
-        for (int a = 0; a < 4; a++) {
-            int32_t t = v.rows[4 * i + a];
-            v.rows[4 * i + a] = v.rows[4 * j + a];
-            v.rows[4 * j + a] = t;
-        }
-    }
-    *rows = v.rows;
-    *n = v.n;
-}
-
 /* A scan file voxelized by vc_voxelize_cpu at `arg` = "path[@size]" (size "s" or "sx,sy,sz" in
  * metres; default 0.05,0.05,0.1). Frames 1 and 2 are frame 0 shifted by 1 and 2 voxels in y and
  * x (the grid has a margin of 3 voxels). Rows come sorted by (b, z, y, x), as voxelized. */
@@ -235,14 +100,8 @@ static int load_scan(const char *arg, scene *s)
     }
     vc_cloud c;
     if (vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &c) != VC_OK) return -1;
-    float mn[3] = {1e30f, 1e30f, 1e30f}, mx[3] = {-1e30f, -1e30f, -1e30f};
-    for (int64_t i = 0; i < c.count; i++)
-        for (int a = 0; a < 3; a++) {
-            float v = c.data[i * c.dim + a];
-            if (!isfinite(v)) continue;
-            if (v < mn[a]) mn[a] = v;
-            if (v > mx[a]) mx[a] = v;
-        }
+    float mn[3], mx[3];
+    scene_cloud_bounds(&c, mn, mx);
     vc_voxelize_desc d = VC_VOXELIZE_DESC_INIT;
     for (int a = 0; a < 3; a++) {
         d.voxel_size[a] = (float)size[a];
@@ -304,9 +163,8 @@ static void bench_hash(int64_t n, int packed, vc_rng *rng)
     CUDA_CHECK(cudaMalloc((void **)&dout, (size_t)n * 4));
     CUDA_CHECK(cudaMemcpy(dk, keys, (size_t)n * 8, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dq, q, (size_t)n * 8, cudaMemcpyHostToDevice));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
+    bench_timer tm;
+    bench_timer_init(&tm, g_s);
     float *ti = malloc(sizeof(float) * (size_t)g_runs);
     float *tk = malloc(sizeof(float) * (size_t)g_runs);
     float *tf = malloc(sizeof(float) * (size_t)g_runs);
@@ -316,28 +174,22 @@ static void bench_hash(int64_t n, int packed, vc_rng *rng)
     for (int r = -WARMUP; r < g_runs; r++) {
         DIE_IF(vc_hash_gpu_create_ex(&h, n, bits, g_s) != VC_HASH_GPU_OK, "hash create failed");
         CUDA_CHECK(cudaStreamSynchronize(g_s));
-        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        bench_timer_start(&tm);
         /* the whole call: includes the one read-back of the insert counters */
         DIE_IF(vc_hash_gpu_insert(&h, dk, NULL, n, g_s, NULL) != VC_HASH_GPU_OK, "insert failed");
-        CUDA_CHECK(cudaEventRecord(e1, g_s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ti[r], e0, e1));
+        bench_timer_stop(&tm, r >= 0 ? &ti[r] : NULL);
         vc_hash_gpu_destroy(&h, g_s);
         DIE_IF(vc_hash_gpu_create_ex(&h, n, bits, g_s) != VC_HASH_GPU_OK, "hash create failed");
         CUDA_CHECK(cudaStreamSynchronize(g_s));
-        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        bench_timer_start(&tm);
         /* the kernels alone */
         DIE_IF(vc_hash_gpu_insert_async(&h, dk, NULL, n, g_s) != VC_HASH_GPU_OK,
                "insert_async failed");
-        CUDA_CHECK(cudaEventRecord(e1, g_s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&tk[r], e0, e1));
+        bench_timer_stop(&tm, r >= 0 ? &tk[r] : NULL);
         DIE_IF(vc_hash_gpu_insert_result(&h, g_s, NULL) != VC_HASH_GPU_OK, "insert failed");
-        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        bench_timer_start(&tm);
         DIE_IF(vc_hash_gpu_find(&h, dq, n, dout, g_s) != VC_HASH_GPU_OK, "find failed");
-        CUDA_CHECK(cudaEventRecord(e1, g_s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&tf[r], e0, e1));
+        bench_timer_stop(&tm, r >= 0 ? &tf[r] : NULL);
         cap = h.capacity;
         vc_hash_gpu_destroy(&h, g_s);
     }
@@ -361,8 +213,7 @@ static void bench_hash(int64_t n, int packed, vc_rng *rng)
            (long long)n, tbytes / (1 << 20), mk, n / (mk * 1e-3) * 1e-9, fi, mk * 1e3 / fi);
     printf("| lookup | %s | %lld | %.0f MB | %.3f | %.2f G/s | %.1f | %.1fx |\n", lay,
            (long long)n, tbytes / (1 << 20), mf, n / (mf * 1e-3) * 1e-9, ff, mf * 1e3 / ff);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    bench_timer_free(&tm);
     cudaFree(dk);
     cudaFree(dq);
     cudaFree(dout);
@@ -454,24 +305,20 @@ static void probe_graph(int nodes, float *direct, float *queued)
     CUDA_CHECK(cudaStreamEndCapture(g_s, &g));
     CUDA_CHECK(cudaGraphInstantiate(&ex, g, 0));
     cudaGraphDestroy(g);
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
+    bench_timer tm;
+    bench_timer_init(&tm, g_s);
     float *t = malloc(sizeof(float) * (size_t)g_runs);
     for (int mode = 0; mode < 2; mode++) {
         for (int r = -WARMUP; r < g_runs; r++) {
             if (mode) queue_spin(200000);
-            CUDA_CHECK(cudaEventRecord(e0, g_s));
+            bench_timer_start(&tm);
             CUDA_CHECK(cudaGraphLaunch(ex, g_s));
-            CUDA_CHECK(cudaEventRecord(e1, g_s));
-            CUDA_CHECK(cudaEventSynchronize(e1));
-            if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+            bench_timer_stop(&tm, r >= 0 ? &t[r] : NULL);
         }
         *(mode ? queued : direct) = median(t, g_runs) * 1e3f;
     }
     free(t);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    bench_timer_free(&tm);
     cudaGraphExecDestroy(ex);
 }
 
@@ -483,29 +330,25 @@ static void probe_atomics(long long n, long long words)
                                    "32-bit CAS", "plain 64-bit store", "32-bit atomicAdd"};
     unsigned long long *t = NULL, mask = (unsigned long long)words - 1;
     CUDA_CHECK(cudaMalloc((void **)&t, (size_t)words * 8));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
+    bench_timer tm;
+    bench_timer_init(&tm, g_s);
     float *ts = malloc(sizeof(float) * (size_t)g_runs);
     unsigned blocks = (unsigned)((n + 255) / 256);
     for (int mode = 0; mode < 5; mode++) {
         for (int r = -WARMUP; r < g_runs; r++) {
             CUDA_CHECK(cudaMemsetAsync(t, 0xff, (size_t)words * 8, g_s));
             void *args[] = {&t, &mask, &n, &mode};
-            CUDA_CHECK(cudaEventRecord(e0, g_s));
+            bench_timer_start(&tm);
             DIE_IF(cuLaunchKernel(g_atom, blocks, 1, 1, 256, 1, 1, 0, (CUstream)g_s, args, NULL) !=
                        CUDA_SUCCESS, "launching the atomics probe failed");
-            CUDA_CHECK(cudaEventRecord(e1, g_s));
-            CUDA_CHECK(cudaEventSynchronize(e1));
-            if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&ts[r], e0, e1));
+            bench_timer_stop(&tm, r >= 0 ? &ts[r] : NULL);
         }
         const float us = median(ts, g_runs) * 1e3f;
         printf("| %s | %lld | %lld MB | %.1f | %.2f |\n", names[mode], n, words * 8 >> 20, us,
                (double)n / us * 1e-3);
     }
     free(ts);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    bench_timer_free(&tm);
     cudaFree(t);
 }
 
@@ -520,9 +363,8 @@ static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *lab
                         const vc_map_desc *d, int64_t max_in, int64_t max_out, int64_t max_pairs,
                         const int64_t *n_out, const int64_t *n_pairs, float *tg, float *tq)
 {
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
+    bench_timer tm;
+    bench_timer_init(&tm, g_s);
     vc_kmap_gpu_bounded b;
     vc_err err = {{0}};
     DIE_IF(vc_kmap_gpu_bounded_create(d, sc->shape, 1, max_in, max_out, max_pairs, &b, &err) !=
@@ -544,11 +386,9 @@ static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *lab
     }
     for (int r = -WARMUP; r < g_runs; r++) {
         int f = (r + WARMUP) % sc->nframes;
-        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        bench_timer_start(&tm);
         CUDA_CHECK(cudaGraphLaunch(exec[f], g_s));
-        CUDA_CHECK(cudaEventRecord(e1, g_s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&tg[r], e0, e1));
+        bench_timer_stop(&tm, r >= 0 ? &tg[r] : NULL);
     }
     const double mhz = clock_now();
     /* the same replays queued behind a 200 us spin: the GPU's time alone, without the host's
@@ -556,11 +396,9 @@ static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *lab
     for (int r = -WARMUP; r < g_runs; r++) {
         int f = (r + WARMUP) % sc->nframes;
         queue_spin(200000);
-        CUDA_CHECK(cudaEventRecord(e0, g_s));
+        bench_timer_start(&tm);
         CUDA_CHECK(cudaGraphLaunch(exec[f], g_s));
-        CUDA_CHECK(cudaEventRecord(e1, g_s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&tq[r], e0, e1));
+        bench_timer_stop(&tm, r >= 0 ? &tq[r] : NULL);
     }
     if (g_nclock < 16)
         snprintf(g_clock_lines[g_nclock++], sizeof g_clock_lines[0],
@@ -577,8 +415,7 @@ static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *lab
         cudaGraphExecDestroy(exec[f]);
     }
     vc_kmap_gpu_bounded_destroy(&b);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    bench_timer_free(&tm);
 }
 
 static void bench_build(const scene *sc, int32_t *const *d_rows, const char *label,
@@ -834,15 +671,101 @@ static void bench_minuet(const scene *sc, int32_t *const *d_rows)
     cudaFree(d_out);
 }
 
+/* ---- main ------------------------------------------------------------------------------- */
+
+/* What a graph node and a random-slot atomic cost on this device, with the SM clock before and
+ * after (needs the NVRTC probe kernels). */
+static void run_probes(void)
+{
+    /* what a graph node costs here: chains of empty kernels */
+    printf("## Probes\n\n");
+    printf("SM clock at the start: %.0f MHz\n\n", clock_now());
+    printf("| graph of empty kernels | replay (us) | replay queued behind a spin (us) |\n");
+    printf("|---|---|---|\n");
+    const int sizes[3] = {1, 8, 16};
+    for (int i = 0; i < 3; i++) {
+        float dt = 0, qt = 0;
+        probe_graph(sizes[i], &dt, &qt);
+        printf("| %d nodes | %.1f | %.1f |\n", sizes[i], dt, qt);
+    }
+    printf("\n| random-slot operation | ops | table | us | G ops/s |\n|---|---|---|---|---|\n");
+    probe_atomics(100000, 1 << 18);
+    probe_atomics(1000000, 1 << 21);
+    printf("\nSM clock after the probes: %.0f MHz\n\n", clock_now());
+    fflush(stdout);
+}
+
+/* Insert and lookup of 1M and 10M random keys, in both slot layouts. */
+static void bench_hash_table(vc_rng *rng)
+{
+    printf("## Hash table (random keys, load <= 0.5; floor = max(bytes / 3.0 TB/s, keys / "
+           "sector rate of the table's size))\n\n");
+    printf("| op | slots | keys | table | ms | keys/s | floor us | vs floor |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    bench_hash(1000000, 0, rng);
+    bench_hash(1000000, 1, rng);
+    bench_hash(10000000, 0, rng);
+    bench_hash(10000000, 1, rng);
+    fflush(stdout);
+}
+
+/* A synthetic scene of NFRAMES frames: name and grid set, frames left to the generator. */
+static scene *synthetic_scene(scene *s, const char *name, int32_t z, int32_t y, int32_t x)
+{
+    memset(s, 0, sizeof *s);
+    s->name = name;
+    s->shape[0] = z;
+    s->shape[1] = y;
+    s->shape[2] = x;
+    s->nframes = NFRAMES;
+    return s;
+}
+
+/* The outdoor and indoor synthetic scenes (three frames each, drawn from rng in that order) and
+ * the scans given (at most 8 scenes in all); returns their count. */
+static int make_scenes(scene *scenes, vc_rng *rng, char **scans, int nscans)
+{
+    int ns = 0;
+    scene *s = synthetic_scene(&scenes[ns++], "outdoor 128-beam (synthetic)", 41, 1600, 1408);
+    for (int f = 0; f < NFRAMES; f++) scene_lidar_walls(rng, &s->rows[f], &s->n[f], s->shape);
+    s = synthetic_scene(&scenes[ns++], "indoor room (synthetic)", 100, 267, 334);
+    for (int f = 0; f < NFRAMES; f++) scene_room(rng, &s->rows[f], &s->n[f], s->shape);
+    for (int i = 0; i < nscans && ns < 8; i++) {
+        s = &scenes[ns];
+        memset(s, 0, sizeof *s);
+        if (load_scan(scans[i], s) != 0) {
+            fprintf(stderr, "bench_kmap: cannot read %s\n", scans[i]);
+            continue;
+        }
+        ns++;
+    }
+    return ns;
+}
+
+/* VC_BENCH_ONLY=subm (strided, down)[@I]: the subm k3 (strided k3 s2 p1, downsample k2 s2) row
+ * of scene I alone (0, the default: the outdoor scene; 1 indoor; 2 on: the scans given), for
+ * profilers and A/B runs. Returns 1 (subm), 2 (strided), 3 (down) or 0 (all rows); the map's
+ * name in only, the scene in *only_scene. */
+static int parse_only(char only[32], int *only_scene)
+{
+    *only_scene = 0;
+    if (getenv("VC_BENCH_ONLY")) {
+        snprintf(only, 32, "%s", getenv("VC_BENCH_ONLY"));
+        char *at = strchr(only, '@');
+        if (at) {
+            *at = 0;
+            *only_scene = atoi(at + 1);
+        }
+    }
+    return strcmp(only, "subm") == 0      ? 1
+           : strcmp(only, "strided") == 0 ? 2
+           : strcmp(only, "down") == 0    ? 3
+                                          : 0;
+}
+
 int main(int argc, char **argv)
 {
-    int count = 0;
-    (void)vc_t_pass; /* the test counters of testutil.h are unused here */
-    (void)vc_t_fail;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("bench_kmap: no CUDA device\n");
-        return 77;
-    }
+    if (!bench_have_device("bench_kmap")) return 77;
     int argi = 1;
     if (argc > 1 && atoi(argv[1]) > 0) {
         g_runs = atoi(argv[1]);
@@ -864,99 +787,25 @@ int main(int argc, char **argv)
     }
     CUDA_CHECK(cudaFree(0)); /* creates the primary context the driver API calls use */
     CUDA_CHECK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
-    struct cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    int clock_khz = 0, mem_khz = 0;
-    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
-    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, 0);
-    printf("# bench_kmap\n\ndevice: %s, %d SMs, L2 %d MB, max SM clock %d MHz, memory clock %d "
-           "MHz; median of %d runs after %d warm-up, CUDA events\n\n", prop.name,
-           prop.multiProcessorCount, prop.l2CacheSize >> 20, clock_khz / 1000, mem_khz / 1000,
-           g_runs, WARMUP);
+    printf("# bench_kmap\n\n");
+    bench_print_device();
+    printf("; median of %d runs after %d warm-up, CUDA events\n\n", g_runs, WARMUP);
 
-    /* VC_BENCH_ONLY=subm (strided, down)[@I]: the subm k3 (strided k3 s2 p1, downsample k2
-     * s2) row of scene I alone (0, the default: the outdoor scene; 1 indoor; 2 on: the scans
-     * given), for profilers and A/B runs */
     char only[32] = "";
     int only_scene = 0;
-    if (getenv("VC_BENCH_ONLY")) {
-        snprintf(only, sizeof only, "%s", getenv("VC_BENCH_ONLY"));
-        char *at = strchr(only, '@');
-        if (at) {
-            *at = 0;
-            only_scene = atoi(at + 1);
-        }
-    }
-    const int only_map = strcmp(only, "subm") == 0      ? 1
-                         : strcmp(only, "strided") == 0 ? 2
-                         : strcmp(only, "down") == 0    ? 3
-                                                        : 0;
+    const int only_map = parse_only(only, &only_scene);
     const int subm_only = only_map != 0;
     g_nvrtc_ok = minuet_init() == 0;
     if (g_nvrtc_ok) CUDA_CHECK(cudaMalloc((void **)&g_spin_out, 2 * sizeof(unsigned long long)));
     if (g_nvrtc_ok && !subm_only) {
-        /* what a graph node costs here: chains of empty kernels */
-        printf("## Probes\n\n");
-        printf("SM clock at the start: %.0f MHz\n\n", clock_now());
-        printf("| graph of empty kernels | replay (us) | replay queued behind a spin (us) |\n");
-        printf("|---|---|---|\n");
-        const int sizes[3] = {1, 8, 16};
-        for (int i = 0; i < 3; i++) {
-            float dt = 0, qt = 0;
-            probe_graph(sizes[i], &dt, &qt);
-            printf("| %d nodes | %.1f | %.1f |\n", sizes[i], dt, qt);
-        }
-        printf("\n| random-slot operation | ops | table | us | G ops/s |\n|---|---|---|---|---|\n");
-        probe_atomics(100000, 1 << 18);
-        probe_atomics(1000000, 1 << 21);
-        printf("\nSM clock after the probes: %.0f MHz\n\n", clock_now());
-        fflush(stdout);
+        run_probes();
     }
 
     vc_rng rng = {0x5eed5eed12345ull};
-    if (!subm_only) {
-    printf("## Hash table (random keys, load <= 0.5; floor = max(bytes / 3.0 TB/s, keys / "
-           "sector rate of the table's size))\n\n");
-    printf("| op | slots | keys | table | ms | keys/s | floor us | vs floor |\n");
-    printf("|---|---|---|---|---|---|---|---|\n");
-    bench_hash(1000000, 0, &rng);
-    bench_hash(1000000, 1, &rng);
-    bench_hash(10000000, 0, &rng);
-    bench_hash(10000000, 1, &rng);
-    fflush(stdout);
-    }
+    if (!subm_only) bench_hash_table(&rng);
 
     scene scenes[8];
-    int ns = 0;
-    {
-        scene *s = &scenes[ns++];
-        memset(s, 0, sizeof *s);
-        s->name = "outdoor 128-beam (synthetic)";
-        s->shape[0] = 41;
-        s->shape[1] = 1600;
-        s->shape[2] = 1408;
-        s->nframes = NFRAMES;
-        for (int f = 0; f < NFRAMES; f++) gen_outdoor(&rng, &s->rows[f], &s->n[f], s->shape);
-    }
-    {
-        scene *s = &scenes[ns++];
-        memset(s, 0, sizeof *s);
-        s->name = "indoor room (synthetic)";
-        s->shape[0] = 100;
-        s->shape[1] = 267;
-        s->shape[2] = 334;
-        s->nframes = NFRAMES;
-        for (int f = 0; f < NFRAMES; f++) gen_indoor(&rng, &s->rows[f], &s->n[f], s->shape);
-    }
-    for (; argi < argc && ns < 8; argi++) {
-        scene *s = &scenes[ns];
-        memset(s, 0, sizeof *s);
-        if (load_scan(argv[argi], s) != 0) {
-            fprintf(stderr, "bench_kmap: cannot read %s\n", argv[argi]);
-            continue;
-        }
-        ns++;
-    }
+    int ns = make_scenes(scenes, &rng, argv + argi, argc - argi);
 
     if (subm_only) {
         DIE_IF(only_scene < 0 || only_scene >= ns, "VC_BENCH_ONLY: no scene %d (%d scenes)",

@@ -3,7 +3,9 @@
 # test_gpu_graph, compute-sanitizer memcheck over both and racecheck over test_gpu_graph
 # (RACE_KMAP=1: over test_gpu_kmap too, which outlasts 150 s) (VC_SANITIZE=1: small sizes), and
 # bench_kmap on the synthetic scenes and the real scans of datasets/data. Expects the
-# targets built in $B (default b). Full logs under $OUT (default ./out); a short summary last.
+# targets built in $B (default build-gpu-run, as tests/gpu/run builds it; e.g. `cmake --build
+# build-gpu-run --target test_gpu_kmap test_gpu_graph bench_kmap`). Full logs under $OUT (default
+# ./out); a short summary last.
 # Usage: bench/run_kmap.sh [tests] [bench] [sanitize] [profile]
 #        (default: tests sanitize bench; profile = Nsight Compute over the outdoor subm k3
 #        builds of bench_kmap, the regular call and the graph replay apart: each kernel's
@@ -14,7 +16,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
-B=${B:-b}
+B=${B:-build-gpu-run}
 BUDGET=${BUDGET:-220}
 mkdir -p "$OUT"
 what="${*:-tests sanitize bench}"

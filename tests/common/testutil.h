@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "rng.h"
+
 static int vc_t_pass, vc_t_fail;
 
 #define CHECK(cond)                                                                            \
@@ -57,26 +59,6 @@ static int vc_t_pass, vc_t_fail;
         printf("%d passed, %d failed\n", vc_t_pass, vc_t_fail);                                \
         return vc_t_fail ? 1 : 0;                                                              \
     } while (0)
-
-/* xorshift64* generator; deterministic across platforms. */
-typedef struct vc_rng {
-    uint64_t s;
-} vc_rng;
-
-static inline uint64_t vc_rng_next(vc_rng *r)
-{
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 2685821657736338717ull;
-}
-/* Uniform integer in [0, n). */
-static inline int64_t vc_rng_int(vc_rng *r, int64_t n) { return (int64_t)(vc_rng_next(r) % (uint64_t)n); }
-/* Uniform float in [-1, 1). */
-static inline float vc_rng_float(vc_rng *r)
-{
-    return (float)((double)(vc_rng_next(r) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
-}
 
 /* Reads VC_TEST_SEED or the clock, prints it, returns a generator. */
 static inline vc_rng vc_test_rng(const char *name)

@@ -30,8 +30,10 @@
 #include "core/dtype.h"
 #include "kmap/kmap.h"
 #include "kmap/kmap_gpu.h"
+#include "map_desc.h"
 #include "gemm/gemm.h"
 #include "hash/hash.h"
+#include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
 #include "pool/pool.h"
@@ -40,30 +42,18 @@
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "gpu_testutil.h"
+
 static cudaStream_t g_stream;
 static int g_with_order; /* conv runs whose map had a tile order (then compared without) */
 static int g_cases;
 static int g_quick; /* VC_SANITIZE set: a reduced run for compute-sanitizer */
-
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
-    } while (0)
 
 static size_t dsize(vc_dtype t) { return t == VC_DTYPE_FP32 ? 4 : 2; }
 
 static const char *dname(vc_dtype t)
 {
     return t == VC_DTYPE_FP32 ? "f32" : t == VC_DTYPE_FP16 ? "f16" : "bf16";
-}
-
-static void *to_device(const void *host, size_t bytes)
-{
-    void *d = NULL;
-    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
-    if (bytes && host) CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
-    return d;
 }
 
 /* n random values in [-scale, scale) stored as dtype t. */
@@ -81,76 +71,10 @@ static float *host_f32(const void *p, vc_dtype t, int64_t n)
     return f;
 }
 
-/* ---- clouds (as in test_gpu_kmap) --------------------------------------------------------- */
+/* ---- clouds (scenes.h) ------------------------------------------------------------------- */
 
-typedef struct cloud {
-    int32_t *rows;
-    int64_t n;
-    int32_t batch;
-    int32_t shape[3];
-} cloud;
-
-static void cloud_add(cloud *c, vc_hash *seen, vc_keypack *kp, int64_t cap, int32_t b, int32_t z,
-                      int32_t y, int32_t x)
-{
-    if (c->n >= cap || !vc_key_in_range(kp, b, z, y, x)) return;
-    if (vc_hash_insert_grow(seen, vc_key_pack(kp, b, z, y, x), 0, NULL) != VC_HASH_INSERTED)
-        return;
-    int32_t *r = c->rows + 4 * c->n++;
-    r[0] = b;
-    r[1] = z;
-    r[2] = y;
-    r[3] = x;
-}
-
-/* style 0: uniform; 1: blobs; 2: on the faces of the shape; 3: sheets (ground with bumps). */
-static cloud make_cloud(vc_rng *rng, int64_t n, int32_t batch, const int32_t shape[3], int style)
-{
-    cloud c;
-    memset(&c, 0, sizeof c);
-    c.batch = batch;
-    memcpy(c.shape, shape, sizeof c.shape);
-    c.rows = malloc((size_t)(n > 0 ? n : 1) * 16);
-    vc_keypack kp;
-    vc_keypack_init(&kp, batch, shape);
-    vc_hash seen;
-    vc_hash_init(&seen, n);
-    int64_t tries = 0;
-    while (c.n < n && tries++ < 50 * n + 100) {
-        int32_t b = (int32_t)vc_rng_int(rng, batch);
-        int32_t z = (int32_t)vc_rng_int(rng, shape[0]), y = (int32_t)vc_rng_int(rng, shape[1]),
-                x = (int32_t)vc_rng_int(rng, shape[2]);
-        if (style == 0) {
-            cloud_add(&c, &seen, &kp, n, b, z, y, x);
-        } else if (style == 1) {
-            int32_t m = 1 + (int32_t)vc_rng_int(rng, 30);
-            for (int32_t j = 0; j < m; j++)
-                cloud_add(&c, &seen, &kp, n, b, z + (int32_t)vc_rng_int(rng, 5) - 2,
-                          y + (int32_t)vc_rng_int(rng, 5) - 2, x + (int32_t)vc_rng_int(rng, 5) - 2);
-        } else if (style == 2) {
-            int a = (int)vc_rng_int(rng, 3);
-            int32_t v = vc_rng_int(rng, 2) ? shape[a] - 1 : 0;
-            if (a == 0) z = v;
-            if (a == 1) y = v;
-            if (a == 2) x = v;
-            cloud_add(&c, &seen, &kp, n, b, z, y, x);
-        } else {
-            int32_t len = 1 + (int32_t)vc_rng_int(rng, 40);
-            int32_t zz = shape[0] / 4 + (int32_t)(((int64_t)x * 3 + y) % 3);
-            for (int32_t j = 0; j < len; j++) cloud_add(&c, &seen, &kp, n, b, zz, y, x + j);
-        }
-    }
-    vc_hash_free(&seen);
-    for (int64_t i = c.n - 1; i > 0; i--) {
-        int64_t j = vc_rng_int(rng, i + 1);
-        for (int a = 0; a < 4; a++) {
-            int32_t t = c.rows[4 * i + a];
-            c.rows[4 * i + a] = c.rows[4 * j + a];
-            c.rows[4 * j + a] = t;
-        }
-    }
-    return c;
-}
+typedef scene_cloud cloud;
+#define make_cloud scene_random_cloud
 
 /* ---- maps on both sides ------------------------------------------------------------------ */
 
@@ -158,26 +82,6 @@ typedef struct map_pair {
     vc_kmap_data cpu, gpu;
     int ok;
 } map_pair;
-
-static vc_map_desc mkdesc3(vc_map_type t, const int k[3], const int s[3], const int p[3],
-                           const int d[3])
-{
-    vc_map_desc m = VC_MAP_DESC_INIT;
-    m.type = t;
-    for (int a = 0; a < 3; a++) {
-        m.kernel[a] = k[a];
-        m.stride[a] = s[a];
-        m.padding[a] = p[a];
-        m.dilation[a] = d[a];
-    }
-    return m;
-}
-
-static vc_map_desc mkdesc(vc_map_type t, int k, int s, int p, int dil)
-{
-    const int kk[3] = {k, k, k}, ss[3] = {s, s, s}, pp[3] = {p, p, p}, dd[3] = {dil, dil, dil};
-    return mkdesc3(t, kk, ss, pp, dd);
-}
 
 static void free_pair(map_pair *m)
 {
@@ -588,27 +492,9 @@ static void real_scans(vc_rng *rng)
         vc_status st = vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &pc);
         CHECK_MSG(st == VC_OK, "reading %s: %s", path, vc_status_string(st));
         if (st != VC_OK) continue;
-        float mn[3] = {1e30f, 1e30f, 1e30f}, mx[3] = {-1e30f, -1e30f, -1e30f};
-        for (int64_t i = 0; i < pc.count; i++)
-            for (int a = 0; a < 3; a++) {
-                float v = pc.data[i * pc.dim + a];
-                if (!isfinite(v)) continue;
-                if (v < mn[a]) mn[a] = v;
-                if (v > mx[a]) mx[a] = v;
-            }
-        vc_voxelize_desc vd = VC_VOXELIZE_DESC_INIT;
-        vd.voxel_size[0] = 0.05f;
-        vd.voxel_size[1] = 0.05f;
-        vd.voxel_size[2] = 0.1f;
-        for (int a = 0; a < 3; a++) {
-            vd.range[a] = mn[a] - 0.5f;
-            vd.range[3 + a] = mx[a] + 0.5f;
-        }
-        vc_points pts = {pc.data, pc.count, pc.dim, NULL, VC_MEMORY_HOST};
         vc_voxels vox;
-        memset(&vox, 0, sizeof vox);
         vc_err err = {{0}};
-        st = vc_voxelize_cpu(&vd, &pts, &vox, NULL, &err);
+        st = scene_voxelize_padded(&pc, &vox, &err);
         CHECK_MSG(st == VC_OK, "voxelizing %s: %s", path, err.msg);
         if (st == VC_OK && vox.n > 0) {
             cloud c;

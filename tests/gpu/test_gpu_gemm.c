@@ -31,17 +31,13 @@
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "gpu_testutil.h"
+
 static cudaStream_t g_stream;
 static int g_small; /* VC_SANITIZE: small sizes only */
 static int g_cases;
 static int g_split_cluster, g_split_two_pass; /* tap splits run each way (the workspace tells) */
 static int g_ordered;                         /* runs repeated with a tile order */
-
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
-    } while (0)
 
 static const char *dt_name(int d)
 {
@@ -67,14 +63,6 @@ static void *pack(int d, const float *v, int64_t n)
     void *b = malloc((size_t)n * dt_size(d) + 16);
     for (int64_t i = 0; i < n; i++) vc_store_f32(b, (vc_dtype)d, i, v[i]);
     return b;
-}
-
-static void *to_device(const void *host, size_t bytes)
-{
-    void *d = NULL;
-    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
-    if (bytes && host) CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
-    return d;
 }
 
 /* Whether device C (after the work queued on g_stream) holds the same bytes as host copy hc. */

@@ -21,66 +21,24 @@
 #include "kmap/kmap_gpu.h"
 #include "hash/hash.h"
 #include "kmap_compare.h"
+#include "map_desc.h"
+#include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "gpu_testutil.h"
+
 #define NFRAMES 3
 
 static cudaStream_t g_stream;
 static const char *g_path = "multi-kernel"; /* the build path under test, for the labels */
 
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
-    } while (0)
+/* ---- clouds: surfaces of a scan-like scene, exactly n distinct rows, shuffled (scenes.h) -- */
 
-/* ---- clouds: surfaces of a scan-like scene, exactly n distinct rows, shuffled -------------- */
-
-static int32_t *make_rows(vc_rng *rng, int64_t n, int32_t batch, const int32_t shape[3])
-{
-    int32_t *rows = malloc((size_t)(n > 0 ? n : 1) * 16);
-    vc_keypack kp;
-    vc_keypack_init(&kp, batch, shape);
-    vc_hash seen;
-    vc_hash_init(&seen, n);
-    int64_t c = 0;
-    while (c < n) {
-        /* a short run along x on a bumpy sheet, or a blob */
-        int32_t b = (int32_t)vc_rng_int(rng, batch);
-        int32_t y = (int32_t)vc_rng_int(rng, shape[1]), x = (int32_t)vc_rng_int(rng, shape[2]);
-        int32_t z = (int32_t)vc_rng_int(rng, shape[0]);
-        int blob = vc_rng_int(rng, 4) == 0;
-        int32_t len = 1 + (int32_t)vc_rng_int(rng, 30);
-        for (int32_t j = 0; j < len && c < n; j++) {
-            int32_t zz = blob ? z + (int32_t)vc_rng_int(rng, 3) - 1 : shape[0] / 3 + (x + j) % 3;
-            int32_t yy = blob ? y + (int32_t)vc_rng_int(rng, 3) - 1 : y;
-            int32_t xx = blob ? x + (int32_t)vc_rng_int(rng, 3) - 1 : x + j;
-            if (!vc_key_in_range(&kp, b, zz, yy, xx)) continue;
-            if (vc_hash_insert_grow(&seen, vc_key_pack(&kp, b, zz, yy, xx), 0, NULL) !=
-                VC_HASH_INSERTED)
-                continue;
-            int32_t *r = rows + 4 * c++;
-            r[0] = b;
-            r[1] = zz;
-            r[2] = yy;
-            r[3] = xx;
-        }
-    }
-    vc_hash_free(&seen);
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = vc_rng_int(rng, i + 1);
-        for (int a = 0; a < 4; a++) {
-            int32_t t = rows[4 * i + a];
-            rows[4 * i + a] = rows[4 * j + a];
-            rows[4 * j + a] = t;
-        }
-    }
-    return rows;
-}
+#define make_rows scene_surface_rows
 
 /* ---- comparison (kmap_compare.h) ----------------------------------------------------------- */
 
@@ -164,19 +122,6 @@ static cudaGraphExec_t capture(vc_kmap_gpu_bounded *b, const int32_t *d_in, int6
     CHECK_MSG(e == cudaSuccess, "%s: instantiate: %s", label, cudaGetErrorString(e));
     cudaGraphDestroy(graph);
     return e == cudaSuccess ? exec : NULL;
-}
-
-static vc_map_desc mkdesc(vc_map_type t, int k, int s, int p, int dil)
-{
-    vc_map_desc d = VC_MAP_DESC_INIT;
-    d.type = t;
-    for (int a = 0; a < 3; a++) {
-        d.kernel[a] = k;
-        d.stride[a] = s;
-        d.padding[a] = p;
-        d.dilation[a] = dil;
-    }
-    return d;
 }
 
 static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, int32_t batch,

@@ -28,20 +28,18 @@
 #include "hash/hash.h"
 #include "hash/hash_gpu.h"
 #include "kmap_compare.h"
+#include "map_desc.h"
+#include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "gpu_testutil.h"
+
 static cudaStream_t g_stream;
 static int g_small; /* VC_SANITIZE=1: small sizes only */
-
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
-    } while (0)
 
 /* Fills freed device memory (the driver's and the map pool's) with 0xA5 so that unwritten
  * output elements do not read as zeros or as the previous build's values. */
@@ -58,14 +56,6 @@ static void dirty_device(void)
     }
     vc_err err = {{0}};
     CHECK_MSG(vc_kmap_gpu_dirty_pool(bytes, 0xa5, &err) == VC_OK, "dirty pool: %s", err.msg);
-}
-
-static void *to_device(const void *host, size_t bytes)
-{
-    void *d = NULL;
-    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
-    if (bytes && host) CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
-    return d;
 }
 
 /* ---- the hash table ---------------------------------------------------------------------- */
@@ -154,95 +144,13 @@ static void test_hash(vc_rng *rng, int64_t n, int64_t range, int32_t max_probe, 
 
 /* ---- clouds ------------------------------------------------------------------------------ */
 
-typedef struct cloud {
-    int32_t *rows;
-    int64_t n;
-    int32_t batch;
-    int32_t shape[3];
-} cloud;
-
-/* Adds (b, z, y, x) unless present. */
-static void cloud_add(cloud *c, vc_hash *seen, vc_keypack *kp, int64_t cap, int32_t b, int32_t z,
-                      int32_t y, int32_t x)
-{
-    if (c->n >= cap || !vc_key_in_range(kp, b, z, y, x)) return;
-    if (vc_hash_insert_grow(seen, vc_key_pack(kp, b, z, y, x), 0, NULL) != VC_HASH_INSERTED)
-        return;
-    int32_t *r = c->rows + 4 * c->n++;
-    r[0] = b;
-    r[1] = z;
-    r[2] = y;
-    r[3] = x;
-}
-
-/* style 0: uniform; 1: blobs (dense neighbourhoods); 2: on the faces of the shape;
- * 3: sheets (a ground plane with bumps, like a scan). Rows are shuffled. */
-static cloud make_cloud(vc_rng *rng, int64_t n, int32_t batch, const int32_t shape[3], int style)
-{
-    cloud c;
-    memset(&c, 0, sizeof c);
-    c.batch = batch;
-    memcpy(c.shape, shape, sizeof c.shape);
-    c.rows = malloc((size_t)(n > 0 ? n : 1) * 16);
-    vc_keypack kp;
-    vc_keypack_init(&kp, batch, shape);
-    vc_hash seen;
-    vc_hash_init(&seen, n);
-    int64_t tries = 0;
-    while (c.n < n && tries++ < 50 * n + 100) {
-        int32_t b = (int32_t)vc_rng_int(rng, batch);
-        int32_t z = (int32_t)vc_rng_int(rng, shape[0]), y = (int32_t)vc_rng_int(rng, shape[1]),
-                x = (int32_t)vc_rng_int(rng, shape[2]);
-        if (style == 0) {
-            cloud_add(&c, &seen, &kp, n, b, z, y, x);
-        } else if (style == 1) {
-            int32_t m = 1 + (int32_t)vc_rng_int(rng, 30);
-            for (int32_t j = 0; j < m; j++)
-                cloud_add(&c, &seen, &kp, n, b, z + (int32_t)vc_rng_int(rng, 5) - 2,
-                          y + (int32_t)vc_rng_int(rng, 5) - 2, x + (int32_t)vc_rng_int(rng, 5) - 2);
-        } else if (style == 2) {
-            int a = (int)vc_rng_int(rng, 3);
-            int32_t v = vc_rng_int(rng, 2) ? shape[a] - 1 : 0;
-            if (a == 0) z = v;
-            if (a == 1) y = v;
-            if (a == 2) x = v;
-            cloud_add(&c, &seen, &kp, n, b, z, y, x);
-        } else {
-            int32_t len = 1 + (int32_t)vc_rng_int(rng, 40);
-            int32_t zz = shape[0] / 4 + (int32_t)(((int64_t)x * 3 + y) % 3);
-            for (int32_t j = 0; j < len; j++) cloud_add(&c, &seen, &kp, n, b, zz, y, x + j);
-        }
-    }
-    vc_hash_free(&seen);
-    for (int64_t i = c.n - 1; i > 0; i--) { /* shuffle rows */
-        int64_t j = vc_rng_int(rng, i + 1);
-        for (int a = 0; a < 4; a++) {
-            int32_t t = c.rows[4 * i + a];
-            c.rows[4 * i + a] = c.rows[4 * j + a];
-            c.rows[4 * j + a] = t;
-        }
-    }
-    return c;
-}
+/* The random clouds of scenes.h. */
+typedef scene_cloud cloud;
+#define make_cloud scene_random_cloud
 
 /* ---- map comparison (kmap_compare.h) ------------------------------------------------------ */
 
 static int g_coop_on; /* the one-kernel build path is on (vc_kmap_gpu_debug_coop) */
-
-static vc_map_desc mkdesc(vc_map_type t, int kz, int ky, int kx, int s, int p, int dil)
-{
-    vc_map_desc d = VC_MAP_DESC_INIT;
-    d.type = t;
-    d.kernel[0] = kz;
-    d.kernel[1] = ky;
-    d.kernel[2] = kx;
-    for (int a = 0; a < 3; a++) {
-        d.stride[a] = s;
-        d.padding[a] = p;
-        d.dilation[a] = dil;
-    }
-    return d;
-}
 
 /* Poisons the arrays of a bounded map with 0xA5 bytes. */
 static void poison_bounded(const vc_kmap_gpu_bounded *b)
@@ -357,32 +265,48 @@ static void run_sweep(const cloud *c, int big)
     int32_t *d_rows = to_device(c->rows, (size_t)c->n * 16);
     /* g_small's pick[] below indexes this list: append, do not insert */
     const vc_map_desc all[] = {
-        mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 1, 1, 1, 1, 0, 1),
-        mkdesc(VC_MAP_SUBM, 5, 5, 5, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 7, 7, 7, 1, 0, 1),
-        mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 2),       mkdesc(VC_MAP_SUBM, 3, 1, 1, 1, 0, 1),
-        mkdesc(VC_MAP_SUBM, 1, 3, 1, 1, 0, 1),       mkdesc(VC_MAP_SUBM, 3, 5, 1, 1, 0, 3),
-        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),    mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 0, 1),
-        mkdesc(VC_MAP_STRIDED, 2, 2, 2, 2, 0, 1),    mkdesc(VC_MAP_STRIDED, 3, 3, 3, 1, 1, 1),
-        mkdesc(VC_MAP_STRIDED, 3, 1, 1, 2, 1, 1),    mkdesc(VC_MAP_STRIDED, 1, 3, 1, 1, 0, 1),
-        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 2, 2),    mkdesc(VC_MAP_STRIDED, 7, 7, 7, 3, 3, 1),
-        mkdesc(VC_MAP_STRIDED, 4, 2, 3, 3, 1, 1),    mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
-        mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 2, 0, 1), mkdesc(VC_MAP_DOWNSAMPLE, 1, 1, 1, 3, 0, 1),
-        mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 3, 0, 2), mkdesc(VC_MAP_DOWNSAMPLE, 7, 7, 7, 2, 0, 1),
-        mkdesc(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1), mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 2, 1, 1),
-        mkdesc(VC_MAP_TRANSPOSED, 3, 1, 1, 2, 1, 1), mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 1, 1, 1),
-        mkdesc(VC_MAP_TRANSPOSED, 5, 5, 5, 3, 2, 2), mkdesc(VC_MAP_TRANSPOSED, 7, 7, 7, 2, 3, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 1, 1, 1, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 5, 5, 5, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 7, 7, 7, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 2),
+        mkdesc_zyx(VC_MAP_SUBM, 3, 1, 1, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 1, 3, 1, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 3, 5, 1, 1, 0, 3),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 2, 2, 2, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 1, 1, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 1, 1, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 1, 3, 1, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 2, 2),
+        mkdesc_zyx(VC_MAP_STRIDED, 7, 7, 7, 3, 3, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 4, 2, 3, 3, 1, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 3, 3, 3, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 1, 1, 1, 3, 0, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 3, 3, 3, 3, 0, 2),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 7, 7, 7, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 1, 1, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 1, 1, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 5, 5, 5, 3, 2, 2),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 7, 7, 7, 2, 3, 1),
         /* rejected by both: even SUBM kernel, padded DOWNSAMPLE, kernel 8 */
-        mkdesc(VC_MAP_SUBM, 2, 2, 2, 1, 0, 1),       mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1),
-        mkdesc(VC_MAP_STRIDED, 8, 3, 3, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 2, 2, 2, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 8, 3, 3, 2, 1, 1),
         /* strides past the remainder table of kmap/kmap.cu (Geom::rbits, strides <= 8) */
-        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 9, 1, 4),    mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 10, 0, 4),
-        mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 9, 1, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 9, 1, 4),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 3, 3, 3, 10, 0, 4),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 9, 1, 1),
     };
     const vc_map_desc few[] = {
-        mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
-        mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
-        mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
-        mkdesc(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
+        mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
+        mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
+        mkdesc_zyx(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1),
     };
     const vc_map_desc *list = big ? few : all;
     size_t count = big ? sizeof few / sizeof few[0] : sizeof all / sizeof all[0];
@@ -407,8 +331,8 @@ static void test_bad_rows(vc_rng *rng)
     const int32_t shape[3] = {41, 1600, 1408};
     cloud c = make_cloud(rng, 2000, 2, shape, 1);
     int32_t *rows = malloc((size_t)(c.n + 2) * 16);
-    const vc_map_desc ds[2] = {mkdesc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
-                               mkdesc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1)};
+    const vc_map_desc ds[2] = {mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
+                               mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1)};
     for (int variant = 0; variant < 4; variant++) {
         int64_t n = c.n;
         memcpy(rows, c.rows, (size_t)n * 16);

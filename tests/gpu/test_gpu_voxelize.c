@@ -23,11 +23,15 @@
 
 #include "voxelize/voxelize.h"
 #include "core/dtype.h"
+#include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
+#include "voxelize_testutil.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "gpu_testutil.h"
 
 #include "voxelize/voxelize_gpu.h"
 
@@ -37,12 +41,6 @@ static int64_t g_cases;          /* GPU/CPU comparisons made                    
 static int64_t g_mean_elems;     /* MEAN feature elements compared                             */
 static int64_t g_mean_not_bits;  /* ... of which not bit-identical (expected 0)                */
 static double g_mean_max_rel;    /* largest relative error of MEAN (fp32 outputs)              */
-
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
-    } while (0)
 
 /* Fills freed device memory (both allocators) with 0xFF so that unwritten output elements read
  * as NaN, not zeros. */
@@ -62,39 +60,6 @@ static void dirty_device(void)
         cudaStreamSynchronize(g_stream);
     }
     cudaGetLastError();
-}
-
-static void *to_device(const void *host, size_t bytes)
-{
-    void *d = NULL;
-    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
-    if (bytes && host) CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
-    return d;
-}
-
-static vc_voxelize_desc make_desc(float vx, float vy, float vz, const float range[6],
-                                  vc_reduce reduce)
-{
-    vc_voxelize_desc d = VC_VOXELIZE_DESC_INIT;
-    d.voxel_size[0] = vx;
-    d.voxel_size[1] = vy;
-    d.voxel_size[2] = vz;
-    memcpy(d.range, range, sizeof d.range);
-    d.reduce = reduce;
-    return d;
-}
-
-static vc_points make_points(const float *data, int64_t count, int32_t dim, const int32_t *batch,
-                             vc_memory memory)
-{
-    vc_points p;
-    memset(&p, 0, sizeof p);
-    p.data = data;
-    p.count = count;
-    p.dim = dim;
-    p.batch = batch;
-    p.memory = memory;
-    return p;
 }
 
 /* ---- one GPU run, results copied to the host ---------------------------------------------- */
@@ -296,30 +261,12 @@ static int64_t run_case(const char *what, const vc_voxelize_desc *d, const float
 
 /* ---- clouds ------------------------------------------------------------------------------ */
 
-/* Points clustered on the grid with exact duplicates, points on voxel boundaries and on the
- * range's min and max, and points up to 10% outside the range on each side. */
+/* Points clustered on the grid with exact duplicates, points on voxel boundaries (the first six
+ * planes) and on the range's min and max, and points up to 10% outside the range on each side
+ * (scenes.h). */
 static float *random_cloud(vc_rng *rng, const vc_voxelize_desc *d, int64_t n, int dim)
 {
-    float *pts = malloc((size_t)(n > 0 ? n : 1) * (size_t)dim * sizeof(float));
-    for (int64_t i = 0; i < n; i++) {
-        float *p = pts + i * dim;
-        int64_t kind = vc_rng_int(rng, 20);
-        if (kind == 0 && i > 0) {
-            memcpy(p, pts + vc_rng_int(rng, i) * dim, (size_t)dim * sizeof(float));
-            continue;
-        }
-        for (int a = 0; a < 3; a++) {
-            float lo = d->range[a], hi = d->range[a + 3], ext = hi - lo;
-            if (kind == 1) {
-                p[a] = lo + (float)vc_rng_int(rng, 6) * d->voxel_size[a];
-                if (vc_rng_int(rng, 4) == 0) p[a] = vc_rng_int(rng, 2) ? lo : hi;
-            } else {
-                p[a] = lo + ext * (0.5f + 0.6f * vc_rng_float(rng));
-            }
-        }
-        for (int c = 3; c < dim; c++) p[c] = 10.0f * vc_rng_float(rng);
-    }
-    return pts;
+    return scene_random_points(rng, d, n, dim, 6);
 }
 
 static int32_t *random_batch(vc_rng *rng, int64_t n, int bs)

@@ -201,6 +201,78 @@ static vc_map_desc map_desc_of(const geom *g, vc_map_type t)
 
 /* Runs one case on ctx; returns the output features as fp32 (malloc'ed, n_out rows) through
  * *result when not NULL, for the determinism checks. Returns 0 if the case could not run. */
+/* The output coordinates of a case: the input set itself (SUBM; INVERSE: the forward input X)
+ * or the set the kernel reaches from xc, on the expected grid. */
+static void check_out_coords(const char *what, const conv_case *c, const vc_coords *X,
+                             const int32_t *xc, const vc_tensor_info *ti,
+                             const vc_coords_info *oi, const int32_t *out_coords, int64_t n_out)
+{
+    const geom *g = &c->g;
+    int32_t *exp_coords = NULL;
+    int32_t eshape[3];
+    int64_t n_exp;
+    if (g->type == VC_MAP_SUBM || g->type == VC_MAP_INVERSE) {
+        /* outputs = the input set (SUBM) or the forward input set (INVERSE) */
+        CHECK_MSG(ti->coords == X, "%s: output not on the expected coordinate set", what);
+        n_exp = c->n;
+        exp_coords = malloc(sizeof(int32_t) * 4 * (size_t)(n_exp + 1));
+        memcpy(exp_coords, xc, sizeof(int32_t) * 4 * (size_t)n_exp);
+        memcpy(eshape, c->shape, sizeof eshape);
+    } else {
+        n_exp = reached_set(g->type, g, c->B, c->shape, xc, c->n, &exp_coords);
+        out_shape_of(g->type, g, c->shape, eshape);
+    }
+    CHECK_MSG(oi->spatial_shape[0] == eshape[0] && oi->spatial_shape[1] == eshape[1] &&
+              oi->spatial_shape[2] == eshape[2], "%s: out shape (%d,%d,%d), want (%d,%d,%d)",
+              what, oi->spatial_shape[0], oi->spatial_shape[1], oi->spatial_shape[2], eshape[0],
+              eshape[1], eshape[2]);
+    CHECK_MSG(n_out == n_exp && !memcmp(out_coords, exp_coords, sizeof(int32_t) * 4 *
+                                        (size_t)(n_out < n_exp ? n_out : n_exp)),
+              "%s: output coordinates differ (%lld rows, want %lld)", what, (long long)n_out,
+              (long long)n_exp);
+    free(exp_coords);
+}
+
+/* ref and mag (the dense oracle's sums and sums of |terms|) with the case's bias, residual and
+ * activation applied. */
+static void apply_epilogue(const conv_case *c, const float *bias, const double *res_vals,
+                           int64_t n_out, double *ref, double *mag)
+{
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t co = 0; co < c->cout; co++) {
+            double v = ref[r * c->cout + co];
+            if (c->bias) v += bias[co];
+            if (res_vals) v += res_vals[r * c->cout + co];
+            mag[r * c->cout + co] += (c->bias ? fabs(bias[co]) : 0) +
+                                     (res_vals ? fabs(res_vals[r * c->cout + co]) : 0);
+            if (c->act == VC_ACT_RELU && v < 0) v = 0;
+            if (c->act == VC_ACT_LEAKY_RELU && v < 0) v *= c->slope;
+            ref[r * c->cout + co] = v;
+        }
+}
+
+/* fp32 results: ||out - ref|| <= 1e-6 ||ref||, or, where the terms cancel, <= 1e-6 times the
+ * norm of the sums of |terms| (what fp32 accumulation error scales with). fp16/bf16 results:
+ * 1e-2 ||ref|| (the final rounding alone is up to 2^-9 resp. 2^-8). */
+static void check_features(const char *what, vc_dtype out_dt, const float *got, const double *ref,
+                           const double *mag, int64_t n)
+{
+    double err = vc_rel_err(got, ref, n);
+    if (out_dt == VC_DTYPE_FP32) {
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double dv = isnan(got[i]) ? INFINITY : (double)got[i] - ref[i];
+            num += dv * dv;
+            den += mag[i] * mag[i];
+        }
+        double err_mag = den > 0 ? sqrt(num / den) : (num == 0 ? 0 : INFINITY);
+        CHECK_MSG(err <= 1e-6 || err_mag <= 1e-6, "%s: rel err %.3g, vs |terms| %.3g > 1e-6",
+                  what, err, err_mag);
+    } else {
+        CHECK_MSG(err <= 1e-2, "%s: rel err %.3g > 1e-2", what, err);
+    }
+}
+
 static int run_case(vc_context *ctx, vc_rng *rng, const conv_case *c, float **result,
                     int64_t *result_n)
 {
@@ -217,7 +289,7 @@ static int run_case(vc_context *ctx, vc_rng *rng, const conv_case *c, float **re
     vc_coords *X = NULL, *in_set = NULL;
     vc_kmap *fwd = NULL, *map = NULL;
     vc_tensor *in = NULL, *res = NULL, *out = NULL;
-    int32_t *in_coords = NULL, *out_coords = NULL, *exp_coords = NULL;
+    int32_t *in_coords = NULL, *out_coords = NULL;
     double *in_vals = NULL, *w_vals = NULL, *res_vals = NULL, *ref = NULL, *mag = NULL;
     void *in_buf = NULL, *w_buf = NULL, *res_buf = NULL;
     float *bias = NULL, *got = NULL;
@@ -302,27 +374,7 @@ static int run_case(vc_context *ctx, vc_rng *rng, const conv_case *c, float **re
     out_coords = malloc(sizeof(int32_t) * 4 * (size_t)(n_out + 1));
     CHECK_OK(ctx, vc_coords_copy_out(ctx, ti.coords, out_coords, VC_MEMORY_HOST));
 
-    int32_t eshape[3];
-    int64_t n_exp;
-    if (g->type == VC_MAP_SUBM || g->type == VC_MAP_INVERSE) {
-        /* outputs = the input set (SUBM) or the forward input set (INVERSE) */
-        CHECK_MSG(ti.coords == X, "%s: output not on the expected coordinate set", what);
-        n_exp = c->n;
-        exp_coords = malloc(sizeof(int32_t) * 4 * (size_t)(n_exp + 1));
-        memcpy(exp_coords, xc, sizeof(int32_t) * 4 * (size_t)n_exp);
-        memcpy(eshape, c->shape, sizeof eshape);
-    } else {
-        n_exp = reached_set(g->type, g, c->B, c->shape, xc, c->n, &exp_coords);
-        out_shape_of(g->type, g, c->shape, eshape);
-    }
-    CHECK_MSG(oi.spatial_shape[0] == eshape[0] && oi.spatial_shape[1] == eshape[1] &&
-              oi.spatial_shape[2] == eshape[2], "%s: out shape (%d,%d,%d), want (%d,%d,%d)",
-              what, oi.spatial_shape[0], oi.spatial_shape[1], oi.spatial_shape[2], eshape[0],
-              eshape[1], eshape[2]);
-    CHECK_MSG(n_out == n_exp && !memcmp(out_coords, exp_coords, sizeof(int32_t) * 4 *
-                                        (size_t)(n_out < n_exp ? n_out : n_exp)),
-              "%s: output coordinates differ (%lld rows, want %lld)", what, (long long)n_out,
-              (long long)n_exp);
+    check_out_coords(what, c, X, xc, &ti, &oi, out_coords, n_out);
 
     /* The features against the dense oracle. */
     got = malloc(sizeof(float) * (size_t)(n_out * c->cout + 1));
@@ -332,34 +384,8 @@ static int run_case(vc_context *ctx, vc_rng *rng, const conv_case *c, float **re
     mag = malloc(sizeof(double) * (size_t)(n_out * c->cout + 1));
     dense_conv(g, c->B, in_shape, in_coords, n_in, in_vals, c->cin, w_vals, c->cout,
                out_coords, n_out, ref, mag);
-    for (int64_t r = 0; r < n_out; r++)
-        for (int64_t co = 0; co < c->cout; co++) {
-            double v = ref[r * c->cout + co];
-            if (c->bias) v += bias[co];
-            if (res_vals) v += res_vals[r * c->cout + co];
-            mag[r * c->cout + co] += (c->bias ? fabs(bias[co]) : 0) +
-                                     (res_vals ? fabs(res_vals[r * c->cout + co]) : 0);
-            if (c->act == VC_ACT_RELU && v < 0) v = 0;
-            if (c->act == VC_ACT_LEAKY_RELU && v < 0) v *= c->slope;
-            ref[r * c->cout + co] = v;
-        }
-    /* fp32 results: ||out - ref|| <= 1e-6 ||ref||, or, where the terms cancel, <= 1e-6 times the
-     * norm of the sums of |terms| (what fp32 accumulation error scales with). fp16/bf16
-     * results: 1e-2 ||ref|| (the final rounding alone is up to 2^-9 resp. 2^-8). */
-    double err = vc_rel_err(got, ref, n_out * c->cout);
-    if (out_dt == VC_DTYPE_FP32) {
-        double num = 0, den = 0;
-        for (int64_t i = 0; i < n_out * c->cout; i++) {
-            double dv = isnan(got[i]) ? INFINITY : (double)got[i] - ref[i];
-            num += dv * dv;
-            den += mag[i] * mag[i];
-        }
-        double err_mag = den > 0 ? sqrt(num / den) : (num == 0 ? 0 : INFINITY);
-        CHECK_MSG(err <= 1e-6 || err_mag <= 1e-6, "%s: rel err %.3g, vs |terms| %.3g > 1e-6",
-                  what, err, err_mag);
-    } else {
-        CHECK_MSG(err <= 1e-2, "%s: rel err %.3g > 1e-2", what, err);
-    }
+    apply_epilogue(c, bias, res_vals, n_out, ref, mag);
+    check_features(what, out_dt, got, ref, mag, n_out * c->cout);
     /* A reference that is all zero (possible: a strided layer whose kernel misses every
      * input) proves little; count such cases so main() can check they stay rare. */
     if (n_out > 0) {
@@ -385,7 +411,6 @@ done:
     if (in_coords != xc) free(in_coords);
     free(xc);
     free(out_coords);
-    free(exp_coords);
     free(in_vals);
     free(w_vals);
     free(res_vals);

@@ -15,6 +15,7 @@
 #ifdef VOXCONV_HAVE_CUDA
 #include "kmap/kmap_gpu.h"
 #endif
+#include "map_desc.h"
 #include "testutil.h"
 
 static const char *type_name(vc_map_type t)
@@ -420,21 +421,6 @@ static int32_t *random_cloud(vc_rng *rng, int64_t n, const int32_t shape[3], int
     return c;
 }
 
-static vc_map_desc make_desc(vc_map_type t, int kz, int ky, int kx, int s, int p, int dil)
-{
-    vc_map_desc d = VC_MAP_DESC_INIT;
-    d.type = t;
-    d.kernel[0] = kz;
-    d.kernel[1] = ky;
-    d.kernel[2] = kx;
-    for (int a = 0; a < 3; a++) {
-        d.stride[a] = s;
-        d.padding[a] = p;
-        d.dilation[a] = dil;
-    }
-    return d;
-}
-
 static int n_cases, n_inverse;
 
 /* Builds with 1 and 2 threads, checks against the oracle, and the inverse where it applies. */
@@ -506,7 +492,7 @@ static void test_random(vc_rng *rng, int cases)
         } else {
             for (int a = 0; a < 3; a++) shape[a] = 1 + (int32_t)vc_rng_int(rng, 7);
         }
-        vc_map_desc d = make_desc(t, 3, 3, 3, 1, 0, 1);
+        vc_map_desc d = mkdesc_zyx(t, 3, 3, 3, 1, 0, 1);
         for (int a = 0; a < 3; a++) {
             int big = vc_rng_int(rng, 4) == 0; /* mostly small kernels, sometimes up to 7 */
             int32_t ks = 1 + (int32_t)vc_rng_int(rng, big ? 7 : 3);
@@ -542,22 +528,22 @@ static void test_fixed(vc_rng *rng)
     for (int si = 0; si < 4; si++) {
         int32_t *in = random_cloud(rng, sizes[si], shape, 2);
         vc_map_desc ds[] = {
-            make_desc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
-            make_desc(VC_MAP_SUBM, 3, 1, 1, 1, 0, 1),
-            make_desc(VC_MAP_SUBM, 1, 3, 1, 1, 0, 2),
-            make_desc(VC_MAP_SUBM, 7, 7, 7, 1, 0, 1),   /* K = 343: 11 mask words */
-            make_desc(VC_MAP_SUBM, 5, 3, 1, 1, 0, 1),
-            make_desc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
-            make_desc(VC_MAP_STRIDED, 3, 1, 1, 2, 0, 1),
-            make_desc(VC_MAP_STRIDED, 1, 3, 1, 1, 1, 2),
-            make_desc(VC_MAP_STRIDED, 2, 2, 2, 2, 0, 1),
-            make_desc(VC_MAP_STRIDED, 5, 5, 5, 1, 2, 1),
-            make_desc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
-            make_desc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 2, 0, 1),
-            make_desc(VC_MAP_DOWNSAMPLE, 3, 1, 1, 3, 0, 2),
-            make_desc(VC_MAP_TRANSPOSED, 3, 3, 3, 2, 1, 1),
-            make_desc(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1),
-            make_desc(VC_MAP_TRANSPOSED, 1, 3, 1, 3, 2, 2),
+            mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
+            mkdesc_zyx(VC_MAP_SUBM, 3, 1, 1, 1, 0, 1),
+            mkdesc_zyx(VC_MAP_SUBM, 1, 3, 1, 1, 0, 2),
+            mkdesc_zyx(VC_MAP_SUBM, 7, 7, 7, 1, 0, 1),   /* K = 343: 11 mask words */
+            mkdesc_zyx(VC_MAP_SUBM, 5, 3, 1, 1, 0, 1),
+            mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
+            mkdesc_zyx(VC_MAP_STRIDED, 3, 1, 1, 2, 0, 1),
+            mkdesc_zyx(VC_MAP_STRIDED, 1, 3, 1, 1, 1, 2),
+            mkdesc_zyx(VC_MAP_STRIDED, 2, 2, 2, 2, 0, 1),
+            mkdesc_zyx(VC_MAP_STRIDED, 5, 5, 5, 1, 2, 1),
+            mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1),
+            mkdesc_zyx(VC_MAP_DOWNSAMPLE, 3, 3, 3, 2, 0, 1),
+            mkdesc_zyx(VC_MAP_DOWNSAMPLE, 3, 1, 1, 3, 0, 2),
+            mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 2, 1, 1),
+            mkdesc_zyx(VC_MAP_TRANSPOSED, 2, 2, 2, 2, 0, 1),
+            mkdesc_zyx(VC_MAP_TRANSPOSED, 1, 3, 1, 3, 2, 2),
         };
         for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++)
             run_case("fixed", in, sizes[si], shape, 2, &ds[i]);
@@ -566,18 +552,18 @@ static void test_fixed(vc_rng *rng)
     /* A grid of one voxel. */
     const int32_t one[3] = {1, 1, 1};
     int32_t single[8] = {0, 0, 0, 0, 1, 0, 0, 0};
-    vc_map_desc d = make_desc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1);
+    vc_map_desc d = mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1);
     run_case("one voxel", single, 2, one, 2, &d);
-    d = make_desc(VC_MAP_STRIDED, 1, 1, 1, 1, 0, 1);
+    d = mkdesc_zyx(VC_MAP_STRIDED, 1, 1, 1, 1, 0, 1);
     run_case("one voxel", single, 2, one, 2, &d);
-    d = make_desc(VC_MAP_TRANSPOSED, 3, 3, 3, 1, 1, 1);
+    d = mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 1, 1, 1);
     run_case("one voxel", single, 2, one, 2, &d);
 }
 
 static void test_n0(void)
 {
     const int32_t shape[3] = {5, 7, 6};
-    vc_map_desc d = make_desc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1);
+    vc_map_desc d = mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1);
     vc_kmap_data m;
     vc_err err = {{0}};
     memset(&m, 0, sizeof m);
@@ -643,7 +629,7 @@ static void test_errors(void)
                                          VC_MAP_TRANSPOSED};
     /* duplicates: rows 2 and 4 */
     for (int t = 0; t < 4; t++) {
-        vc_map_desc d = make_desc(types[t], 3, 3, 3, 2, 0, 1);
+        vc_map_desc d = mkdesc_zyx(types[t], 3, 3, 3, 2, 0, 1);
         m = sentinel;
         err.msg[0] = 0;
         CHECK(vc_kmap_build_cpu(in, 5, shape, 2, &d, 1, &m, &err) == VC_ERR_DUPLICATE);
@@ -652,7 +638,7 @@ static void test_errors(void)
     }
     /* no duplicates in the first four rows */
     {
-        vc_map_desc d = make_desc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1);
+        vc_map_desc d = mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1);
         memset(&m, 0, sizeof m);
         CHECK(vc_kmap_build_cpu(in, 4, shape, 2, &d, 1, &m, &err) == VC_OK);
         vc_kmap_data_free(&m);
@@ -661,7 +647,7 @@ static void test_errors(void)
     int32_t oor[6][4] = {{0, 5, 0, 0}, {0, 0, 7, 0}, {0, 0, 0, 6}, {2, 0, 0, 0},
                          {-1, 0, 0, 0}, {0, 0, -1, 0}};
     for (int i = 0; i < 6; i++) {
-        vc_map_desc d = make_desc(types[i % 4], 3, 3, 3, 1, 0, 1);
+        vc_map_desc d = mkdesc_zyx(types[i % 4], 3, 3, 3, 1, 0, 1);
         int32_t two[8] = {0, 1, 1, 1, oor[i][0], oor[i][1], oor[i][2], oor[i][3]};
         m = sentinel;
         CHECK(vc_kmap_build_cpu(two, 2, shape, 2, &d, 1, &m, &err) == VC_ERR_OUT_OF_RANGE);
@@ -672,19 +658,19 @@ static void test_errors(void)
         vc_map_desc d;
         const char *field;
     } bad[] = {
-        {make_desc(VC_MAP_SUBM, 2, 3, 3, 1, 0, 1), "kernel"},
-        {make_desc(VC_MAP_SUBM, 3, 3, 4, 1, 0, 1), "kernel"},
-        {make_desc(VC_MAP_STRIDED, 8, 3, 3, 1, 0, 1), "kernel"},
-        {make_desc(VC_MAP_STRIDED, 3, 0, 3, 1, 0, 1), "kernel"},
-        {make_desc(VC_MAP_STRIDED, 3, 3, 3, 0, 0, 1), "stride"},
-        {make_desc(VC_MAP_TRANSPOSED, 3, 3, 3, -2, 0, 1), "stride"},
-        {make_desc(VC_MAP_STRIDED, 3, 3, 3, 1, -1, 1), "padding"},
-        {make_desc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1), "padding"},
-        {make_desc(VC_MAP_STRIDED, 3, 3, 3, 1, 0, 0), "dilation"},
-        {make_desc(VC_MAP_STRIDED, 7, 3, 3, 1, 0, 1), "STRIDED"}, /* 5 - 6 - 1 < 0 along z */
-        {make_desc(VC_MAP_TRANSPOSED, 1, 1, 1, 1, 3, 1), "TRANSPOSED"}, /* 5 - 6 < 1 */
-        {make_desc(VC_MAP_INVERSE, 3, 3, 3, 2, 0, 1), "INVERSE"},
-        {make_desc((vc_map_type)42, 3, 3, 3, 1, 0, 1), "type"},
+        {mkdesc_zyx(VC_MAP_SUBM, 2, 3, 3, 1, 0, 1), "kernel"},
+        {mkdesc_zyx(VC_MAP_SUBM, 3, 3, 4, 1, 0, 1), "kernel"},
+        {mkdesc_zyx(VC_MAP_STRIDED, 8, 3, 3, 1, 0, 1), "kernel"},
+        {mkdesc_zyx(VC_MAP_STRIDED, 3, 0, 3, 1, 0, 1), "kernel"},
+        {mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 0, 0, 1), "stride"},
+        {mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, -2, 0, 1), "stride"},
+        {mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 1, -1, 1), "padding"},
+        {mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1), "padding"},
+        {mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 1, 0, 0), "dilation"},
+        {mkdesc_zyx(VC_MAP_STRIDED, 7, 3, 3, 1, 0, 1), "STRIDED"}, /* 5 - 6 - 1 < 0 along z */
+        {mkdesc_zyx(VC_MAP_TRANSPOSED, 1, 1, 1, 1, 3, 1), "TRANSPOSED"}, /* 5 - 6 < 1 */
+        {mkdesc_zyx(VC_MAP_INVERSE, 3, 3, 3, 2, 0, 1), "INVERSE"},
+        {mkdesc_zyx((vc_map_type)42, 3, 3, 3, 1, 0, 1), "type"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         m = sentinel;
@@ -699,7 +685,7 @@ static void test_errors(void)
         CHECK(os[0] == -9 && os[1] == -9 && os[2] == -9);
     }
     /* bad arguments */
-    vc_map_desc d = make_desc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1);
+    vc_map_desc d = mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1);
     m = sentinel;
     CHECK(vc_kmap_build_cpu(NULL, 3, shape, 1, &d, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
     CHECK(vc_kmap_build_cpu(in, -1, shape, 1, &d, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
@@ -713,7 +699,7 @@ static void test_errors(void)
     const int32_t huge[3] = {INT32_MAX, INT32_MAX, INT32_MAX};
     CHECK(vc_kmap_build_cpu(in, 4, huge, 2, &d, 1, &m, &err) == VC_ERR_OUT_OF_RANGE);
     /* an output shape past int32 */
-    vc_map_desc dt = make_desc(VC_MAP_TRANSPOSED, 3, 3, 3, 1 << 20, 0, 1);
+    vc_map_desc dt = mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 1 << 20, 0, 1);
     CHECK(vc_kmap_build_cpu(in, 4, (const int32_t[3]){4096, 4, 4}, 2, &dt, 1, &m, &err) ==
           VC_ERR_LIMIT);
     CHECK(memcmp(&m, &sentinel, sizeof m) == 0);
@@ -736,20 +722,20 @@ static void test_check_desc(void)
     int32_t os[3];
     /* SECOND's first downsampling layer on the KITTI grid */
     const int32_t kitti[3] = {41, 1600, 1408};
-    vc_map_desc d = make_desc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1);
+    vc_map_desc d = mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1);
     CHECK(vc_kmap_check_desc(&d, kitti, os, &err) == VC_OK);
     CHECK(os[0] == 21 && os[1] == 800 && os[2] == 704);
-    d = make_desc(VC_MAP_STRIDED, 3, 1, 1, 2, 0, 1);
+    d = mkdesc_zyx(VC_MAP_STRIDED, 3, 1, 1, 2, 0, 1);
     d.padding[0] = 0;
     CHECK(vc_kmap_check_desc(&d, (const int32_t[3]){5, 200, 176}, os, &err) == VC_OK);
     CHECK(os[0] == 2 && os[1] == 100 && os[2] == 88);
-    d = make_desc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1);
+    d = mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1);
     CHECK(vc_kmap_check_desc(&d, (const int32_t[3]){5, 7, 6}, os, &err) == VC_OK);
     CHECK(os[0] == 3 && os[1] == 4 && os[2] == 3);
-    d = make_desc(VC_MAP_TRANSPOSED, 3, 3, 3, 2, 1, 1);
+    d = mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 2, 1, 1);
     CHECK(vc_kmap_check_desc(&d, (const int32_t[3]){5, 7, 6}, os, &err) == VC_OK);
     CHECK(os[0] == 9 && os[1] == 13 && os[2] == 11);
-    d = make_desc(VC_MAP_SUBM, 3, 5, 7, 4, 2, 3);
+    d = mkdesc_zyx(VC_MAP_SUBM, 3, 5, 7, 4, 2, 3);
     CHECK(vc_kmap_check_desc(&d, (const int32_t[3]){5, 7, 6}, os, &err) == VC_OK);
     CHECK(os[0] == 5 && os[1] == 7 && os[2] == 6);
 }
@@ -761,9 +747,9 @@ static void test_large(vc_rng *rng)
     const int32_t batch = 2;
     const int64_t n = 20000;
     int32_t *in = random_cloud(rng, n, shape, batch);
-    vc_map_desc ds[3] = {make_desc(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
-                         make_desc(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
-                         make_desc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1)};
+    vc_map_desc ds[3] = {mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1),
+                         mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
+                         mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 0, 1)};
     for (int t = 0; t < 3; t++) {
         vc_kmap_data a, b;
         vc_err err;

@@ -12,8 +12,10 @@
 
 #include "voxelize/voxelize.h"
 #include "core/dtype.h"
+#include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
+#include "voxelize_testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -23,30 +25,6 @@
         CHECK_MSG(s_ == (expected), "%s returned %d, expected %d (%s)", #expr, (int)s_,        \
                   (int)(expected), err.msg);                                                   \
     } while (0)
-
-static vc_voxelize_desc make_desc(float vx, float vy, float vz, const float range[6],
-                                  vc_reduce reduce)
-{
-    vc_voxelize_desc d = VC_VOXELIZE_DESC_INIT;
-    d.voxel_size[0] = vx;
-    d.voxel_size[1] = vy;
-    d.voxel_size[2] = vz;
-    memcpy(d.range, range, sizeof d.range);
-    d.reduce = reduce;
-    return d;
-}
-
-static vc_points make_points(const float *data, int64_t count, int32_t dim, const int32_t *batch)
-{
-    vc_points p;
-    memset(&p, 0, sizeof p);
-    p.data = data;
-    p.count = count;
-    p.dim = dim;
-    p.batch = batch;
-    p.memory = VC_MEMORY_HOST;
-    return p;
-}
 
 /* ---- the oracle ------------------------------------------------------------------------- */
 
@@ -254,7 +232,7 @@ static int compare(const char *what, const vc_voxels *got, const vc_voxelize_sta
 static void run_case(const char *what, const vc_voxelize_desc *d, const float *pts, int64_t n,
                      int dim, const int32_t *batch)
 {
-    vc_points p = make_points(pts, n, dim, batch);
+    vc_points p = make_points(pts, n, dim, batch, VC_MEMORY_HOST);
     vc_voxels got;
     memset(&got, 0, sizeof got);
     vc_voxelize_stats gs;
@@ -273,31 +251,11 @@ static void run_case(const char *what, const vc_voxelize_desc *d, const float *p
 /* ---- random clouds ---------------------------------------------------------------------- */
 
 /* A cloud clustered on a small grid so voxels hold many points, with some points outside the
- * range, exact duplicates, and points exactly on voxel and range boundaries. */
+ * range, exact duplicates, and points exactly on voxel (the first five planes) and range
+ * boundaries (scenes.h). */
 static float *random_cloud(vc_rng *rng, const vc_voxelize_desc *d, int64_t n, int dim)
 {
-    float *pts = malloc((size_t)(n > 0 ? n : 1) * (size_t)dim * sizeof(float));
-    for (int64_t i = 0; i < n; i++) {
-        float *p = pts + i * dim;
-        int64_t kind = vc_rng_int(rng, 20);
-        if (kind == 0 && i > 0) { /* duplicate of an earlier point */
-            memcpy(p, pts + vc_rng_int(rng, i) * dim, (size_t)dim * sizeof(float));
-            continue;
-        }
-        for (int a = 0; a < 3; a++) {
-            float lo = d->range[a], hi = d->range[a + 3], ext = hi - lo;
-            if (kind == 1) { /* on a voxel boundary (or the range max) */
-                int64_t k = vc_rng_int(rng, 5);
-                p[a] = lo + (float)k * d->voxel_size[a];
-                if (vc_rng_int(rng, 4) == 0) p[a] = vc_rng_int(rng, 2) ? lo : hi;
-            } else {
-                /* uniform over the range widened by 10% on each side */
-                p[a] = lo + ext * (0.5f + 0.6f * vc_rng_float(rng));
-            }
-        }
-        for (int c = 3; c < dim; c++) p[c] = 10.0f * vc_rng_float(rng);
-    }
-    return pts;
+    return scene_random_points(rng, d, n, dim, 5);
 }
 
 static void test_random(vc_rng *rng)
@@ -363,7 +321,7 @@ static void test_nonfinite(vc_rng *rng)
      * rejects), then the extra column case on its own. */
     run_case("nonfinite skip", &d, pts, n - 1, dim, NULL);
 
-    vc_points p = make_points(pts, n, dim, NULL);
+    vc_points p = make_points(pts, n, dim, NULL, VC_MEMORY_HOST);
     vc_voxels out;
     memset(&out, 0x5a, sizeof out);
     vc_voxels before = out;
@@ -382,14 +340,14 @@ static void test_nonfinite(vc_rng *rng)
     /* A NaN extra column in a voxel: SKIP keeps the point; the voxel's mean is NaN. */
     d.nonfinite = VC_NONFINITE_SKIP;
     float one[4] = {1.0f, 1.0f, 1.0f, NAN};
-    p = make_points(one, 1, 4, NULL);
+    p = make_points(one, 1, 4, NULL, VC_MEMORY_HOST);
     CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
     CHECK(out.n == 1 && st.points_nonfinite == 0 && isnan(((float *)out.features)[3]));
     vc_voxels_free(&out);
 
     /* All points non-finite. */
     float allbad[6] = {NAN, 0, 0, 0, INFINITY, 0};
-    p = make_points(allbad, 2, 3, NULL);
+    p = make_points(allbad, 2, 3, NULL, VC_MEMORY_HOST);
     CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
     CHECK(out.n == 0 && st.points_nonfinite == 2 && st.points_used == 0 && out.batch_size == 1);
     vc_voxels_free(&out);
@@ -411,7 +369,7 @@ static void test_boundaries(void)
         -1e-7f, 0.0f, 0.0f,          /* just below min: out                */
         -0.0f, -0.0f, -0.0f,         /* negative zero is min: (0,0,0)      */
     };
-    vc_points p = make_points(pts, 8, 3, NULL);
+    vc_points p = make_points(pts, 8, 3, NULL, VC_MEMORY_HOST);
     vc_voxels out;
     vc_voxelize_stats st;
     vc_err err = {{0}};
@@ -435,7 +393,7 @@ static void test_boundaries(void)
         -0.1f, -0.1f, -0.1f, /* x index 4: out (range rounds down to 4 voxels) */
         -0.3f, -0.1f, -0.1f, /* x index 3, y 5, z 1                              */
     };
-    p = make_points(pts2, 2, 3, NULL);
+    p = make_points(pts2, 2, 3, NULL, VC_MEMORY_HOST);
     CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
     CHECK(out.shape[0] == 2 && out.shape[1] == 6 && out.shape[2] == 4);
     CHECK(out.n == 1 && st.points_out_of_range == 1);
@@ -451,7 +409,7 @@ static void test_boundaries(void)
     const float range3[6] = {0, 0, 0, 2, 2, 2};
     d = make_desc(0.1f, 0.1f, 0.1f, range3, VC_REDUCE_COUNT);
     const float pts3[3] = {0x1.4cccccp+0f, 0.05f, 0.05f};
-    p = make_points(pts3, 1, 3, NULL);
+    p = make_points(pts3, 1, 3, NULL, VC_MEMORY_HOST);
     CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
     CHECK(out.n == 1 && out.coords && out.coords[3] == 12);
     vc_voxels_free(&out);
@@ -470,7 +428,7 @@ static void test_duplicates(void)
     }
     for (int r = 0; r < 3; r++) {
         vc_voxelize_desc d = make_desc(1.0f, 1.0f, 1.0f, range, (vc_reduce)r);
-        vc_points p = make_points(pts, 100, 4, NULL);
+        vc_points p = make_points(pts, 100, 4, NULL, VC_MEMORY_HOST);
         vc_voxels out;
         vc_voxelize_stats st;
         vc_err err = {{0}};
@@ -504,7 +462,7 @@ static void test_cap(void)
         2.6f, 0.5f, 0.5f, /* B */
         0.6f, 0.5f, 0.5f, /* C */
     };
-    vc_points p = make_points(pts, 7, 3, NULL);
+    vc_points p = make_points(pts, 7, 3, NULL, VC_MEMORY_HOST);
     vc_voxels out;
     vc_voxelize_stats st;
     vc_err err = {{0}};
@@ -533,7 +491,7 @@ static void test_small(void)
 {
     const float range[6] = {0, 0, 0, 1, 1, 1};
     vc_voxelize_desc d = make_desc(0.1f, 0.1f, 0.1f, range, VC_REDUCE_MEAN);
-    vc_points p = make_points(NULL, 0, 4, NULL);
+    vc_points p = make_points(NULL, 0, 4, NULL, VC_MEMORY_HOST);
     vc_voxels out;
     vc_voxelize_stats st;
     vc_err err = {{0}};
@@ -551,7 +509,7 @@ static void test_small(void)
     const float one[4] = {0.55f, 0.25f, 0.95f, 7.0f};
     const int32_t b5 = 5;
     d.batch_size = 0;
-    p = make_points(one, 1, 4, &b5);
+    p = make_points(one, 1, 4, &b5, VC_MEMORY_HOST);
     CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
     CHECK(out.n == 1 && out.batch_size == 6 && st.points_used == 1);
     if (out.n == 1) {
@@ -565,7 +523,7 @@ static void test_small(void)
     /* batch indices of dropped points still count toward the inferred batch size */
     const float two[6] = {0.5f, 0.5f, 0.5f, 5.0f, 0.5f, 0.5f};
     const int32_t bb[2] = {0, 4};
-    p = make_points(two, 2, 3, bb);
+    p = make_points(two, 2, 3, bb, VC_MEMORY_HOST);
     CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
     CHECK(out.n == 1 && out.batch_size == 5 && st.points_out_of_range == 1);
     vc_voxels_free(&out);
@@ -581,7 +539,7 @@ static void test_half(void)
     for (int t = 0; t < 2; t++) {
         vc_voxelize_desc d = make_desc(1.0f, 1.0f, 1.0f, range, VC_REDUCE_MEAN);
         d.dtype = dts[t];
-        vc_points p = make_points(pts, 3, 4, NULL);
+        vc_points p = make_points(pts, 3, 4, NULL, VC_MEMORY_HOST);
         vc_voxels out;
         vc_err err = {{0}};
         CHECK_VS(vc_voxelize_cpu(&d, &p, &out, NULL, &err), VC_OK);
@@ -617,7 +575,7 @@ static void test_bad(void)
     memset(&st, 0x77, sizeof st);
     const vc_voxelize_stats st_before = st;
     vc_err err;
-    vc_points p = make_points(pts, 2, 4, NULL);
+    vc_points p = make_points(pts, 2, 4, NULL, VC_MEMORY_HOST);
     int32_t shape[3] = {-5, -5, -5};
 
     struct {
@@ -764,7 +722,7 @@ static void test_large(vc_rng *rng)
         p[2] = -1.0f + 2.1f * vc_rng_float(rng);
         p[3] = vc_rng_float(rng);
     }
-    vc_points p = make_points(pts, n, 4, NULL);
+    vc_points p = make_points(pts, n, 4, NULL, VC_MEMORY_HOST);
     vc_voxels out;
     vc_voxelize_stats st;
     vc_err err = {{0}};
@@ -800,7 +758,7 @@ static void test_public_api(vc_rng *rng)
     float *pts = random_cloud(rng, &d, n, 5);
     int32_t *batch = malloc((size_t)n * sizeof *batch);
     for (int64_t i = 0; i < n; i++) batch[i] = (int32_t)vc_rng_int(rng, 2);
-    vc_points p = make_points(pts, n, 5, batch);
+    vc_points p = make_points(pts, n, 5, batch, VC_MEMORY_HOST);
 
     vc_tensor *t = NULL;
     vc_voxelize_stats st;
@@ -845,7 +803,7 @@ static void test_public_api(vc_rng *rng)
     CHECK(t2 == (vc_tensor *)&d && strstr(vc_context_last_error(ctx), "voxel_size") != NULL);
     /* no points at all */
     d.voxel_size[1] = 0.25f;
-    p = make_points(NULL, 0, 4, NULL);
+    p = make_points(NULL, 0, 4, NULL, VC_MEMORY_HOST);
     t2 = NULL;
     CHECK_OK(ctx, vc_voxelize(ctx, &d, &p, &t2, &st));
     if (t2) {
