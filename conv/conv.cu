@@ -348,7 +348,7 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_args *g, int32_t config,
 // tensor-core work.
 int split_ways(const vc_kmap_data *m, vc_dtype dt)
 {
-    const int most = m->perm_part && m->part_count > 0 ? m->part_count + 1 : 1;
+    const int most = 1; // maps keep no partial sorts (wt-kmap); the split is being removed
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return 1;
     if (g_debug_split <= 0) return 1;
     return g_debug_split < most ? g_debug_split : most;
@@ -704,10 +704,10 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         int32_t used = -1;
         for (int q = 0; q < ways; q++) {
             const bool last = q == ways - 1;
-            g.tap_lo = q * m->part_bits;
-            g.tap_hi = last ? K : (q + 1) * m->part_bits;
+            g.tap_lo = 0;
+            g.tap_hi = K;
             g.gather_rows = g.row_map = dense ? NULL
-                                        : last ? m->perm : m->perm_part + q * m->part_stride;
+                                        : m->perm;
             g.tile_order = NULL; // (tile_order_for, per configuration below)
             g.order_blocks = 0;
             g.accumulate = q > 0;

@@ -43,10 +43,6 @@
 // serialization, so its launch overlaps the end of the kernel before it. The arrays no early
 // kernel needs are allocated after those kernels are queued, while the GPU runs them.
 // Hash tables use 8-byte packed slots when the key layout fits 31 bits (hash_gpu.h).
-// The same steps can also run as one cooperative kernel (coop_kernel, below) for K <= 32 and
-// 32-bit output keys, with grid-wide barriers in place of kernel boundaries and the same
-// look-back sort with 8-bit digits. It is off by default (measured slower on the H100; see
-// g_coop_enabled) and turned on by vc_kmap_gpu_debug_coop(1).
 // Temporaries are carved from one workspace; arrays of the regular build come from a
 // stream-ordered pool of the library that keeps freed blocks for reuse.
 #include <cuda_runtime.h>
@@ -434,50 +430,29 @@ __device__ __forceinline__ void add_dups(unsigned n_dup, int64_t *scr)
         atomicAdd((unsigned long long *)&scr[S_N_DUP], (unsigned long long)n_dup);
 }
 
-// SUBM: inserts the input rows; clear: also writes -1 into the upper half (k > centre) of
-// out_in, which the lookup fills only through the symmetry (the multi-kernel path has prep
-// fill all of out_in with -1 instead).
-__device__ __forceinline__ void st_subm_insert(const int32_t *coords, int64_t n,
-                                               const vc_keypack &kin,
-                                               const vc_hash_gpu_view &hin, int32_t K,
-                                               int32_t *out_in, int64_t *scr, bool clear)
+// SUBM: inserts the input rows (out_in is all -1 already: prep).
+__global__ void subm_insert_kernel(const int32_t *coords, int64_t n, vc_keypack kin,
+                                   vc_hash_gpu_view hin, int64_t *scr)
 {
+    pdl_enter();
     unsigned n_dup = 0;
     GRID_LOOP(i, n)
     {
         const int4 c = reinterpret_cast<const int4 *>(coords)[i];
         insert_input(kin, hin, c, i, scr, n_dup);
     }
-    const int32_t centre = (K - 1) / 2, U = K - centre - 1;
-    if (clear) {
-        GRID_LOOP(j, n * U)
-        {
-            const int64_t p = div_idx(j, U);
-            out_in[p * K + centre + 1 + (j - p * U)] = -1;
-        }
-    }
     add_dups(n_dup, scr);
 }
 
-__global__ void subm_insert_kernel(const int32_t *coords, int64_t n, vc_keypack kin,
-                                   vc_hash_gpu_view hin, int32_t K, int32_t *out_in,
-                                   int64_t *scr)
-{
-    pdl_enter();
-    st_subm_insert(coords, n, kin, hin, K, out_in, scr, false);
-}
-
 // SUBM: item (p, k) for k <= centre. k == centre is p itself; otherwise the neighbour q at
-// offset k, written at (p, k) and mirrored at (q, K-1-k); a missing one is written as -1 only
-// where write_missing (out_in not filled with -1 before). A thread takes kLookups items at a
-// time, a whole grid apart, and waits on their hash probes together. (4 measured slower than
-// 1 on the H100, 27.6 against 21.3 us for 1.4M items: fewer threads in flight.)
+// offset k, written at (p, k) and mirrored at (q, K-1-k); a missing one is written as -1. A
+// thread takes kLookups items at a time, a whole grid apart, and waits on their hash probes
+// together (4 measured slower than 1: fewer threads in flight).
 const int kLookups = 1;
 
 __device__ __forceinline__ void st_subm_lookup(const int32_t *coords, int64_t n, const Geom &g,
                                                const vc_keypack &kin,
-                                               const vc_hash_gpu_view &hin, int32_t *out_in,
-                                               bool write_missing)
+                                               const vc_hash_gpu_view &hin, int32_t *out_in)
 {
     const int32_t K = g.K, centre = (K - 1) / 2, H = centre + 1;
     const int64_t total = n * H, T = (int64_t)gridDim.x * blockDim.x;
@@ -518,7 +493,7 @@ __device__ __forceinline__ void st_subm_lookup(const int32_t *coords, int64_t n,
             } else if (v[j] >= 0) {
                 out_in[p[j] * K + k[j]] = v[j];
                 out_in[(int64_t)v[j] * K + (K - 1 - k[j])] = (int32_t)p[j];
-            } else if (write_missing) {
+            } else {
                 out_in[p[j] * K + k[j]] = -1;
             }
         }
@@ -529,12 +504,12 @@ __global__ void subm_lookup_kernel(const int32_t *coords, int64_t n, Geom g, vc_
                                    vc_hash_gpu_view hin, int32_t *out_in)
 {
     pdl_enter();
-    st_subm_lookup(coords, n, g, kin, hin, out_in, true);
+    st_subm_lookup(coords, n, g, kin, hin, out_in);
 }
 
 // The digit histograms of the output-key sort, counted as the keys are claimed (each unique key
 // once): a block's counts in shared memory (shist [passes][kMaxBins]), added to the global ones
-// at the end. shist NULL: none (64-bit keys sort with CUB; the cooperative kernel counts apart).
+// at the end. shist NULL: none (64-bit keys sort with CUB).
 struct KeyHist {
     uint32_t *shist;
     int32_t passes, dbits;
@@ -914,11 +889,10 @@ __global__ void inverse_kernel(const int32_t *fwd_out_in, int64_t n_entries, int
 // A stable LSD radix sort whose tiles take their digit prefixes by decoupled look-back (each
 // tile publishes its digit counts, then the running prefix of its predecessors, which it reads
 // back-to-front): after one histogram of every pass's digits (made by whatever step produced
-// the keys), a pass is one kernel, or one step between two grid barriers of the cooperative
-// kernel, with no scan step. Digits of up to 9 bits: BITS = 8 (256 bins, one per thread) or 9
-// (512 bins, two per thread). The multi-kernel path sorts the masks with it (K <= 32, one mask
-// word: ceil(K / 9) passes); the cooperative kernel sorts the output keys and the masks with
-// 8-bit digits.
+// the keys), a pass is one kernel (or one step between two barriers of a launch's sort blocks),
+// with no scan step. Digits of up to 9 bits: BITS = 8 (256 bins, one per thread) or 9 (512
+// bins, two per thread). It sorts the masks (K <= 32, one mask word: ceil(K / 9) passes) and
+// the 32-bit output keys.
 
 const int kSortItems = 8;
 const int kTile = kRowThreads * kSortItems; // items per sort tile
@@ -941,9 +915,8 @@ const int kLbWindow = 16;
 // posts all its slots before it waits on any: lb_publish posts the tile's count agg (tile 0:
 // as its inclusive sum); lb_walk returns the sum of the slot over tiles < t and posts the
 // inclusive sum. A tile waits only on smaller tiles, held by blocks that took them earlier
-// (tile numbers come from a counter, or each resident block of a cooperative launch takes its
-// tiles in increasing order), so the smallest tile in progress never waits: no deadlock. An
-// ordinary launch of no more tiles than SMs takes them by block index (tiles_resident).
+// (tile numbers come from a counter), so the smallest tile in progress never waits: no
+// deadlock. A launch of no more tiles than SMs takes them by block index (tiles_resident).
 __device__ __forceinline__ void lb_publish(unsigned long long *lb, int64_t t, int64_t m,
                                            int64_t j, long long agg)
 {
@@ -978,9 +951,8 @@ __device__ __forceinline__ long long lb_walk(unsigned long long *lb, int64_t t, 
     return excl;
 }
 
-// A packed look-back for sorts of a few tiles, each with its own block, all started at once (an
-// ordinary launch of tiles_resident tiles, or a cooperative launch of no more tiles than
-// blocks). A tile posts its counts plus one as 16-bit lanes, four bins a 64-bit word (a tile
+// A packed look-back for sorts of a few tiles, each with its own block, all started at once (a
+// launch of tiles_resident tiles). A tile posts its counts plus one as 16-bit lanes, four bins a 64-bit word (a tile
 // holds kTile < 2^16 - 1 items), so that a zero lane means "not posted yet", and sums every
 // earlier tile's words, kRowThreads / (bins / 4) threads a word: no inclusive prefixes, a
 // quarter of the words and of the flag tests. Used where each thread's share is one window of
@@ -1171,8 +1143,8 @@ __global__ void __launch_bounds__(kRowThreads)
 // BITS, of src_k; values src_v (NULL: the item index) into dst_k (NULL: keys not kept) / dst_v
 // (NULL: none). ghist: the pass's global digit counts [2^BITS]; lb: its look-back words
 // [tiles][2^BITS], zero before the pass; ctr: a tile counter at zero (ordinary launches: tiles
-// go to blocks in the order the blocks ask) or NULL (cooperative launches, and ordinary ones of
-// at most one tile per SM: block b takes tiles b, b + gridDim.x, ...).
+// go to blocks in the order the blocks ask) or NULL (launches of at most one tile per SM: block
+// b takes tiles b, b + gridDim.x, ...).
 template <int BITS>
 __device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t *dst_k,
                           int32_t *dst_v, int64_t n, uint32_t flip, int shift, int dbits,
@@ -1309,22 +1281,18 @@ __device__ void sort_pass(const uint32_t *src_k, const int32_t *src_v, uint32_t 
 // pass lands its values in perm (and its keys, when keep_keys, in sk_a for an odd number of
 // passes, sk_b for an even one). NULL perm and sv: keys only. The mask sort (outputs by
 // descending mask, ties by row): src = masks, flip = ~0, values into perm. The output-key
-// sort: flip = 0, keys only, kept. With part (the map's perm_part, kmap.h), pass p < passes - 1
-// writes its values to part + p * part_stride instead, and the next pass reads them there: the
-// partial sorts are kept at no extra cost (sv unused).
+// sort: flip = 0, keys only, kept.
 struct LsdSort {
     const uint32_t *src;
     uint32_t *sk_a, *sk_b;
     int32_t *sv, *perm;
-    int32_t *part;
-    int64_t part_stride;
     uint32_t flip;
     int32_t keep_keys;
     uint32_t *hist;            // [passes][hist_stride] digit counts of key ^ flip
     int64_t hist_stride;
     unsigned long long *lb;    // [passes][lb_stride] look-back words, zero before the sort
     int64_t lb_stride;
-    unsigned long long *ctr;   // [passes] tile counters at zero, or NULL (cooperative)
+    unsigned long long *ctr;   // [passes] tile counters at zero, or NULL (tiles_resident)
     unsigned long long *bar;   // barrier counter at zero (sort_barrier), or NULL
     int32_t passes, dbits;
 };
@@ -1338,10 +1306,6 @@ __device__ __forceinline__ void lsd_pass(const LsdSort &a, int p, int64_t n, Sor
     const int32_t *src_v = p == 0 ? NULL : ((P - p) % 2 == 0 ? a.perm : a.sv);
     uint32_t *dst_k = last && !a.keep_keys ? NULL : (p % 2 == 0 ? a.sk_a : a.sk_b);
     int32_t *dst_v = (P - 1 - p) % 2 == 0 ? a.perm : a.sv;
-    if (a.part) {
-        src_v = p == 0 ? NULL : a.part + (p - 1) * a.part_stride;
-        dst_v = last ? a.perm : a.part + p * a.part_stride;
-    }
     sort_pass<BITS>(src_k, src_v, dst_k, dst_v, n, a.flip, a.dbits * p, a.dbits,
                     a.hist + p * a.hist_stride, a.lb + p * a.lb_stride,
                     a.ctr ? a.ctr + p : NULL, sm);
@@ -1359,7 +1323,7 @@ PermPlan perm_plan(int32_t K, int64_t rows)
 {
     static_assert(kMaxDigitBits == 9, "vc_kmap_sort_plan (kmap.h) plans 9-bit digits");
     PermPlan pl;
-    pl.passes = vc_kmap_sort_plan(K, &pl.dbits); // the plan the CPU twin's partial sorts follow
+    pl.passes = vc_kmap_sort_plan(K, &pl.dbits);
     if (pl.passes < 1) {
         pl.passes = 1;
         pl.dbits = 1;
@@ -1717,291 +1681,6 @@ __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int
     GRID_LOOP(i, n) keys[i] = masks[(int64_t)perm[i] * words + w];
 }
 
-// ---- the cooperative path: a whole build in one kernel ------------------------------------
-//
-// For K <= 32 (one mask word) and 32-bit output keys, one cooperative launch does every step
-// of a build, with grid-wide barriers between them instead of kernel boundaries (each of which
-// costs a launch and a drain of the GPU). Every block stays resident (cooperative launch), so
-// blocks may also wait on each other: the pair counts and the radix sorts take their prefixes
-// across tiles by decoupled look-back and need no separate scan step. The sorts are stable LSD
-// radix sorts on 8-bit digits over the device count of items.
-
-const int kMaxCoopK = 32;
-
-struct Coop {
-    int32_t stages;      // ST_* bits
-    const int32_t *coords;
-    int64_t n_in;
-    Geom g;
-    vc_keypack kin, kout;
-    vc_hash_gpu_view hin, hout;
-    int64_t words_in, words_out; // table words to clear (front)
-    uint32_t *ukeys, *ukeys_alt; // output keys as collected, and the sort's other buffer
-    int64_t ucap;                // entries of ukeys
-    int32_t key_passes;          // 8-bit passes of the output-key sort
-    int32_t perm_passes;         // 8-bit passes of the mask sort
-    int64_t rows;                // capacity of the row arrays
-    int64_t max_pairs;
-    int64_t n_out_init;          // SUBM: n_in (front)
-    int32_t *out_coords, *out_in, *in_rows, *out_rows, *perm;
-    int64_t *offsets;
-    uint32_t *masks;
-    int64_t *scr;
-    int32_t *cnt;                // [chunks][K] pairs per (256-row chunk, offset)
-    int64_t *exc;                // [chunks][K] pairs of the offset in earlier chunks
-    int64_t *tot;                // [K] pairs of each offset
-    uint32_t *hist;              // [2 * kMaxPasses][256]: key sort, then mask sort
-    unsigned long long *lb;      // look-back words, lb_words of them (cleared by back)
-    int64_t lb_words;
-    unsigned long long *lb_key, *lb_perm;
-    int64_t key_stride, perm_stride; // look-back words per sort pass
-    uint32_t *sk_a, *sk_b;       // mask sort keys [rows] x 2
-    int32_t *sv;                 // mask sort values [rows] (the other buffer is perm)
-};
-
-struct CoopSmem {
-    SortSmem<8> s;
-    uint32_t shist[kMaxPasses][256];
-    int32_t wc[kRowWarps][kMaxCoopK];
-    long long wp[kRowWarps][kMaxCoopK];
-    long long soff[kMaxCoopK + 1];
-};
-
-// Adds the block's digit histograms (passes of them) to the global ones and clears them.
-__device__ __forceinline__ void flush_hist(CoopSmem &sm, uint32_t *hist, int passes)
-{
-    __syncthreads();
-    for (int p = 0; p < passes; p++) {
-        const uint32_t c = sm.shist[p][threadIdx.x];
-        if (c) atomicAdd(&hist[p * 256 + threadIdx.x], c);
-        sm.shist[p][threadIdx.x] = 0;
-    }
-    __syncthreads();
-}
-
-// Masks, the mask sort's digit histograms, and per-(chunk, offset) pair counts with their
-// prefix over chunks (look-back). n rows.
-__device__ void coop_rowpass(const Coop &a, int64_t n, CoopSmem &sm)
-{
-    const int32_t K = a.g.K;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t chunks = (n + kRowThreads - 1) / kRowThreads;
-    for (int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
-        const int64_t p = ch * kRowThreads + tid;
-        const bool valid = p < n;
-        uint32_t m = 0;
-        if (valid) {
-            const int32_t *row = a.out_in + p * K;
-            for (int32_t k = 0; k < K; k++)
-                if (__ldcg(&row[k]) >= 0) m |= 1u << k;
-            a.masks[p] = m;
-            for (int q = 0; q < a.perm_passes; q++)
-                atomicAdd(&sm.shist[q][((~m) >> (8 * q)) & 255u], 1u);
-        }
-        for (int32_t k = 0; k < K; k++) {
-            const unsigned b = __ballot_sync(0xffffffffu, (m >> k) & 1u);
-            if (lane == 0) sm.wc[warp][k] = __popc(b);
-        }
-        __syncthreads();
-        if (tid < K) {
-            int32_t c = 0;
-            for (int w = 0; w < kRowWarps; w++) c += sm.wc[w][tid];
-            a.cnt[ch * K + tid] = c;
-        }
-        __syncthreads();
-    }
-    flush_hist(sm, a.hist + kMaxPasses * 256, a.perm_passes);
-}
-
-// Column scans of the pair counts: exc[ch][k] = pairs of offset k in chunks before ch, and
-// tot[k] = all pairs of offset k; one block per offset.
-__device__ void coop_colscan(const Coop &a, int64_t n, CoopSmem &sm)
-{
-    const int32_t K = a.g.K;
-    const int64_t chunks = (n + kRowThreads - 1) / kRowThreads;
-    for (int32_t k = blockIdx.x; k < K; k += gridDim.x) {
-        const long long carry = block_prefix<long long>(
-            sm.s.scan, chunks, [&](int64_t i) { return (long long)__ldcg(&a.cnt[i * K + k]); },
-            [&](int64_t i, long long v) { a.exc[i * K + k] = v; });
-        if (threadIdx.x == 0) a.tot[k] = carry;
-    }
-}
-
-// Offsets, n_pairs, and the pairs: (p, k) at offsets[k] + (pairs of k in earlier chunks) +
-// (in earlier warps of the chunk) + (earlier lanes of the warp).
-__device__ void coop_pairs(const Coop &a, int64_t n, CoopSmem &sm)
-{
-    const int32_t K = a.g.K;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t chunks = (n + kRowThreads - 1) / kRowThreads;
-    if (tid == 0) {
-        long long run = 0;
-        for (int32_t k = 0; k < K; k++) {
-            sm.soff[k] = run;
-            if (chunks > 0) run += __ldcg(&a.tot[k]);
-        }
-        sm.soff[K] = run;
-        if (blockIdx.x == 0) {
-            a.scr[S_N_PAIRS] = run;
-            if (run > a.max_pairs) raise_flag(a.scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
-        }
-    }
-    __syncthreads();
-    if (blockIdx.x == 0 && tid <= K) a.offsets[tid] = sm.soff[tid];
-    const unsigned lt = (1u << lane) - 1u;
-    for (int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
-        const int64_t p = ch * kRowThreads + tid;
-        const bool valid = p < n;
-        const uint32_t m = valid ? __ldcg(&a.masks[p]) : 0u;
-        for (int32_t k = 0; k < K; k++) {
-            const unsigned b = __ballot_sync(0xffffffffu, (m >> k) & 1u);
-            if (lane == 0) sm.wp[warp][k] = __popc(b);
-        }
-        __syncthreads();
-        if (tid < K) {
-            long long run = sm.soff[tid] + __ldcg(&a.exc[ch * K + tid]);
-            for (int w = 0; w < kRowWarps; w++) {
-                const long long t = sm.wp[w][tid];
-                sm.wp[w][tid] = run;
-                run += t;
-            }
-        }
-        __syncthreads();
-        for (int32_t k = 0; k < K; k++) {
-            const unsigned bit = (m >> k) & 1u;
-            const unsigned b = __ballot_sync(0xffffffffu, bit);
-            if (bit) {
-                const long long pos = sm.wp[warp][k] + __popc(b & lt);
-                if (pos < a.max_pairs) {
-                    a.in_rows[pos] = __ldcg(&a.out_in[p * K + k]);
-                    a.out_rows[pos] = (int32_t)p;
-                }
-            }
-        }
-        __syncthreads();
-    }
-}
-
-// The mask sort (lsd_pass), 8-bit digits, a grid barrier between passes.
-__device__ void coop_perm(const Coop &a, int64_t n, CoopSmem &sm, cg::grid_group &grid)
-{
-    LsdSort ps;
-    ps.src = a.masks;
-    ps.sk_a = a.sk_a;
-    ps.sk_b = a.sk_b;
-    ps.sv = a.sv;
-    ps.perm = a.perm;
-    ps.part = NULL; // 8-bit digits: not the partial sorts of kmap.h's plan, none kept
-    ps.part_stride = 0;
-    ps.flip = 0xffffffffu;
-    ps.keep_keys = 0;
-    ps.hist = a.hist + kMaxPasses * 256;
-    ps.hist_stride = 256;
-    ps.lb = a.lb_perm;
-    ps.lb_stride = a.perm_stride;
-    ps.ctr = NULL;
-    ps.bar = NULL;
-    ps.passes = a.perm_passes;
-    ps.dbits = 8;
-    for (int p = 0; p < ps.passes; p++) {
-        lsd_pass<8>(ps, p, n, sm.s);
-        if (p < ps.passes - 1) grid.sync();
-    }
-}
-
-// Stages of a cooperative launch (a whole regular SUBM build or bounded build is all of them;
-// the timed build launches them one by one to time them).
-enum { ST_FRONT = 1, ST_KEYS = 2, ST_OUTIN = 4, ST_ROWS = 8, ST_PERM = 16, ST_ALL = 31 };
-
-__global__ void __launch_bounds__(kRowThreads, 3) coop_kernel(Coop a)
-{
-    __shared__ CoopSmem sm;
-    cg::grid_group grid = cg::this_grid();
-    const bool subm = a.g.type == VC_MAP_SUBM;
-    const int st = subm ? a.stages & ~ST_KEYS : a.stages; // SUBM has no output keys
-    const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int p = 0; p < kMaxPasses; p++) sm.shist[p][threadIdx.x] = 0;
-    if (st & ST_FRONT) {
-        if (t0 == 0) {
-            a.scr[S_BAD_ROW] = INT64_MAX;
-            a.scr[S_FIRST_DUP] = INT64_MAX;
-            a.scr[S_N_DUP] = 0;
-            a.scr[S_N_OUT] = a.n_out_init;
-            a.scr[S_N_PAIRS] = 0;
-            a.scr[S_FLAGS] = 0;
-            a.scr[S_DONE] = 0;
-            a.scr[7] = 0;
-        }
-        for (int64_t i = t0; i < a.words_in; i += step) a.hin.slots[i] = ~0ull;
-        for (int64_t i = t0; i < a.words_out; i += step) a.hout.slots[i] = ~0ull;
-    }
-    if (st & (ST_KEYS | ST_OUTIN | ST_ROWS)) {
-        // the look-back words and histograms of the stages to come
-        for (int64_t i = t0; i < a.lb_words; i += step) a.lb[i] = 0;
-        for (int64_t i = t0; i < 2 * kMaxPasses * 256; i += step) a.hist[i] = 0;
-    }
-    grid.sync();
-    if (st & ST_FRONT) {
-        if (subm)
-            st_subm_insert(a.coords, a.n_in, a.kin, a.hin, a.g.K, a.out_in, a.scr, true);
-        else
-            st_newout_insert(a.coords, a.n_in, a.g, a.kin, a.hin, a.kout,
-                             ClaimSink<uint32_t>{a.hout, a.ukeys, a.ucap, a.scr,
-                                                 KeyHist{NULL, 0, 0},
-                                                 ClaimList<uint32_t>{NULL, NULL, 0}},
-                             a.scr);
-        if (!(st & ~ST_FRONT)) return;
-        grid.sync();
-    }
-    int64_t n = a.n_in;
-    if (!subm) {
-        // the output keys collected (at most ucap of them were kept, and rows fit)
-        n = __ldcg(&a.scr[S_N_OUT]);
-        if (n > a.ucap) n = a.ucap;
-        if (n > a.rows) n = a.rows;
-        if (n < 0) n = 0;
-    }
-    const int KP = a.key_passes;
-    if (st & ST_KEYS) {
-        for (int64_t i = t0; i < n; i += step) {
-            const uint32_t key = __ldcg(&a.ukeys[i]);
-            for (int q = 0; q < KP; q++) atomicAdd(&sm.shist[q][(key >> (8 * q)) & 255u], 1u);
-        }
-        flush_hist(sm, a.hist, KP);
-        grid.sync();
-        const uint32_t *src = a.ukeys;
-        for (int p = 0; p < KP; p++) {
-            uint32_t *dst = (p % 2 == 0) ? a.ukeys_alt : a.ukeys;
-            sort_pass<8>(src, NULL, dst, NULL, n, 0u, 8 * p, 8, a.hist + p * 256,
-                         a.lb_key + p * a.key_stride, NULL, sm.s);
-            grid.sync();
-            src = dst;
-        }
-        st_rank(src, n, a.kout, a.hout, a.g.K, a.out_coords, a.out_in, a.scr);
-        if (!(st & ~(ST_FRONT | ST_KEYS))) return;
-        grid.sync();
-    }
-    if (st & ST_OUTIN) {
-        if (subm)
-            st_subm_lookup(a.coords, n, a.g, a.kin, a.hin, a.out_in, true);
-        else
-            st_scatter(a.coords, a.n_in, a.g, a.kout, HashFind{a.hout}, n, a.out_in, a.scr);
-        if (!(st & (ST_ROWS | ST_PERM))) return;
-        grid.sync();
-    }
-    if (st & ST_ROWS) {
-        coop_rowpass(a, n, sm);
-        grid.sync();
-        coop_colscan(a, n, sm);
-        grid.sync();
-        coop_pairs(a, n, sm);
-        if (!(st & ST_PERM)) return;
-        grid.sync();
-    }
-    if (st & ST_PERM) coop_perm(a, n, sm, grid);
-}
-
 // ---- memory ----------------------------------------------------------------------------
 
 std::atomic<cudaMemPool_t> g_pools[kMaxDevices];
@@ -2121,15 +1800,6 @@ cudaError_t launch_k(bool pdl, void (*k)(P...), int64_t grid, int block, size_t 
     cfg.attrs = at;
     cfg.numAttrs = pdl && pdl_on() ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, k, static_cast<A &&>(args)...);
-}
-
-// Elements of a map's partial mask sorts (kmap.h) over `rows` rows: (passes - 1) x rows for a
-// one-word mask sorted in two passes or more, else 0.
-int64_t part_elems(int32_t K, int64_t rows)
-{
-    int32_t d;
-    const int32_t passes = vc_kmap_sort_plan(K, &d);
-    return passes > 1 ? (int64_t)(passes - 1) * rows : 0;
 }
 
 template <typename T> cudaError_t dev_alloc_n(T **p, int64_t n)
@@ -2481,14 +2151,13 @@ vc_hash_gpu_view view_out(const Sizes &z, const Bufs &b)
                                  z.packed_out);
 }
 
-cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_in,
-                     cudaStream_t s)
+cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s)
 {
     if (j.n_in == 0) return cudaSuccess;
     if (!j.new_out) {
         // out_in is all -1 already (prep)
         return launch_k(b.pdl, subm_insert_kernel, grid_for(j.n_in), kThreads, 0, s, j.d_in,
-                        j.n_in, j.kin, view_in(z, b), j.K, out_in, b.scr);
+                        j.n_in, j.kin, view_in(z, b), b.scr);
     } else if (z.dense_bits) {
         // the bitmap, then its count (n_out)
         cudaError_t e = launch_k(b.pdl, dense_insert_kernel, grid_for(j.n_in), kThreads, 0, s,
@@ -2552,8 +2221,7 @@ cudaError_t q_key_sort(const Sizes &z, const Bufs &b, bool exact, cudaStream_t s
         ks.src = (const uint32_t *)b.ukeys;
         ks.sk_a = (uint32_t *)b.usorted;
         ks.sk_b = (uint32_t *)b.ukeys;
-        ks.sv = ks.perm = ks.part = NULL;
-        ks.part_stride = 0;
+        ks.sv = ks.perm = NULL;
         ks.flip = 0;
         ks.keep_keys = 1;
         ks.hist = b.khist;
@@ -2643,10 +2311,6 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
 {
     cudaError_t e;
     const int32_t K = j.K, words = j.words;
-    const PermPlan mp = perm_plan(K, rows);
-    m->part_count = m->perm_part && words == 1 && rows > 0 ? mp.passes - 1 : 0;
-    m->part_bits = m->part_count > 0 ? mp.dbits : 0;
-    m->part_stride = m->part_count > 0 ? rows : 0;
     if (rows == 0) {
         e = cudaMemsetAsync(m->offsets, 0, ((size_t)K + 1) * sizeof(int64_t), s);
         if (e == cudaSuccess && ev_pairs) e = cudaEventRecord(ev_pairs, s);
@@ -2677,8 +2341,6 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         ps.sk_b = b.keys_b;
         ps.sv = b.iota;
         ps.perm = m->perm;
-        ps.part = m->part_count > 0 ? m->perm_part : NULL;
-        ps.part_stride = rows;
         ps.flip = 0xffffffffu;
         ps.keep_keys = 0;
         ps.hist = b.hist;
@@ -2846,20 +2508,19 @@ vc_status input_error(const int64_t st[S_WORDS], const int32_t *d_in, int64_t n_
 
 void free_map_arrays(vc_kmap_data *m, bool pool)
 {
-    void *p[9] = {m->out_coords, m->out_in, m->offsets, m->in_rows, m->out_rows, m->masks,
-                  m->perm, m->perm_part, m->tile_order};
+    void *p[8] = {m->out_coords, m->out_in, m->offsets, m->in_rows, m->out_rows, m->masks,
+                  m->perm, m->tile_order};
     bool any = false;
-    for (int i = 0; i < 9; i++) any = any || p[i];
+    for (int i = 0; i < 8; i++) any = any || p[i];
     if (!any) return;
     // Pool blocks are freed without an implicit synchronisation: wait for every user first.
     if (pool) cudaDeviceSynchronize();
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 8; i++)
         if (p[i]) cudaFree(p[i]);
     cudaGetLastError();
-    m->out_coords = m->out_in = m->in_rows = m->out_rows = m->perm = m->perm_part = NULL;
+    m->out_coords = m->out_in = m->in_rows = m->out_rows = m->perm = NULL;
     m->tile_order = NULL;
     m->order_blocks = 0;
-    m->part_count = 0;
     m->offsets = NULL;
     m->masks = NULL;
 }
@@ -2915,9 +2576,9 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
         carve(z, true, true, (char *)ws, &b);
         EV(0);
         // out_in all -1 (one contiguous fill: clearing only the upper half in the insert
-        // kernel, as the cooperative kernel does, made the insert 13 us slower on the H100)
+        // kernel measured slower)
         CU(q_prep(z, b, n, s, m->out_in, n_entries), "clearing the tables");
-        CU(q_insert(j, z, b, m->out_in, s), "inserting the input keys");
+        CU(q_insert(j, z, b, s), "inserting the input keys");
         EV(1);
         EV(2);
         CU(q_subm_lookup(j, z, b, m->out_in, s), "looking neighbours up");
@@ -2926,9 +2587,6 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
             CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
             CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
             CU(pool_alloc_n(&m->perm, n, s), "allocating perm");
-            if (part_elems(K, n) > 0)
-                CU(pool_alloc_n(&m->perm_part, part_elems(K, n), s),
-                   "allocating the partial sorts");
             // Pairs: at most n * K (sized without reading the count back).
             CU(pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
             CU(pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
@@ -3012,7 +2670,7 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
         carve(z, true, false, (char *)ws1, &b);
         EV(0);
         CU(q_prep(z, b, 0, s), "clearing the tables");
-        CU(q_insert(j, z, b, NULL, s), "inserting the keys");
+        CU(q_insert(j, z, b, s), "inserting the keys");
         // SYNC POINT 1: n_out (sizes the outputs), the checks of the input rows, the flags.
         CU(read_status(b.scr, stat, s), "reading the output count back");
         st = input_error(stat, j.d_in, j.n_in, j.shape, j.batch, err);
@@ -3081,8 +2739,6 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
     CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
     CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
     CU(pool_alloc_n(&m->perm, n_out, s), "allocating perm");
-    if (part_elems(K, n_out) > 0)
-        CU(pool_alloc_n(&m->perm_part, part_elems(K, n_out), s), "allocating the partial sorts");
     CU(pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
     CU(pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
     CU(q_finish(j, b, m, n_out, true, pair_bound, ev ? ev[4] : NULL, s), "pairs and masks");
@@ -3111,364 +2767,6 @@ fail:
     return st;
 }
 
-// ---- the cooperative path, host side ----------------------------------------------------
-
-std::atomic<int> g_coop_grid[kMaxDevices]; // 0: not asked yet, -1: no cooperative launch
-// Off by default: on the H100 measured (docs/benchmarks.md) the cooperative kernel replayed
-// slower than the sequence of ordinary kernels (SUBM k3, 100k voxels: 150 vs 122 us), its grid
-// barriers costing more than the launches they replace. vc_kmap_gpu_debug_coop turns it on.
-std::atomic<int> g_coop_enabled(0);
-
-// Blocks of a cooperative launch of coop_kernel on the current device (all resident), or -1.
-int coop_grid()
-{
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-        cudaGetLastError();
-        return -1;
-    }
-    int g = g_coop_grid[dev].load(std::memory_order_relaxed);
-    if (g != 0) return g;
-    int sup = 0, sms = 0, per = 0;
-    if (cudaDeviceGetAttribute(&sup, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !sup ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, coop_kernel, kRowThreads, 0) !=
-            cudaSuccess ||
-        per < 1 || sms < 1) {
-        cudaGetLastError();
-        g = -1;
-    } else {
-        g = per * sms;
-    }
-    g_coop_grid[dev].store(g, std::memory_order_relaxed);
-    return g;
-}
-
-// The one-kernel path serves K <= 32 with 32-bit output keys.
-bool coop_ok(const Job &j)
-{
-    return g_coop_enabled.load(std::memory_order_relaxed) && j.K <= kMaxCoopK &&
-           (!j.new_out || j.bits_out <= VC_HASH_GPU_PACKED_BITS) && coop_grid() > 0;
-}
-
-struct CoopSizes {
-    int64_t cap_in, cap_out;
-    int32_t packed_in, packed_out;
-    int64_t ucap;  // the output-key list (tables part)
-    int64_t klist; // the sort's second key buffer (rows part; 0 for SUBM)
-    int64_t rows;  // rows of the row arrays
-    int32_t K, key_passes, perm_passes;
-};
-
-int64_t tiles_of(int64_t n) { return (n + kTile - 1) / kTile; }
-
-// Lays the temporaries of a cooperative build out from `base` (NULL: just the size): the
-// tables part (status block, hash tables, output-key list) and / or the rows part.
-size_t coop_carve(const CoopSizes &z, bool tables, bool rows, char *base, Coop *a)
-{
-    Carver c = {base, 0};
-    if (tables) {
-        a->scr = c.take<int64_t>(S_WORDS);
-        a->words_in = table_words(z.cap_in, z.packed_in);
-        uint64_t *tin = (uint64_t *)c.take<unsigned long long>(a->words_in);
-        a->hin = vc_hash_gpu_make_view(tin, z.cap_in, VC_HASH_DEFAULT_MAX_PROBE, z.packed_in);
-        a->words_out = 0;
-        memset(&a->hout, 0, sizeof a->hout);
-        if (z.cap_out > 0) {
-            a->words_out = table_words(z.cap_out, z.packed_out);
-            uint64_t *tout = (uint64_t *)c.take<unsigned long long>(a->words_out);
-            a->hout = vc_hash_gpu_make_view(tout, z.cap_out, VC_HASH_DEFAULT_MAX_PROBE,
-                                            z.packed_out);
-        }
-        a->ukeys = z.ucap > 0 ? c.take<uint32_t>(z.ucap) : NULL;
-        a->ucap = z.ucap;
-    }
-    if (rows) {
-        const int64_t chunks = row_blocks(z.rows), kt = tiles_of(z.klist), rt = tiles_of(z.rows);
-        const int64_t lkey = (int64_t)z.key_passes * kt * 256;
-        const int64_t lperm = (int64_t)z.perm_passes * rt * 256;
-        a->ukeys_alt = z.klist > 0 ? c.take<uint32_t>(z.klist) : NULL;
-        a->cnt = c.take<int32_t>(chunks * z.K);
-        a->exc = c.take<int64_t>(chunks * z.K);
-        a->tot = c.take<int64_t>(z.K);
-        a->hist = c.take<uint32_t>(2 * kMaxPasses * 256);
-        a->lb = c.take<unsigned long long>(lkey + lperm);
-        a->lb_words = lkey + lperm;
-        a->lb_key = a->lb;
-        a->lb_perm = base ? a->lb + lkey : NULL;
-        a->key_stride = kt * 256;
-        a->perm_stride = rt * 256;
-        a->sk_a = c.take<uint32_t>(z.rows);
-        a->sk_b = c.take<uint32_t>(z.rows);
-        a->sv = c.take<int32_t>(z.rows);
-        a->rows = z.rows;
-        a->key_passes = z.key_passes;
-        a->perm_passes = z.perm_passes;
-    }
-    return c.off + 256;
-}
-
-cudaError_t coop_launch(Coop a, int stages, cudaStream_t s)
-{
-    a.stages = stages;
-    void *args[] = {&a};
-    for (;;) {
-        const int grid = coop_grid();
-        if (grid < 1) return cudaErrorCooperativeLaunchTooLarge;
-        cudaError_t e = cudaLaunchCooperativeKernel((const void *)coop_kernel, dim3((unsigned)grid),
-                                                    dim3(kRowThreads), args, 0, s);
-        // Fewer blocks fit than the occupancy query said (a tool holding resources, say): any
-        // grid is correct, so halve it and remember.
-        if (e != cudaErrorCooperativeLaunchTooLarge || grid == 1) return e;
-        cudaGetLastError();
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return e;
-        g_coop_grid[dev].store(grid / 2, std::memory_order_relaxed);
-    }
-}
-
-void coop_outputs(const vc_kmap_data *m, Coop *a)
-{
-    a->out_coords = m->out_coords;
-    a->out_in = m->out_in;
-    a->in_rows = m->in_rows;
-    a->out_rows = m->out_rows;
-    a->perm = m->perm;
-    a->offsets = m->offsets;
-    a->masks = m->masks;
-}
-
-void coop_input(const Job &j, Coop *a)
-{
-    a->coords = j.d_in;
-    a->n_in = j.n_in;
-    a->g = j.g;
-    a->kin = j.kin;
-    a->kout = j.kout;
-}
-
-// SUBM, regular, one kernel: one launch, one read-back.
-vc_status subm_coop(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_t *ev,
-                    vc_err *err)
-{
-    vc_status st = VC_OK;
-    const int64_t n = j.n_in;
-    const int32_t K = j.K;
-    int64_t n_entries = 0;
-    int64_t stat[S_WORDS];
-    CoopSizes z;
-    Coop a;
-    void *ws = NULL;
-    memset(&z, 0, sizeof z);
-    memset(&a, 0, sizeof a);
-    if (vc_mul_overflow_i64(n, K, &n_entries))
-        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
-                       (long long)n, (int)K);
-    z.cap_in = vc_hash_capacity_for(n);
-    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
-    z.rows = n;
-    z.K = K;
-    z.perm_passes = (K + 7) / 8;
-    CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
-    CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
-    CU(pool_alloc_n(&m->masks, n, s), "allocating masks");
-    CU(pool_alloc_n(&m->perm, n, s), "allocating perm");
-    // Pairs: at most n * K (sized without reading the count back).
-    CU(pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
-    CU(pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
-    coop_input(j, &a);
-    coop_outputs(m, &a);
-    a.max_pairs = n_entries;
-    a.n_out_init = n;
-    for (int attempt = 0;; attempt++) {
-        if (z.cap_in == 0 || z.cap_in > INT64_MAX / 64) {
-            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
-            goto fail;
-        }
-        CU(pool_alloc(&ws, (int64_t)coop_carve(z, true, true, NULL, &a), s),
-           "allocating workspace");
-        coop_carve(z, true, true, (char *)ws, &a);
-        EV(0);
-        if (ev) {
-            CU(coop_launch(a, ST_FRONT, s), "inserting the input keys");
-            EV(1);
-            EV(2);
-            CU(coop_launch(a, ST_OUTIN, s), "looking neighbours up");
-            EV(3);
-            CU(coop_launch(a, ST_ROWS, s), "pairs and masks");
-            EV(4);
-            CU(coop_launch(a, ST_PERM, s), "sorting the masks");
-        } else {
-            CU(coop_launch(a, ST_ALL, s), "building the map");
-        }
-        // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
-        CU(read_status(a.scr, stat, s), "reading the counts back");
-        EV(5);
-        cudaFreeAsync(ws, s);
-        ws = NULL;
-        st = input_error(stat, j.d_in, n, j.shape, j.batch, err);
-        if (st != VC_OK) goto fail;
-        if (stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_IN) {
-            if (attempt >= kRetries) {
-                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the input hash table could not "
-                             "place a key within its probe bound, even after growing");
-                goto fail;
-            }
-            z.cap_in *= 2;
-            continue;
-        }
-        if (stat[S_FLAGS] != 0) {
-            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: status flags 0x%llx",
-                         (unsigned long long)stat[S_FLAGS]);
-            goto fail;
-        }
-        break;
-    }
-    m->n_out = n;
-    m->n_pairs = stat[S_N_PAIRS];
-    return VC_OK;
-
-fail:
-    if (ws) cudaFreeAsync(ws, s);
-    free_map_arrays(m, true);
-    return st;
-}
-
-// STRIDED / DOWNSAMPLE / TRANSPOSED with 32-bit output keys, regular, two kernels: the front
-// (tables, keys), the read-back of n_out, the rest, the read-back of n_pairs.
-vc_status newout_coop(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_t *ev,
-                      vc_err *err)
-{
-    vc_status st = VC_OK;
-    const int32_t K = j.K;
-    int64_t stat[S_WORDS];
-    int64_t n_out = 0, n_entries = 0, est = 0, pair_bound = 0, reach_total = 0;
-    CoopSizes z;
-    Coop a;
-    void *ws1 = NULL, *ws2 = NULL;
-    memset(&z, 0, sizeof z);
-    memset(&a, 0, sizeof a);
-    if (vc_mul_overflow_i64(j.n_in, j.reach, &reach_total))
-        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld inputs x %lld offsets overflows",
-                       (long long)j.n_in, (long long)j.reach);
-    est = reach_total; // as newout_regular
-    if (j.desc.type == VC_MAP_DOWNSAMPLE) est = j.n_in;
-    if (j.desc.type == VC_MAP_STRIDED && est > 4 * j.n_in) est = 4 * j.n_in;
-    z.cap_in = vc_hash_capacity_for(j.n_in);
-    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
-    z.packed_out = 1;
-    z.cap_out = vc_hash_capacity_for(est);
-    z.K = K;
-    z.key_passes = (j.bits_out + 7) / 8;
-    z.perm_passes = (K + 7) / 8;
-    coop_input(j, &a);
-    a.n_out_init = 0;
-    for (int attempt = 0;; attempt++) {
-        if (z.cap_in == 0 || z.cap_out == 0 || z.cap_in > INT64_MAX / 64 ||
-            z.cap_out > INT64_MAX / 64) {
-            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
-            goto fail;
-        }
-        z.ucap = z.cap_out / 2;
-        if (ws1) cudaFreeAsync(ws1, s);
-        ws1 = NULL;
-        CU(pool_alloc(&ws1, (int64_t)coop_carve(z, true, false, NULL, &a), s),
-           "allocating workspace");
-        coop_carve(z, true, false, (char *)ws1, &a);
-        EV(0);
-        CU(coop_launch(a, ST_FRONT, s), "inserting the keys");
-        // SYNC POINT 1: n_out (sizes the outputs), the checks of the input rows, the flags.
-        CU(read_status(a.scr, stat, s), "reading the output count back");
-        st = input_error(stat, j.d_in, j.n_in, j.shape, j.batch, err);
-        if (st != VC_OK) goto fail;
-        n_out = stat[S_N_OUT];
-        if (stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_IN) {
-            if (attempt >= kRetries) {
-                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the input hash table could not "
-                             "place a key within its probe bound, even after growing");
-                goto fail;
-            }
-            z.cap_in *= 2;
-            continue;
-        }
-        if ((stat[S_FLAGS] & (VC_KMAP_GPU_F_PROBE_OUT | VC_KMAP_GPU_F_OUT_OVERFLOW)) ||
-            n_out > z.cap_out / 2) {
-            if (attempt >= kRetries) {
-                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the output hash table could not "
-                             "place a key within its probe bound, even after growing");
-                goto fail;
-            }
-            int64_t cap = vc_hash_capacity_for(n_out);
-            if ((stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_OUT) && cap <= z.cap_out) cap = 2 * z.cap_out;
-            z.cap_out = cap;
-            continue;
-        }
-        if (stat[S_FLAGS] != 0) {
-            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: status flags 0x%llx",
-                         (unsigned long long)stat[S_FLAGS]);
-            goto fail;
-        }
-        break;
-    }
-    EV(1);
-    if (n_out > VC_MAX_ROWS) {
-        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: more than %lld output rows",
-                     (long long)VC_MAX_ROWS);
-        goto fail;
-    }
-    if (vc_mul_overflow_i64(n_out, K, &n_entries)) {
-        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
-                     (long long)n_out, (int)K);
-        goto fail;
-    }
-    m->n_out = n_out;
-    pair_bound = reach_total < n_entries ? reach_total : n_entries;
-    CU(pool_alloc_n(&m->out_coords, 4 * n_out, s), "allocating output coordinates");
-    CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
-    CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
-    CU(pool_alloc_n(&m->masks, n_out, s), "allocating masks");
-    CU(pool_alloc_n(&m->perm, n_out, s), "allocating perm");
-    CU(pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
-    CU(pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
-    z.klist = n_out;
-    z.rows = n_out;
-    CU(pool_alloc(&ws2, (int64_t)coop_carve(z, false, true, NULL, &a), s),
-       "allocating workspace");
-    coop_carve(z, false, true, (char *)ws2, &a);
-    coop_outputs(m, &a);
-    a.max_pairs = pair_bound;
-    if (ev) {
-        CU(coop_launch(a, ST_KEYS, s), "sorting the output keys");
-        EV(2);
-        CU(coop_launch(a, ST_OUTIN, s), "out_in");
-        EV(3);
-        CU(coop_launch(a, ST_ROWS, s), "pairs and masks");
-        EV(4);
-        CU(coop_launch(a, ST_PERM, s), "sorting the masks");
-    } else {
-        CU(coop_launch(a, ST_KEYS | ST_OUTIN | ST_ROWS | ST_PERM, s), "building the map");
-    }
-    // SYNC POINT 2: n_pairs and the flags.
-    CU(read_status(a.scr, stat, s), "reading the counts back");
-    EV(5);
-    if (stat[S_FLAGS] != 0) {
-        st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: an output key collected in step 2 was "
-                     "not found in step 3 (status flags 0x%llx)",
-                     (unsigned long long)stat[S_FLAGS]);
-        goto fail;
-    }
-    m->n_pairs = stat[S_N_PAIRS];
-    cudaFreeAsync(ws1, s);
-    cudaFreeAsync(ws2, s);
-    return VC_OK;
-
-fail:
-    if (ws1) cudaFreeAsync(ws1, s);
-    if (ws2) cudaFreeAsync(ws2, s);
-    free_map_arrays(m, true);
-    return st;
-}
-
 // Output-table capacity of a bounded build: at least 8 x max_out slots, at most 1/8 full, near
 // the regular build's strided table (sized for 4 x n_in keys). At half full (the capacity of
 // max_out keys) the graph replay's strided insert took 58 us where the regular call's took 31,
@@ -3477,28 +2775,6 @@ fail:
 int64_t bounded_cap_out(int64_t max_out)
 {
     return max_out > INT64_MAX / 8 ? 0 : vc_hash_capacity_for(4 * max_out);
-}
-
-// Sizes of a bounded cooperative build (the same at create and at every build).
-CoopSizes coop_bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
-{
-    CoopSizes z;
-    memset(&z, 0, sizeof z);
-    z.cap_in = vc_hash_capacity_for(b->max_in);
-    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
-    z.K = j.K;
-    z.perm_passes = (j.K + 7) / 8;
-    if (j.new_out) {
-        z.packed_out = 1;
-        z.cap_out = bounded_cap_out(b->max_out);
-        z.ucap = b->max_out;
-        z.klist = b->max_out;
-        z.rows = b->max_out;
-        z.key_passes = (j.bits_out + 7) / 8;
-    } else {
-        z.rows = b->max_in;
-    }
-    return z;
 }
 
 vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
@@ -3524,10 +2800,7 @@ vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
     }
     vc_kmap_data m;
     init_header(j, &m);
-    if (coop_ok(j))
-        st = j.new_out ? newout_coop(j, s, &m, ev, err) : subm_coop(j, s, &m, ev, err);
-    else
-        st = j.new_out ? newout_regular(j, s, &m, ev, err) : subm_regular(j, s, &m, ev, err);
+    st = j.new_out ? newout_regular(j, s, &m, ev, err) : subm_regular(j, s, &m, ev, err);
     if (st == VC_OK && timing) {
         cudaError_t e = cudaEventSynchronize(evs[5]);
         float *f[6] = {&timing->insert_ms, &timing->out_coords_ms, &timing->out_in_ms,
@@ -3602,8 +2875,6 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     CU(pool_alloc_n(&m.offsets, (int64_t)K + 1, s), "allocating offsets");
     CU(pool_alloc_n(&m.masks, n_words, s), "allocating masks");
     CU(pool_alloc_n(&m.perm, n, s), "allocating perm");
-    if (part_elems(K, n) > 0)
-        CU(pool_alloc_n(&m.perm_part, part_elems(K, n), s), "allocating the partial sorts");
     CU(pool_alloc_n(&m.in_rows, fwd->n_pairs, s), "allocating in_rows");
     CU(pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
     CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
@@ -3877,16 +3148,12 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     t.max_out = max_out;
     t.max_pairs = max_pairs;
     init_header(j, &t.map);
-    t.coop = coop_ok(j) ? 1 : 0;
-    t.dense = t.coop ? 0 : dense_bits_for(j);
+    t.dense = dense_bits_for(j);
     Sizes z = bounded_sizes(j, &t);
-    CoopSizes zc = coop_bounded_sizes(j, &t);
-    Coop ca;
-    memset(&ca, 0, sizeof ca);
     Bufs bf;
     memset(&bf, 0, sizeof bf);
     cudaGetLastError();
-    cudaError_t e = t.coop ? cudaSuccess : cub_bytes_for(&z);
+    cudaError_t e = cub_bytes_for(&z);
     t.sort_bytes = z.cub_bytes;
     if (e == cudaSuccess && j.new_out) e = dev_alloc_n(&t.map.out_coords, 4 * max_out);
     if (e == cudaSuccess) e = dev_alloc_n(&t.map.out_in, n_entries);
@@ -3895,24 +3162,14 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     if (e == cudaSuccess) e = dev_alloc_n(&t.map.out_rows, max_pairs);
     if (e == cudaSuccess) e = dev_alloc_n(&t.map.masks, n_words);
     if (e == cudaSuccess) e = dev_alloc_n(&t.map.perm, max_out);
-    // the partial sorts: rows = max_in (SUBM) or max_out per build; part_stride is set by each
-    const int64_t part_rows = max_in > max_out ? max_in : max_out;
-    if (e == cudaSuccess && !t.coop && part_elems(j.K, part_rows) > 0)
-        e = dev_alloc_n(&t.map.perm_part, part_elems(j.K, part_rows));
     if (e == cudaSuccess) {
-        t.workspace_bytes = t.coop ? coop_carve(zc, true, true, NULL, &ca)
-                                   : carve(z, true, true, NULL, &bf);
+        t.workspace_bytes = carve(z, true, true, NULL, &bf);
         e = cudaMalloc(&t.workspace, t.workspace_bytes);
         if (e != cudaSuccess) t.workspace = NULL;
     }
     if (e == cudaSuccess) {
-        if (t.coop) {
-            coop_carve(zc, true, true, (char *)t.workspace, &ca);
-            t.d_status = ca.scr;
-        } else {
-            carve(z, true, true, (char *)t.workspace, &bf);
-            t.d_status = bf.scr;
-        }
+        carve(z, true, true, (char *)t.workspace, &bf);
+        t.d_status = bf.scr;
         // Clear the status so that a check before any build reports nothing stale.
         e = cudaMemset(t.d_status, 0, S_WORDS * sizeof(int64_t));
     }
@@ -3944,29 +3201,13 @@ extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int
     cudaStream_t s = (cudaStream_t)stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
     vc_kmap_data *m = &b->map;
-    if (b->coop) {
-        // the whole build in one cooperative kernel
-        CoopSizes zc = coop_bounded_sizes(j, b);
-        Coop a;
-        memset(&a, 0, sizeof a);
-        coop_carve(zc, true, true, (char *)b->workspace, &a);
-        coop_input(j, &a);
-        coop_outputs(m, &a);
-        a.max_pairs = b->max_pairs;
-        a.n_out_init = j.new_out ? 0 : n_in;
-        cudaError_t e = coop_launch(a, ST_ALL, s);
-        if (e != cudaSuccess) return cuda_fail(err, e, "queueing the bounded build");
-        b->last_in = d_in;
-        b->last_n_in = n_in;
-        return VC_OK;
-    }
     Sizes z = bounded_sizes(j, b);
     Bufs bf;
     memset(&bf, 0, sizeof bf);
     carve(z, true, true, (char *)b->workspace, &bf);
     cudaError_t e = j.new_out ? q_prep(z, bf, 0, s)
                               : q_prep(z, bf, n_in, s, m->out_in, n_in * (int64_t)j.K);
-    if (e == cudaSuccess) e = q_insert(j, z, bf, m->out_in, s);
+    if (e == cudaSuccess) e = q_insert(j, z, bf, s);
     if (!j.new_out) {
         if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);
         if (e == cudaSuccess) e = q_finish(j, bf, m, n_in, true, b->max_pairs, NULL, s);
@@ -4023,60 +3264,6 @@ extern "C" void vc_kmap_gpu_bounded_destroy(vc_kmap_gpu_bounded *b)
     memset(b, 0, sizeof *b);
 }
 
-namespace {
-
-__global__ void pack_rows_kernel(const int32_t *coords, int64_t n, vc_keypack kp, uint64_t *keys,
-                                 int32_t *rows)
-{
-    GRID_LOOP(i, n)
-    {
-        const int4 c = reinterpret_cast<const int4 *>(coords)[i];
-        keys[i] = vc_key_pack_d(kp, c.x, c.y, c.z, c.w);
-        rows[i] = (int32_t)i;
-    }
-}
-
-} // namespace
-
-extern "C" vc_status vc_kmap_gpu_sorted_keys(const int32_t *d_coords, int64_t n,
-                                             const int32_t shape[3], int32_t batch_size,
-                                             uint64_t *d_sorted, int32_t *d_order,
-                                             struct CUstream_st *stream, vc_err *err)
-{
-    vc_keypack kp;
-    if (!shape || n < 0 || n > VC_MAX_ROWS || (n > 0 && (!d_coords || !d_sorted || !d_order)))
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "sorted keys: bad arguments");
-    if (vc_keypack_init(&kp, batch_size, shape) != 0)
-        return vc_fail(err, VC_ERR_OUT_OF_RANGE, "sorted keys: the layout does not pack");
-    if (n == 0) return VC_OK;
-    cudaStream_t s = (cudaStream_t)stream;
-    const int bits = key_bits(kp) > 0 ? key_bits(kp) : 1;
-    size_t bytes = 0;
-    cudaError_t e = cub::DeviceRadixSort::SortPairs(NULL, bytes, (const uint64_t *)NULL,
-                                                    (uint64_t *)NULL, (const int32_t *)NULL,
-                                                    (int32_t *)NULL, n, 0, bits);
-    void *ws = NULL;
-    Carver c = {NULL, 0};
-    c.take<uint64_t>(n);
-    c.take<int32_t>(n);
-    c.take<char>((int64_t)bytes);
-    if (e == cudaSuccess) e = pool_alloc(&ws, (int64_t)c.off + 256, s);
-    if (e == cudaSuccess) {
-        c.base = (char *)ws;
-        c.off = 0;
-        uint64_t *keys = c.take<uint64_t>(n);
-        int32_t *rows = c.take<int32_t>(n);
-        void *tmp = c.take<char>((int64_t)bytes);
-        pack_rows_kernel<<<grid_for(n), kThreads, 0, s>>>(d_coords, n, kp, keys, rows);
-        e = cudaGetLastError();
-        if (e == cudaSuccess)
-            e = cub::DeviceRadixSort::SortPairs(tmp, bytes, keys, d_sorted, rows, d_order, n, 0,
-                                                bits, s);
-    }
-    if (ws) cudaFreeAsync(ws, s);
-    return e == cudaSuccess ? VC_OK : cuda_fail(err, e, "sorting keys");
-}
-
 extern "C" int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t shape[3],
                                          int32_t batch_size, const int32_t row[4], int32_t *k,
                                          int32_t (*out)[4], int cap, vc_err *err)
@@ -4103,11 +3290,6 @@ extern "C" int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t sha
 extern "C" void vc_kmap_gpu_debug_dense(int mode)
 {
     g_dense_mode.store(mode > 0 ? 1 : mode < 0 ? -1 : 0, std::memory_order_relaxed);
-}
-
-extern "C" void vc_kmap_gpu_debug_coop(int enable)
-{
-    g_coop_enabled.store(enable ? 1 : 0, std::memory_order_relaxed);
 }
 
 extern "C" void vc_kmap_gpu_trim(void)

@@ -52,14 +52,6 @@
  * build launches plainly (in a captured graph the overlap measured slower). Every kernel
  * triggers its dependents at its start, so a caller's PDL kernel queued after a bounded build
  * must itself wait on the grid dependency before reading the map (include/voxconv.h).
- * Optionally (vc_kmap_gpu_debug_coop(1); off by default because it measured slower on the H100,
- * docs/benchmarks.md), where K <= 32 and the output keys fit 31 bits, a whole build phase is ONE
- * cooperative kernel (cudaLaunchCooperativeKernel: every block resident, grid-wide barriers
- * between the steps, radix sorts prefixed across tiles by decoupled look-back): the regular SUBM
- * build is then one launch and one read-back, the regular STRIDED / DOWNSAMPLE / TRANSPOSED
- * build two launches with a read-back after each, a bounded build one kernel node. Both paths
- * give the same arrays. The timed build launches the steps of the cooperative path one by one
- * so that they can be timed apart.
  *
  * Work runs on `stream`. No atomics decide a result: they claim hash slots, keep minima, count
  * claims (whose order a sort then removes), set the dense path's bits, count finished tiles or
@@ -157,7 +149,6 @@ typedef struct vc_kmap_gpu_bounded {
     void *workspace;          /* device scratch: hash tables, counts, sort storage             */
     size_t workspace_bytes;
     size_t sort_bytes;        /* internal: sort storage inside the workspace                   */
-    int32_t coop;             /* internal: 1 when builds are one cooperative kernel            */
     int32_t dense;            /* internal: output key bits of the dense output path, or 0      */
     const int32_t *last_in;   /* input of the last queued build (the check names bad rows)     */
     int64_t last_n_in;
@@ -192,26 +183,11 @@ vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CUstream_st *
  * NULL and zeroed structs are fine. */
 void vc_kmap_gpu_bounded_destroy(vc_kmap_gpu_bounded *b);
 
-/* ---- the sorted-array alternative (benchmarks) ------------------------------------------ */
-
-/* Packs the rows d_coords [n, 4] (inside shape / batch_size) with their vc_keypack and sorts
- * them: d_sorted [n] gets the keys ascending, d_order [n] the row of each (a stable radix sort
- * on the key bits only). The sorted-array representation a binary-search map builder (Minuet's
- * idea) starts from. Temporaries come from the library's pool. Asynchronous. */
-vc_status vc_kmap_gpu_sorted_keys(const int32_t *d_coords, int64_t n, const int32_t shape[3],
-                                  int32_t batch_size, uint64_t *d_sorted, int32_t *d_order,
-                                  struct CUstream_st *stream, vc_err *err);
-
 /* ---- the memory pool ------------------------------------------------------------------- */
 
 /* Returns the cached, unused memory of the library's stream-ordered pool on the current
  * device to the driver (the pool keeps up to 1 GiB of freed blocks for reuse otherwise). */
 void vc_kmap_gpu_trim(void);
-
-/* 1 lets later builds (and bounded structs created later) take the one-kernel cooperative path
- * where it applies; 0 (the default) keeps the multi-kernel path everywhere. For tests and
- * benchmarks; not thread-safe against builds running meanwhile. */
-void vc_kmap_gpu_debug_coop(int enable);
 
 /* The dense output path of the new-output maps (STRIDED, DOWNSAMPLE, TRANSPOSED): output keys
  * marked in a bitmap over the output key space instead of claimed in a hash table. 0 (the

@@ -14,9 +14,8 @@
  * for keys of <= 31 bits, 16-byte slots otherwise), and the maps on a grid whose keys need more
  * than 31 bits too. Each map that also fits a bounded build (vc_kmap_gpu_bounded_*) is built that
  * way with loose bounds and compared as well.
- * Both build paths are compared: the multi-kernel one (the default) in the main sweep and the
- * one-kernel cooperative one on two clouds (VC_TEST_COOP=1 swaps them); and both output paths of
- * the new-output maps (hash table, dense bitmap), each forced on three clouds.
+ * Both output paths of the new-output maps (hash table, dense bitmap) are compared, each forced
+ * on three clouds.
  * VC_SANITIZE=1: a small subset (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
  * replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
@@ -227,8 +226,6 @@ static cloud make_cloud(vc_rng *rng, int64_t n, int32_t batch, const int32_t sha
 
 /* ---- map comparison (kmap_compare.h) ------------------------------------------------------ */
 
-static int g_coop_on; /* the one-kernel build path is on (vc_kmap_gpu_debug_coop) */
-
 static vc_map_desc mkdesc(vc_map_type t, int kz, int ky, int kx, int s, int p, int dil)
 {
     vc_map_desc d = VC_MAP_DESC_INIT;
@@ -256,10 +253,6 @@ static void poison_bounded(const vc_kmap_gpu_bounded *b)
     CUDA_OK(cudaMemset(m->out_rows, 0xa5, (size_t)b->max_pairs * 4));
     CUDA_OK(cudaMemset(m->masks, 0xa5, (size_t)(b->max_out * m->mask_words) * 4));
     CUDA_OK(cudaMemset(m->perm, 0xa5, (size_t)b->max_out * 4));
-    int32_t dbits, passes = vc_kmap_sort_plan((int32_t)K, &dbits);
-    const int64_t part_rows = b->max_in > b->max_out ? b->max_in : b->max_out;
-    if (m->perm_part && passes > 1)
-        CUDA_OK(cudaMemset(m->perm_part, 0xa5, (size_t)((passes - 1) * part_rows) * 4));
 }
 
 /* The bounded build of the same map with loose bounds must give the same arrays. */
@@ -285,7 +278,7 @@ static void run_bounded(const char *label, const cloud *c, const int32_t *d_rows
     if (gs == VC_OK) {
         char l2[300];
         snprintf(l2, sizeof l2, "%s (bounded)", label);
-        cmp_maps(l2, cm, &b.map, g_coop_on);
+        cmp_maps(l2, cm, &b.map);
     }
     vc_kmap_gpu_bounded_destroy(&b);
 }
@@ -315,7 +308,7 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
         vc_kmap_data_free_gpu(&gm);
         return;
     }
-    cmp_maps(label, &cm, &gm, g_coop_on);
+    cmp_maps(label, &cm, &gm);
     cmp_tile_order(label, &cm, &gm, g_stream);
     if (full) {
         /* determinism: a second build (on the legacy stream) gives the same arrays */
@@ -325,7 +318,7 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
         if (gs == VC_OK) {
             char l2[300];
             snprintf(l2, sizeof l2, "%s (second GPU build)", label);
-            cmp_maps(l2, &cm, &gm2, g_coop_on);
+            cmp_maps(l2, &cm, &gm2);
         }
         vc_kmap_data_free_gpu(&gm2);
         run_bounded(label, c, d_rows, d, &cm);
@@ -342,7 +335,7 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
         if (cs == VC_OK && gs == VC_OK) {
             char l2[300];
             snprintf(l2, sizeof l2, "%s (inverse)", label);
-            cmp_maps(l2, &ci, &gi, g_coop_on);
+            cmp_maps(l2, &ci, &gi);
             cmp_tile_order(l2, &ci, &gi, g_stream);
         }
         vc_kmap_data_free(&ci);
@@ -499,12 +492,6 @@ int main(void)
     const char *san = getenv("VC_SANITIZE");
     g_small = san && atoi(san) != 0;
     if (g_small) printf("VC_SANITIZE: small sizes only\n");
-    /* VC_TEST_COOP=1: the one-kernel (cooperative) path where it applies, for the main sweep;
-     * the default is the multi-kernel path. A few clouds below take the other path. */
-    const char *ce = getenv("VC_TEST_COOP");
-    const int coop = ce && atoi(ce) != 0;
-    if (coop) printf("VC_TEST_COOP: one-kernel path where it applies\n");
-    vc_kmap_gpu_debug_coop(g_coop_on = coop);
     for (int layout = 0; layout < 2; layout++) {
         const int32_t bits = layout ? 31 : 64;
         const int64_t big_range = layout ? ((int64_t)1 << 31) - 1 : (int64_t)1 << 40;
@@ -533,11 +520,6 @@ int main(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!g_small || cases[i].small_mode) sweep_cloud(&rng, &cases[i]);
     }
-    /* the other path: one-kernel (cooperative) by default, multi-kernel with VC_TEST_COOP */
-    vc_kmap_gpu_debug_coop(g_coop_on = !coop);
-    const size_t again[2] = {g_small ? 8u : 9u, g_small ? 4u : 11u};
-    for (size_t a = 0; a < 2; a++) sweep_cloud(&rng, &cases[again[a]]);
-    vc_kmap_gpu_debug_coop(g_coop_on = coop);
     /* the new-output maps' other output path: the sweep takes the dense bitmap where the output
      * keys have at most 26 bits (most clouds here) and the hash table past that (batch 3 on the
      * 41x1600x1408 grid, huge, mixed); -1 sends every map to the table, 1 the maps of up to
