@@ -15,7 +15,7 @@
  *     build captured in a CUDA graph and replayed (no host synchronisation inside); beside each
  *     stage its floor, from the counts of the map (see docs/benchmarks.md).
  * VC_BENCH_DENSE=-1 / 1 sends the new-output maps to the output hash table / the dense bitmap
- * wherever it fits (vc_kmap_gpu_debug_dense; default 0: the library's choice), for A/Bs.
+ * wherever it fits (vc_engine_options.kmap_dense; default 0: the library's choice), for A/Bs.
  * VC_BENCH_MODES=staged,call,graph (any of the three; default all) times those modes of each
  * map row and skips the others (their columns print 0), so that a profiler sees the kernels of
  * one mode alone (bench/run_kmap.sh profile).
@@ -47,6 +47,7 @@
 
 static int g_runs = 25;
 static cudaStream_t g_s;
+static vc_engine_options g_opts = VC_ENGINE_OPTIONS_INIT; /* VC_BENCH_DENSE */
 enum { MODE_STAGED = 1, MODE_CALL = 2, MODE_GRAPH = 4 };
 static int g_modes = MODE_STAGED | MODE_CALL | MODE_GRAPH;
 
@@ -520,8 +521,9 @@ static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *lab
     CUDA_CHECK(cudaEventCreate(&e1));
     vc_kmap_gpu_bounded b;
     vc_err err = {{0}};
-    DIE_IF(vc_kmap_gpu_bounded_create(d, sc->shape, 1, max_in, max_out, max_pairs, &b, &err) !=
-               VC_OK, "%s %s: bounded create: %s", sc->name, label, err.msg);
+    DIE_IF(vc_kmap_gpu_bounded_create(d, sc->shape, 1, max_in, max_out, max_pairs, &g_opts, &b,
+                                      &err) != VC_OK,
+           "%s %s: bounded create: %s", sc->name, label, err.msg);
     cudaGraphExec_t exec[NFRAMES];
     for (int f = 0; f < sc->nframes; f++) {
         /* warm-up outside the capture, then capture */
@@ -589,7 +591,8 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
     for (int f = 0; f < sc->nframes && !(g_modes & MODE_STAGED); f++) {
         vc_kmap_data m;
         vc_err err = {{0}};
-        DIE_IF(vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m, &err) != VC_OK,
+        DIE_IF(vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts, g_s, &m, &err) !=
+                   VC_OK,
                "%s %s: %s", sc->name, label, err.msg);
         n_out[f] = m.n_out;
         n_pairs[f] = m.n_pairs;
@@ -601,8 +604,8 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         vc_kmap_data m;
         vc_kmap_gpu_timing tm;
         vc_err err = {{0}};
-        vc_status st = vc_kmap_build_gpu_timed(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m,
-                                               &tm, &err);
+        vc_status st = vc_kmap_build_gpu_timed(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts,
+                                               g_s, &m, &tm, &err);
         DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
         n_out[f] = m.n_out;
         n_pairs[f] = m.n_pairs;
@@ -621,7 +624,8 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         vc_kmap_data m;
         vc_err err = {{0}};
         CUDA_CHECK(cudaEventRecord(e0, g_s));
-        vc_status st = vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m, &err);
+        vc_status st =
+            vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts, g_s, &m, &err);
         CUDA_CHECK(cudaEventRecord(e1, g_s));
         CUDA_CHECK(cudaEventSynchronize(e1));
         DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
@@ -743,7 +747,7 @@ int main(int argc, char **argv)
         if (g_runs < 20) g_runs = 20;
         argi = 2;
     }
-    vc_bench_map_switches(); /* VC_BENCH_DENSE */
+    vc_bench_map_switches(&g_opts); /* VC_BENCH_DENSE */
     const char *modes = getenv("VC_BENCH_MODES");
     if (modes && *modes) {
         g_modes = (strstr(modes, "staged") ? MODE_STAGED : 0) |

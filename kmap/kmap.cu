@@ -1999,15 +1999,14 @@ int32_t key_bits(const vc_keypack &kp) { return kp.shift[0] + kp.bits[0]; }
 // most kDenseMaxBits bits: a bitmap of at most 8 MB, whose clear, count and unpack move ~24 MB
 // (~8 us at the H100's copy bandwidth), where the output table's claims, the key sort and the
 // ranks cost ~40 us for 100k inputs (docs/benchmarks.md, map builds version 11).
-// vc_kmap_gpu_debug_dense: 1 takes it up to kDenseForceBits (tests), -1 never (A/B).
+// vc_engine_options.kmap_dense: 1 takes it up to kDenseForceBits (tests), -1 never (A/B).
 const int32_t kDenseMaxBits = 26, kDenseForceBits = 28;
-std::atomic<int> g_dense_mode(0);
 
 // Sizes.dense_bits of a build of j: its output key bits (at least 1), or 0 for the hash path.
-int32_t dense_bits_for(const Job &j)
+int32_t dense_bits_for(const Job &j, const vc_engine_options *opt)
 {
     if (!j.new_out) return 0;
-    const int mode = g_dense_mode.load(std::memory_order_relaxed);
+    const int mode = opt ? opt->kmap_dense : 0;
     const int32_t most = mode > 0 ? kDenseForceBits : mode < 0 ? -1 : kDenseMaxBits;
     if (j.bits_out > most) return 0;
     return j.bits_out > 0 ? j.bits_out : 1;
@@ -2625,8 +2624,8 @@ fail:
 
 // STRIDED / DOWNSAMPLE / TRANSPOSED, regular: read-backs after collecting the output keys
 // (n_out) and at the end.
-vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_t *ev,
-                         vc_err *err)
+vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_t s,
+                         vc_kmap_data *m, cudaEvent_t *ev, vc_err *err)
 {
     vc_status st = VC_OK;
     const int32_t K = j.K;
@@ -2652,7 +2651,7 @@ vc_status newout_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEven
     z.packed_out = j.bits_out <= VC_HASH_GPU_PACKED_BITS;
     z.ukey32 = z.packed_out;
     z.key_bits = j.bits_out;
-    z.dense_bits = dense_bits_for(j);
+    z.dense_bits = dense_bits_for(j, opt);
     z.cap_out = z.dense_bits ? 0 : vc_hash_capacity_for(est);
     z.K = K;
     z.words = j.words;
@@ -2778,8 +2777,8 @@ int64_t bounded_cap_out(int64_t max_out)
 }
 
 vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
-                     int32_t batch_size, const vc_map_desc *d, cudaStream_t s, vc_kmap_data *out,
-                     vc_kmap_gpu_timing *timing, vc_err *err)
+                     int32_t batch_size, const vc_map_desc *d, const vc_engine_options *opt,
+                     cudaStream_t s, vc_kmap_data *out, vc_kmap_gpu_timing *timing, vc_err *err)
 {
     if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
     Job j;
@@ -2800,7 +2799,7 @@ vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
     }
     vc_kmap_data m;
     init_header(j, &m);
-    st = j.new_out ? newout_regular(j, s, &m, ev, err) : subm_regular(j, s, &m, ev, err);
+    st = j.new_out ? newout_regular(j, opt, s, &m, ev, err) : subm_regular(j, s, &m, ev, err);
     if (st == VC_OK && timing) {
         cudaError_t e = cudaEventSynchronize(evs[5]);
         float *f[6] = {&timing->insert_ms, &timing->out_coords_ms, &timing->out_in_ms,
@@ -2823,21 +2822,22 @@ vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
 
 extern "C" vc_status vc_kmap_build_gpu(const int32_t *d_in_coords, int64_t n_in,
                                        const int32_t shape[3], int32_t batch_size,
-                                       const vc_map_desc *d, struct CUstream_st *stream,
-                                       vc_kmap_data *out, vc_err *err)
+                                       const vc_map_desc *d, const vc_engine_options *opt,
+                                       struct CUstream_st *stream, vc_kmap_data *out,
+                                       vc_err *err)
 {
-    return build_impl(d_in_coords, n_in, shape, batch_size, d, (cudaStream_t)stream, out, NULL,
-                      err);
+    return build_impl(d_in_coords, n_in, shape, batch_size, d, opt, (cudaStream_t)stream, out,
+                      NULL, err);
 }
 
 extern "C" vc_status vc_kmap_build_gpu_timed(const int32_t *d_in_coords, int64_t n_in,
                                              const int32_t shape[3], int32_t batch_size,
-                                             const vc_map_desc *d, struct CUstream_st *stream,
-                                             vc_kmap_data *out, vc_kmap_gpu_timing *timing,
-                                             vc_err *err)
+                                             const vc_map_desc *d, const vc_engine_options *opt,
+                                             struct CUstream_st *stream, vc_kmap_data *out,
+                                             vc_kmap_gpu_timing *timing, vc_err *err)
 {
-    return build_impl(d_in_coords, n_in, shape, batch_size, d, (cudaStream_t)stream, out, timing,
-                      err);
+    return build_impl(d_in_coords, n_in, shape, batch_size, d, opt, (cudaStream_t)stream, out,
+                      timing, err);
 }
 
 extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
@@ -3118,6 +3118,7 @@ Sizes bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
 extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int32_t shape[3],
                                                 int32_t batch_size, int64_t max_in,
                                                 int64_t max_out, int64_t max_pairs,
+                                                const vc_engine_options *opt,
                                                 vc_kmap_gpu_bounded *b, vc_err *err)
 {
     if (!b) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: NULL argument");
@@ -3148,7 +3149,8 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     t.max_out = max_out;
     t.max_pairs = max_pairs;
     init_header(j, &t.map);
-    t.dense = dense_bits_for(j);
+    t.opt = opt ? *opt : vc_engine_options_default();
+    t.dense = dense_bits_for(j, &t.opt);
     Sizes z = bounded_sizes(j, &t);
     Bufs bf;
     memset(&bf, 0, sizeof bf);
@@ -3285,11 +3287,6 @@ extern "C" int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t sha
     for (uint32_t i = 0; i < n && (int64_t)i < cap; i++)
         vc_key_unpack(&j.kout, pair_of(j.g, key, list, i, &k[i]), out[i]);
     return (int)n;
-}
-
-extern "C" void vc_kmap_gpu_debug_dense(int mode)
-{
-    g_dense_mode.store(mode > 0 ? 1 : mode < 0 ? -1 : 0, std::memory_order_relaxed);
 }
 
 extern "C" void vc_kmap_gpu_trim(void)

@@ -42,12 +42,12 @@
  * with CUB radix sorts only for masks of K > 32 and 64-bit output keys. The new-output types
  * whose output keys have at most 26 bits (an 8 MB bitmap; a stride-2 map of the SECOND grid
  * 41 x 1600 x 1408 has 25) find their outputs in a bitmap of the output key space, so they need
- * no output hash table and no sort of the output keys; past that, a hash table and a sort (see
- * vc_kmap_gpu_debug_dense). SUBM k3 is 6 launches, a captured graph of 6 kernel nodes (the
- * mask sort's passes after the first share one launch, with a barrier among their tile blocks,
- * where the tiles are no more than the SMs: up to ~270k rows on an H100; past that, one launch
- * a pass). In the regular builds on compute capability
- * 9.0 and up each launch asks for programmatic dependent launch, so it overlaps the end of the
+ * no output hash table and no sort of the output keys; past that, a hash table and a sort
+ * (vc_engine_options.kmap_dense moves the bound or turns the bitmap off). SUBM k3 is 6
+ * launches, a captured graph of 6 kernel nodes (the mask sort's passes after the first share
+ * one launch, with a barrier among their tile blocks, where the tiles are no more than the SMs;
+ * past that, one launch a pass). In the regular builds on compute capability 9.0 and up each
+ * launch asks for programmatic dependent launch, so it overlaps the end of the
  * kernel before it (each kernel waits on its predecessor before touching memory); the bounded
  * build launches plainly (in a captured graph the overlap measured slower). Every kernel
  * triggers its dependents at its start, so a caller's PDL kernel queued after a bounded build
@@ -66,6 +66,7 @@
 extern "C" {
 #endif
 
+#include "core/options.h"
 #include "kmap/kmap.h" /* C declarations: keep them C-linked when included from CUDA sources */
 
 struct CUstream_st;
@@ -103,17 +104,20 @@ typedef struct vc_kmap_gpu_timing {
 
 /* Builds a SUBM, STRIDED, DOWNSAMPLE or TRANSPOSED map over device coordinates d_in_coords
  * [n_in, 4] (rows distinct and inside shape/batch_size: a duplicate gives VC_ERR_DUPLICATE, a row
- * outside gives VC_ERR_OUT_OF_RANGE, as on the CPU). On failure *out is left untouched.
- * Synchronises (see above). */
+ * outside gives VC_ERR_OUT_OF_RANGE, as on the CPU). opt (NULL: the defaults) picks the output
+ * path of the new-output types (kmap_dense); every choice gives the same map. On failure *out
+ * is left untouched. Synchronises (see above). */
 vc_status vc_kmap_build_gpu(const int32_t *d_in_coords, int64_t n_in, const int32_t shape[3],
-                            int32_t batch_size, const vc_map_desc *d, struct CUstream_st *stream,
+                            int32_t batch_size, const vc_map_desc *d,
+                            const vc_engine_options *opt, struct CUstream_st *stream,
                             vc_kmap_data *out, vc_err *err);
 
 /* The same, filling *timing (may be NULL) with the stage times. */
 vc_status vc_kmap_build_gpu_timed(const int32_t *d_in_coords, int64_t n_in,
                                   const int32_t shape[3], int32_t batch_size,
-                                  const vc_map_desc *d, struct CUstream_st *stream,
-                                  vc_kmap_data *out, vc_kmap_gpu_timing *timing, vc_err *err);
+                                  const vc_map_desc *d, const vc_engine_options *opt,
+                                  struct CUstream_st *stream, vc_kmap_data *out,
+                                  vc_kmap_gpu_timing *timing, vc_err *err);
 
 /* Builds the INVERSE of a STRIDED or DOWNSAMPLE map whose arrays are on the device (fwd as made
  * by vc_kmap_build_gpu): inputs are fwd's outputs, outputs fwd's inputs. Same checks as
@@ -149,6 +153,7 @@ typedef struct vc_kmap_gpu_bounded {
     void *workspace;          /* device scratch: hash tables, counts, sort storage             */
     size_t workspace_bytes;
     size_t sort_bytes;        /* internal: sort storage inside the workspace                   */
+    vc_engine_options opt;    /* the options it was created with (the defaults for NULL)       */
     int32_t dense;            /* internal: output key bits of the dense output path, or 0      */
     const int32_t *last_in;   /* input of the last queued build (the check names bad rows)     */
     int64_t last_n_in;
@@ -156,11 +161,13 @@ typedef struct vc_kmap_gpu_bounded {
 
 /* Allocates (cudaMalloc, once) the arrays and workspace of bounded builds of `d` over input sets
  * of at most max_in rows inside shape / batch_size. max_out >= 1 and max_pairs >= 1; for SUBM
- * n_out = n_in, so max_out must be >= max_in. Synchronous; *b is zeroed first and stays zeroed
- * on failure. */
+ * n_out = n_in, so max_out must be >= max_in. opt (NULL: the defaults) is copied into b; its
+ * kmap_dense fixes the output path of every build of b. Synchronous; *b is zeroed first and
+ * stays zeroed on failure. */
 vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int32_t shape[3],
                                      int32_t batch_size, int64_t max_in, int64_t max_out,
-                                     int64_t max_pairs, vc_kmap_gpu_bounded *b, vc_err *err);
+                                     int64_t max_pairs, const vc_engine_options *opt,
+                                     vc_kmap_gpu_bounded *b, vc_err *err);
 
 /* Queues a build over d_in_coords [n_in, 4] (n_in <= max_in, known when the build is queued;
  * the coordinates themselves are read when the work runs, so a captured graph replays on
@@ -188,13 +195,6 @@ void vc_kmap_gpu_bounded_destroy(vc_kmap_gpu_bounded *b);
 /* Returns the cached, unused memory of the library's stream-ordered pool on the current
  * device to the driver (the pool keeps up to 1 GiB of freed blocks for reuse otherwise). */
 void vc_kmap_gpu_trim(void);
-
-/* The dense output path of the new-output maps (STRIDED, DOWNSAMPLE, TRANSPOSED): output keys
- * marked in a bitmap over the output key space instead of claimed in a hash table. 0 (the
- * default): taken where the output keys have at most 26 bits; 1: up to 28 bits; -1: never. Both
- * paths give the same maps. Applies to later builds and to bounded structs created later; for
- * tests and benchmarks, not thread-safe against builds running meanwhile. */
-void vc_kmap_gpu_debug_dense(int mode);
 
 /* Test hook, host only (no GPU needed): the (offset, output) pairs that the new-output kernels'
  * target arithmetic (the insert's and the scatter's, kmap/kmap.cu) gives input row `row` (b, z,

@@ -198,7 +198,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
         vc_err err = {{0}};
         vc_status st = vc_kmap_gpu_bounded_create(d, shape, batch, n,
                                                   max_out + (d->type == VC_MAP_SUBM ? 0 : 17),
-                                                  max_pairs + 101, &b, &err);
+                                                  max_pairs + 101, NULL, &b, &err);
         CHECK_MSG(st == VC_OK, "%s: create: %s", label, err.msg);
         if (st != VC_OK) goto done;
         cudaGraphExec_t exec = capture(&b, d_in, n, label);
@@ -261,7 +261,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
         const int64_t mp = which == 1 ? need_pairs - 1 : need_pairs + 101;
         vc_kmap_gpu_bounded b;
         vc_err err = {{0}};
-        vc_status st = vc_kmap_gpu_bounded_create(d, shape, batch, n, mo, mp, &b, &err);
+        vc_status st = vc_kmap_gpu_bounded_create(d, shape, batch, n, mo, mp, NULL, &b, &err);
         CHECK_MSG(st == VC_OK, "%s: create (small bounds): %s", label, err.msg);
         if (st != VC_OK) continue;
         cudaGraphExec_t exec = capture(&b, d_in, n, label);

@@ -226,6 +226,9 @@ static cloud make_cloud(vc_rng *rng, int64_t n, int32_t batch, const int32_t sha
 
 /* ---- map comparison (kmap_compare.h) ------------------------------------------------------ */
 
+/* the engine options of every GPU build (kmap_dense: the dense sweeps below) */
+static vc_engine_options g_opts = VC_ENGINE_OPTIONS_INIT;
+
 static vc_map_desc mkdesc(vc_map_type t, int kz, int ky, int kx, int s, int p, int dil)
 {
     vc_map_desc d = VC_MAP_DESC_INIT;
@@ -265,7 +268,7 @@ static void run_bounded(const char *label, const cloud *c, const int32_t *d_rows
     int64_t max_out = cm->n_out + 5;
     if (d->type == VC_MAP_SUBM) max_out = max_in;
     vc_status gs = vc_kmap_gpu_bounded_create(d, c->shape, c->batch, max_in, max_out,
-                                              cm->n_pairs + 3, &b, &ge);
+                                              cm->n_pairs + 3, &g_opts, &b, &ge);
     CHECK_MSG(gs == VC_OK, "%s (bounded): create: %s", label, ge.msg);
     if (gs != VC_OK) return;
     poison_bounded(&b);
@@ -300,7 +303,8 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
     vc_err ce = {{0}}, ge = {{0}};
     vc_status cs = vc_kmap_build_cpu(c->rows, c->n, c->shape, c->batch, d, 0, &cm, &ce);
     dirty_device();
-    vc_status gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, g_stream, &gm, &ge);
+    vc_status gs =
+        vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, &g_opts, g_stream, &gm, &ge);
     CHECK_MSG(cs == gs, "%s: cpu %s (%s), gpu %s (%s)", label, vc_status_string(cs), ce.msg,
               vc_status_string(gs), ge.msg);
     if (cs != VC_OK || gs != VC_OK) {
@@ -313,7 +317,7 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
     if (full) {
         /* determinism: a second build (on the legacy stream) gives the same arrays */
         dirty_device();
-        gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, NULL, &gm2, &ge);
+        gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, &g_opts, NULL, &gm2, &ge);
         CHECK_MSG(gs == VC_OK, "%s: second build: %s", label, ge.msg);
         if (gs == VC_OK) {
             char l2[300];
@@ -428,7 +432,7 @@ static void test_bad_rows(vc_rng *rng)
             memset(&gm, 0, sizeof gm);
             vc_err ce = {{0}}, ge = {{0}};
             vc_status cs = vc_kmap_build_cpu(rows, n, shape, 2, &ds[j], 0, &cm, &ce);
-            vc_status gs = vc_kmap_build_gpu(d, n, shape, 2, &ds[j], g_stream, &gm, &ge);
+            vc_status gs = vc_kmap_build_gpu(d, n, shape, 2, &ds[j], &g_opts, g_stream, &gm, &ge);
             CHECK_MSG(cs == gs && cs != VC_OK, "bad rows variant %d: cpu %s (%s), gpu %s (%s)",
                       variant, vc_status_string(cs), ce.msg, vc_status_string(gs), ge.msg);
             if (cs == VC_ERR_DUPLICATE && gs == VC_ERR_DUPLICATE) {
@@ -441,8 +445,8 @@ static void test_bad_rows(vc_rng *rng)
             /* the bounded build reports the same through its check */
             vc_kmap_gpu_bounded b;
             vc_err be = {{0}};
-            vc_status bs = vc_kmap_gpu_bounded_create(&ds[j], shape, 2, n, 16 * n, 64 * n, &b,
-                                                      &be);
+            vc_status bs = vc_kmap_gpu_bounded_create(&ds[j], shape, 2, n, 16 * n, 64 * n,
+                                                      &g_opts, &b, &be);
             CHECK_MSG(bs == VC_OK, "bad rows variant %d: bounded create: %s", variant, be.msg);
             if (bs == VC_OK) {
                 bs = vc_kmap_build_gpu_bounded(&b, d, n, g_stream, &be);
@@ -526,11 +530,11 @@ int main(void)
      * 28-bit keys to the bitmap */
     const size_t dense_again[3] = {g_small ? 4u : 9u, g_small ? 11u : 10u, g_small ? 8u : 12u};
     for (int mode = -1; mode <= 1; mode += 2) {
-        vc_kmap_gpu_debug_dense(mode);
+        g_opts.kmap_dense = mode;
         printf("dense output path: mode %d\n", mode);
         for (size_t a = 0; a < 3; a++) sweep_cloud(&rng, &cases[dense_again[a]]);
     }
-    vc_kmap_gpu_debug_dense(0);
+    g_opts.kmap_dense = 0;
     if (!g_small) {
         cloud c = make_cloud(&rng, 1000000, 2, big, 3);
         printf("1M cloud: %lld voxels\n", (long long)c.n);
