@@ -43,7 +43,7 @@
 // scratch (the GEMM takes A and W in one dtype), and 16-bit features whose c_in is not a multiple
 // of 8 are widened with zero columns (with their weights, in the same launch) so the GEMM runs
 // 16-byte loads. Scratch
-// comes from the library's stream-ordered pool (vc_gpu_scratch_alloc), is freed with
+// comes from the library's stream-ordered pool (vc_device_pool_alloc), is freed with
 // cudaFreeAsync on the caller's stream, and is released on every path.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -55,6 +55,7 @@
 
 #include "conv/conv_gpu.h"
 #include "core/cuda_util.cuh"
+#include "core/device_pool.h"
 #include "gemm/gemm.h"
 #include "kmap/kmap_gpu.h"
 
@@ -234,7 +235,7 @@ size_t dtype_bytes(vc_dtype t) { return t == VC_DTYPE_FP32 ? 4 : 2; }
 
 cudaError_t scratch(void **p, int64_t bytes, cudaStream_t s)
 {
-    return (cudaError_t)vc_gpu_scratch_alloc(p, bytes, s);
+    return (cudaError_t)vc_device_pool_alloc(p, bytes, s);
 }
 
 vc_gemm_act gemm_act(vc_activation a)

@@ -49,14 +49,14 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <atomic>
-
 #include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "core/cuda_util.cuh"
+#include "core/device_pool.h"
+#include "core/launch.cuh"
 #include "hash/hash_gpu.h"
 #include "kmap/kmap_gpu.h"
 
@@ -70,7 +70,6 @@ const int kMaxKernel = 7;
 const int kMaxVolume = kMaxKernel * kMaxKernel * kMaxKernel;
 const int kScanItems = 8;
 const int kRetries = 6;
-const int kMaxDevices = 64;
 // The look-back radix sorts (below): at most kMaxPasses passes of digits of <= kMaxDigitBits.
 const int kMaxPasses = 4;
 const int kRemTable = 8; // strides up to this have axis_mask's table (Geom::rbits)
@@ -128,23 +127,6 @@ __device__ __forceinline__ int64_t dev_count(const int64_t *d_n, int64_t rows)
     if (!d_n) return rows;
     const int64_t n = *d_n;
     return n < rows ? (n > 0 ? n : 0) : rows;
-}
-
-// Programmatic dependent launch (compute capability 9.0 and up; see launch_k): every kernel of
-// the multi-kernel build starts with pdl_enter. It waits until the kernel before it in the
-// stream has finished and its writes are visible (griddepcontrol.wait; at once when the
-// launch did not ask for the overlap, or on an older GPU), then lets the next kernel's blocks
-// be scheduled as soon as all of this one's have started (griddepcontrol.launch_dependents):
-// they wait in their own pdl_enter, so the launch latency of kernel i + 1 overlaps kernel i's
-// work instead of following it. Nothing a kernel does comes before its pdl_enter, so no read
-// or write can overtake the kernel before it, and since that kernel itself waited on its
-// predecessor, every earlier kernel of the stream has finished too.
-__device__ __forceinline__ void pdl_enter()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 }
 
 // i / d for i >= 0, d > 0: 32-bit division where i fits (a 64-bit division costs several times
@@ -1681,91 +1663,7 @@ __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int
     GRID_LOOP(i, n) keys[i] = masks[(int64_t)perm[i] * words + w];
 }
 
-// ---- memory ----------------------------------------------------------------------------
-
-std::atomic<cudaMemPool_t> g_pools[kMaxDevices];
-
-// The library's pool on the current device (created once, kept for the process): freed blocks
-// stay cached up to 1 GiB, so repeated builds do not go back to the driver. NULL when pools are
-// not supported (the device's default pool is used then).
-cudaMemPool_t lib_pool()
-{
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-        cudaGetLastError();
-        return NULL;
-    }
-    cudaMemPool_t p = g_pools[dev].load(std::memory_order_acquire);
-    if (p) return p;
-    int supported = 0;
-    if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess ||
-        !supported) {
-        cudaGetLastError();
-        return NULL;
-    }
-    cudaMemPoolProps props;
-    memset(&props, 0, sizeof props);
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = dev;
-    cudaMemPool_t np = NULL;
-    if (cudaMemPoolCreate(&np, &props) != cudaSuccess) {
-        cudaGetLastError();
-        return NULL;
-    }
-    uint64_t threshold = (uint64_t)1 << 30;
-    cudaMemPoolSetAttribute(np, cudaMemPoolAttrReleaseThreshold, &threshold);
-    cudaGetLastError();
-    cudaMemPool_t expected = NULL;
-    if (!g_pools[dev].compare_exchange_strong(expected, np, std::memory_order_acq_rel)) {
-        cudaMemPoolDestroy(np);
-        return expected;
-    }
-    return np;
-}
-
-cudaError_t pool_alloc(void **p, int64_t bytes, cudaStream_t s)
-{
-    *p = NULL;
-    if (bytes < 256) bytes = 256;
-    cudaMemPool_t pool = lib_pool();
-    cudaError_t e = pool ? cudaMallocFromPoolAsync(p, (size_t)bytes, pool, s)
-                         : cudaMallocAsync(p, (size_t)bytes, s);
-    if (e != cudaSuccess) *p = NULL;
-    return e;
-}
-
-template <typename T> cudaError_t pool_alloc_n(T **p, int64_t n, cudaStream_t s)
-{
-    if (n < 1) n = 1;
-    return pool_alloc((void **)p, n * (int64_t)sizeof(T), s);
-}
-
 // ---- launches ----------------------------------------------------------------------------
-
-std::atomic<int> g_cc_major[kMaxDevices], g_sms[kMaxDevices]; // 0: not read yet
-
-// An attribute of the current device, read once per device; 0 where it cannot be read.
-int cached_attr(std::atomic<int> *cache, cudaDeviceAttr attr)
-{
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-        cudaGetLastError();
-        return 0;
-    }
-    int v = cache[dev].load(std::memory_order_relaxed);
-    if (v == 0) {
-        if (cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess || v <= 0) {
-            cudaGetLastError();
-            v = -1;
-        }
-        cache[dev].store(v, std::memory_order_relaxed);
-    }
-    return v > 0 ? v : 0;
-}
-
-// Whether launches ask for the programmatic overlap of pdl_enter: compute capability 9.0 and up.
-bool pdl_on() { return cached_attr(g_cc_major, cudaDevAttrComputeCapabilityMajor) >= 9; }
 
 // Whether a look-back sort of `tiles` tiles may take them by block index (LsdSort.ctr NULL)
 // instead of from a counter. Only the sort's blocks ever wait, each on smaller tiles; with no
@@ -1774,33 +1672,13 @@ bool pdl_on() { return cached_attr(g_cc_major, cudaDevAttrComputeCapabilityMajor
 // launch, other streams' work) make room, whatever order the hardware starts blocks in. Saves
 // each tile the counter's atomic and a barrier before its first load (H100, 50 tiles: about
 // 1 us a pass). Larger sorts take tiles from the counter, in the order their blocks start.
-bool tiles_resident(int64_t tiles)
-{
-    return tiles <= cached_attr(g_sms, cudaDevAttrMultiProcessorCount);
-}
+bool tiles_resident(int64_t tiles) { return tiles <= vc_device_sms(); }
 
-// Launches kernel k (whose first statement is pdl_enter) on stream s; with pdl, overlapped
-// with the end of the kernel before it where the device allows (programmatic stream
-// serialization). The regular builds ask for it (Bufs.pdl), the bounded one does not: in a
-// captured graph the overlap made the strided and downsample replays 5-8 us slower on the
-// H100 (subm level), while in regular calls it saves 3 us (subm k3, 100k voxels), 3-8 us
-// (strided k3 s2) and 9-19 us (downsample k2 s2); docs/benchmarks.md, version 6.
-template <typename... P, typename... A>
-cudaError_t launch_k(bool pdl, void (*k)(P...), int64_t grid, int block, size_t smem,
-                     cudaStream_t s, A &&...args)
-{
-    cudaLaunchConfig_t cfg = {}; // every field zero, then set below
-    cfg.gridDim = dim3((unsigned)grid);
-    cfg.blockDim = dim3((unsigned)block);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl && pdl_on() ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, k, static_cast<A &&>(args)...);
-}
+// Kernels launch through launch_k (core/launch.cuh). The regular builds ask for the
+// programmatic overlap (Bufs.pdl), the bounded one does not: in a captured graph the overlap
+// made the strided and downsample replays 5-8 us slower on the H100 (subm level), while in
+// regular calls it saves 3 us (subm k3, 100k voxels), 3-8 us (strided k3 s2) and 9-19 us
+// (downsample k2 s2); docs/benchmarks.md, version 6.
 
 template <typename T> cudaError_t dev_alloc_n(T **p, int64_t n)
 {
@@ -2565,13 +2443,14 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
     // out_in and the workspace first: the first three kernels are queued before the other
     // arrays are allocated, so the host's allocations (~1.5 us each) overlap the GPU's work
     // instead of delaying its start.
-    CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    CU(vc_device_pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
     for (int attempt = 0;; attempt++) {
         if (z.cap_in == 0 || z.cap_in > INT64_MAX / 64) {
             st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
             goto fail;
         }
-        CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
+        CU((cudaError_t)vc_device_pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s),
+           "allocating workspace");
         carve(z, true, true, (char *)ws, &b);
         EV(0);
         // out_in all -1 (one contiguous fill: clearing only the upper half in the insert
@@ -2583,12 +2462,12 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
         CU(q_subm_lookup(j, z, b, m->out_in, s), "looking neighbours up");
         EV(3);
         if (!m->offsets) {
-            CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
-            CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
-            CU(pool_alloc_n(&m->perm, n, s), "allocating perm");
+            CU(vc_device_pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+            CU(vc_device_pool_alloc_n(&m->masks, n_words, s), "allocating masks");
+            CU(vc_device_pool_alloc_n(&m->perm, n, s), "allocating perm");
             // Pairs: at most n * K (sized without reading the count back).
-            CU(pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
-            CU(pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
+            CU(vc_device_pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
+            CU(vc_device_pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
         }
         CU(q_finish(j, b, m, n, true, n_entries, ev ? ev[4] : NULL, s), "pairs and masks");
         // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
@@ -2664,7 +2543,7 @@ vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_
         z.ucap = z.cap_out / 2;
         if (ws1) cudaFreeAsync(ws1, s);
         ws1 = NULL;
-        CU(pool_alloc(&ws1, (int64_t)carve(z, true, false, NULL, &b), s),
+        CU((cudaError_t)vc_device_pool_alloc(&ws1, (int64_t)carve(z, true, false, NULL, &b), s),
            "allocating workspace");
         carve(z, true, false, (char *)ws1, &b);
         EV(0);
@@ -2723,23 +2602,24 @@ vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_
     z.rows = n_out;
     CU(cub_bytes_for(&z), "sizing the sorts");
     // What the output step needs first; the rest is allocated while the GPU runs it.
-    CU(pool_alloc(&ws2, (int64_t)carve(z, false, true, NULL, &b), s), "allocating workspace");
+    CU((cudaError_t)vc_device_pool_alloc(&ws2, (int64_t)carve(z, false, true, NULL, &b), s),
+       "allocating workspace");
     carve(z, false, true, (char *)ws2, &b);
     {
         // the key sort first: the output arrays are allocated while it runs
         const void *sorted = NULL;
         CU(q_key_sort(z, b, true, s, &sorted), "sorting the output keys");
-        CU(pool_alloc_n(&m->out_coords, 4 * n_out, s), "allocating output coordinates");
-        CU(pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+        CU(vc_device_pool_alloc_n(&m->out_coords, 4 * n_out, s), "allocating output coordinates");
+        CU(vc_device_pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
         CU(q_rank_scatter(j, z, b, m, n_out, true, sorted, ev ? ev[2] : NULL, s),
            "output coordinates and out_in");
     }
     EV(3);
-    CU(pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
-    CU(pool_alloc_n(&m->masks, n_words, s), "allocating masks");
-    CU(pool_alloc_n(&m->perm, n_out, s), "allocating perm");
-    CU(pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
-    CU(pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
+    CU(vc_device_pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+    CU(vc_device_pool_alloc_n(&m->masks, n_words, s), "allocating masks");
+    CU(vc_device_pool_alloc_n(&m->perm, n_out, s), "allocating perm");
+    CU(vc_device_pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
+    CU(vc_device_pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
     CU(q_finish(j, b, m, n_out, true, pair_bound, ev ? ev[4] : NULL, s), "pairs and masks");
     // SYNC POINT 2: n_pairs and the flags.
     {
@@ -2871,13 +2751,14 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     z.K = K;
     z.words = j.words;
     CU(cub_bytes_for(&z), "sizing the sorts");
-    CU(pool_alloc_n(&m.out_in, n_entries, s), "allocating out_in");
-    CU(pool_alloc_n(&m.offsets, (int64_t)K + 1, s), "allocating offsets");
-    CU(pool_alloc_n(&m.masks, n_words, s), "allocating masks");
-    CU(pool_alloc_n(&m.perm, n, s), "allocating perm");
-    CU(pool_alloc_n(&m.in_rows, fwd->n_pairs, s), "allocating in_rows");
-    CU(pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
-    CU(pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s), "allocating workspace");
+    CU(vc_device_pool_alloc_n(&m.out_in, n_entries, s), "allocating out_in");
+    CU(vc_device_pool_alloc_n(&m.offsets, (int64_t)K + 1, s), "allocating offsets");
+    CU(vc_device_pool_alloc_n(&m.masks, n_words, s), "allocating masks");
+    CU(vc_device_pool_alloc_n(&m.perm, n, s), "allocating perm");
+    CU(vc_device_pool_alloc_n(&m.in_rows, fwd->n_pairs, s), "allocating in_rows");
+    CU(vc_device_pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
+    CU((cudaError_t)vc_device_pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s),
+       "allocating workspace");
     carve(z, true, true, (char *)ws, &b);
     CU(q_prep(z, b, n, s, m.out_in, n_entries), "clearing the status and out_in");
     if (fwd_entries > 0) {
@@ -3059,7 +2940,7 @@ extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st 
         // rebuild in place; the ticket starts at 0 and the kernel leaves it at 0.
         drop_tile_order(m, s);
         if (blocks == 0) return VC_OK;
-        cudaError_t e = pool_alloc_n(&m->tile_order, 2 * blocks + 1, s);
+        cudaError_t e = vc_device_pool_alloc_n(&m->tile_order, 2 * blocks + 1, s);
         if (e == cudaSuccess)
             e = cudaMemsetAsync(m->tile_order + 2 * blocks, 0, sizeof(int32_t), s);
         if (e != cudaSuccess) {
@@ -3289,24 +3170,4 @@ extern "C" int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t sha
     return (int)n;
 }
 
-extern "C" void vc_kmap_gpu_trim(void)
-{
-    cudaMemPool_t p = lib_pool();
-    if (p) cudaMemPoolTrimTo(p, 0);
-    cudaGetLastError();
-}
 
-extern "C" vc_status vc_kmap_gpu_dirty_pool(size_t bytes, int value, vc_err *err)
-{
-    void *p = NULL;
-    cudaError_t e = pool_alloc(&p, (int64_t)bytes, 0);
-    if (e == cudaSuccess) e = cudaMemsetAsync(p, value, bytes, 0);
-    if (p) cudaFreeAsync(p, 0);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(0);
-    return e == cudaSuccess ? VC_OK : cuda_fail(err, e, "dirtying the pool");
-}
-
-extern "C" int vc_gpu_scratch_alloc(void **p, int64_t bytes, struct CUstream_st *stream)
-{
-    return (int)pool_alloc(p, bytes, stream);
-}

@@ -190,12 +190,6 @@ vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CUstream_st *
  * NULL and zeroed structs are fine. */
 void vc_kmap_gpu_bounded_destroy(vc_kmap_gpu_bounded *b);
 
-/* ---- the memory pool ------------------------------------------------------------------- */
-
-/* Returns the cached, unused memory of the library's stream-ordered pool on the current
- * device to the driver (the pool keeps up to 1 GiB of freed blocks for reuse otherwise). */
-void vc_kmap_gpu_trim(void);
-
 /* Test hook, host only (no GPU needed): the (offset, output) pairs that the new-output kernels'
  * target arithmetic (the insert's and the scatter's, kmap/kmap.cu) gives input row `row` (b, z,
  * y, x, inside shape and batch) of a STRIDED, DOWNSAMPLE or TRANSPOSED map, computed by the same
@@ -205,10 +199,6 @@ void vc_kmap_gpu_trim(void);
 int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t shape[3], int32_t batch_size,
                               const int32_t row[4], int32_t *k, int32_t (*out)[4], int cap,
                               vc_err *err);
-
-/* Test hook: takes `bytes` from the pool, fills them with `value` and gives them back, so that
- * the next builds reuse dirty memory (an element a build forgets to write then shows). */
-vc_status vc_kmap_gpu_dirty_pool(size_t bytes, int value, vc_err *err);
 
 #ifdef __cplusplus
 }

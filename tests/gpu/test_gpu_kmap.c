@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/device_pool.h"
 #include "kmap/kmap.h"
 #include "kmap/kmap_gpu.h"
 #include "hash/hash.h"
@@ -56,7 +57,7 @@ static void dirty_device(void)
         cudaFree(p);
     }
     vc_err err = {{0}};
-    CHECK_MSG(vc_kmap_gpu_dirty_pool(bytes, 0xa5, &err) == VC_OK, "dirty pool: %s", err.msg);
+    CHECK_MSG(vc_device_pool_dirty(bytes, 0xa5, &err) == VC_OK, "dirty pool: %s", err.msg);
 }
 
 static void *to_device(const void *host, size_t bytes)
