@@ -54,11 +54,14 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
+#include "core/cuda_check.cuh"
 #include "core/cuda_util.cuh"
 #include "core/device_pool.h"
 #include "core/launch.cuh"
 #include "hash/hash_gpu.h"
 #include "kmap/kmap_gpu.h"
+
+static const char kArea[] = "kernel map"; // the messages' prefix (VC_CUDA_TRY, vc_cuda_fail)
 
 namespace cg = cooperative_groups;
 
@@ -278,8 +281,8 @@ __host__ __device__ __forceinline__ uint64_t pair_of(const Geom &g, uint64_t key
 // The pairs of a warp's 32 input rows for STRIDED, DOWNSAMPLE (every offset whose gather reads
 // the row) and TRANSPOSED, numbered across the warp (lane 0's first), so that a round can hand
 // lane l the pairs base + j x 32 + l: every lane busy, however unevenly the targets fall on the
-// rows, and the memory round trips of a lane's pairs issued together (version 9 in
-// docs/benchmarks.md). Every lane of the warp makes the calls (shuffles).
+// rows, and the memory round trips of a lane's pairs issued together. Every lane of the warp
+// makes the calls (shuffles).
 struct WarpPairs {
     uint64_t key;          // row_pairs' key and lists of this lane's row (count 0: no row)
     uint32_t list[3];
@@ -500,10 +503,9 @@ struct KeyHist {
 // A block's list of the output keys it claimed, in shared memory (keys NULL: none): appended
 // to ukeys once at the end of the block (newout_insert_kernel), so that the global claim
 // counter, one address for every claim of a build, takes one atomic per block instead of one
-// per group of converged lanes. H100, outdoor scene, one run: graph replays -2 us for strided
-// k3 s2 and downsample k2 s2; the insert kernel itself 75.6 -> 74.4 us, so the counter was not
-// what that kernel waits on (docs/benchmarks.md, version 8: its warps mostly wait at the
-// block's final barrier for the slowest ones).
+// per group of converged lanes (measured slightly faster, see docs/benchmarks.md; the counter
+// was not what the insert kernel waits on: its warps mostly wait at the block's final barrier
+// for the slowest ones).
 template <typename UKey> struct ClaimList {
     UKey *keys;
     int *cnt; // claims of the block so far (may pass cap: the rest went to ukeys directly)
@@ -934,15 +936,14 @@ __device__ __forceinline__ long long lb_walk(unsigned long long *lb, int64_t t, 
 }
 
 // A packed look-back for sorts of a few tiles, each with its own block, all started at once (a
-// launch of tiles_resident tiles). A tile posts its counts plus one as 16-bit lanes, four bins a 64-bit word (a tile
-// holds kTile < 2^16 - 1 items), so that a zero lane means "not posted yet", and sums every
-// earlier tile's words, kRowThreads / (bins / 4) threads a word: no inclusive prefixes, a
-// quarter of the words and of the flag tests. Used where each thread's share is one window of
-// loads (kPackedTiles: 33 tiles of 9-bit digits, 65 of 8-bit), where it is one round trip; with
-// more tiles, the walk of lb_walk stops sooner at a prefix that an earlier tile has posted
-// (H100, one binary with and without it, graph replays: 18 tiles 50.6 -> 48.8 us, 31 tiles
-// 83.2 -> 81.1; 42 tiles 129.1 -> 132.3 and 83 tiles 130.8 -> 136.6; docs/benchmarks.md,
-// version 13). Word j of tile t (m words a tile) holds bins 4j..4j+3.
+// launch of tiles_resident tiles). A tile posts its counts plus one as 16-bit lanes, four bins
+// a 64-bit word (a tile holds kTile < 2^16 - 1 items), so that a zero lane means "not posted
+// yet", and sums every earlier tile's words, kRowThreads / (bins / 4) threads a word: no
+// inclusive prefixes, a quarter of the words and of the flag tests. Used where each thread's
+// share is one window of loads (kPackedTiles: 33 tiles of 9-bit digits, 65 of 8-bit), where it
+// is one round trip; with more tiles, the walk of lb_walk stops sooner at a prefix that an
+// earlier tile has posted (measured faster below that bound and slower past it, see
+// docs/benchmarks.md). Word j of tile t (m words a tile) holds bins 4j..4j+3.
 static_assert(kTile < 0xffff, "packed look-back counts are 16-bit lanes of count + 1");
 const unsigned long long kLane1 = 0x0001000100010001ull, kLaneTop = 0x8000800080008000ull;
 template <int BITS>
@@ -1027,9 +1028,8 @@ __device__ __forceinline__ T block_prefix(typename cub::BlockScan<T, kRowThreads
 // finish (done, zero before the launch) turns tsum into exclusive prefixes over the tiles and
 // writes n_out (the set bits in all) into the status block, with VC_KMAP_GPU_F_OUT_OVERFLOW
 // past cap (a bounded build's max_out). No tile waits on another: a decoupled look-back over
-// 512 tiles that all start at once (2^25 bits) walked ~30 round trips for the last of them,
-// 9.3 us for this kernel on the H100 against 5.6 without; tiles of 256 words took 14.7 (8x the
-// blocks, each an atomic on `done`; docs/benchmarks.md, version 11).
+// 512 tiles that all start at once (2^25 bits) walked ~30 round trips for the last of them and
+// measured slower; so did tiles of 256 words (8x the blocks, each an atomic on `done`).
 __global__ void __launch_bounds__(kRowThreads)
     dense_count_kernel(const uint32_t *bits, int64_t groups, int32_t *tsum, int32_t *sub,
                        unsigned long long *done, int64_t cap, int64_t *scr)
@@ -1082,9 +1082,8 @@ __global__ void __launch_bounds__(kRowThreads)
 // by the first word of each group, then out_coords at the ranks of its set bits (rows < n,
 // the device count clamped to rows). A thread never unpacks more than 32 outputs: with 256
 // groups a block, a lane a group (or a warp a group in turn), the dense groups near a scanner
-// fell to a few lanes and this kernel took 15.8-21.9 us against 11.9 for a word a thread
-// (H100, 2^25 bits, docs/benchmarks.md version 11). Every block also clears out_in to -1 for
-// the scatter.
+// fell to a few lanes, which measured slower than a word a thread. Every block also clears
+// out_in to -1 for the scatter.
 __global__ void __launch_bounds__(kRowThreads)
     dense_unpack_kernel(const uint32_t *bits, int64_t words, const int32_t *tsum,
                         const int32_t *sub, int32_t *base, const int64_t *d_n, int64_t rows,
@@ -1099,8 +1098,7 @@ __global__ void __launch_bounds__(kRowThreads)
         const int64_t u = (int64_t)blockIdx.x * kRowThreads + threadIdx.x;
         const int64_t t = blockIdx.x / kRowWarps, w = blockIdx.x % kRowWarps;
         // every load in flight before the scan: the tile's prefix, and the sums of its
-        // sub-tiles in one 32-byte sector (11.9 us for this kernel on the H100 at 2^25 bits; a
-        // loop of loads up to w, 13.1)
+        // sub-tiles in one 32-byte sector (a loop of loads up to w measured slower)
         const int4 *sq = reinterpret_cast<const int4 *>(sub + t * kRowWarps);
         const int4 s0 = __ldcg(sq), s1 = __ldcg(sq + 1);
         const int32_t sv[kRowWarps] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
@@ -1400,9 +1398,8 @@ size_t rowpass_smem(int32_t K)
 // iota for a CUB mask sort (NULL: none), the block's per-offset counts cnt[k * nb + block],
 // the digit histograms of a look-back mask sort (sp). The scan of the counts runs in the next
 // launch, one block per offset (col_scan): until it moved there, the last block of this pass
-// scanned all K * nb counts alone while the other SMs idled, 2/3 of the pass's 27 us (H100,
-// 100k rows). At most 64 registers: 4 blocks per SM, so that ~500 blocks (128k rows) run in
-// one wave.
+// scanned all K * nb counts alone while the other SMs idled, most of the pass's time. At most
+// 64 registers: 4 blocks per SM, so that ~500 blocks (128k rows) run in one wave.
 __global__ void __launch_bounds__(kRowThreads, 4)
     rowpass_kernel(const int32_t *out_in, int32_t K, int32_t words, const int64_t *d_n,
                    int64_t rows, uint32_t *masks, int32_t *iota, int32_t *cnt, SortPrep sp)
@@ -1663,6 +1660,12 @@ __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int
     GRID_LOOP(i, n) keys[i] = masks[(int64_t)perm[i] * words + w];
 }
 
+// Stream-ordered scratch of `bytes` from the library's pool (core/device_pool.h).
+cudaError_t pool_bytes(void **p, size_t bytes, cudaStream_t s)
+{
+    return (cudaError_t)vc_device_pool_alloc(p, (int64_t)bytes, s);
+}
+
 // ---- launches ----------------------------------------------------------------------------
 
 // Whether a look-back sort of `tiles` tiles may take them by block index (LsdSort.ctr NULL)
@@ -1670,15 +1673,14 @@ __global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int
 // more tiles than multiprocessors they cannot fill the device, so the block of a tile that is
 // waited on is scheduled as soon as blocks that never wait (the scans and pairs sharing the
 // launch, other streams' work) make room, whatever order the hardware starts blocks in. Saves
-// each tile the counter's atomic and a barrier before its first load (H100, 50 tiles: about
-// 1 us a pass). Larger sorts take tiles from the counter, in the order their blocks start.
+// each tile the counter's atomic and a barrier before its first load. Larger sorts take tiles
+// from the counter, in the order their blocks start.
 bool tiles_resident(int64_t tiles) { return tiles <= vc_device_sms(); }
 
 // Kernels launch through launch_k (core/launch.cuh). The regular builds ask for the
 // programmatic overlap (Bufs.pdl), the bounded one does not: in a captured graph the overlap
-// made the strided and downsample replays 5-8 us slower on the H100 (subm level), while in
-// regular calls it saves 3 us (subm k3, 100k voxels), 3-8 us (strided k3 s2) and 9-19 us
-// (downsample k2 s2); docs/benchmarks.md, version 6.
+// measured slower (strided and downsample replays), while regular calls gain from it (see
+// docs/benchmarks.md).
 
 template <typename T> cudaError_t dev_alloc_n(T **p, int64_t n)
 {
@@ -1691,12 +1693,9 @@ template <typename T> cudaError_t dev_alloc_n(T **p, int64_t n)
 
 // Input-table capacity of a regular or bounded build: the default (>= 2 x n slots, at most half
 // full) doubled once where the doubled table stays within kInputTableBudget bytes. At most 1/4
-// full, the subm lookups and every type's input inserts walk shorter probe sequences: outdoor
-// 102k voxels (H100, graph replays) subm 82.4 -> 76.7 us (lookup kernel 21.7 -> 17.9, insert
-// 9.9 -> 7.7, the clear +0.4), strided 126.3 -> 121.1, downsample 78.2 -> 74.8. Past the budget
-// the larger table cost more than it saved: indoor 308k subm 209 -> 244 us with a 16 MB table
-// instead of 8 (beside 33 MB of out_in), table_scene 293k 191 -> 202 (docs/benchmarks.md, map
-// builds version 10).
+// full, the subm lookups and every type's input inserts walk shorter probe sequences (measured
+// faster, see docs/benchmarks.md); past the budget the larger table cost more than it
+// saved.
 constexpr int64_t kInputTableBudget = (int64_t)4 << 20;
 
 int64_t input_cap(int64_t n, int32_t packed)
@@ -1874,9 +1873,9 @@ struct Job {
 int32_t key_bits(const vc_keypack &kp) { return kp.shift[0] + kp.bits[0]; }
 
 // The dense output path (kernels above) serves new-output maps whose output keys have at
-// most kDenseMaxBits bits: a bitmap of at most 8 MB, whose clear, count and unpack move ~24 MB
-// (~8 us at the H100's copy bandwidth), where the output table's claims, the key sort and the
-// ranks cost ~40 us for 100k inputs (docs/benchmarks.md, map builds version 11).
+// most kDenseMaxBits bits: a bitmap of at most 8 MB, whose clear, count and unpack move ~24 MB,
+// which costs less than the output table's claims, the key sort and the ranks of a typical
+// scan (measured, see docs/benchmarks.md).
 // vc_engine_options.kmap_dense: 1 takes it up to kDenseForceBits (tests), -1 never (A/B).
 const int32_t kDenseMaxBits = 26, kDenseForceBits = 28;
 
@@ -2181,8 +2180,7 @@ cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *
 // exact: rows is the exact row count (every build but the bounded new-output ones), so the
 // kernels do not read the device's count (one dependent load fewer at the start of each).
 // With that load's branch, ptxas also spills less in the pass kernel at its 80 registers
-// (pairs_sort_kernel<9>: 164 -> 72 bytes, <8>: 112 -> 64): on the H100 the subm k3 graph
-// replay (100k voxels) fell 86.4-86.9 -> 82.3-82.6 us (docs/benchmarks.md, version 8).
+// (measured faster, see docs/benchmarks.md).
 cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows, bool exact,
                      int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s)
 {
@@ -2303,19 +2301,11 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
 
 // ---- host side ---------------------------------------------------------------------------
 
-vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
-{
-    cudaGetLastError(); // clear a non-sticky error so later calls start clean
-    if (e == cudaErrorMemoryAllocation)
-        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of device memory (%s)", what);
-    return vc_fail(err, VC_ERR_CUDA, "kernel map: %s: %s", what, cudaGetErrorString(e));
-}
-
 // Copies the status block back: THE synchronisation point of a stage. Into a mapped pinned
 // block of the calling thread (made at its first read-back, kept for the process), written by
 // a one-block kernel queued behind the stage (status_kernel, overlapped with the stage's last
-// kernel): on the H100 that read-back is 3-4 us faster than a 64-byte copy, whose copy-engine
-// round trip follows the last kernel (docs/benchmarks.md, version 8). Where no mapped block
+// kernel): that read-back measured faster than a 64-byte copy, whose copy-engine round trip
+// follows the last kernel. Where no mapped block
 // could be made, a copy (into pageable memory where there is no pinned block at all, through a
 // staging buffer). release[0, n_release): workspaces to free, stream-ordered, once the status
 // is read, queued before the wait so that the host's tail after it is shorter; each entry is
@@ -2402,18 +2392,9 @@ void free_map_arrays(vc_kmap_data *m, bool pool)
     m->masks = NULL;
 }
 
-#define CU(call, what)                                                                         \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            st = cuda_fail(err, e_, what);                                                     \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
-
 #define EV(i)                                                                                  \
     do {                                                                                       \
-        if (ev) CU(cudaEventRecord(ev[i], s), "recording an event");                           \
+        if (ev) VC_CUDA_TRY(cudaEventRecord(ev[i], s), "recording an event");                  \
     } while (0)
 
 // SUBM, regular: one read-back at the end.
@@ -2439,39 +2420,39 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
     z.rows = n;
     z.K = K;
     z.words = j.words;
-    CU(cub_bytes_for(&z), "sizing the sorts");
+    VC_CUDA_TRY(cub_bytes_for(&z), "sizing the sorts");
     // out_in and the workspace first: the first three kernels are queued before the other
-    // arrays are allocated, so the host's allocations (~1.5 us each) overlap the GPU's work
+    // arrays are allocated, so the host's allocations overlap the GPU's work
     // instead of delaying its start.
-    CU(vc_device_pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
     for (int attempt = 0;; attempt++) {
         if (z.cap_in == 0 || z.cap_in > INT64_MAX / 64) {
             st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
             goto fail;
         }
-        CU((cudaError_t)vc_device_pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s),
-           "allocating workspace");
+        VC_CUDA_TRY(pool_bytes(&ws, carve(z, true, true, NULL, &b), s), "allocating workspace");
         carve(z, true, true, (char *)ws, &b);
         EV(0);
         // out_in all -1 (one contiguous fill: clearing only the upper half in the insert
         // kernel measured slower)
-        CU(q_prep(z, b, n, s, m->out_in, n_entries), "clearing the tables");
-        CU(q_insert(j, z, b, s), "inserting the input keys");
+        VC_CUDA_TRY(q_prep(z, b, n, s, m->out_in, n_entries), "clearing the tables");
+        VC_CUDA_TRY(q_insert(j, z, b, s), "inserting the input keys");
         EV(1);
         EV(2);
-        CU(q_subm_lookup(j, z, b, m->out_in, s), "looking neighbours up");
+        VC_CUDA_TRY(q_subm_lookup(j, z, b, m->out_in, s), "looking neighbours up");
         EV(3);
         if (!m->offsets) {
-            CU(vc_device_pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
-            CU(vc_device_pool_alloc_n(&m->masks, n_words, s), "allocating masks");
-            CU(vc_device_pool_alloc_n(&m->perm, n, s), "allocating perm");
+            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->offsets, (int64_t)K + 1, s),
+                        "allocating offsets");
+            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->masks, n_words, s), "allocating masks");
+            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->perm, n, s), "allocating perm");
             // Pairs: at most n * K (sized without reading the count back).
-            CU(vc_device_pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
-            CU(vc_device_pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
+            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
+            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
         }
-        CU(q_finish(j, b, m, n, true, n_entries, ev ? ev[4] : NULL, s), "pairs and masks");
+        VC_CUDA_TRY(q_finish(j, b, m, n, true, n_entries, ev ? ev[4] : NULL, s), "pairs and masks");
         // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
-        CU(read_status(b.scr, stat, s, &ws, 1), "reading the counts back");
+        VC_CUDA_TRY(read_status(b.scr, stat, s, &ws, 1), "reading the counts back");
         EV(5);
         st = input_error(stat, j.d_in, n, j.shape, j.batch, err);
         if (st != VC_OK) goto fail;
@@ -2543,14 +2524,13 @@ vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_
         z.ucap = z.cap_out / 2;
         if (ws1) cudaFreeAsync(ws1, s);
         ws1 = NULL;
-        CU((cudaError_t)vc_device_pool_alloc(&ws1, (int64_t)carve(z, true, false, NULL, &b), s),
-           "allocating workspace");
+        VC_CUDA_TRY(pool_bytes(&ws1, carve(z, true, false, NULL, &b), s), "allocating workspace");
         carve(z, true, false, (char *)ws1, &b);
         EV(0);
-        CU(q_prep(z, b, 0, s), "clearing the tables");
-        CU(q_insert(j, z, b, s), "inserting the keys");
+        VC_CUDA_TRY(q_prep(z, b, 0, s), "clearing the tables");
+        VC_CUDA_TRY(q_insert(j, z, b, s), "inserting the keys");
         // SYNC POINT 1: n_out (sizes the outputs), the checks of the input rows, the flags.
-        CU(read_status(b.scr, stat, s), "reading the output count back");
+        VC_CUDA_TRY(read_status(b.scr, stat, s), "reading the output count back");
         st = input_error(stat, j.d_in, j.n_in, j.shape, j.batch, err);
         if (st != VC_OK) goto fail;
         n_out = stat[S_N_OUT];
@@ -2600,34 +2580,35 @@ vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_
     z.nsort = z.dense_bits ? 0 : n_out; // the dense path's outputs come in order
     z.end_bit_out = j.bits_out > 0 ? j.bits_out : 1;
     z.rows = n_out;
-    CU(cub_bytes_for(&z), "sizing the sorts");
+    VC_CUDA_TRY(cub_bytes_for(&z), "sizing the sorts");
     // What the output step needs first; the rest is allocated while the GPU runs it.
-    CU((cudaError_t)vc_device_pool_alloc(&ws2, (int64_t)carve(z, false, true, NULL, &b), s),
-       "allocating workspace");
+    VC_CUDA_TRY(pool_bytes(&ws2, carve(z, false, true, NULL, &b), s), "allocating workspace");
     carve(z, false, true, (char *)ws2, &b);
     {
         // the key sort first: the output arrays are allocated while it runs
         const void *sorted = NULL;
-        CU(q_key_sort(z, b, true, s, &sorted), "sorting the output keys");
-        CU(vc_device_pool_alloc_n(&m->out_coords, 4 * n_out, s), "allocating output coordinates");
-        CU(vc_device_pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
-        CU(q_rank_scatter(j, z, b, m, n_out, true, sorted, ev ? ev[2] : NULL, s),
+        VC_CUDA_TRY(q_key_sort(z, b, true, s, &sorted), "sorting the output keys");
+        VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_coords, 4 * n_out, s),
+                    "allocating output coordinates");
+        VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+        VC_CUDA_TRY(q_rank_scatter(j, z, b, m, n_out, true, sorted, ev ? ev[2] : NULL, s),
            "output coordinates and out_in");
     }
     EV(3);
-    CU(vc_device_pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
-    CU(vc_device_pool_alloc_n(&m->masks, n_words, s), "allocating masks");
-    CU(vc_device_pool_alloc_n(&m->perm, n_out, s), "allocating perm");
-    CU(vc_device_pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
-    CU(vc_device_pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
-    CU(q_finish(j, b, m, n_out, true, pair_bound, ev ? ev[4] : NULL, s), "pairs and masks");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->masks, n_words, s), "allocating masks");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->perm, n_out, s), "allocating perm");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
+    VC_CUDA_TRY(q_finish(j, b, m, n_out, true, pair_bound, ev ? ev[4] : NULL, s),
+                "pairs and masks");
     // SYNC POINT 2: n_pairs and the flags.
     {
         void *rel[2] = {ws1, ws2};
         const cudaError_t e = read_status(b.scr, stat, s, rel, 2);
         ws1 = rel[0];
         ws2 = rel[1];
-        CU(e, "reading the counts back");
+        VC_CUDA_TRY(e, "reading the counts back");
     }
     EV(5);
     if (stat[S_FLAGS] != 0) {
@@ -2648,9 +2629,9 @@ fail:
 
 // Output-table capacity of a bounded build: at least 8 x max_out slots, at most 1/8 full, near
 // the regular build's strided table (sized for 4 x n_in keys). At half full (the capacity of
-// max_out keys) the graph replay's strided insert took 58 us where the regular call's took 31,
-// its scatter 15 where 11 (H100, docs/benchmarks.md version 9): the claims and lookups of keys
-// that several inputs share walk longer probe sequences.
+// max_out keys) the graph replay's strided insert and scatter measured much slower than the
+// regular call's: the claims and lookups of keys that several inputs share walk longer probe
+// sequences.
 int64_t bounded_cap_out(int64_t max_out)
 {
     return max_out > INT64_MAX / 8 ? 0 : vc_hash_capacity_for(4 * max_out);
@@ -2671,7 +2652,7 @@ vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
         memset(timing, 0, sizeof *timing);
         for (int i = 0; i < 6; i++)
             if (cudaEventCreate(&evs[i]) != cudaSuccess) {
-                st = cuda_fail(err, cudaGetLastError(), "creating events");
+                st = vc_cuda_fail(err, cudaGetLastError(), kArea, "creating events");
                 for (int k = 0; k < i; k++) cudaEventDestroy(evs[k]);
                 return st;
             }
@@ -2688,7 +2669,7 @@ vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
             e = cudaEventElapsedTime(f[i], evs[i], evs[i + 1]);
         if (e == cudaSuccess) e = cudaEventElapsedTime(f[5], evs[0], evs[5]);
         if (e != cudaSuccess) {
-            st = cuda_fail(err, e, "timing");
+            st = vc_cuda_fail(err, e, kArea, "timing");
             free_map_arrays(&m, true);
         }
     }
@@ -2750,25 +2731,24 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     z.rows = n;
     z.K = K;
     z.words = j.words;
-    CU(cub_bytes_for(&z), "sizing the sorts");
-    CU(vc_device_pool_alloc_n(&m.out_in, n_entries, s), "allocating out_in");
-    CU(vc_device_pool_alloc_n(&m.offsets, (int64_t)K + 1, s), "allocating offsets");
-    CU(vc_device_pool_alloc_n(&m.masks, n_words, s), "allocating masks");
-    CU(vc_device_pool_alloc_n(&m.perm, n, s), "allocating perm");
-    CU(vc_device_pool_alloc_n(&m.in_rows, fwd->n_pairs, s), "allocating in_rows");
-    CU(vc_device_pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
-    CU((cudaError_t)vc_device_pool_alloc(&ws, (int64_t)carve(z, true, true, NULL, &b), s),
-       "allocating workspace");
+    VC_CUDA_TRY(cub_bytes_for(&z), "sizing the sorts");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.out_in, n_entries, s), "allocating out_in");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.offsets, (int64_t)K + 1, s), "allocating offsets");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.masks, n_words, s), "allocating masks");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.perm, n, s), "allocating perm");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.in_rows, fwd->n_pairs, s), "allocating in_rows");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
+    VC_CUDA_TRY(pool_bytes(&ws, carve(z, true, true, NULL, &b), s), "allocating workspace");
     carve(z, true, true, (char *)ws, &b);
-    CU(q_prep(z, b, n, s, m.out_in, n_entries), "clearing the status and out_in");
+    VC_CUDA_TRY(q_prep(z, b, n, s, m.out_in, n_entries), "clearing the status and out_in");
     if (fwd_entries > 0) {
         inverse_kernel<<<grid_for(fwd_entries), kThreads, 0, s>>>(fwd->out_in, fwd_entries, K,
                                                                   fwd->n_in, m.out_in, b.scr);
-        CU(cudaGetLastError(), "inverse kernel");
+        VC_CUDA_TRY(cudaGetLastError(), "inverse kernel");
     }
-    CU(q_finish(j, b, &m, n, true, fwd->n_pairs, NULL, s), "pairs and masks");
+    VC_CUDA_TRY(q_finish(j, b, &m, n, true, fwd->n_pairs, NULL, s), "pairs and masks");
     // SYNC POINT (the only one): n_pairs and the flags.
-    CU(read_status(b.scr, stat, s), "reading the counts back");
+    VC_CUDA_TRY(read_status(b.scr, stat, s), "reading the counts back");
     if (stat[S_FLAGS] & VC_KMAP_GPU_F_BAD_ENTRY) {
         st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: a forward entry is not an input "
                      "row");
@@ -2945,7 +2925,7 @@ extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st 
             e = cudaMemsetAsync(m->tile_order + 2 * blocks, 0, sizeof(int32_t), s);
         if (e != cudaSuccess) {
             drop_tile_order(m, s);
-            return cuda_fail(err, e, "allocating the tile order");
+            return vc_cuda_fail(err, e, kArea, "allocating the tile order");
         }
     }
     const int64_t grid = (blocks + kOrderWarps - 1) / kOrderWarps;
@@ -2955,7 +2935,7 @@ extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st 
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
         drop_tile_order(m, s);
-        return cuda_fail(err, e, "building the tile order");
+        return vc_cuda_fail(err, e, kArea, "building the tile order");
     }
     m->order_blocks = blocks;
     return VC_OK;
@@ -3057,7 +3037,7 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
         e = cudaMemset(t.d_status, 0, S_WORDS * sizeof(int64_t));
     }
     if (e != cudaSuccess) {
-        st = cuda_fail(err, e, "allocating the bounded map");
+        st = vc_cuda_fail(err, e, kArea, "allocating the bounded map");
         free_map_arrays(&t.map, false);
         if (t.workspace) cudaFree(t.workspace);
         return st;
@@ -3101,7 +3081,7 @@ extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int
             e = q_rank_scatter(j, z, bf, m, b->max_out, false, sorted, NULL, s);
         if (e == cudaSuccess) e = q_finish(j, bf, m, b->max_out, false, b->max_pairs, NULL, s);
     }
-    if (e != cudaSuccess) return cuda_fail(err, e, "queueing the bounded build");
+    if (e != cudaSuccess) return vc_cuda_fail(err, e, kArea, "queueing the bounded build");
     b->last_in = d_in;
     b->last_n_in = n_in;
     return VC_OK;
@@ -3115,7 +3095,7 @@ extern "C" vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CU
     int64_t stat[S_WORDS];
     // THE synchronisation point of the bounded variant.
     cudaError_t e = read_status(b->d_status, stat, (cudaStream_t)stream);
-    if (e != cudaSuccess) return cuda_fail(err, e, "reading the bounded map's status");
+    if (e != cudaSuccess) return vc_cuda_fail(err, e, kArea, "reading the bounded map's status");
     b->map.n_in = b->last_n_in;
     b->map.n_out = stat[S_N_OUT];
     b->map.n_pairs = stat[S_N_PAIRS];
