@@ -56,21 +56,6 @@ typedef struct vc_kmap_data {
  * has no outputs. */
 vc_status vc_kmap_tile_order_cpu(vc_kmap_data *m, vc_err *err);
 
-/* The radix plan of the GPU's mask sort of K offsets (K <= 32, one mask word): ceil(K / 9)
- * passes of d = ceil(K / passes) bits each (K = 27: 3 x 9; K = 8: 1 x 8; K = 32: 4 x 8), least
- * significant digit first. Returns the passes (0 for K > 32, whose masks the GPU sorts a word at
- * a time) and writes d. */
-static inline int32_t vc_kmap_sort_plan(int32_t K, int32_t *dbits)
-{
-    if (K < 1 || K > 32) {
-        *dbits = 0;
-        return 0;
-    }
-    const int32_t passes = (K + 8) / 9;
-    *dbits = (K + passes - 1) / passes;
-    return passes;
-}
-
 /* Checks a descriptor (kernel 1..7, stride >= 1, padding >= 0, dilation >= 1, odd kernel for
  * SUBM, zero padding for DOWNSAMPLE, INVERSE not handled here) and computes the output shape. */
 vc_status vc_kmap_check_desc(const vc_map_desc *d, const int32_t in_shape[3], int32_t out_shape[3],

@@ -191,11 +191,11 @@ vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CUstream_st *
 void vc_kmap_gpu_bounded_destroy(vc_kmap_gpu_bounded *b);
 
 /* Test hook, host only (no GPU needed): the (offset, output) pairs that the new-output kernels'
- * target arithmetic (the insert's and the scatter's, kmap/kmap.cu) gives input row `row` (b, z,
- * y, x, inside shape and batch) of a STRIDED, DOWNSAMPLE or TRANSPOSED map, computed by the same
- * code on the host: up to cap of them in k[] and out[] (b, z, y, x), in the kernels' order.
- * Returns their number (may pass cap), or -1 with err set for a description the map build
- * rejects, a SUBM map or a NULL argument. */
+ * target arithmetic (the insert's and the scatter's, kmap/kmap_internal.cuh) gives input row
+ * `row` (b, z, y, x, inside shape and batch) of a STRIDED, DOWNSAMPLE or TRANSPOSED map,
+ * computed by the same code on the host: up to cap of them in k[] and out[] (b, z, y, x), in
+ * the kernels' order. Returns their number (may pass cap), or -1 with err set for a
+ * description the map build rejects, a SUBM map or a NULL argument. */
 int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t shape[3], int32_t batch_size,
                               const int32_t row[4], int32_t *k, int32_t (*out)[4], int cap,
                               vc_err *err);

@@ -372,7 +372,7 @@ static void run_sweep(const cloud *c, int big)
         /* rejected by both: even SUBM kernel, padded DOWNSAMPLE, kernel 8 */
         mkdesc(VC_MAP_SUBM, 2, 2, 2, 1, 0, 1),       mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1),
         mkdesc(VC_MAP_STRIDED, 8, 3, 3, 2, 1, 1),
-        /* strides past the remainder table of kmap/kmap.cu (Geom::rbits, strides <= 8) */
+        /* strides past the remainder table of kmap/kmap_internal.cuh (Geom::rbits, strides <= 8) */
         mkdesc(VC_MAP_STRIDED, 3, 3, 3, 9, 1, 4),    mkdesc(VC_MAP_DOWNSAMPLE, 3, 3, 3, 10, 0, 4),
         mkdesc(VC_MAP_TRANSPOSED, 3, 3, 3, 9, 1, 1),
     };
