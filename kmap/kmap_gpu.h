@@ -1,7 +1,8 @@
-/* kmap/kmap_gpu.h - kernel maps on the GPU. The maps are bit-identical to those of
- * the CPU twin (kmap/kmap_cpu.c): same out_shape, n_out, out_coords, out_in, pair lists, masks
- * and perm, run after run. The vc_kmap_data these functions fill holds DEVICE pointers; free it
- * with vc_kmap_data_free_gpu, never vc_kmap_data_free.
+/* kmap/kmap_gpu.h - kernel maps on the GPU (the .cu files of kmap/; kmap/kmap_internal.cuh
+ * says which does what). The maps are bit-identical to those of the CPU twin
+ * (kmap/kmap_cpu.c): same out_shape, n_out, out_coords, out_in, pair lists, masks and perm, run
+ * after run, whatever the engine options. The vc_kmap_data these functions fill holds DEVICE
+ * pointers; free it with vc_kmap_data_free_gpu, never vc_kmap_data_free.
  *
  * Two variants:
  *
@@ -15,10 +16,10 @@
  *      duplicate / range checks) and at the end (n_pairs, the flags).
  *    A hash table that overflows its probe bound (or an output table that passes load 0.5)
  *    costs one more round, rebuilt larger; that is rare and bounded. Failure paths may read one
- *    input row back to name it. Arrays come from a stream-ordered memory pool of the library
- *    (no cudaMalloc per build); in_rows / out_rows are sized for an upper bound of the pair count
- *    (n_out * K for SUBM, n_in * t for the others, t = kernel offsets one input can reach),
- *    of which n_pairs are used.
+ *    input row back to name it. Arrays come from the library's stream-ordered device pool
+ *    (core/device_pool.h: no cudaMalloc per build); in_rows / out_rows are sized for an upper
+ *    bound of the pair count (n_out * K for SUBM, n_in * t for the others, t = kernel offsets
+ *    one input can reach), of which n_pairs are used.
  *
  * 2. vc_kmap_gpu_bounded_*: caller-given bounds (max_in, max_out, max_pairs) size every array
  *    once (the output hash table of the new-output types with at least 8 x max_out slots, at
@@ -47,8 +48,8 @@
  * launches, a captured graph of 6 kernel nodes (the mask sort's passes after the first share
  * one launch, with a barrier among their tile blocks, where the tiles are no more than the SMs;
  * past that, one launch a pass). In the regular builds on compute capability 9.0 and up each
- * launch asks for programmatic dependent launch, so it overlaps the end of the
- * kernel before it (each kernel waits on its predecessor before touching memory); the bounded
+ * launch asks for programmatic dependent launch (core/launch.cuh), so it overlaps the end of
+ * the kernel before it (each kernel waits on its predecessor before touching memory); the bounded
  * build launches plainly (in a captured graph the overlap measured slower). Every kernel
  * triggers its dependents at its start, so a caller's PDL kernel queued after a bounded build
  * must itself wait on the grid dependency before reading the map (include/voxconv.h).
