@@ -24,7 +24,7 @@
  * library's conv does, in the warm-up runs here: a frame pays for it once per map, so the map
  * column carries it; VC_BENCH_TILE_ORDER=0: no orders, an A/B of the schedule alone;
  * VC_BENCH_DENSE=-1: the new-output maps through the output hash table, an A/B of the dense
- * output path, vc_kmap_gpu_debug_dense). Each network is also run as a whole (layers back to
+ * output path, vc_engine_options.kmap_dense). Each network is also run as a whole (layers back to
  * back on one stream, maps prebuilt, L2 flushed before the network) per algorithm and with the
  * best algorithm per layer. The summary tables come last.
  * --dump DIR writes each scene's frame-0 voxel coordinates (int32 [N, 4] b, z, y, x) as
@@ -71,6 +71,7 @@
 
 static int g_runs = 25;
 static cudaStream_t g_s;
+static vc_engine_options g_opts = VC_ENGINE_OPTIONS_INIT; /* VC_BENCH_DENSE */
 static FILE *g_csv;
 static int g_tune;
 static int g_impl_only; /* VC_BENCH_IMPLICIT_ONLY=1: time the implicit GEMM (and pools) only */
@@ -320,7 +321,8 @@ static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int
         const level *l = &fs->lv[lvl];
         vc_map_desc d = desc_of(type, k, s, p);
         e->in_level = lvl;
-        if (vc_kmap_build_gpu(l->coords, l->n, l->shape, 1, &d, g_s, &e->m, &err) != VC_OK) {
+        if (vc_kmap_build_gpu(l->coords, l->n, l->shape, 1, &d, &g_opts, g_s, &e->m, &err) !=
+            VC_OK) {
             printf("map build: %s\n", err.msg);
             return -1;
         }
@@ -713,8 +715,8 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                 } else {
                     const level *lv = &fs[0].lv[me->in_level];
                     vc_map_desc d = desc_of(me->type, me->k, me->s, me->p);
-                    st = vc_kmap_build_gpu_timed(lv->coords, lv->n, lv->shape, 1, &d, g_s, &m,
-                                                 &tm, &err);
+                    st = vc_kmap_build_gpu_timed(lv->coords, lv->n, lv->shape, 1, &d, &g_opts,
+                                                 g_s, &m, &tm, &err);
                 }
                 DIE_IF(st != VC_OK, "map build: %s", err.msg);
                 if (me->m.tile_order) { /* the layers had one built: so would a frame's */
@@ -888,7 +890,7 @@ int main(int argc, char **argv)
     g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
     if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
         vc_conv_gpu_debug_tile_order(0); /* no tile orders built or used */
-    vc_bench_map_switches(); /* VC_BENCH_DENSE: the new-output maps' output path */
+    vc_bench_map_switches(&g_opts); /* VC_BENCH_DENSE: the new-output maps' output path */
     cmdline o;
     parse_args(argc, argv, &o);
     if (o.csv) {
@@ -949,8 +951,8 @@ int main(int argc, char **argv)
             vc_map_desc d = VC_MAP_DESC_INIT;
             vc_kmap_data m;
             vc_err err = {{0}};
-            DIE_IF(vc_kmap_build_gpu(fs[0].lv[0].coords, sc->n[0], sc->shape, 1, &d, g_s, &m,
-                                     &err) != VC_OK, "%s", err.msg);
+            DIE_IF(vc_kmap_build_gpu(fs[0].lv[0].coords, sc->n[0], sc->shape, 1, &d, &g_opts,
+                                     g_s, &m, &err) != VC_OK, "%s", err.msg);
             printf("\n## Scene: %s, %lld voxels (frame 0), grid %dx%dx%d, subm k3: %.2f "
                    "neighbours per voxel (centre included)\n", sc->name, (long long)sc->n[0],
                    (int)sc->shape[0], (int)sc->shape[1], (int)sc->shape[2],

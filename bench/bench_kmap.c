@@ -13,14 +13,9 @@
  *     0, 1, 2 voxels so that runs rotate over distinct tables): per stage (the timed build),
  *     the whole regular call (vc_kmap_build_gpu, host read-backs included), and the bounded
  *     build captured in a CUDA graph and replayed (no host synchronisation inside); beside each
- *     stage its floor, from the counts of the map (see docs/benchmarks.md);
- *   - the sorted-array alternative for subm k3 (Minuet's idea): keys packed and radix sorted on
- *     the GPU (vc_kmap_gpu_sorted_keys, timed), then one thread per (output, offset) binary-
- *     searches them (compiled at run time with NVRTC); its out_in is checked equal to ours.
- * The main rows use the multi-kernel build path (the default); the synthetic scenes are also
- * timed on the one-kernel cooperative path. VC_BENCH_COOP=1 swaps the two.
+ *     stage its floor, from the counts of the map (see docs/benchmarks.md).
  * VC_BENCH_DENSE=-1 / 1 sends the new-output maps to the output hash table / the dense bitmap
- * wherever it fits (vc_kmap_gpu_debug_dense; default 0: the library's choice), for A/Bs.
+ * wherever it fits (vc_engine_options.kmap_dense; default 0: the library's choice), for A/Bs.
  * VC_BENCH_MODES=staged,call,graph (any of the three; default all) times those modes of each
  * map row and skips the others (their columns print 0), so that a profiler sees the kernels of
  * one mode alone (bench/run_kmap.sh profile).
@@ -52,6 +47,7 @@
 
 static int g_runs = 25;
 static cudaStream_t g_s;
+static vc_engine_options g_opts = VC_ENGINE_OPTIONS_INIT; /* VC_BENCH_DENSE */
 enum { MODE_STAGED = 1, MODE_CALL = 2, MODE_GRAPH = 4 };
 static int g_modes = MODE_STAGED | MODE_CALL | MODE_GRAPH;
 
@@ -367,8 +363,9 @@ static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *lab
     bench_timer_init(&tm, g_s);
     vc_kmap_gpu_bounded b;
     vc_err err = {{0}};
-    DIE_IF(vc_kmap_gpu_bounded_create(d, sc->shape, 1, max_in, max_out, max_pairs, &b, &err) !=
-               VC_OK, "%s %s: bounded create: %s", sc->name, label, err.msg);
+    DIE_IF(vc_kmap_gpu_bounded_create(d, sc->shape, 1, max_in, max_out, max_pairs, &g_opts, &b,
+                                      &err) != VC_OK,
+           "%s %s: bounded create: %s", sc->name, label, err.msg);
     cudaGraphExec_t exec[NFRAMES];
     for (int f = 0; f < sc->nframes; f++) {
         /* warm-up outside the capture, then capture */
@@ -431,7 +428,8 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
     for (int f = 0; f < sc->nframes && !(g_modes & MODE_STAGED); f++) {
         vc_kmap_data m;
         vc_err err = {{0}};
-        DIE_IF(vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m, &err) != VC_OK,
+        DIE_IF(vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts, g_s, &m, &err) !=
+                   VC_OK,
                "%s %s: %s", sc->name, label, err.msg);
         n_out[f] = m.n_out;
         n_pairs[f] = m.n_pairs;
@@ -443,8 +441,8 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         vc_kmap_data m;
         vc_kmap_gpu_timing tm;
         vc_err err = {{0}};
-        vc_status st = vc_kmap_build_gpu_timed(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m,
-                                               &tm, &err);
+        vc_status st = vc_kmap_build_gpu_timed(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts,
+                                               g_s, &m, &tm, &err);
         DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
         n_out[f] = m.n_out;
         n_pairs[f] = m.n_pairs;
@@ -463,7 +461,8 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         vc_kmap_data m;
         vc_err err = {{0}};
         CUDA_CHECK(cudaEventRecord(e0, g_s));
-        vc_status st = vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, g_s, &m, &err);
+        vc_status st =
+            vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts, g_s, &m, &err);
         CUDA_CHECK(cudaEventRecord(e1, g_s));
         CUDA_CHECK(cudaEventSynchronize(e1));
         DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
@@ -496,33 +495,9 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
     cudaEventDestroy(e1);
 }
 
-/* ---- sort-and-binary-search subm k3 (Minuet's idea), compiled with NVRTC -------------------- */
+/* ---- probe kernels, compiled with NVRTC ---------------------------------------------------- */
 
-static const char *kMinuetSrc =
-    "extern \"C\" __global__ void query(const unsigned long long *sorted, const int *order,\n"
-    "    long long n, const int *coords, int sz, int sy, int sx, int Z, int Y, int X,\n"
-    "    int *out_in)\n"
-    "{\n"
-    "  long long total = n * 27;\n"
-    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;\n"
-    "       i += (long long)gridDim.x * blockDim.x) {\n"
-    "    long long p = i / 27; int k = (int)(i - p * 27);\n"
-    "    const int *c = coords + 4 * p;\n"
-    "    int z = c[1] + k / 9 - 1, y = c[2] + (k / 3) % 3 - 1, x = c[3] + k % 3 - 1;\n"
-    "    int v = -1;\n"
-    "    if (z >= 0 && z < Z && y >= 0 && y < Y && x >= 0 && x < X) {\n"
-    "      /* batch size 1: the batch field has no bits */\n"
-    "      unsigned long long key =\n"
-    "        ((unsigned long long)(unsigned)z << sz) | ((unsigned long long)(unsigned)y << sy) |\n"
-    "        ((unsigned long long)(unsigned)x << sx);\n"
-    "      long long lo = 0, hi = n;\n"
-    "      while (lo < hi) { long long mid = (lo + hi) >> 1;\n"
-    "        if (sorted[mid] < key) lo = mid + 1; else hi = mid; }\n"
-    "      if (lo < n && sorted[lo] == key) v = order[lo];\n"
-    "    }\n"
-    "    out_in[i] = v;\n"
-    "  }\n"
-    "}\n"
+static const char *kProbeSrc =
     "/* probes: a spin of ns nanoseconds (globaltimer) that reports the SM cycles it took, and\n"
     "   an empty kernel */\n"
     "extern \"C\" __global__ void spin(long long ns, unsigned long long *out)\n"
@@ -557,12 +532,10 @@ static const char *kMinuetSrc =
     "  }\n"
     "}\n";
 
-static CUfunction g_query;
-
-static int minuet_init(void)
+static int probe_init(void)
 {
     nvrtcProgram prog;
-    if (nvrtcCreateProgram(&prog, kMinuetSrc, "minuet.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
+    if (nvrtcCreateProgram(&prog, kProbeSrc, "probes.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
         return -1;
     int major = 0, minor = 0, dev = 0;
     cudaGetDevice(&dev);
@@ -587,7 +560,6 @@ static int minuet_init(void)
     nvrtcDestroyProgram(&prog);
     CUmodule mod;
     int rc = cuModuleLoadData(&mod, cubin) == CUDA_SUCCESS &&
-                     cuModuleGetFunction(&g_query, mod, "query") == CUDA_SUCCESS &&
                      cuModuleGetFunction(&g_spin, mod, "spin") == CUDA_SUCCESS &&
                      cuModuleGetFunction(&g_empty, mod, "empty") == CUDA_SUCCESS &&
                      cuModuleGetFunction(&g_atom, mod, "atom") == CUDA_SUCCESS
@@ -595,80 +567,6 @@ static int minuet_init(void)
                  : -1;
     free(cubin);
     return rc;
-}
-
-/* Times the sort (pack + radix sort of the keys with their rows, on the GPU) and the binary-
- * search query of a subm k3 out_in, and checks the result against vc_kmap_build_gpu. */
-static void bench_minuet(const scene *sc, int32_t *const *d_rows)
-{
-    uint64_t *d_sorted = NULL;
-    int32_t *d_order = NULL, *d_out = NULL;
-    int32_t sh[3];
-    vc_keypack kp;
-    vc_keypack_init(&kp, 1, sc->shape);
-    for (int a = 0; a < 3; a++) sh[a] = kp.shift[1 + a];
-    int64_t nmax = 0;
-    for (int f = 0; f < sc->nframes; f++)
-        if (sc->n[f] > nmax) nmax = sc->n[f];
-    CUDA_CHECK(cudaMalloc((void **)&d_sorted, (size_t)nmax * 8));
-    CUDA_CHECK(cudaMalloc((void **)&d_order, (size_t)nmax * 4));
-    CUDA_CHECK(cudaMalloc((void **)&d_out, (size_t)nmax * 27 * 4));
-    cudaEvent_t e0, e1, e2;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    CUDA_CHECK(cudaEventCreate(&e2));
-    float *ts = malloc(sizeof(float) * (size_t)g_runs), *tq = malloc(sizeof(float) * g_runs);
-    float *tt = malloc(sizeof(float) * (size_t)g_runs);
-    for (int r = -WARMUP; r < g_runs; r++) {
-        int f = (r + WARMUP) % sc->nframes;
-        long long n = sc->n[f];
-        int Z = sc->shape[0], Y = sc->shape[1], X = sc->shape[2], sz = sh[0], sy = sh[1],
-            sx = sh[2];
-        vc_err err = {{0}};
-        void *args[] = {&d_sorted, &d_order, &n, (void *)&d_rows[f], &sz, &sy, &sx,
-                        &Z, &Y, &X, &d_out};
-        unsigned blocks = (unsigned)((n * 27 + 255) / 256);
-        CUDA_CHECK(cudaEventRecord(e0, g_s));
-        DIE_IF(vc_kmap_gpu_sorted_keys(d_rows[f], n, sc->shape, 1, d_sorted, d_order, g_s,
-                                       &err) != VC_OK, "sorted keys: %s", err.msg);
-        CUDA_CHECK(cudaEventRecord(e1, g_s));
-        DIE_IF(cuLaunchKernel(g_query, blocks ? blocks : 1, 1, 1, 256, 1, 1, 0, (CUstream)g_s,
-                              args, NULL) != CUDA_SUCCESS,
-               "launching the binary-search query failed");
-        CUDA_CHECK(cudaEventRecord(e2, g_s));
-        CUDA_CHECK(cudaEventSynchronize(e2));
-        if (r >= 0) {
-            CUDA_CHECK(cudaEventElapsedTime(&ts[r], e0, e1));
-            CUDA_CHECK(cudaEventElapsedTime(&tq[r], e1, e2));
-            CUDA_CHECK(cudaEventElapsedTime(&tt[r], e0, e2));
-        }
-        if (r == g_runs - 1 || r == -WARMUP) {
-            /* the result must equal the hash-built out_in */
-            vc_map_desc d = VC_MAP_DESC_INIT;
-            vc_kmap_data m;
-            DIE_IF(vc_kmap_build_gpu(d_rows[f], n, sc->shape, 1, &d, g_s, &m, &err) != VC_OK,
-                   "%s", err.msg);
-            int32_t *a = malloc((size_t)n * 27 * 4), *b = malloc((size_t)n * 27 * 4);
-            CUDA_CHECK(cudaMemcpy(a, m.out_in, (size_t)n * 27 * 4, cudaMemcpyDeviceToHost));
-            CUDA_CHECK(cudaMemcpy(b, d_out, (size_t)n * 27 * 4, cudaMemcpyDeviceToHost));
-            DIE_IF(memcmp(a, b, (size_t)n * 27 * 4) != 0, "%s: binary-search out_in differs "
-                   "from the hash-built one", sc->name);
-            free(a);
-            free(b);
-            vc_kmap_data_free_gpu(&m);
-        }
-    }
-    printf("| %s | %lld | %.1f | %.1f | %.1f |\n", sc->name, (long long)sc->n[0],
-           median(ts, g_runs) * 1e3, median(tq, g_runs) * 1e3, median(tt, g_runs) * 1e3);
-    free(ts);
-    free(tq);
-    free(tt);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaEventDestroy(e2);
-    cudaFree(d_sorted);
-    cudaFree(d_order);
-    cudaFree(d_out);
 }
 
 /* ---- main ------------------------------------------------------------------------------- */
@@ -772,11 +670,7 @@ int main(int argc, char **argv)
         if (g_runs < 20) g_runs = 20;
         argi = 2;
     }
-    const char *nc = getenv("VC_BENCH_COOP"); /* the one-kernel path for the main rows */
-    const int coop = nc && atoi(nc) != 0;
-    if (coop) printf("VC_BENCH_COOP: one-kernel (cooperative) path where it applies\n");
-    vc_kmap_gpu_debug_coop(coop);
-    vc_bench_map_switches(); /* VC_BENCH_DENSE */
+    vc_bench_map_switches(&g_opts); /* VC_BENCH_DENSE */
     const char *modes = getenv("VC_BENCH_MODES");
     if (modes && *modes) {
         g_modes = (strstr(modes, "staged") ? MODE_STAGED : 0) |
@@ -795,7 +689,7 @@ int main(int argc, char **argv)
     int only_scene = 0;
     const int only_map = parse_only(only, &only_scene);
     const int subm_only = only_map != 0;
-    g_nvrtc_ok = minuet_init() == 0;
+    g_nvrtc_ok = probe_init() == 0;
     if (g_nvrtc_ok) CUDA_CHECK(cudaMalloc((void **)&g_spin_out, 2 * sizeof(unsigned long long)));
     if (g_nvrtc_ok && !subm_only) {
         run_probes();
@@ -845,31 +739,12 @@ int main(int argc, char **argv)
         bench_build(&scenes[i], d_rows[i], "subm k3", &subm);
         bench_build(&scenes[i], d_rows[i], "strided k3 s2 p1", &strided);
         bench_build(&scenes[i], d_rows[i], "downsample k2 s2", &down);
-        if (i < 2) { /* the synthetic scenes on the other path */
-            vc_kmap_gpu_debug_coop(!coop);
-            bench_build(&scenes[i], d_rows[i],
-                        coop ? "subm k3, multi-kernel" : "subm k3, one-kernel", &subm);
-            bench_build(&scenes[i], d_rows[i],
-                        coop ? "strided k3 s2 p1, multi-kernel" : "strided k3 s2 p1, one-kernel",
-                        &strided);
-            vc_kmap_gpu_debug_coop(coop);
-        }
         fflush(stdout);
     }
 
     if (g_nclock > 0) {
         printf("\n");
         for (int i = 0; i < g_nclock; i++) printf("# %s\n", g_clock_lines[i]);
-    }
-    printf("\n## Sorted-array alternative, subm k3 out_in only (keys packed and radix sorted on "
-           "the GPU, then binary search; microseconds)\n\n");
-    printf("| scene | voxels | sort | query | sort + query |\n|---|---|---|---|---|\n");
-    if (subm_only) {
-        printf("| (VC_BENCH_ONLY: skipped) | | | | |\n");
-    } else if (!g_nvrtc_ok) {
-        printf("| NVRTC compile failed | | | | |\n");
-    } else {
-        for (int i = 0; i < ns; i++) bench_minuet(&scenes[i], d_rows[i]);
     }
     for (int i = 0; i < ns; i++)
         for (int f = 0; f < scenes[i].nframes; f++) {

@@ -57,14 +57,15 @@ void bench_flush_l2(cudaStream_t stream);
 void bench_flush_l2_free(void);
 
 #ifdef VC_CONV_KMAP_GPU_H
-/* The map builds' A/B switch from the environment (bench_kmap, bench_conv), printed when set:
- * VC_BENCH_DENSE=-1 / 0 / 1, the new-output maps' output path (vc_kmap_gpu_debug_dense). */
-static inline void vc_bench_map_switches(void)
+/* The map builds' A/B switch from the environment (bench_kmap, bench_conv), set in *o and
+ * printed when set: VC_BENCH_DENSE=-1 / 0 / 1, the new-output maps' output path
+ * (vc_engine_options.kmap_dense). */
+static inline void vc_bench_map_switches(vc_engine_options *o)
 {
     const char *dn = getenv("VC_BENCH_DENSE");
     if (dn && *dn) {
-        vc_kmap_gpu_debug_dense(atoi(dn));
-        printf("VC_BENCH_DENSE=%d: vc_kmap_gpu_debug_dense(%d)\n", atoi(dn), atoi(dn));
+        o->kmap_dense = atoi(dn);
+        printf("VC_BENCH_DENSE=%d: kmap_dense %d\n", atoi(dn), atoi(dn));
     }
 }
 #endif

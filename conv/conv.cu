@@ -43,7 +43,7 @@
 // scratch (the GEMM takes A and W in one dtype), and 16-bit features whose c_in is not a multiple
 // of 8 are widened with zero columns (with their weights, in the same launch) so the GEMM runs
 // 16-byte loads. Scratch
-// comes from the library's stream-ordered pool (vc_gpu_scratch_alloc), is freed with
+// comes from the library's stream-ordered pool (vc_device_pool_alloc), is freed with
 // cudaFreeAsync on the caller's stream, and is released on every path.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -55,6 +55,7 @@
 
 #include "conv/conv_gpu.h"
 #include "core/cuda_util.cuh"
+#include "core/device_pool.h"
 #include "gemm/gemm.h"
 #include "kmap/kmap_gpu.h"
 
@@ -234,7 +235,7 @@ size_t dtype_bytes(vc_dtype t) { return t == VC_DTYPE_FP32 ? 4 : 2; }
 
 cudaError_t scratch(void **p, int64_t bytes, cudaStream_t s)
 {
-    return (cudaError_t)vc_gpu_scratch_alloc(p, bytes, s);
+    return (cudaError_t)vc_device_pool_alloc(p, bytes, s);
 }
 
 vc_gemm_act gemm_act(vc_activation a)
@@ -348,7 +349,7 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_args *g, int32_t config,
 // tensor-core work.
 int split_ways(const vc_kmap_data *m, vc_dtype dt)
 {
-    const int most = m->perm_part && m->part_count > 0 ? m->part_count + 1 : 1;
+    const int most = 1; // maps keep no partial sorts (wt-kmap); the split is being removed
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return 1;
     if (g_debug_split <= 0) return 1;
     return g_debug_split < most ? g_debug_split : most;
@@ -704,10 +705,10 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         int32_t used = -1;
         for (int q = 0; q < ways; q++) {
             const bool last = q == ways - 1;
-            g.tap_lo = q * m->part_bits;
-            g.tap_hi = last ? K : (q + 1) * m->part_bits;
+            g.tap_lo = 0;
+            g.tap_hi = K;
             g.gather_rows = g.row_map = dense ? NULL
-                                        : last ? m->perm : m->perm_part + q * m->part_stride;
+                                        : m->perm;
             g.tile_order = NULL; // (tile_order_for, per configuration below)
             g.order_blocks = 0;
             g.accumulate = q > 0;

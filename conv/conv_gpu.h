@@ -31,12 +31,6 @@ struct CUstream_st;
 vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32, struct CUstream_st *stream,
                       vc_err *err);
 
-/* Stream-ordered scratch from the library's device pool (the one the map builds use: freed
- * blocks stay cached, so a per-call scratch does not go back to the driver after the caller's
- * synchronisations, as the device's default pool would). Free with cudaFreeAsync on a stream.
- * Returns a cudaError_t as int; *p is NULL on failure. */
-int vc_gpu_scratch_alloc(void **p, int64_t bytes, struct CUstream_st *stream);
-
 /* Benchmarks and tests only (bench/bench_conv --tune): forces the GEMM configuration of
  * the implicit GEMM to entry `config` of vc_gemm_configs' table; -1 (the default) lets the
  * library choose. Process-wide and not thread-safe; a configuration that does not fit a layer

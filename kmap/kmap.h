@@ -6,12 +6,7 @@
  *   pairs   per offset k, rows offsets[k]..offsets[k+1]-1 of in_rows/out_rows, sorted by out row;
  *   masks   uint32 [n_out, mask_words], bit k%32 of word k/32 set when out_in[p,k] >= 0, and perm,
  *           the output rows sorted by mask (multi-word number, word mask_words-1 most
- *           significant) descending, ties by row ascending;
- *   parts   for one mask word (K <= 32) sorted in P >= 2 radix passes of d bits
- *           (vc_kmap_sort_plan): the P - 1 partial sorts the passes go through, perm_part[s]
- *           ordering the outputs by the mask's low d (s + 1) bits, descending, ties by row. The
- *           implicit GEMM's mask split runs the taps [d s, d (s + 1)) in that order, so a tile
- *           computes only the taps of that group its rows have (conv/conv.cu).
+ *           significant) descending, ties by row ascending.
  * Semantics of each type are documented at vc_map_type in include/voxconv.h. */
 #ifndef VC_CONV_KMAP_H
 #define VC_CONV_KMAP_H
@@ -44,11 +39,6 @@ typedef struct vc_kmap_data {
     int32_t mask_words;
     uint32_t *masks;          /* [n_out, mask_words]                                           */
     int32_t *perm;            /* [n_out]                                                       */
-    int32_t part_count;       /* partial sorts kept: P - 1, or 0 (none; the CPU keeps none for
-                                 n_out == 0, a bounded GPU build may still count them)        */
-    int32_t part_bits;        /* d                                                             */
-    int64_t part_stride;      /* elements from one partial sort to the next (>= n_out)         */
-    int32_t *perm_part;       /* [part_count][part_stride], or NULL                            */
     int64_t order_blocks;     /* tile order (vc_kmap_tile_order_cpu / _gpu), or 0 and NULL:     */
     int32_t *tile_order;      /* [order_blocks], see below                                      */
 } vc_kmap_data;
@@ -65,21 +55,6 @@ typedef struct vc_kmap_data {
 /* Builds m's tile order (host arrays), replacing an earlier one; none (0, NULL) when the map
  * has no outputs. */
 vc_status vc_kmap_tile_order_cpu(vc_kmap_data *m, vc_err *err);
-
-/* The radix plan of the mask sort of K offsets (K <= 32, one mask word): ceil(K / 9) passes of
- * d = ceil(K / passes) bits each (K = 27: 3 x 9; K = 8: 1 x 8; K = 32: 4 x 8), least significant
- * digit first. Returns the passes (0 for K > 32, whose masks the GPU sorts a word at a time) and
- * writes d. The CPU and GPU twins keep the same partial sorts by this plan. */
-static inline int32_t vc_kmap_sort_plan(int32_t K, int32_t *dbits)
-{
-    if (K < 1 || K > 32) {
-        *dbits = 0;
-        return 0;
-    }
-    const int32_t passes = (K + 8) / 9;
-    *dbits = (K + passes - 1) / passes;
-    return passes;
-}
 
 /* Checks a descriptor (kernel 1..7, stride >= 1, padding >= 0, dilation >= 1, odd kernel for
  * SUBM, zero padding for DOWNSAMPLE, INVERSE not handled here) and computes the output shape. */

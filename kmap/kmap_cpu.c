@@ -514,13 +514,12 @@ fail:
     return st;
 }
 
-/* Compares outputs a and b by mask (word 0 and-ed with low), largest first, then by row
- * ascending: a total order. */
-static int mask_before(const uint32_t *masks, int32_t words, uint32_t low, int32_t a, int32_t b)
+/* Compares outputs a and b by mask, largest first, then by row ascending: a total order. */
+static int mask_before(const uint32_t *masks, int32_t words, int32_t a, int32_t b)
 {
     const uint32_t *ma = masks + (int64_t)a * words, *mb = masks + (int64_t)b * words;
     for (int32_t w = words - 1; w >= 0; w--) {
-        const uint32_t x = w == 0 ? ma[0] & low : ma[w], y = w == 0 ? mb[0] & low : mb[w];
+        const uint32_t x = ma[w], y = mb[w];
         if (x != y) return x > y;
     }
     return a < b;
@@ -528,7 +527,7 @@ static int mask_before(const uint32_t *masks, int32_t words, uint32_t low, int32
 
 /* Bottom-up merge sort of the rows 0..n-1 into rows[n] by mask_before; tmp has room for n. */
 static void sort_by_mask(int32_t *rows, int32_t *tmp, int64_t n, const uint32_t *masks,
-                         int32_t words, uint32_t low)
+                         int32_t words)
 {
     for (int64_t p = 0; p < n; p++) rows[p] = (int32_t)p;
     int32_t *src = rows, *dst = tmp;
@@ -538,7 +537,7 @@ static void sort_by_mask(int32_t *rows, int32_t *tmp, int64_t n, const uint32_t 
             int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
             int64_t i = lo, j = mid, o = lo;
             while (i < mid && j < hi)
-                dst[o++] = mask_before(masks, words, low, src[j], src[i]) ? src[j++] : src[i++];
+                dst[o++] = mask_before(masks, words, src[j], src[i]) ? src[j++] : src[i++];
             while (i < mid) dst[o++] = src[i++];
             while (j < hi) dst[o++] = src[j++];
         }
@@ -565,11 +564,8 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
     uint32_t *masks = alloc_n(n_words, sizeof *masks);
     int32_t *perm = alloc_n(n, sizeof *perm);
     int32_t *tmp = alloc_n(n, sizeof *tmp);
-    int32_t *in_rows = NULL, *out_rows = NULL, *parts = NULL;
-    int32_t dbits = 0, passes = vc_kmap_sort_plan(K, &dbits);
-    const int32_t n_parts = passes > 1 && n > 0 ? passes - 1 : 0;
+    int32_t *in_rows = NULL, *out_rows = NULL;
     if (!offsets || !pos || !masks || !perm || !tmp) goto oom;
-    if (n_parts > 0 && !(parts = alloc_n(n * n_parts, sizeof *parts))) goto oom;
 
     /* Counts per offset and masks in one pass over out_in. */
     memset(masks, 0, (size_t)(n_words > 0 ? n_words : 1) * sizeof *masks);
@@ -598,10 +594,7 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
             pos[k]++;
         }
     }
-    sort_by_mask(perm, tmp, n, masks, words, ~0u);
-    /* The partial sorts of the GPU's LSD passes: by the low d (s + 1) bits (kmap.h). */
-    for (int32_t q = 0; q < n_parts; q++)
-        sort_by_mask(parts + q * n, tmp, n, masks, words, (1u << (dbits * (q + 1))) - 1u);
+    sort_by_mask(perm, tmp, n, masks, words);
     free(pos);
     free(tmp);
 
@@ -610,7 +603,6 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
     free(m->out_rows);
     free(m->masks);
     free(m->perm);
-    free(m->perm_part);
     m->offsets = offsets;
     m->in_rows = in_rows;
     m->out_rows = out_rows;
@@ -618,10 +610,6 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
     m->mask_words = words;
     m->masks = masks;
     m->perm = perm;
-    m->perm_part = parts;
-    m->part_count = parts ? n_parts : 0;
-    m->part_bits = parts ? dbits : 0;
-    m->part_stride = parts ? n : 0;
     return VC_OK;
 
 oom:
@@ -629,7 +617,6 @@ oom:
     free(pos);
     free(masks);
     free(perm);
-    free(parts);
     free(tmp);
     free(in_rows);
     free(out_rows);
@@ -647,7 +634,6 @@ void vc_kmap_data_free(vc_kmap_data *m)
     free(m->out_rows);
     free(m->masks);
     free(m->perm);
-    free(m->perm_part);
     free(m->tile_order);
     memset(m, 0, sizeof *m);
 }

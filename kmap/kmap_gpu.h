@@ -1,7 +1,8 @@
-/* kmap/kmap_gpu.h - kernel maps on the GPU. The maps are bit-identical to those of
- * the CPU twin (kmap/kmap_cpu.c): same out_shape, n_out, out_coords, out_in, pair lists, masks
- * and perm, run after run. The vc_kmap_data these functions fill holds DEVICE pointers; free it
- * with vc_kmap_data_free_gpu, never vc_kmap_data_free.
+/* kmap/kmap_gpu.h - kernel maps on the GPU (the .cu files of kmap/; kmap/kmap_internal.cuh
+ * says which does what). The maps are bit-identical to those of the CPU twin
+ * (kmap/kmap_cpu.c): same out_shape, n_out, out_coords, out_in, pair lists, masks and perm, run
+ * after run, whatever the engine options. The vc_kmap_data these functions fill holds DEVICE
+ * pointers; free it with vc_kmap_data_free_gpu, never vc_kmap_data_free.
  *
  * Two variants:
  *
@@ -15,10 +16,10 @@
  *      duplicate / range checks) and at the end (n_pairs, the flags).
  *    A hash table that overflows its probe bound (or an output table that passes load 0.5)
  *    costs one more round, rebuilt larger; that is rare and bounded. Failure paths may read one
- *    input row back to name it. Arrays come from a stream-ordered memory pool of the library
- *    (no cudaMalloc per build); in_rows / out_rows are sized for an upper bound of the pair count
- *    (n_out * K for SUBM, n_in * t for the others, t = kernel offsets one input can reach),
- *    of which n_pairs are used.
+ *    input row back to name it. Arrays come from the library's stream-ordered device pool
+ *    (core/device_pool.h: no cudaMalloc per build); in_rows / out_rows are sized for an upper
+ *    bound of the pair count (n_out * K for SUBM, n_in * t for the others, t = kernel offsets
+ *    one input can reach), of which n_pairs are used.
  *
  * 2. vc_kmap_gpu_bounded_*: caller-given bounds (max_in, max_out, max_pairs) size every array
  *    once (the output hash table of the new-output types with at least 8 x max_out slots, at
@@ -42,24 +43,16 @@
  * with CUB radix sorts only for masks of K > 32 and 64-bit output keys. The new-output types
  * whose output keys have at most 26 bits (an 8 MB bitmap; a stride-2 map of the SECOND grid
  * 41 x 1600 x 1408 has 25) find their outputs in a bitmap of the output key space, so they need
- * no output hash table and no sort of the output keys; past that, a hash table and a sort (see
- * vc_kmap_gpu_debug_dense). SUBM k3 is 6 launches, a captured graph of 6 kernel nodes (the
- * mask sort's passes after the first share one launch, with a barrier among their tile blocks,
- * where the tiles are no more than the SMs: up to ~270k rows on an H100; past that, one launch
- * a pass). In the regular builds on compute capability
- * 9.0 and up each launch asks for programmatic dependent launch, so it overlaps the end of the
- * kernel before it (each kernel waits on its predecessor before touching memory); the bounded
+ * no output hash table and no sort of the output keys; past that, a hash table and a sort
+ * (vc_engine_options.kmap_dense moves the bound or turns the bitmap off). SUBM k3 is 6
+ * launches, a captured graph of 6 kernel nodes (the mask sort's passes after the first share
+ * one launch, with a barrier among their tile blocks, where the tiles are no more than the SMs;
+ * past that, one launch a pass). In the regular builds on compute capability 9.0 and up each
+ * launch asks for programmatic dependent launch (core/launch.cuh), so it overlaps the end of
+ * the kernel before it (each kernel waits on its predecessor before touching memory); the bounded
  * build launches plainly (in a captured graph the overlap measured slower). Every kernel
  * triggers its dependents at its start, so a caller's PDL kernel queued after a bounded build
  * must itself wait on the grid dependency before reading the map (include/voxconv.h).
- * Optionally (vc_kmap_gpu_debug_coop(1); off by default because it measured slower on the H100,
- * docs/benchmarks.md), where K <= 32 and the output keys fit 31 bits, a whole build phase is ONE
- * cooperative kernel (cudaLaunchCooperativeKernel: every block resident, grid-wide barriers
- * between the steps, radix sorts prefixed across tiles by decoupled look-back): the regular SUBM
- * build is then one launch and one read-back, the regular STRIDED / DOWNSAMPLE / TRANSPOSED
- * build two launches with a read-back after each, a bounded build one kernel node. Both paths
- * give the same arrays. The timed build launches the steps of the cooperative path one by one
- * so that they can be timed apart.
  *
  * Work runs on `stream`. No atomics decide a result: they claim hash slots, keep minima, count
  * claims (whose order a sort then removes), set the dense path's bits, count finished tiles or
@@ -74,6 +67,7 @@
 extern "C" {
 #endif
 
+#include "core/options.h"
 #include "kmap/kmap.h" /* C declarations: keep them C-linked when included from CUDA sources */
 
 struct CUstream_st;
@@ -111,17 +105,20 @@ typedef struct vc_kmap_gpu_timing {
 
 /* Builds a SUBM, STRIDED, DOWNSAMPLE or TRANSPOSED map over device coordinates d_in_coords
  * [n_in, 4] (rows distinct and inside shape/batch_size: a duplicate gives VC_ERR_DUPLICATE, a row
- * outside gives VC_ERR_OUT_OF_RANGE, as on the CPU). On failure *out is left untouched.
- * Synchronises (see above). */
+ * outside gives VC_ERR_OUT_OF_RANGE, as on the CPU). opt (NULL: the defaults) picks the output
+ * path of the new-output types (kmap_dense); every choice gives the same map. On failure *out
+ * is left untouched. Synchronises (see above). */
 vc_status vc_kmap_build_gpu(const int32_t *d_in_coords, int64_t n_in, const int32_t shape[3],
-                            int32_t batch_size, const vc_map_desc *d, struct CUstream_st *stream,
+                            int32_t batch_size, const vc_map_desc *d,
+                            const vc_engine_options *opt, struct CUstream_st *stream,
                             vc_kmap_data *out, vc_err *err);
 
 /* The same, filling *timing (may be NULL) with the stage times. */
 vc_status vc_kmap_build_gpu_timed(const int32_t *d_in_coords, int64_t n_in,
                                   const int32_t shape[3], int32_t batch_size,
-                                  const vc_map_desc *d, struct CUstream_st *stream,
-                                  vc_kmap_data *out, vc_kmap_gpu_timing *timing, vc_err *err);
+                                  const vc_map_desc *d, const vc_engine_options *opt,
+                                  struct CUstream_st *stream, vc_kmap_data *out,
+                                  vc_kmap_gpu_timing *timing, vc_err *err);
 
 /* Builds the INVERSE of a STRIDED or DOWNSAMPLE map whose arrays are on the device (fwd as made
  * by vc_kmap_build_gpu): inputs are fwd's outputs, outputs fwd's inputs. Same checks as
@@ -157,7 +154,7 @@ typedef struct vc_kmap_gpu_bounded {
     void *workspace;          /* device scratch: hash tables, counts, sort storage             */
     size_t workspace_bytes;
     size_t sort_bytes;        /* internal: sort storage inside the workspace                   */
-    int32_t coop;             /* internal: 1 when builds are one cooperative kernel            */
+    vc_engine_options opt;    /* the options it was created with (the defaults for NULL)       */
     int32_t dense;            /* internal: output key bits of the dense output path, or 0      */
     const int32_t *last_in;   /* input of the last queued build (the check names bad rows)     */
     int64_t last_n_in;
@@ -165,11 +162,13 @@ typedef struct vc_kmap_gpu_bounded {
 
 /* Allocates (cudaMalloc, once) the arrays and workspace of bounded builds of `d` over input sets
  * of at most max_in rows inside shape / batch_size. max_out >= 1 and max_pairs >= 1; for SUBM
- * n_out = n_in, so max_out must be >= max_in. Synchronous; *b is zeroed first and stays zeroed
- * on failure. */
+ * n_out = n_in, so max_out must be >= max_in. opt (NULL: the defaults) is copied into b; its
+ * kmap_dense fixes the output path of every build of b. Synchronous; *b is zeroed first and
+ * stays zeroed on failure. */
 vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int32_t shape[3],
                                      int32_t batch_size, int64_t max_in, int64_t max_out,
-                                     int64_t max_pairs, vc_kmap_gpu_bounded *b, vc_err *err);
+                                     int64_t max_pairs, const vc_engine_options *opt,
+                                     vc_kmap_gpu_bounded *b, vc_err *err);
 
 /* Queues a build over d_in_coords [n_in, 4] (n_in <= max_in, known when the build is queued;
  * the coordinates themselves are read when the work runs, so a captured graph replays on
@@ -192,47 +191,15 @@ vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CUstream_st *
  * NULL and zeroed structs are fine. */
 void vc_kmap_gpu_bounded_destroy(vc_kmap_gpu_bounded *b);
 
-/* ---- the sorted-array alternative (benchmarks) ------------------------------------------ */
-
-/* Packs the rows d_coords [n, 4] (inside shape / batch_size) with their vc_keypack and sorts
- * them: d_sorted [n] gets the keys ascending, d_order [n] the row of each (a stable radix sort
- * on the key bits only). The sorted-array representation a binary-search map builder (Minuet's
- * idea) starts from. Temporaries come from the library's pool. Asynchronous. */
-vc_status vc_kmap_gpu_sorted_keys(const int32_t *d_coords, int64_t n, const int32_t shape[3],
-                                  int32_t batch_size, uint64_t *d_sorted, int32_t *d_order,
-                                  struct CUstream_st *stream, vc_err *err);
-
-/* ---- the memory pool ------------------------------------------------------------------- */
-
-/* Returns the cached, unused memory of the library's stream-ordered pool on the current
- * device to the driver (the pool keeps up to 1 GiB of freed blocks for reuse otherwise). */
-void vc_kmap_gpu_trim(void);
-
-/* 1 lets later builds (and bounded structs created later) take the one-kernel cooperative path
- * where it applies; 0 (the default) keeps the multi-kernel path everywhere. For tests and
- * benchmarks; not thread-safe against builds running meanwhile. */
-void vc_kmap_gpu_debug_coop(int enable);
-
-/* The dense output path of the new-output maps (STRIDED, DOWNSAMPLE, TRANSPOSED): output keys
- * marked in a bitmap over the output key space instead of claimed in a hash table. 0 (the
- * default): taken where the output keys have at most 26 bits; 1: up to 28 bits; -1: never. Both
- * paths give the same maps. Applies to later builds and to bounded structs created later; for
- * tests and benchmarks, not thread-safe against builds running meanwhile. */
-void vc_kmap_gpu_debug_dense(int mode);
-
 /* Test hook, host only (no GPU needed): the (offset, output) pairs that the new-output kernels'
- * target arithmetic (the insert's and the scatter's, kmap/kmap.cu) gives input row `row` (b, z,
- * y, x, inside shape and batch) of a STRIDED, DOWNSAMPLE or TRANSPOSED map, computed by the same
- * code on the host: up to cap of them in k[] and out[] (b, z, y, x), in the kernels' order.
- * Returns their number (may pass cap), or -1 with err set for a description the map build
- * rejects, a SUBM map or a NULL argument. */
+ * target arithmetic (the insert's and the scatter's, kmap/kmap_internal.cuh) gives input row
+ * `row` (b, z, y, x, inside shape and batch) of a STRIDED, DOWNSAMPLE or TRANSPOSED map,
+ * computed by the same code on the host: up to cap of them in k[] and out[] (b, z, y, x), in
+ * the kernels' order. Returns their number (may pass cap), or -1 with err set for a
+ * description the map build rejects, a SUBM map or a NULL argument. */
 int vc_kmap_gpu_debug_targets(const vc_map_desc *d, const int32_t shape[3], int32_t batch_size,
                               const int32_t row[4], int32_t *k, int32_t (*out)[4], int cap,
                               vc_err *err);
-
-/* Test hook: takes `bytes` from the pool, fills them with `value` and gives them back, so that
- * the next builds reuse dirty memory (an element a build forgets to write then shows). */
-vc_status vc_kmap_gpu_dirty_pool(size_t bytes, int value, vc_err *err);
 
 #ifdef __cplusplus
 }

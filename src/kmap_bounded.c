@@ -41,7 +41,7 @@ vc_status vc_kmap_bounded_create(vc_context *ctx, const vc_kmap_bounded_desc *de
     if (!m) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     vc_err err = {{0}};
     vc_status s = vc_kmap_gpu_bounded_create(&d.map, d.shape, d.batch_size, d.max_in, d.max_out,
-                                             d.max_pairs, &m->b, &err);
+                                             d.max_pairs, &ctx->opts, &m->b, &err);
     if (s != VC_OK) {
         free(m);
         return vc_ctx_err(ctx, s, &err);

@@ -145,8 +145,8 @@ vc_status vc_kmap_build(vc_context *ctx, vc_coords *in, const vc_map_desc *desc,
     m->memory = in->memory;
 #ifdef VOXCONV_HAVE_CUDA
     if (in->memory == VC_MEMORY_DEVICE)
-        s = vc_kmap_build_gpu(in->data, in->count, in->shape, in->batch_size, &d, ctx->stream,
-                              &m->data, &err);
+        s = vc_kmap_build_gpu(in->data, in->count, in->shape, in->batch_size, &d, &ctx->opts,
+                              ctx->stream, &m->data, &err);
     else
 #endif
         s = vc_kmap_build_cpu(in->data, in->count, in->shape, in->batch_size, &d,

@@ -41,26 +41,8 @@ static void cmp_array(const char *label, const char *name, const void *host, con
     free(g);
 }
 
-/* The partial mask sorts (kmap/kmap.h) equal the CPU twin's. The one-kernel (cooperative) build
- * sorts with 8-bit digits and keeps none: only a run with that path on may show none. */
-static void cmp_parts(const char *label, const vc_kmap_data *c, const vc_kmap_data *g, int coop)
-{
-    /* no outputs: nothing to order (a bounded build allocated its sorts before it knew) */
-    if (c->n_out == 0 || (g->part_count == 0 && c->part_count > 0 && coop)) return;
-    CHECK_MSG(c->part_count == g->part_count && c->part_bits == g->part_bits,
-              "%s: partial sorts: cpu %d of %d bits, gpu %d of %d bits", label,
-              (int)c->part_count, (int)c->part_bits, (int)g->part_count, (int)g->part_bits);
-    if (c->part_count != g->part_count) return;
-    for (int32_t q = 0; q < c->part_count; q++) {
-        char name[32];
-        snprintf(name, sizeof name, "perm_part[%d]", (int)q);
-        cmp_array(label, name, c->perm_part + q * c->part_stride,
-                  g->perm_part + q * g->part_stride, c->n_out * 4);
-    }
-}
-
-/* The GPU map g equals the CPU twin's c field by field; coop: the one-kernel build may have run. */
-static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_data *g, int coop)
+/* The GPU map g equals the CPU twin's c field by field. */
+static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_data *g)
 {
     CHECK_MSG(c->type == g->type && c->volume == g->volume && c->n_in == g->n_in &&
                   c->n_out == g->n_out && c->n_pairs == g->n_pairs &&
@@ -90,7 +72,6 @@ static void cmp_maps(const char *label, const vc_kmap_data *c, const vc_kmap_dat
     cmp_array(label, "out_rows", c->out_rows, g->out_rows, c->n_pairs * 4);
     cmp_array(label, "masks", c->masks, g->masks, n * c->mask_words * 4);
     cmp_array(label, "perm", c->perm, g->perm, n * 4);
-    cmp_parts(label, c, g, coop);
 }
 
 /* The tile order (kmap/kmap.h) of the GPU map g equals the CPU twin's, built on c, in place of

@@ -106,7 +106,8 @@ static map_pair build_pair(const cloud *c, const int32_t *d_rows, const vc_map_d
     memset(&m, 0, sizeof m);
     vc_err ce = {{0}}, ge = {{0}};
     vc_status cs = vc_kmap_build_cpu(c->rows, c->n, c->shape, c->batch, d, 0, &m.cpu, &ce);
-    vc_status gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, g_stream, &m.gpu, &ge);
+    vc_status gs =
+        vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, NULL, g_stream, &m.gpu, &ge);
     /* both may reject a kernel that does not fit a tiny grid; they must agree */
     CHECK_MSG(cs == gs, "%s: map build: cpu %s (%s), gpu %s (%s)", label, vc_status_string(cs),
               ce.msg, vc_status_string(gs), ge.msg);

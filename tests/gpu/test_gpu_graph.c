@@ -9,8 +9,6 @@
  * maps, max_pairs for all) must come back from the check as VC_ERR_CAPACITY with the needed
  * count, and a replay on a cloud with a repeated row / a row outside the shape as
  * VC_ERR_DUPLICATE / VC_ERR_OUT_OF_RANGE, the regular build's verdicts.
- * Everything runs on both build paths: the multi-kernel one (the default) and the one-kernel
- * cooperative one (vc_kmap_gpu_debug_coop).
  * VC_SANITIZE=1: small clouds (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
  * replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
@@ -34,15 +32,12 @@
 #define NFRAMES 3
 
 static cudaStream_t g_stream;
-static const char *g_path = "multi-kernel"; /* the build path under test, for the labels */
 
 /* ---- clouds: surfaces of a scan-like scene, exactly n distinct rows, shuffled (scenes.h) -- */
 
 #define make_rows scene_surface_rows
 
 /* ---- comparison (kmap_compare.h) ----------------------------------------------------------- */
-
-static int g_coop_on; /* the one-kernel build path is on (vc_kmap_gpu_debug_coop) */
 
 /* Uploads and poison go through g_stream, not the legacy default stream: g_stream is
  * non-blocking, so a cudaMemcpy / cudaMemset on the legacy stream is not ordered with the graph
@@ -72,9 +67,6 @@ static void poison_bounded(const vc_kmap_gpu_bounded *b)
     fill(m->out_rows, (size_t)b->max_pairs * 4);
     fill(m->masks, (size_t)(b->max_out * m->mask_words) * 4);
     fill(m->perm, (size_t)b->max_out * 4);
-    int32_t dbits, passes = vc_kmap_sort_plan((int32_t)K, &dbits);
-    const int64_t part_rows = b->max_in > b->max_out ? b->max_in : b->max_out;
-    if (m->perm_part && passes > 1) fill(m->perm_part, (size_t)((passes - 1) * part_rows) * 4);
 }
 
 /* Captures one bounded build of b over d_in [n] into an executable graph; NULL on failure. */
@@ -128,7 +120,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
                      const int32_t shape[3], int32_t *d_in)
 {
     char label[160];
-    snprintf(label, sizeof label, "%s: type %d k %d s %d p %d d %d | n %lld", g_path,
+    snprintf(label, sizeof label, "type %d k %d s %d p %d d %d | n %lld",
              (int)d->type, d->kernel[0], d->stride[0], d->padding[0], d->dilation[0],
              (long long)n);
     vc_kmap_data cm[NFRAMES];
@@ -151,7 +143,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
         vc_err err = {{0}};
         vc_status st = vc_kmap_gpu_bounded_create(d, shape, batch, n,
                                                   max_out + (d->type == VC_MAP_SUBM ? 0 : 17),
-                                                  max_pairs + 101, &b, &err);
+                                                  max_pairs + 101, NULL, &b, &err);
         CHECK_MSG(st == VC_OK, "%s: create: %s", label, err.msg);
         if (st != VC_OK) goto done;
         cudaGraphExec_t exec = capture(&b, d_in, n, label);
@@ -165,7 +157,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
             if (st == VC_OK) {
                 char l2[220];
                 snprintf(l2, sizeof l2, "%s (graph replay %d, frame %d)", label, r, f);
-                cmp_maps(l2, &cm[f], &b.map, g_coop_on);
+                cmp_maps(l2, &cm[f], &b.map);
             }
         }
         /* 2. a replay on a cloud with a repeated row, then one with a row outside the shape */
@@ -196,7 +188,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
             if (st == VC_OK) {
                 char l2[220];
                 snprintf(l2, sizeof l2, "%s (graph replay after bad rows)", label);
-                cmp_maps(l2, &cm[2], &b.map, g_coop_on);
+                cmp_maps(l2, &cm[2], &b.map);
             }
             free(bad);
         }
@@ -214,7 +206,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
         const int64_t mp = which == 1 ? need_pairs - 1 : need_pairs + 101;
         vc_kmap_gpu_bounded b;
         vc_err err = {{0}};
-        vc_status st = vc_kmap_gpu_bounded_create(d, shape, batch, n, mo, mp, &b, &err);
+        vc_status st = vc_kmap_gpu_bounded_create(d, shape, batch, n, mo, mp, NULL, &b, &err);
         CHECK_MSG(st == VC_OK, "%s: create (small bounds): %s", label, err.msg);
         if (st != VC_OK) continue;
         cudaGraphExec_t exec = capture(&b, d_in, n, label);
@@ -276,15 +268,8 @@ int main(void)
             frames[f] = make_rows(&rng, n, sets[si].batch, sets[si].shape);
         int32_t *d_in = NULL;
         CUDA_OK(cudaMalloc((void **)&d_in, (size_t)n * 16));
-        /* both build paths: multi-kernel (the default), then one-kernel cooperative */
-        for (int coop = 0; coop < 2; coop++) {
-            vc_kmap_gpu_debug_coop(g_coop_on = coop);
-            g_path = coop ? "one-kernel" : "multi-kernel";
-            printf("%s path\n", coop ? "one-kernel (cooperative)" : "multi-kernel");
-            for (size_t di = 0; di < sizeof descs / sizeof descs[0]; di++)
-                run_desc(&descs[di], frames, n, sets[si].batch, sets[si].shape, d_in);
-        }
-        vc_kmap_gpu_debug_coop(g_coop_on = 0);
+        for (size_t di = 0; di < sizeof descs / sizeof descs[0]; di++)
+            run_desc(&descs[di], frames, n, sets[si].batch, sets[si].shape, d_in);
         cudaFree(d_in);
         for (int f = 0; f < NFRAMES; f++) free(frames[f]);
     }

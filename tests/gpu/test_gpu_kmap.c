@@ -14,15 +14,15 @@
  * for keys of <= 31 bits, 16-byte slots otherwise), and the maps on a grid whose keys need more
  * than 31 bits too. Each map that also fits a bounded build (vc_kmap_gpu_bounded_*) is built that
  * way with loose bounds and compared as well.
- * Both build paths are compared: the multi-kernel one (the default) in the main sweep and the
- * one-kernel cooperative one on two clouds (VC_TEST_COOP=1 swaps them); and both output paths of
- * the new-output maps (hash table, dense bitmap), each forced on three clouds.
+ * Both output paths of the new-output maps (hash table, dense bitmap) are compared, each forced
+ * on three clouds.
  * VC_SANITIZE=1: a small subset (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
  * replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/device_pool.h"
 #include "kmap/kmap.h"
 #include "kmap/kmap_gpu.h"
 #include "hash/hash.h"
@@ -55,7 +55,7 @@ static void dirty_device(void)
         cudaFree(p);
     }
     vc_err err = {{0}};
-    CHECK_MSG(vc_kmap_gpu_dirty_pool(bytes, 0xa5, &err) == VC_OK, "dirty pool: %s", err.msg);
+    CHECK_MSG(vc_device_pool_dirty(bytes, 0xa5, &err) == VC_OK, "dirty pool: %s", err.msg);
 }
 
 /* ---- the hash table ---------------------------------------------------------------------- */
@@ -150,7 +150,8 @@ typedef scene_cloud cloud;
 
 /* ---- map comparison (kmap_compare.h) ------------------------------------------------------ */
 
-static int g_coop_on; /* the one-kernel build path is on (vc_kmap_gpu_debug_coop) */
+/* the engine options of every GPU build (kmap_dense: the dense sweeps below) */
+static vc_engine_options g_opts = VC_ENGINE_OPTIONS_INIT;
 
 /* Poisons the arrays of a bounded map with 0xA5 bytes. */
 static void poison_bounded(const vc_kmap_gpu_bounded *b)
@@ -164,10 +165,6 @@ static void poison_bounded(const vc_kmap_gpu_bounded *b)
     CUDA_OK(cudaMemset(m->out_rows, 0xa5, (size_t)b->max_pairs * 4));
     CUDA_OK(cudaMemset(m->masks, 0xa5, (size_t)(b->max_out * m->mask_words) * 4));
     CUDA_OK(cudaMemset(m->perm, 0xa5, (size_t)b->max_out * 4));
-    int32_t dbits, passes = vc_kmap_sort_plan((int32_t)K, &dbits);
-    const int64_t part_rows = b->max_in > b->max_out ? b->max_in : b->max_out;
-    if (m->perm_part && passes > 1)
-        CUDA_OK(cudaMemset(m->perm_part, 0xa5, (size_t)((passes - 1) * part_rows) * 4));
 }
 
 /* The bounded build of the same map with loose bounds must give the same arrays. */
@@ -180,7 +177,7 @@ static void run_bounded(const char *label, const cloud *c, const int32_t *d_rows
     int64_t max_out = cm->n_out + 5;
     if (d->type == VC_MAP_SUBM) max_out = max_in;
     vc_status gs = vc_kmap_gpu_bounded_create(d, c->shape, c->batch, max_in, max_out,
-                                              cm->n_pairs + 3, &b, &ge);
+                                              cm->n_pairs + 3, &g_opts, &b, &ge);
     CHECK_MSG(gs == VC_OK, "%s (bounded): create: %s", label, ge.msg);
     if (gs != VC_OK) return;
     poison_bounded(&b);
@@ -193,7 +190,7 @@ static void run_bounded(const char *label, const cloud *c, const int32_t *d_rows
     if (gs == VC_OK) {
         char l2[300];
         snprintf(l2, sizeof l2, "%s (bounded)", label);
-        cmp_maps(l2, cm, &b.map, g_coop_on);
+        cmp_maps(l2, cm, &b.map);
     }
     vc_kmap_gpu_bounded_destroy(&b);
 }
@@ -215,7 +212,8 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
     vc_err ce = {{0}}, ge = {{0}};
     vc_status cs = vc_kmap_build_cpu(c->rows, c->n, c->shape, c->batch, d, 0, &cm, &ce);
     dirty_device();
-    vc_status gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, g_stream, &gm, &ge);
+    vc_status gs =
+        vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, &g_opts, g_stream, &gm, &ge);
     CHECK_MSG(cs == gs, "%s: cpu %s (%s), gpu %s (%s)", label, vc_status_string(cs), ce.msg,
               vc_status_string(gs), ge.msg);
     if (cs != VC_OK || gs != VC_OK) {
@@ -223,17 +221,17 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
         vc_kmap_data_free_gpu(&gm);
         return;
     }
-    cmp_maps(label, &cm, &gm, g_coop_on);
+    cmp_maps(label, &cm, &gm);
     cmp_tile_order(label, &cm, &gm, g_stream);
     if (full) {
         /* determinism: a second build (on the legacy stream) gives the same arrays */
         dirty_device();
-        gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, NULL, &gm2, &ge);
+        gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, &g_opts, NULL, &gm2, &ge);
         CHECK_MSG(gs == VC_OK, "%s: second build: %s", label, ge.msg);
         if (gs == VC_OK) {
             char l2[300];
             snprintf(l2, sizeof l2, "%s (second GPU build)", label);
-            cmp_maps(l2, &cm, &gm2, g_coop_on);
+            cmp_maps(l2, &cm, &gm2);
         }
         vc_kmap_data_free_gpu(&gm2);
         run_bounded(label, c, d_rows, d, &cm);
@@ -250,7 +248,7 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
         if (cs == VC_OK && gs == VC_OK) {
             char l2[300];
             snprintf(l2, sizeof l2, "%s (inverse)", label);
-            cmp_maps(l2, &ci, &gi, g_coop_on);
+            cmp_maps(l2, &ci, &gi);
             cmp_tile_order(l2, &ci, &gi, g_stream);
         }
         vc_kmap_data_free(&ci);
@@ -297,7 +295,7 @@ static void run_sweep(const cloud *c, int big)
         mkdesc_zyx(VC_MAP_SUBM, 2, 2, 2, 1, 0, 1),
         mkdesc_zyx(VC_MAP_DOWNSAMPLE, 2, 2, 2, 2, 1, 1),
         mkdesc_zyx(VC_MAP_STRIDED, 8, 3, 3, 2, 1, 1),
-        /* strides past the remainder table of kmap/kmap.cu (Geom::rbits, strides <= 8) */
+        /* strides past the remainder table of kmap/kmap_internal.cuh (Geom::rbits, strides <= 8) */
         mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 9, 1, 4),
         mkdesc_zyx(VC_MAP_DOWNSAMPLE, 3, 3, 3, 10, 0, 4),
         mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 9, 1, 1),
@@ -359,7 +357,7 @@ static void test_bad_rows(vc_rng *rng)
             memset(&gm, 0, sizeof gm);
             vc_err ce = {{0}}, ge = {{0}};
             vc_status cs = vc_kmap_build_cpu(rows, n, shape, 2, &ds[j], 0, &cm, &ce);
-            vc_status gs = vc_kmap_build_gpu(d, n, shape, 2, &ds[j], g_stream, &gm, &ge);
+            vc_status gs = vc_kmap_build_gpu(d, n, shape, 2, &ds[j], &g_opts, g_stream, &gm, &ge);
             CHECK_MSG(cs == gs && cs != VC_OK, "bad rows variant %d: cpu %s (%s), gpu %s (%s)",
                       variant, vc_status_string(cs), ce.msg, vc_status_string(gs), ge.msg);
             if (cs == VC_ERR_DUPLICATE && gs == VC_ERR_DUPLICATE) {
@@ -372,8 +370,8 @@ static void test_bad_rows(vc_rng *rng)
             /* the bounded build reports the same through its check */
             vc_kmap_gpu_bounded b;
             vc_err be = {{0}};
-            vc_status bs = vc_kmap_gpu_bounded_create(&ds[j], shape, 2, n, 16 * n, 64 * n, &b,
-                                                      &be);
+            vc_status bs = vc_kmap_gpu_bounded_create(&ds[j], shape, 2, n, 16 * n, 64 * n,
+                                                      &g_opts, &b, &be);
             CHECK_MSG(bs == VC_OK, "bad rows variant %d: bounded create: %s", variant, be.msg);
             if (bs == VC_OK) {
                 bs = vc_kmap_build_gpu_bounded(&b, d, n, g_stream, &be);
@@ -423,12 +421,6 @@ int main(void)
     const char *san = getenv("VC_SANITIZE");
     g_small = san && atoi(san) != 0;
     if (g_small) printf("VC_SANITIZE: small sizes only\n");
-    /* VC_TEST_COOP=1: the one-kernel (cooperative) path where it applies, for the main sweep;
-     * the default is the multi-kernel path. A few clouds below take the other path. */
-    const char *ce = getenv("VC_TEST_COOP");
-    const int coop = ce && atoi(ce) != 0;
-    if (coop) printf("VC_TEST_COOP: one-kernel path where it applies\n");
-    vc_kmap_gpu_debug_coop(g_coop_on = coop);
     for (int layout = 0; layout < 2; layout++) {
         const int32_t bits = layout ? 31 : 64;
         const int64_t big_range = layout ? ((int64_t)1 << 31) - 1 : (int64_t)1 << 40;
@@ -457,22 +449,17 @@ int main(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!g_small || cases[i].small_mode) sweep_cloud(&rng, &cases[i]);
     }
-    /* the other path: one-kernel (cooperative) by default, multi-kernel with VC_TEST_COOP */
-    vc_kmap_gpu_debug_coop(g_coop_on = !coop);
-    const size_t again[2] = {g_small ? 8u : 9u, g_small ? 4u : 11u};
-    for (size_t a = 0; a < 2; a++) sweep_cloud(&rng, &cases[again[a]]);
-    vc_kmap_gpu_debug_coop(g_coop_on = coop);
     /* the new-output maps' other output path: the sweep takes the dense bitmap where the output
      * keys have at most 26 bits (most clouds here) and the hash table past that (batch 3 on the
      * 41x1600x1408 grid, huge, mixed); -1 sends every map to the table, 1 the maps of up to
      * 28-bit keys to the bitmap */
     const size_t dense_again[3] = {g_small ? 4u : 9u, g_small ? 11u : 10u, g_small ? 8u : 12u};
     for (int mode = -1; mode <= 1; mode += 2) {
-        vc_kmap_gpu_debug_dense(mode);
+        g_opts.kmap_dense = mode;
         printf("dense output path: mode %d\n", mode);
         for (size_t a = 0; a < 3; a++) sweep_cloud(&rng, &cases[dense_again[a]]);
     }
-    vc_kmap_gpu_debug_dense(0);
+    g_opts.kmap_dense = 0;
     if (!g_small) {
         cloud c = make_cloud(&rng, 1000000, 2, big, 3);
         printf("1M cloud: %lld voxels\n", (long long)c.n);

@@ -278,16 +278,6 @@ static int check_derived(const vc_kmap_data *m)
     }
     /* perm: a permutation in mask order */
     if (n > 0) bad += check_order(m, m->perm, ~0u);
-    /* The partial sorts of a one-word mask sorted in ceil(K / 9) radix passes of
-     * ceil(K / passes) bits: pass s orders by the low bits of passes 0..s (kmap.h). */
-    const int passes = K <= 32 ? (K + 8) / 9 : 0, dbits = passes ? (K + passes - 1) / passes : 0;
-    const int want = passes > 1 && n > 0 ? passes - 1 : 0;
-    if (m->part_count != want || (want && (m->part_bits != dbits || !m->perm_part ||
-                                           m->part_stride < n)))
-        return bad + 1;
-    for (int q = 0; q < want; q++)
-        bad += check_order(m, m->perm_part + q * m->part_stride,
-                           ((uint32_t)1 << (dbits * (q + 1))) - 1u);
     return bad;
 }
 
@@ -334,11 +324,6 @@ static int maps_equal(const vc_kmap_data *a, const vc_kmap_data *b)
     if (n > 0 && (memcmp(a->masks, b->masks, (size_t)(n * a->mask_words * 4)) ||
                   memcmp(a->perm, b->perm, (size_t)n * 4)))
         return 0;
-    if (a->part_count != b->part_count || a->part_bits != b->part_bits) return 0;
-    for (int32_t q = 0; q < a->part_count; q++)
-        if (memcmp(a->perm_part + q * a->part_stride, b->perm_part + q * b->part_stride,
-                   (size_t)n * 4))
-            return 0;
     return 1;
 }
 

@@ -1,0 +1,208 @@
+// kmap/bounded.cu - the bounded, graph-capturable GPU map builds (kmap_gpu.h, variant 2): sized
+// once by caller-given bounds, queued without host synchronisation, checked afterwards.
+#include "kmap/kmap_internal.cuh"
+
+using namespace kmap_gpu;
+
+namespace {
+
+template <typename T> cudaError_t dev_alloc_n(T **p, int64_t n)
+{
+    if (n < 1) n = 1;
+    *p = NULL;
+    cudaError_t e = cudaMalloc((void **)p, (size_t)n * sizeof(T));
+    if (e != cudaSuccess) *p = NULL;
+    return e;
+}
+
+// Output-table capacity of a bounded build: at least 8 x max_out slots, at most 1/8 full, near
+// the regular build's strided table (sized for 4 x n_in keys). At half full (the capacity of
+// max_out keys) the graph replay's strided insert and scatter measured much slower than the
+// regular call's: the claims and lookups of keys that several inputs share walk longer probe
+// sequences.
+int64_t bounded_cap_out(int64_t max_out)
+{
+    return max_out > INT64_MAX / 8 ? 0 : vc_hash_capacity_for(4 * max_out);
+}
+
+// Sizes of a bounded build's temporaries (the same at create and at every build).
+Sizes bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
+{
+    Sizes z;
+    memset(&z, 0, sizeof z);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.cap_in = input_cap(b->max_in, z.packed_in);
+    z.K = j.K;
+    z.words = j.words;
+    if (j.new_out && b->dense) {
+        z.dense_bits = b->dense;
+        z.out_bound = b->max_out;
+        z.rows = b->max_out;
+    } else if (j.new_out) {
+        z.packed_out = j.bits_out <= VC_HASH_GPU_PACKED_BITS;
+        z.ukey32 = z.packed_out;
+        z.key_bits = j.bits_out;
+        z.cap_out = bounded_cap_out(b->max_out);
+        z.ucap = b->max_out;
+        z.nsort = b->max_out;
+        z.end_bit_out = j.bits_out + 1; // the all-ones padding sorts after every key
+        z.rows = b->max_out;
+    } else {
+        z.rows = b->max_in;
+    }
+    z.cub_bytes = b->sort_bytes; // sized at create
+    return z;
+}
+
+} // namespace
+
+extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int32_t shape[3],
+                                                int32_t batch_size, int64_t max_in,
+                                                int64_t max_out, int64_t max_pairs,
+                                                const vc_engine_options *opt,
+                                                vc_kmap_gpu_bounded *b, vc_err *err)
+{
+    if (!b) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: NULL argument");
+    memset(b, 0, sizeof *b);
+    Job j;
+    vc_status st = setup_job(&j, NULL, 0, shape, batch_size, d, err);
+    if (st != VC_OK) return st;
+    if (max_in < 0 || max_in > VC_MAX_ROWS || max_out < 1 || max_out > VC_MAX_ROWS ||
+        max_pairs < 1)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: bounds max_in %lld, "
+                       "max_out %lld, max_pairs %lld (need 0 <= max_in, 1 <= max_out <= %lld, "
+                       "1 <= max_pairs)", (long long)max_in, (long long)max_out,
+                       (long long)max_pairs, (long long)VC_MAX_ROWS);
+    if (!j.new_out && max_out < max_in)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: a SUBM map has as many "
+                       "outputs as inputs: max_out %lld < max_in %lld", (long long)max_out,
+                       (long long)max_in);
+    int64_t n_entries = 0, n_words = 0;
+    if (vc_mul_overflow_i64(max_out, j.K, &n_entries) ||
+        vc_mul_overflow_i64(max_out, j.words, &n_words) || max_pairs > INT64_MAX / 8)
+        return vc_fail(err, VC_ERR_LIMIT, "bounded kernel map: bounds overflow");
+    vc_kmap_gpu_bounded t;
+    memset(&t, 0, sizeof t);
+    t.desc = *d;
+    for (int a = 0; a < 3; a++) t.in_shape[a] = shape[a];
+    t.batch_size = batch_size;
+    t.max_in = max_in;
+    t.max_out = max_out;
+    t.max_pairs = max_pairs;
+    init_header(j, &t.map);
+    t.opt = opt ? *opt : vc_engine_options_default();
+    t.dense = dense_bits_for(j, &t.opt);
+    Sizes z = bounded_sizes(j, &t);
+    Bufs bf;
+    memset(&bf, 0, sizeof bf);
+    cudaGetLastError();
+    cudaError_t e = cub_bytes_for(&z);
+    t.sort_bytes = z.cub_bytes;
+    if (e == cudaSuccess && j.new_out) e = dev_alloc_n(&t.map.out_coords, 4 * max_out);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.out_in, n_entries);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.offsets, (int64_t)j.K + 1);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.in_rows, max_pairs);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.out_rows, max_pairs);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.masks, n_words);
+    if (e == cudaSuccess) e = dev_alloc_n(&t.map.perm, max_out);
+    if (e == cudaSuccess) {
+        t.workspace_bytes = carve(z, true, true, NULL, &bf);
+        e = cudaMalloc(&t.workspace, t.workspace_bytes);
+        if (e != cudaSuccess) t.workspace = NULL;
+    }
+    if (e == cudaSuccess) {
+        carve(z, true, true, (char *)t.workspace, &bf);
+        t.d_status = bf.scr;
+        // Clear the status so that a check before any build reports nothing stale.
+        e = cudaMemset(t.d_status, 0, S_WORDS * sizeof(int64_t));
+    }
+    if (e != cudaSuccess) {
+        st = vc_cuda_fail(err, e, kArea, "allocating the bounded map");
+        free_map_arrays(&t.map, false);
+        if (t.workspace) cudaFree(t.workspace);
+        return st;
+    }
+    t.map.n_in = 0;
+    t.map.n_out = 0;
+    t.map.n_pairs = 0;
+    *b = t;
+    return VC_OK;
+}
+
+extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int32_t *d_in,
+                                               int64_t n_in, struct CUstream_st *stream,
+                                               vc_err *err)
+{
+    if (!b || !b->workspace)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: not created");
+    if (n_in > b->max_in)
+        return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: %lld input rows exceed max_in "
+                       "%lld", (long long)n_in, (long long)b->max_in);
+    Job j;
+    vc_status st = setup_job(&j, d_in, n_in, b->in_shape, b->batch_size, &b->desc, err);
+    if (st != VC_OK) return st;
+    cudaStream_t s = (cudaStream_t)stream;
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    vc_kmap_data *m = &b->map;
+    Sizes z = bounded_sizes(j, b);
+    Bufs bf;
+    memset(&bf, 0, sizeof bf);
+    carve(z, true, true, (char *)b->workspace, &bf);
+    cudaError_t e = j.new_out ? q_prep(z, bf, 0, s)
+                              : q_prep(z, bf, n_in, s, m->out_in, n_in * (int64_t)j.K);
+    if (e == cudaSuccess) e = q_insert(j, z, bf, s);
+    if (!j.new_out) {
+        if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);
+        if (e == cudaSuccess) e = q_finish(j, bf, m, n_in, true, b->max_pairs, NULL, s);
+    } else {
+        const void *sorted = NULL; // none on the dense path
+        if (e == cudaSuccess) e = q_key_sort(z, bf, false, s, &sorted);
+        if (e == cudaSuccess)
+            e = q_rank_scatter(j, z, bf, m, b->max_out, false, sorted, NULL, s);
+        if (e == cudaSuccess) e = q_finish(j, bf, m, b->max_out, false, b->max_pairs, NULL, s);
+    }
+    if (e != cudaSuccess) return vc_cuda_fail(err, e, kArea, "queueing the bounded build");
+    b->last_in = d_in;
+    b->last_n_in = n_in;
+    return VC_OK;
+}
+
+extern "C" vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CUstream_st *stream,
+                                               vc_err *err)
+{
+    if (!b || !b->workspace)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: not created");
+    int64_t stat[S_WORDS];
+    // THE synchronisation point of the bounded variant.
+    cudaError_t e = read_status(b->d_status, stat, (cudaStream_t)stream);
+    if (e != cudaSuccess) return vc_cuda_fail(err, e, kArea, "reading the bounded map's status");
+    b->map.n_in = b->last_n_in;
+    b->map.n_out = stat[S_N_OUT];
+    b->map.n_pairs = stat[S_N_PAIRS];
+    vc_status st = input_error(stat, b->last_in, b->last_n_in, b->in_shape, b->batch_size, err);
+    if (st != VC_OK) return st;
+    const int64_t f = stat[S_FLAGS];
+    if (f & VC_KMAP_GPU_F_OUT_OVERFLOW)
+        return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: %lld output rows exceed max_out "
+                       "%lld", (long long)stat[S_N_OUT], (long long)b->max_out);
+    if (f & (VC_KMAP_GPU_F_PROBE_IN | VC_KMAP_GPU_F_PROBE_OUT))
+        return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: a hash table overflowed its "
+                       "probe bound (flags 0x%llx)", (unsigned long long)f);
+    if (f & VC_KMAP_GPU_F_PAIR_OVERFLOW)
+        return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: %lld pairs exceed max_pairs "
+                       "%lld", (long long)stat[S_N_PAIRS], (long long)b->max_pairs);
+    if (f != 0)
+        return vc_fail(err, VC_ERR_INTERNAL, "bounded kernel map: status flags 0x%llx",
+                       (unsigned long long)f);
+    return VC_OK;
+}
+
+extern "C" void vc_kmap_gpu_bounded_destroy(vc_kmap_gpu_bounded *b)
+{
+    if (!b) return;
+    if (b->workspace || b->map.out_in) cudaDeviceSynchronize();
+    free_map_arrays(&b->map, false);
+    if (b->workspace) cudaFree(b->workspace);
+    cudaGetLastError();
+    memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,637 @@
+// kmap/build.cu - the regular GPU map builds (kmap_gpu.h, variant 1): the workspace, the clear
+// of the tables and the status block, its read-back, the SUBM and new-output drivers, the
+// INVERSE, and the public entry points.
+#include "kmap/kmap_internal.cuh"
+
+namespace kmap_gpu {
+
+namespace {
+
+struct Fill {
+    unsigned long long *p;
+    int64_t words;
+};
+
+// Clears up to four regions to all ones (odd: one more int32 to -1, or NULL) and one to zero,
+// and resets the status block.
+__global__ void prep_kernel(Fill a, Fill b, Fill c, Fill d, int32_t *odd, Fill z, int64_t *scr,
+                            int64_t n_out_init)
+{
+    pdl_enter();
+    const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    if (t0 == 0) {
+        scr[S_BAD_ROW] = INT64_MAX;
+        scr[S_FIRST_DUP] = INT64_MAX;
+        scr[S_N_DUP] = 0;
+        scr[S_N_OUT] = n_out_init;
+        scr[S_N_PAIRS] = 0;
+        scr[S_FLAGS] = 0;
+        scr[S_DONE] = 0;
+        scr[7] = 0;
+        if (odd) *odd = -1;
+    }
+    for (int64_t i = t0; i < a.words; i += step) a.p[i] = ~0ull;
+    for (int64_t i = t0; i < b.words; i += step) b.p[i] = ~0ull;
+    for (int64_t i = t0; i < c.words; i += step) c.p[i] = ~0ull;
+    for (int64_t i = t0; i < d.words; i += step) d.p[i] = ~0ull;
+    for (int64_t i = t0; i < z.words; i += step) z.p[i] = 0ull;
+}
+
+// Copies the status block to dst, mapped host memory: the read-back of read_status.
+__global__ void status_kernel(const int64_t *scr, int64_t *dst)
+{
+    pdl_enter();
+    if (threadIdx.x < S_WORDS) dst[threadIdx.x] = scr[threadIdx.x];
+}
+
+// INVERSE: out_in[q, k] = p for every forward entry (p -> q at k). out_in starts at -1.
+__global__ void inverse_kernel(const int32_t *fwd_out_in, int64_t n_entries, int32_t K,
+                               int64_t fwd_n_in, int32_t *out_in, int64_t *scr)
+{
+    GRID_LOOP(i, n_entries)
+    {
+        int32_t q = fwd_out_in[i];
+        if (q < 0) continue;
+        int64_t p = div_idx(i, K);
+        int32_t k = (int32_t)(i - p * K);
+        if (q >= fwd_n_in) {
+            raise_flag(scr, VC_KMAP_GPU_F_BAD_ENTRY);
+            continue;
+        }
+        int32_t old = atomicCAS(&out_in[(int64_t)q * K + k], -1, (int32_t)p);
+        if (old != -1) raise_flag(scr, VC_KMAP_GPU_F_CONFLICT);
+    }
+}
+
+// Stream-ordered scratch of `bytes` from the library's pool (core/device_pool.h).
+cudaError_t pool_bytes(void **p, size_t bytes, cudaStream_t s)
+{
+    return (cudaError_t)vc_device_pool_alloc(p, (int64_t)bytes, s);
+}
+
+} // namespace
+
+// Lays the temporaries out from `base` (NULL: just the size): the tables part (status block,
+// hash tables, output-key list) and / or the rows part (sorted keys, counts, sort buffers).
+size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
+{
+    Carver c = {base, 0};
+    if (tables) {
+        b->scr = c.take<int64_t>(S_WORDS);
+        b->hist = c.take<uint32_t>(2 * kMaxPasses * kMaxBins); // 16 KB: klbz follows at once
+        b->khist = base ? b->hist + kMaxPasses * kMaxBins : NULL;
+        b->klbz_words = z.ucap > 0 && z.ukey32 ? key_plan(z).lb_words : 0;
+        b->klbz = b->klbz_words > 0 ? c.take<unsigned long long>(b->klbz_words) : NULL;
+        // the dense path has no key sort (ucap 0), so its words follow hist at once; a multiple
+        // of 32 words (the carver's 256-byte alignment), so that the bitmap follows them
+        const int64_t bitmap_words = z.dense_bits ? dense_words(z) / 2 : 0;
+        b->dlb_words = z.dense_bits ? 32 : 0;
+        b->dlb = b->dlb_words > 0 ? c.take<unsigned long long>(b->dlb_words) : NULL;
+        b->bits = bitmap_words > 0 ? (uint32_t *)c.take<unsigned long long>(bitmap_words) : NULL;
+        b->zero_words = kMaxPasses * kMaxBins + b->klbz_words + b->dlb_words + bitmap_words;
+        b->dbase = z.dense_bits ? c.take<int32_t>(dense_groups(z)) : NULL;
+        b->dtsum = z.dense_bits ? c.take<int32_t>(dense_tiles(z)) : NULL;
+        b->dsub = z.dense_bits ? c.take<int32_t>(dense_tiles(z) * kRowWarps) : NULL;
+        b->tin = c.take<unsigned long long>(table_words(z.cap_in, z.packed_in));
+        b->tout = z.cap_out > 0 ? c.take<unsigned long long>(table_words(z.cap_out, z.packed_out))
+                                : NULL;
+        b->ukeys = z.ucap > 0 ? (void *)c.take<unsigned long long>(ukey_words(z.ucap, z.ukey32))
+                              : NULL;
+    }
+    if (rows) {
+        const int64_t nb = row_blocks(z.rows);
+        b->usorted = z.nsort > 0
+                         ? (void *)c.take<unsigned long long>(ukey_words(z.nsort, z.ukey32))
+                         : NULL;
+        b->cnt = c.take<int32_t>((int64_t)z.K * nb);
+        b->base = c.take<int64_t>((int64_t)z.K * nb);
+        b->tot = c.take<int64_t>(z.K);
+        b->iota = c.take<int32_t>(z.rows);
+        b->keys_a = c.take<uint32_t>(z.rows);
+        b->keys_b = c.take<uint32_t>(z.rows);
+        b->lbz_words = z.words == 1 ? perm_plan(z.K, z.rows).lb_words : 0;
+        b->lbz = b->lbz_words > 0 ? c.take<unsigned long long>(b->lbz_words) : NULL;
+        b->cub = c.take<char>((int64_t)z.cub_bytes);
+        b->cub_bytes = z.cub_bytes;
+    }
+    return c.off + 256;
+}
+
+// minus1: an int32 array of n_minus1 entries to fill with -1 as well (SUBM and INVERSE:
+// out_in), or NULL.
+cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s,
+                   int32_t *minus1, int64_t n_minus1)
+{
+    Fill f0 = {b.tin, z.cap_in > 0 ? table_words(z.cap_in, z.packed_in) : 0};
+    Fill f1 = {b.tout, z.cap_out > 0 ? table_words(z.cap_out, z.packed_out) : 0};
+    Fill f2 = {(unsigned long long *)b.ukeys, z.ucap > 0 ? ukey_words(z.ucap, z.ukey32) : 0};
+    Fill f3 = {(unsigned long long *)minus1, minus1 ? n_minus1 / 2 : 0};
+    int32_t *odd = minus1 && n_minus1 % 2 ? minus1 + n_minus1 - 1 : NULL;
+    Fill fz = {(unsigned long long *)b.hist, b.zero_words};
+    int64_t mx = f0.words > f1.words ? f0.words : f1.words;
+    if (f2.words > mx) mx = f2.words;
+    if (f3.words > mx) mx = f3.words;
+    if (fz.words > mx) mx = fz.words;
+    // a few stores per thread: a grid of at most 1024 blocks
+    unsigned grid = grid_for(mx);
+    if (grid > 1024) grid = 1024;
+    return launch_k(b.pdl, prep_kernel, grid, kThreads, 0, s, f0, f1, f2, f3, odd, fz, b.scr,
+                    n_out_init);
+}
+
+// Copies the status block back: THE synchronisation point of a stage. Into a mapped pinned
+// block of the calling thread (made at its first read-back, kept for the process), written by
+// a one-block kernel queued behind the stage (status_kernel, overlapped with the stage's last
+// kernel): that read-back measured faster than a 64-byte copy, whose copy-engine round trip
+// follows the last kernel. Where no mapped block
+// could be made, a copy (into pageable memory where there is no pinned block at all, through a
+// staging buffer). release[0, n_release): workspaces to free, stream-ordered, once the status
+// is read, queued before the wait so that the host's tail after it is shorter; each entry is
+// NULL once its free is queued.
+cudaError_t read_status(const int64_t *scr, int64_t st[S_WORDS], cudaStream_t s,
+                        void **release, int n_release)
+{
+    static thread_local int64_t *pinned = NULL, *mapped = NULL;
+    static thread_local bool tried = false;
+    if (!tried) {
+        tried = true;
+        void *p = NULL, *d = NULL;
+        if (cudaHostAlloc(&p, S_WORDS * sizeof(int64_t),
+                          cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess) {
+            pinned = (int64_t *)p;
+            if (cudaHostGetDevicePointer(&d, p, 0) == cudaSuccess) mapped = (int64_t *)d;
+        } else if (cudaMallocHost(&p, S_WORDS * sizeof(int64_t)) == cudaSuccess) {
+            pinned = (int64_t *)p; // no mapping (a device that cannot map host memory): copies
+        }
+        cudaGetLastError();
+    }
+    int64_t *dst = pinned ? pinned : st;
+    cudaError_t e = mapped ? launch_k(true, status_kernel, 1, 32, 0, s, scr, mapped)
+                           : cudaMemcpyAsync(dst, scr, S_WORDS * sizeof(int64_t),
+                                             cudaMemcpyDeviceToHost, s);
+    if (e != cudaSuccess) return e;
+    for (int i = 0; i < n_release; i++) {
+        if (!release[i]) continue;
+        e = cudaFreeAsync(release[i], s);
+        release[i] = NULL;
+        if (e != cudaSuccess) return e;
+    }
+    e = cudaStreamSynchronize(s);
+    if (e == cudaSuccess && pinned) memcpy(st, pinned, S_WORDS * sizeof(int64_t));
+    return e;
+}
+
+// The CPU's verdict on bad input rows: whichever of the first row outside the limits and the
+// first row repeating an earlier one comes first. VC_OK when there is neither.
+vc_status input_error(const int64_t st[S_WORDS], const int32_t *d_in, int64_t n_in,
+                      const int32_t shape[3], int32_t batch_size, vc_err *err)
+{
+    const int64_t bad = st[S_BAD_ROW];
+    int64_t dup = st[S_N_DUP] > 0 ? st[S_FIRST_DUP] : -1;
+    if (st[S_N_DUP] > 0 && (dup < 0 || dup >= n_in)) dup = INT64_MAX - 1; // not located
+    if (bad != INT64_MAX && bad >= 0 && bad < n_in && (dup < 0 || bad < dup)) {
+        int32_t c[4] = {0, 0, 0, 0};
+        if (cudaMemcpy(c, d_in + 4 * bad, sizeof c, cudaMemcpyDeviceToHost) != cudaSuccess)
+            cudaGetLastError();
+        return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: input row %lld (%d, %d, %d, %d) "
+                       "lies outside batch size %d, shape %dx%dx%d", (long long)bad, (int)c[0],
+                       (int)c[1], (int)c[2], (int)c[3], (int)batch_size, (int)shape[0],
+                       (int)shape[1], (int)shape[2]);
+    }
+    if (dup >= 0) {
+        int32_t c[4] = {0, 0, 0, 0};
+        if (dup < n_in &&
+            cudaMemcpy(c, d_in + 4 * dup, sizeof c, cudaMemcpyDeviceToHost) != cudaSuccess)
+            cudaGetLastError();
+        return vc_fail(err, VC_ERR_DUPLICATE, "kernel map: input row %lld repeats the "
+                       "coordinate (%d, %d, %d, %d) of an earlier row (%lld duplicates)",
+                       (long long)dup, (int)c[0], (int)c[1], (int)c[2], (int)c[3],
+                       (long long)st[S_N_DUP]);
+    }
+    return VC_OK;
+}
+
+void free_map_arrays(vc_kmap_data *m, bool pool)
+{
+    void *p[8] = {m->out_coords, m->out_in, m->offsets, m->in_rows, m->out_rows, m->masks,
+                  m->perm, m->tile_order};
+    bool any = false;
+    for (int i = 0; i < 8; i++) any = any || p[i];
+    if (!any) return;
+    // Pool blocks are freed without an implicit synchronisation: wait for every user first.
+    if (pool) cudaDeviceSynchronize();
+    for (int i = 0; i < 8; i++)
+        if (p[i]) cudaFree(p[i]);
+    cudaGetLastError();
+    m->out_coords = m->out_in = m->in_rows = m->out_rows = m->perm = NULL;
+    m->tile_order = NULL;
+    m->order_blocks = 0;
+    m->offsets = NULL;
+    m->masks = NULL;
+}
+
+namespace {
+
+#define EV(i)                                                                                  \
+    do {                                                                                       \
+        if (ev) VC_CUDA_TRY(cudaEventRecord(ev[i], s), "recording an event");                  \
+    } while (0)
+
+// SUBM, regular: one read-back at the end.
+vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_t *ev,
+                       vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int64_t n = j.n_in;
+    const int32_t K = j.K;
+    int64_t n_entries = 0, n_words = 0;
+    int64_t stat[S_WORDS];
+    Sizes z;
+    Bufs b;
+    void *ws = NULL;
+    memset(&z, 0, sizeof z);
+    memset(&b, 0, sizeof b);
+    b.pdl = true;
+    if (vc_mul_overflow_i64(n, K, &n_entries) || vc_mul_overflow_i64(n, j.words, &n_words))
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
+                       (long long)n, (int)K);
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.cap_in = input_cap(n, z.packed_in);
+    z.rows = n;
+    z.K = K;
+    z.words = j.words;
+    VC_CUDA_TRY(cub_bytes_for(&z), "sizing the sorts");
+    // out_in and the workspace first: the first three kernels are queued before the other
+    // arrays are allocated, so the host's allocations overlap the GPU's work
+    // instead of delaying its start.
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    for (int attempt = 0;; attempt++) {
+        if (z.cap_in == 0 || z.cap_in > INT64_MAX / 64) {
+            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
+            goto fail;
+        }
+        VC_CUDA_TRY(pool_bytes(&ws, carve(z, true, true, NULL, &b), s), "allocating workspace");
+        carve(z, true, true, (char *)ws, &b);
+        EV(0);
+        // out_in all -1 (one contiguous fill: clearing only the upper half in the insert
+        // kernel measured slower)
+        VC_CUDA_TRY(q_prep(z, b, n, s, m->out_in, n_entries), "clearing the tables");
+        VC_CUDA_TRY(q_insert(j, z, b, s), "inserting the input keys");
+        EV(1);
+        EV(2);
+        VC_CUDA_TRY(q_subm_lookup(j, z, b, m->out_in, s), "looking neighbours up");
+        EV(3);
+        if (!m->offsets) {
+            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->offsets, (int64_t)K + 1, s),
+                        "allocating offsets");
+            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->masks, n_words, s), "allocating masks");
+            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->perm, n, s), "allocating perm");
+            // Pairs: at most n * K (sized without reading the count back).
+            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
+            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
+        }
+        VC_CUDA_TRY(q_finish(j, b, m, n, true, n_entries, ev ? ev[4] : NULL, s), "pairs and masks");
+        // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
+        VC_CUDA_TRY(read_status(b.scr, stat, s, &ws, 1), "reading the counts back");
+        EV(5);
+        st = input_error(stat, j.d_in, n, j.shape, j.batch, err);
+        if (st != VC_OK) goto fail;
+        if (stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_IN) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the input hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            z.cap_in *= 2;
+            continue;
+        }
+        if (stat[S_FLAGS] != 0) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: status flags 0x%llx",
+                         (unsigned long long)stat[S_FLAGS]);
+            goto fail;
+        }
+        break;
+    }
+    m->n_out = n;
+    m->n_pairs = stat[S_N_PAIRS];
+    return VC_OK;
+
+fail:
+    if (ws) cudaFreeAsync(ws, s);
+    free_map_arrays(m, true);
+    return st;
+}
+
+// STRIDED / DOWNSAMPLE / TRANSPOSED, step 1: clears the tables, inserts the input rows and
+// collects the output keys (in *ws1, the workspace's tables part, replaced on each attempt),
+// then reads the status back (SYNC POINT 1): *n_out (it sizes the outputs), the checks of the
+// input rows, the flags. A hash table past its probe bound (or the output table past half
+// full) is grown and the step repeated.
+vc_status newout_collect(const Job &j, Sizes &z, Bufs &b, void **ws1, int64_t *n_out,
+                         cudaStream_t s, cudaEvent_t *ev, vc_err *err)
+{
+    vc_status st = VC_OK;
+    int64_t stat[S_WORDS];
+    for (int attempt = 0;; attempt++) {
+        if (z.cap_in == 0 || (!z.dense_bits && z.cap_out == 0) || z.cap_in > INT64_MAX / 64 ||
+            z.cap_out > INT64_MAX / 64) {
+            st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
+            goto fail;
+        }
+        z.ucap = z.cap_out / 2;
+        if (*ws1) cudaFreeAsync(*ws1, s);
+        *ws1 = NULL;
+        VC_CUDA_TRY(pool_bytes(ws1, carve(z, true, false, NULL, &b), s), "allocating workspace");
+        carve(z, true, false, (char *)*ws1, &b);
+        EV(0);
+        VC_CUDA_TRY(q_prep(z, b, 0, s), "clearing the tables");
+        VC_CUDA_TRY(q_insert(j, z, b, s), "inserting the keys");
+        // SYNC POINT 1
+        VC_CUDA_TRY(read_status(b.scr, stat, s), "reading the output count back");
+        st = input_error(stat, j.d_in, j.n_in, j.shape, j.batch, err);
+        if (st != VC_OK) goto fail;
+        *n_out = stat[S_N_OUT];
+        if (stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_IN) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the input hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            z.cap_in *= 2;
+            continue;
+        }
+        if (!z.dense_bits &&
+            ((stat[S_FLAGS] & (VC_KMAP_GPU_F_PROBE_OUT | VC_KMAP_GPU_F_OUT_OVERFLOW)) ||
+             *n_out > z.cap_out / 2)) {
+            if (attempt >= kRetries) {
+                st = vc_fail(err, VC_ERR_CAPACITY, "kernel map: the output hash table could not "
+                             "place a key within its probe bound, even after growing");
+                goto fail;
+            }
+            int64_t cap = vc_hash_capacity_for(*n_out);
+            if ((stat[S_FLAGS] & VC_KMAP_GPU_F_PROBE_OUT) && cap <= z.cap_out) cap = 2 * z.cap_out;
+            z.cap_out = cap;
+            continue;
+        }
+        if (stat[S_FLAGS] != 0) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: status flags 0x%llx",
+                         (unsigned long long)stat[S_FLAGS]);
+            goto fail;
+        }
+        break;
+    }
+    return VC_OK;
+
+fail:
+    return st;
+}
+
+// STRIDED / DOWNSAMPLE / TRANSPOSED, regular: read-backs after collecting the output keys
+// (n_out) and at the end.
+vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_t s,
+                         vc_kmap_data *m, cudaEvent_t *ev, vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int32_t K = j.K;
+    int64_t stat[S_WORDS];
+    int64_t n_out = 0, n_entries = 0, n_words = 0, est = 0, pair_bound = 0, reach_total = 0;
+    Sizes z;
+    Bufs b;
+    void *ws1 = NULL, *ws2 = NULL;
+    memset(&z, 0, sizeof z);
+    memset(&b, 0, sizeof b);
+    b.pdl = true;
+    if (vc_mul_overflow_i64(j.n_in, j.reach, &reach_total))
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld inputs x %lld offsets overflows",
+                       (long long)j.n_in, (long long)j.reach);
+    // Output table: sized for the outputs expected (every input's targets for TRANSPOSED, one
+    // per input for DOWNSAMPLE, up to 4 per input for STRIDED); a larger output count is
+    // caught at the read-back and the step repeated with the exact count.
+    est = reach_total;
+    if (j.desc.type == VC_MAP_DOWNSAMPLE) est = j.n_in;
+    if (j.desc.type == VC_MAP_STRIDED && est > 4 * j.n_in) est = 4 * j.n_in;
+    z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
+    z.cap_in = input_cap(j.n_in, z.packed_in);
+    z.packed_out = j.bits_out <= VC_HASH_GPU_PACKED_BITS;
+    z.ukey32 = z.packed_out;
+    z.key_bits = j.bits_out;
+    z.dense_bits = dense_bits_for(j, opt);
+    z.cap_out = z.dense_bits ? 0 : vc_hash_capacity_for(est);
+    z.K = K;
+    z.words = j.words;
+    st = newout_collect(j, z, b, &ws1, &n_out, s, ev, err);
+    if (st != VC_OK) goto fail;
+    EV(1);
+    if (n_out > VC_MAX_ROWS) {
+        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: more than %lld output rows",
+                     (long long)VC_MAX_ROWS);
+        goto fail;
+    }
+    if (vc_mul_overflow_i64(n_out, K, &n_entries) ||
+        vc_mul_overflow_i64(n_out, j.words, &n_words)) {
+        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
+                     (long long)n_out, (int)K);
+        goto fail;
+    }
+    m->n_out = n_out;
+    pair_bound = reach_total < n_entries ? reach_total : n_entries;
+    z.nsort = z.dense_bits ? 0 : n_out; // the dense path's outputs come in order
+    z.end_bit_out = j.bits_out > 0 ? j.bits_out : 1;
+    z.rows = n_out;
+    VC_CUDA_TRY(cub_bytes_for(&z), "sizing the sorts");
+    // What the output step needs first; the rest is allocated while the GPU runs it.
+    VC_CUDA_TRY(pool_bytes(&ws2, carve(z, false, true, NULL, &b), s), "allocating workspace");
+    carve(z, false, true, (char *)ws2, &b);
+    {
+        // the key sort first: the output arrays are allocated while it runs
+        const void *sorted = NULL;
+        VC_CUDA_TRY(q_key_sort(z, b, true, s, &sorted), "sorting the output keys");
+        VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_coords, 4 * n_out, s),
+                    "allocating output coordinates");
+        VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+        VC_CUDA_TRY(q_rank_scatter(j, z, b, m, n_out, true, sorted, ev ? ev[2] : NULL, s),
+                    "output coordinates and out_in");
+    }
+    EV(3);
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->masks, n_words, s), "allocating masks");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->perm, n_out, s), "allocating perm");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
+    VC_CUDA_TRY(q_finish(j, b, m, n_out, true, pair_bound, ev ? ev[4] : NULL, s),
+                "pairs and masks");
+    // SYNC POINT 2: n_pairs and the flags.
+    {
+        void *rel[2] = {ws1, ws2};
+        const cudaError_t e = read_status(b.scr, stat, s, rel, 2);
+        ws1 = rel[0];
+        ws2 = rel[1];
+        VC_CUDA_TRY(e, "reading the counts back");
+    }
+    EV(5);
+    if (stat[S_FLAGS] != 0) {
+        st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: an output key collected in step 2 was "
+                     "not found in step 3 (status flags 0x%llx)",
+                     (unsigned long long)stat[S_FLAGS]);
+        goto fail;
+    }
+    m->n_pairs = stat[S_N_PAIRS];
+    return VC_OK;
+
+fail:
+    if (ws1) cudaFreeAsync(ws1, s);
+    if (ws2) cudaFreeAsync(ws2, s);
+    free_map_arrays(m, true);
+    return st;
+}
+
+vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
+                     int32_t batch_size, const vc_map_desc *d, const vc_engine_options *opt,
+                     cudaStream_t s, vc_kmap_data *out, vc_kmap_gpu_timing *timing, vc_err *err)
+{
+    if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
+    Job j;
+    vc_status st = setup_job(&j, d_in, n_in, shape, batch_size, d, err);
+    if (st != VC_OK) return st;
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    cudaEvent_t evs[6] = {0, 0, 0, 0, 0, 0};
+    cudaEvent_t *ev = NULL;
+    if (timing) {
+        memset(timing, 0, sizeof *timing);
+        for (int i = 0; i < 6; i++)
+            if (cudaEventCreate(&evs[i]) != cudaSuccess) {
+                st = vc_cuda_fail(err, cudaGetLastError(), kArea, "creating events");
+                for (int k = 0; k < i; k++) cudaEventDestroy(evs[k]);
+                return st;
+            }
+        ev = evs;
+    }
+    vc_kmap_data m;
+    init_header(j, &m);
+    st = j.new_out ? newout_regular(j, opt, s, &m, ev, err) : subm_regular(j, s, &m, ev, err);
+    if (st == VC_OK && timing) {
+        cudaError_t e = cudaEventSynchronize(evs[5]);
+        float *f[6] = {&timing->insert_ms, &timing->out_coords_ms, &timing->out_in_ms,
+                       &timing->pairs_ms, &timing->masks_ms, &timing->total_ms};
+        for (int i = 0; e == cudaSuccess && i < 5; i++)
+            e = cudaEventElapsedTime(f[i], evs[i], evs[i + 1]);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(f[5], evs[0], evs[5]);
+        if (e != cudaSuccess) {
+            st = vc_cuda_fail(err, e, kArea, "timing");
+            free_map_arrays(&m, true);
+        }
+    }
+    for (int i = 0; i < 6; i++)
+        if (evs[i]) cudaEventDestroy(evs[i]);
+    if (st == VC_OK) *out = m;
+    return st;
+}
+
+} // namespace
+
+} // namespace kmap_gpu
+
+using namespace kmap_gpu;
+
+
+extern "C" vc_status vc_kmap_build_gpu(const int32_t *d_in_coords, int64_t n_in,
+                                       const int32_t shape[3], int32_t batch_size,
+                                       const vc_map_desc *d, const vc_engine_options *opt,
+                                       struct CUstream_st *stream, vc_kmap_data *out,
+                                       vc_err *err)
+{
+    return build_impl(d_in_coords, n_in, shape, batch_size, d, opt, (cudaStream_t)stream, out,
+                      NULL, err);
+}
+
+extern "C" vc_status vc_kmap_build_gpu_timed(const int32_t *d_in_coords, int64_t n_in,
+                                             const int32_t shape[3], int32_t batch_size,
+                                             const vc_map_desc *d, const vc_engine_options *opt,
+                                             struct CUstream_st *stream, vc_kmap_data *out,
+                                             vc_kmap_gpu_timing *timing, vc_err *err)
+{
+    return build_impl(d_in_coords, n_in, shape, batch_size, d, opt, (cudaStream_t)stream, out,
+                      timing, err);
+}
+
+extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
+                                         int32_t fwd_in_batch_size, struct CUstream_st *stream,
+                                         vc_kmap_data *out, vc_err *err)
+{
+    vc_kmap_data m;
+    vc_status st = vc_kmap_inverse_header(fwd, fwd_in_shape, fwd_in_batch_size, &m, err);
+    if (st != VC_OK) return st;
+    if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: NULL argument");
+    const int32_t K = m.volume;
+    cudaStream_t s = (cudaStream_t)stream;
+    Job j;
+    memset(&j, 0, sizeof j);
+    j.K = K;
+    j.words = m.mask_words;
+    const int64_t n = m.n_out, fwd_entries = fwd->n_out * (int64_t)K;
+    int64_t n_entries = 0, n_words = 0;
+    int64_t stat[S_WORDS];
+    Sizes z;
+    Bufs b;
+    void *ws = NULL;
+    memset(&z, 0, sizeof z);
+    memset(&b, 0, sizeof b);
+    b.pdl = true;
+    if (vc_mul_overflow_i64(n, K, &n_entries) || vc_mul_overflow_i64(n, j.words, &n_words))
+        return vc_fail(err, VC_ERR_LIMIT, "inverse map: %lld outputs x %d offsets overflows",
+                       (long long)n, (int)K);
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    z.rows = n;
+    z.K = K;
+    z.words = j.words;
+    VC_CUDA_TRY(cub_bytes_for(&z), "sizing the sorts");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.out_in, n_entries, s), "allocating out_in");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.offsets, (int64_t)K + 1, s), "allocating offsets");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.masks, n_words, s), "allocating masks");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.perm, n, s), "allocating perm");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.in_rows, fwd->n_pairs, s), "allocating in_rows");
+    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
+    VC_CUDA_TRY(pool_bytes(&ws, carve(z, true, true, NULL, &b), s), "allocating workspace");
+    carve(z, true, true, (char *)ws, &b);
+    VC_CUDA_TRY(q_prep(z, b, n, s, m.out_in, n_entries), "clearing the status and out_in");
+    if (fwd_entries > 0) {
+        inverse_kernel<<<grid_for(fwd_entries), kThreads, 0, s>>>(fwd->out_in, fwd_entries, K,
+                                                                  fwd->n_in, m.out_in, b.scr);
+        VC_CUDA_TRY(cudaGetLastError(), "inverse kernel");
+    }
+    VC_CUDA_TRY(q_finish(j, b, &m, n, true, fwd->n_pairs, NULL, s), "pairs and masks");
+    // SYNC POINT (the only one): n_pairs and the flags.
+    VC_CUDA_TRY(read_status(b.scr, stat, s), "reading the counts back");
+    if (stat[S_FLAGS] & VC_KMAP_GPU_F_BAD_ENTRY) {
+        st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: a forward entry is not an input "
+                     "row");
+        goto fail;
+    }
+    if (stat[S_FLAGS] & VC_KMAP_GPU_F_CONFLICT) {
+        st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: an input feeds two outputs at "
+                     "the same offset");
+        goto fail;
+    }
+    if (stat[S_FLAGS] != 0) {
+        st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: malformed forward map (%lld "
+                     "pairs, %lld given)", (long long)stat[S_N_PAIRS], (long long)fwd->n_pairs);
+        goto fail;
+    }
+    m.n_pairs = stat[S_N_PAIRS];
+    cudaFreeAsync(ws, s);
+    *out = m;
+    return VC_OK;
+
+fail:
+    if (ws) cudaFreeAsync(ws, s);
+    free_map_arrays(&m, true);
+    return st;
+}
+
+extern "C" void vc_kmap_data_free_gpu(vc_kmap_data *m)
+{
+    if (!m) return;
+    free_map_arrays(m, true);
+    memset(m, 0, sizeof *m);
+}
