@@ -5,6 +5,8 @@
 #   ./run.sh test   install what is missing, build, fetch the scans, run every test suite
 #   ./run.sh build  configure and build only
 #   ./run.sh sanitize  the CPU unit suite built with AddressSanitizer and UBSan (leaks included)
+#   ./run.sh tsan   the multi-context tests built with ThreadSanitizer (CPU, OpenMP off: libomp
+#                   is not instrumented, so its own synchronisation would be reported)
 # Environment: BUILD_DIR (default build), VOXCONV_CUDA_ARCHS (default "80;90"; CI uses 90),
 # VOXCONV_CUDA (AUTO|ON|OFF), JOBS (default nproc).
 set -euo pipefail
@@ -116,10 +118,25 @@ sanitize() {
     ctest --test-dir "$b" -L unit -E install_consumer --output-on-failure -j "$JOBS"
 }
 
+tsan() {
+    local b=${BUILD_DIR}-tsan cc=${CC:-}
+    [ -n "$cc" ] || { command -v clang >/dev/null && cc=clang || cc=cc; }
+    local f="-fsanitize=thread -fno-omit-frame-pointer -g"
+    say "building the thread tests with ThreadSanitizer in $b"
+    CC=$cc cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVOXCONV_CUDA=OFF \
+        -DVOXCONV_BUILD_FUZZ=OFF -DVOXCONV_BUILD_CLI=OFF -DVOXCONV_OPENMP=OFF \
+        -DCMAKE_C_FLAGS="$f" -DCMAKE_EXE_LINKER_FLAGS="$f" >"$b.configure.log" 2>&1 ||
+        { cat "$b.configure.log"; exit 1; }
+    cmake --build "$b" -j "$JOBS" --target test_threads test_api
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+        ctest --test-dir "$b" -R '^(test_threads|test_api)$' --output-on-failure
+}
+
 case "${1:-}" in
 demo) deps; build; demo ;;
 test) deps; build; run_tests ;;
 build) deps; build ;;
 sanitize) deps; sanitize ;;
-*) echo "usage: ./run.sh demo|test|build|sanitize" >&2; exit 2 ;;
+tsan) deps; tsan ;;
+*) echo "usage: ./run.sh demo|test|build|sanitize|tsan" >&2; exit 2 ;;
 esac

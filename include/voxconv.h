@@ -242,6 +242,19 @@ VC_API vc_status vc_tensor_cast(vc_context *ctx, const vc_tensor *tensor, vc_dty
 /* Sets every feature element to `value` (NaN is allowed: the tests poison outputs with it). */
 VC_API vc_status vc_tensor_fill(vc_context *ctx, vc_tensor *tensor, float value);
 
+/* What to do with NaN and infinite features. The layers propagate them as IEEE arithmetic
+ * does; a caller that wants to know checks its inputs once with vc_tensor_check_finite. */
+typedef enum vc_nonfinite_policy {
+    VC_NONFINITE_REFUSE = 0,  /* any is an error (VC_ERR_INVALID_ARGUMENT naming the first)    */
+    VC_NONFINITE_KEEP = 1,    /* counted, left as they are                                     */
+    VC_NONFINITE_ZERO = 2     /* counted, replaced by +0                                       */
+} vc_nonfinite_policy;
+
+/* Counts the tensor's NaN and infinite features into *count (may be NULL) and applies
+ * `policy`. Synchronises on the CUDA backend (the count is read back). */
+VC_API vc_status vc_tensor_check_finite(vc_context *ctx, vc_tensor *tensor,
+                                        vc_nonfinite_policy policy, int64_t *count);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Voxelization                                                                                */
 /* ------------------------------------------------------------------------------------------ */
@@ -493,7 +506,9 @@ typedef struct vc_conv_desc {
 /* out = act(conv(in, weights) + bias + residual), on the map's output coordinates.
  * out[p, co] = sum over k, ci of in[out_in[p,k], ci] * W[co, k, ci], accumulated in fp32.
  * *out is a new tensor on the map's output coordinate set. On the CUDA backend, weights and bias
- * may be in host or device memory. Synchronises on the CUDA backend when the map is not cached
+ * may be in host or device memory. Weights and bias in host memory must be finite (a NaN or
+ * infinite one is VC_ERR_INVALID_ARGUMENT naming it); device ones are not read back to check.
+ * NaN and infinite features propagate (check inputs with vc_tensor_check_finite). Synchronises on the CUDA backend when the map is not cached
  * yet, when weights or bias are in host memory, or with VC_ALGO_GATHER_GEMM_SCATTER (the pair
  * counts are read back); otherwise it only queues work. */
 VC_API vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc,

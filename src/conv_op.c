@@ -1,6 +1,7 @@
 /* src/conv_op.c - vc_conv_forward: checks the descriptor against the input, resolves the kernel
  * map (the caller's, or one built and cached), and runs the CPU twin or (CUDA context) the GPU
  * convolution with host weights and bias staged to the device for the call. */
+#include <math.h>
 #include <string.h>
 
 #include "conv/conv.h"
@@ -48,6 +49,30 @@ static vc_status check_conv_desc(vc_context *ctx, const char *fn, vc_conv_desc *
     return VC_OK;
 }
 
+/* Host weights and bias must be finite: a NaN there poisons every output it touches, silently.
+ * Device weights are the caller's to check (reading them back would synchronise every call). */
+static vc_status check_params_finite(vc_context *ctx, const char *fn, const vc_conv_desc *d,
+                                     int64_t volume, int64_t c_in)
+{
+    if (d->weight_memory != VC_MEMORY_HOST) return VC_OK;
+    const int64_t n = d->out_channels * volume * c_in; /* bounded: the channel limits */
+    for (int64_t i = 0; i < n; i++) {
+        const float v = vc_load_f32(d->weights, d->weight_dtype, i);
+        if (isfinite(v)) continue;
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT,
+                           "%s: weights[%lld, %lld, %lld] (out channel, kernel offset, in "
+                           "channel) is %s: weights must be finite", fn,
+                           (long long)(i / (volume * c_in)), (long long)(i / c_in % volume),
+                           (long long)(i % c_in), isnan(v) ? "NaN" : "infinite");
+    }
+    for (int64_t co = 0; d->bias && co < d->out_channels; co++)
+        if (!isfinite(d->bias[co]))
+            return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT,
+                               "%s: bias[%lld] is %s: the bias must be finite", fn,
+                               (long long)co, isnan(d->bias[co]) ? "NaN" : "infinite");
+    return VC_OK;
+}
+
 /* The engine's arguments: input, output r, weights as the caller gave them. */
 static void conv_args(vc_conv_args *a, const vc_context *ctx, const vc_conv_desc *d,
                       const vc_tensor *in, const vc_kmap *map, vc_tensor *r)
@@ -86,6 +111,10 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_te
     const vc_kmap *map = NULL;
     vc_kmap *held = NULL;
     if ((s = vc_kmap_resolve(ctx, fn, in, d.kmap, &d.map, &map, &held)) != VC_OK) return s;
+    if ((s = check_params_finite(ctx, fn, &d, map->data.volume, in->channels)) != VC_OK) {
+        vc_kmap_destroy(held);
+        return s;
+    }
     if (d.residual && (d.residual->coords != map->out || d.residual->channels != d.out_channels)) {
         vc_kmap_destroy(held);
         return vc_ctx_fail(ctx, VC_ERR_SHAPE_MISMATCH,

@@ -1,5 +1,6 @@
 /* src/tensor.c - sparse tensors: creation (copying or wrapping caller buffers) on a coordinate
  * set, reference to the set, copies in and out with dtype conversion, cast and fill. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,9 +70,8 @@ static vc_status convert_copy(vc_context *ctx, void *dst, vc_dtype dt, vc_memory
     }
 #ifdef VOXCONV_HAVE_CUDA
     if (dw == VC_MEMORY_DEVICE && sw == VC_MEMORY_DEVICE) {
-        if (vc_cuda_cast(src, st, dst, dt, n, ctx->stream) != 0)
-            return vc_ctx_fail(ctx, VC_ERR_CUDA, "dtype conversion kernel failed");
-        return VC_OK;
+        vc_err err;
+        return vc_ctx_err(ctx, vc_cuda_cast(src, st, dst, dt, n, ctx->stream, &err), &err);
     }
 #endif
     void *hs = malloc((size_t)n * vc_dtype_size(st));
@@ -105,9 +105,9 @@ vc_status vc_tensor_create(vc_context *ctx, vc_coords *coords, int64_t channels,
         memset(data, 0, bytes);
     } else {
 #ifdef VOXCONV_HAVE_CUDA
-        if (vc_cuda_fill(data, dtype, (int64_t)(bytes / vc_dtype_size(dtype)), 0.0f,
-                         ctx->stream) != 0)
-            s = vc_ctx_fail(ctx, VC_ERR_CUDA, "%s: zero fill failed", fn);
+        vc_err err;
+        s = vc_ctx_err(ctx, vc_cuda_fill(data, dtype, (int64_t)(bytes / vc_dtype_size(dtype)),
+                                         0.0f, ctx->stream, &err), &err);
 #endif
     }
     if (s != VC_OK) {
@@ -230,12 +230,67 @@ vc_status vc_tensor_fill(vc_context *ctx, vc_tensor *t, float value)
         return VC_OK;
     }
 #ifdef VOXCONV_HAVE_CUDA
-    if (vc_cuda_fill(t->data, t->dtype, n, value, ctx->stream) != 0)
-        return vc_ctx_fail(ctx, VC_ERR_CUDA, "vc_tensor_fill: fill kernel failed");
-    return VC_OK;
+    vc_err err;
+    return vc_ctx_err(ctx, vc_cuda_fill(t->data, t->dtype, n, value, ctx->stream, &err), &err);
 #else
     return vc_ctx_fail(ctx, VC_ERR_INTERNAL, "vc_tensor_fill: device tensor in a CPU build");
 #endif
+}
+
+/* Counts (and with `zero` replaces) the non-finite features of t on the host or the device. */
+static vc_status scan_nonfinite(vc_context *ctx, vc_tensor *t, int zero, int64_t *count,
+                                int64_t *first)
+{
+    const int64_t n = t->coords->count * t->channels;
+    *count = 0;
+    *first = -1;
+    if (t->memory == VC_MEMORY_HOST) {
+        for (int64_t i = 0; i < n; i++) {
+            if (isfinite(vc_load_f32(t->data, t->dtype, i))) continue;
+            if (!(*count)++) *first = i;
+            if (zero) vc_store_f32(t->data, t->dtype, i, 0.0f);
+        }
+        return VC_OK;
+    }
+#ifdef VOXCONV_HAVE_CUDA
+    int64_t *scratch = vc_mem_alloc(ctx, 16, VC_MEMORY_DEVICE);
+    if (!scratch)
+        return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY,
+                           "vc_tensor_check_finite: cannot allocate 16 bytes of device memory");
+    vc_err err;
+    vc_status s = vc_cuda_nonfinite(t->data, t->dtype, n, zero, scratch, count, first,
+                                    ctx->stream, &err);
+    vc_mem_free(ctx, scratch, VC_MEMORY_DEVICE);
+    return vc_ctx_err(ctx, s, &err);
+#else
+    return vc_ctx_fail(ctx, VC_ERR_INTERNAL, "vc_tensor_check_finite: device tensor in a CPU "
+                       "build");
+#endif
+}
+
+vc_status vc_tensor_check_finite(vc_context *ctx, vc_tensor *t, vc_nonfinite_policy policy,
+                                 int64_t *count)
+{
+    const char *fn = "vc_tensor_check_finite";
+    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
+    vc_ctx_clear(ctx);
+    vc_status s = vc_tensor_check(ctx, fn, "tensor", t);
+    if (s != VC_OK) return s;
+    if (policy != VC_NONFINITE_REFUSE && policy != VC_NONFINITE_KEEP &&
+        policy != VC_NONFINITE_ZERO)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: unknown policy %d", fn,
+                           (int)policy);
+    int64_t found = 0, first = -1;
+    s = scan_nonfinite(ctx, t, policy == VC_NONFINITE_ZERO, &found, &first);
+    if (s != VC_OK) return s;
+    if (count) *count = found;
+    if (found && policy == VC_NONFINITE_REFUSE)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT,
+                           "%s: %lld feature%s NaN or infinite, the first at row %lld, channel "
+                           "%lld", fn, (long long)found,
+                           found == 1 ? " is" : "s are", (long long)(first / t->channels),
+                           (long long)(first % t->channels));
+    return VC_OK;
 }
 
 vc_status vc_tensor_check(vc_context *ctx, const char *fn, const char *what, const vc_tensor *t)

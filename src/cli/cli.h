@@ -94,6 +94,11 @@ int cli_file_error(const char *cmd, const vc_context *ctx, vc_status st, const c
  * each reporting its failure with cli_file_error. */
 int cli_load_tensor(const char *cmd, vc_context *ctx, const char *path, vc_tensor **t);
 int cli_save_tensor(const char *cmd, vc_context *ctx, const vc_tensor *t, const char *path);
+/* --nonfinite refuse|keep|zero (NULL: refuse), and its check of a loaded input's features: a
+ * refusal is the command's one error line; kept or zeroed features are counted on stderr. */
+int cli_parse_nonfinite(const char *cmd, const char *text, vc_nonfinite_policy *out);
+int cli_check_features(const char *cmd, vc_context *ctx, vc_tensor *t, vc_nonfinite_policy p,
+                       const char *path);
 int cli_read_npy(const char *cmd, vc_context *ctx, const char *path, const char *verb,
                  vc_array *a);
 int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data,

@@ -51,6 +51,8 @@ static const char CONV_HELP[] =
     "                          equal its output coordinates, and the result lies on FWD's\n"
     "                          coordinates\n"
     "  --forward-type strided|downsample   type of the forward layer (default strided)\n"
+    "  --nonfinite refuse|keep|zero   NaN or infinite input features: an error (default),\n"
+    "                          kept, or set to 0 (counted on stderr)\n"
     "  --json                  print a JSON summary\n"
     "  --backend auto|cpu|cuda context backend (default auto)\n"
     "\n"
@@ -184,7 +186,7 @@ static int same_coords(vc_context *ctx, const vc_coords *a, const vc_coords *b, 
 typedef struct conv_opts {
     cli_map_opts m;
     const char *outc, *weights, *seed, *bias_path, *act, *slope, *savew, *dtype, *algo;
-    const char *fwd_path, *fwd_type, *backend;
+    const char *fwd_path, *fwd_type, *backend, *nonfinite;
     int json;
 } conv_opts;
 
@@ -399,7 +401,7 @@ int cmd_conv(int argc, char **argv)
         {"--save-weights", &o.savew, NULL},      {"--dtype", &o.dtype, NULL},
         {"--algo", &o.algo, NULL},               {"--forward-input", &o.fwd_path, NULL},
         {"--forward-type", &o.fwd_type, NULL},   {"--json", NULL, &o.json},
-        {"--backend", &o.backend, NULL}};
+        {"--backend", &o.backend, NULL},         {"--nonfinite", &o.nonfinite, NULL}};
     int rc = cli_parse_command(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), pos,
                                2, &npos, CONV_HELP, &done);
     if (rc || done) return rc;
@@ -407,13 +409,16 @@ int cmd_conv(int argc, char **argv)
         return cli_usage_error(cmd, "expected IN.vxt and OUT.vxt (see voxconv conv --help)");
     conv_plan p;
     if (parse_conv_opts(cmd, &o, &p)) return CLI_USAGE;
+    vc_nonfinite_policy nf;
+    if (cli_parse_nonfinite(cmd, o.nonfinite, &nf)) return CLI_USAGE;
 
     vc_context *ctx = NULL;
     if ((rc = cli_open_context(cmd, o.backend, &ctx))) return rc;
     conv_run r;
     memset(&r, 0, sizeof r);
     r.wdt = VC_DTYPE_FP32;
-    if (!(rc = cli_load_tensor(cmd, ctx, pos[0], &r.in))) {
+    if (!(rc = cli_load_tensor(cmd, ctx, pos[0], &r.in)) &&
+        !(rc = cli_check_features(cmd, ctx, r.in, nf, pos[0]))) {
         vc_tensor_info ii;
         vc_tensor_get_info(r.in, &ii);
         r.work = r.in;

@@ -22,6 +22,8 @@ static const char POOL_HELP[] =
     "  --type subm|strided|downsample   map type (required unless --global)\n"
     "  --kernel, --stride, --padding, --dilation   as for voxconv conv\n"
     "  --global                global pooling to a .npy\n"
+    "  --nonfinite refuse|keep|zero   NaN or infinite input features: an error (default),\n"
+    "                          kept, or set to 0 (counted on stderr)\n"
     "  --json                  print a JSON summary\n"
     "  --backend auto|cpu|cuda context backend (default auto)\n";
 
@@ -117,11 +119,11 @@ int cmd_pool(int argc, char **argv)
 {
     const char *cmd = "pool";
     cli_map_opts m = {0};
-    const char *mode = NULL, *backend = NULL, *pos[2];
+    const char *mode = NULL, *backend = NULL, *nonfinite = NULL, *pos[2];
     int json = 0, done = 0, npos = 0, global = 0;
     cli_opt opts[] = {CLI_MAP_OPTIONS(m),         {"--mode", &mode, NULL},
                       {"--global", NULL, &global}, {"--json", NULL, &json},
-                      {"--backend", &backend, NULL}};
+                      {"--backend", &backend, NULL}, {"--nonfinite", &nonfinite, NULL}};
     int rc = cli_parse_command(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), pos,
                                2, &npos, POOL_HELP, &done);
     if (rc || done) return rc;
@@ -138,10 +140,13 @@ int cmd_pool(int argc, char **argv)
     } else if (cli_parse_map(cmd, &m, POOL_TYPES, &pd.map)) {
         return CLI_USAGE;
     }
+    vc_nonfinite_policy nf;
+    if (cli_parse_nonfinite(cmd, nonfinite, &nf)) return CLI_USAGE;
     vc_context *ctx = NULL;
     if ((rc = cli_open_context(cmd, backend, &ctx))) return rc;
     vc_tensor *in = NULL;
-    if (!(rc = cli_load_tensor(cmd, ctx, pos[0], &in))) {
+    if (!(rc = cli_load_tensor(cmd, ctx, pos[0], &in)) &&
+        !(rc = cli_check_features(cmd, ctx, in, nf, pos[0]))) {
         if (global) rc = pool_global(cmd, ctx, pos, pm, in, json);
         else rc = pool_map(cmd, ctx, pos, pm, &pd, in, json);
     }

@@ -3,6 +3,7 @@
  * dtypes, file loads and saves that fail with one line naming the file, host copies of a
  * tensor, and small JSON pieces.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,27 @@ int cli_load_tensor(const char *cmd, vc_context *ctx, const char *path, vc_tenso
 {
     vc_status st = vc_tensor_load(ctx, path, t);
     return st == VC_OK ? CLI_OK : cli_file_error(cmd, ctx, st, "cannot load", path);
+}
+
+int cli_parse_nonfinite(const char *cmd, const char *text, vc_nonfinite_policy *out)
+{
+    static const char *const names[] = {"refuse", "keep", "zero", NULL};
+    int v = 0;
+    if (text && cli_parse_choice(cmd, "--nonfinite", text, names, &v)) return CLI_USAGE;
+    *out = (vc_nonfinite_policy)v;
+    return CLI_OK;
+}
+
+int cli_check_features(const char *cmd, vc_context *ctx, vc_tensor *t, vc_nonfinite_policy p,
+                       const char *path)
+{
+    int64_t n = 0;
+    vc_status st = vc_tensor_check_finite(ctx, t, p, &n);
+    if (st != VC_OK)
+        return cli_file_error(cmd, ctx, st, "refusing (see --nonfinite) the features of", path);
+    if (n) fprintf(stderr, "voxconv %s: '%s': %lld NaN or infinite feature%s %s\n", cmd, path,
+                   (long long)n, n == 1 ? "" : "s", p == VC_NONFINITE_ZERO ? "set to 0" : "kept");
+    return CLI_OK;
 }
 
 int cli_save_tensor(const char *cmd, vc_context *ctx, const vc_tensor *t, const char *path)

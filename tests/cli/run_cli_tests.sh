@@ -298,6 +298,27 @@ else
   skip real_vlp16_load_dim "datasets/data/vlp16.bin missing (run datasets/fetch to enable)"
 fi
 
+# ---- non-finite features: refused unless --nonfinite keeps or zeroes them ------------------
+python3 -c '
+import struct, sys
+pts = [(0.1, 0.1, 0.1, 1.0), (0.5, 0.1, 0.1, float("nan")), (0.1, 0.9, 0.1, float("inf"))]
+open(sys.argv[1], "wb").write(b"".join(struct.pack("<4f", *p) for p in pts))' "$W/nan.bin"
+ok nf_voxelize "$VOX" voxelize "$W/nan.bin" "$W/nan.vxt" --voxel-size $VS --range $RANGE "${CPU[@]}"
+error nf_conv_refused "2 features are NaN or infinite, the first at row 1, channel 3" \
+  "$VOX" conv "$W/nan.vxt" "$W/x.vxt" --type subm --kernel 3 --out-channels 2 \
+  --random-weights 1 "${CPU[@]}"
+error nf_pool_refused "NaN or infinite" "$VOX" pool "$W/nan.vxt" "$W/x.npy" --global "${CPU[@]}"
+error nf_bad_policy "--nonfinite: expected refuse\|keep\|zero" "$VOX" conv "$W/nan.vxt" \
+  "$W/x.vxt" --type subm --kernel 3 --out-channels 2 --random-weights 1 --nonfinite drop
+ok nf_conv_keep "$VOX" conv "$W/nan.vxt" "$W/nf_keep.vxt" --type subm --kernel 3 \
+  --out-channels 2 --random-weights 1 --nonfinite keep "${CPU[@]}"
+if grep -q "2 NaN or infinite features kept" "$W/nf_conv_keep.err"; then pass nf_keep_counted
+else fail nf_keep_counted "stderr: $(cat "$W/nf_conv_keep.err")"; fi
+ok nf_conv_zero "$VOX" conv "$W/nan.vxt" "$W/nf_zero.vxt" --type subm --kernel 3 \
+  --out-channels 2 --random-weights 1 --nonfinite zero "${CPU[@]}"
+ok nf_zero_is_finite "$VOX" pool "$W/nf_zero.vxt" "$W/nf_zero.npy" --global "${CPU[@]}"
+ok nf_pool_keep "$VOX" pool "$W/nan.vxt" "$W/nf_pool.npy" --global --nonfinite keep "${CPU[@]}"
+
 # ---- oracle checks -----------------------------------------------------------------------
 ORACLE="$WORK/oracle"
 if ! "${CC:-cc}" -O2 -std=c11 -o "$ORACLE" "$DIR/oracle.c" -lm 2>"$WORK/oracle_build.err"; then

@@ -472,6 +472,62 @@ static float *read_scan(const char *path, int64_t *n)
 }
 #endif
 
+/* vc_tensor_check_finite on device features of every dtype: the same count, first element and
+ * zeroing as on the host (deterministic: the count and the first index do not depend on the
+ * order the device visits them). */
+static void test_nonfinite_device(vc_context *g, vc_rng *rng)
+{
+    const int32_t shape[3] = {64, 64, 64};
+    const int64_t n = 20000, ch = 7;
+    int32_t *rows = malloc((size_t)n * 16);
+    for (int64_t i = 0; i < n; i++) {
+        rows[i * 4] = 0, rows[i * 4 + 1] = (int32_t)(i / 4096), rows[i * 4 + 2] = (int32_t)(i / 64 % 64);
+        rows[i * 4 + 3] = (int32_t)(i % 64);
+    }
+    float *f = malloc((size_t)(n * ch) * 4), *back = malloc((size_t)(n * ch) * 4);
+    const vc_dtype dts[3] = {VC_DTYPE_FP32, VC_DTYPE_FP16, VC_DTYPE_BF16};
+    for (int di = 0; di < 3; di++) {
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < n * ch; i++) {
+            f[i] = vc_rng_float(rng);
+            if (vc_rng_int(rng, 997) == 0) {
+                f[i] = vc_rng_int(rng, 2) ? NAN : -INFINITY;
+                if (!bad++) first = i;
+            }
+        }
+        vc_coords *c = NULL;
+        vc_tensor *t32 = NULL, *t = NULL;
+        CHECK_OK(g, vc_coords_create(g, rows, n, VC_MEMORY_HOST, shape, 1, &c));
+        CHECK_OK(g, vc_tensor_create(g, c, ch, VC_DTYPE_FP32, f, VC_MEMORY_HOST, &t32));
+        CHECK_OK(g, vc_tensor_cast(g, t32, dts[di], &t));
+        int64_t got = -1;
+        CHECK_STATUS(g, vc_tensor_check_finite(g, t, VC_NONFINITE_REFUSE, &got),
+                     VC_ERR_INVALID_ARGUMENT);
+        char want[64];
+        snprintf(want, sizeof want, "row %lld, channel %lld", (long long)(first / ch),
+                 (long long)(first % ch));
+        CHECK_MSG(got == bad && strstr(vc_context_last_error(g), want),
+                  "dtype %d: %lld of %lld found: %s", (int)dts[di], (long long)got,
+                  (long long)bad, vc_context_last_error(g));
+        CHECK_OK(g, vc_tensor_check_finite(g, t, VC_NONFINITE_ZERO, &got));
+        CHECK_OK(g, vc_tensor_copy_out(g, t, back, VC_DTYPE_FP32, VC_MEMORY_HOST));
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n * ch; i++)
+            if (isfinite(f[i]) ? !isfinite(back[i]) : back[i] != 0.0f) wrong++;
+        CHECK_MSG(got == bad && wrong == 0, "dtype %d: zeroing left %lld elements wrong",
+                  (int)dts[di], (long long)wrong);
+        CHECK_OK(g, vc_tensor_check_finite(g, t, VC_NONFINITE_REFUSE, &got));
+        CHECK(got == 0);
+        vc_tensor_destroy(t);
+        vc_tensor_destroy(t32);
+        vc_coords_destroy(c);
+    }
+    printf("  non-finite scan on the device: fp32, fp16, bf16\n");
+    free(rows);
+    free(f);
+    free(back);
+}
+
 int main(void)
 {
 #ifndef VOXCONV_HAVE_CUDA
@@ -492,6 +548,7 @@ int main(void)
     vc_context_destroy(a);
     test_maps_identical(g, c, &rng);
     test_bounded(g, &rng);
+    test_nonfinite_device(g, &rng);
     /* VC_SANITIZE: a small run for compute-sanitizer */
     int small = getenv("VC_SANITIZE") != NULL;
     int64_t np = small ? 8000 : 120000;

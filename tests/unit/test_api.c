@@ -487,6 +487,58 @@ static void test_allocation_failure(void)
 
 /* Bounded maps are device maps: a CPU context refuses them with a message, bad descriptors
  * and NULL handles are argument errors, and nothing is left alive. */
+/* Non-finite input is a choice: features by vc_tensor_check_finite's policy, host weights and
+ * bias always refused with a message that names the element. */
+static void test_nonfinite(void)
+{
+    vc_context *ctx = cpu_context();
+    const int32_t shape[3] = {4, 4, 4};
+    int32_t rows[3][4] = {{0, 0, 0, 0}, {0, 1, 1, 1}, {0, 2, 1, 3}};
+    float feats[3][2] = {{1, 2}, {NAN, 4}, {5, INFINITY}};
+    vc_coords *c = NULL;
+    vc_tensor *t = NULL, *y = NULL;
+    CHECK_OK(ctx, vc_coords_create(ctx, &rows[0][0], 3, VC_MEMORY_HOST, shape, 1, &c));
+    CHECK_OK(ctx, vc_tensor_create(ctx, c, 2, VC_DTYPE_FP32, feats, VC_MEMORY_HOST, &t));
+    int64_t n = -1;
+    CHECK_STATUS(ctx, vc_tensor_check_finite(ctx, t, VC_NONFINITE_REFUSE, &n),
+                 VC_ERR_INVALID_ARGUMENT);
+    CHECK(n == 2 && strstr(vc_context_last_error(ctx), "row 1, channel 0") != NULL);
+    CHECK_STATUS(ctx, vc_tensor_check_finite(ctx, t, (vc_nonfinite_policy)7, &n),
+                 VC_ERR_INVALID_ARGUMENT);
+    n = -1;
+    CHECK_OK(ctx, vc_tensor_check_finite(ctx, t, VC_NONFINITE_KEEP, &n));
+    CHECK(n == 2);
+    float back[3][2];
+    CHECK_OK(ctx, vc_tensor_copy_out(ctx, t, back, VC_DTYPE_FP32, VC_MEMORY_HOST));
+    CHECK(isnan(back[1][0]) && isinf(back[2][1])); /* kept */
+    CHECK_OK(ctx, vc_tensor_check_finite(ctx, t, VC_NONFINITE_ZERO, &n));
+    CHECK(n == 2);
+    CHECK_OK(ctx, vc_tensor_copy_out(ctx, t, back, VC_DTYPE_FP32, VC_MEMORY_HOST));
+    CHECK(back[1][0] == 0.0f && back[2][1] == 0.0f && back[0][1] == 2.0f && back[2][0] == 5.0f);
+    CHECK_OK(ctx, vc_tensor_check_finite(ctx, t, VC_NONFINITE_REFUSE, &n));
+    CHECK(n == 0);
+
+    float w[3 * 27 * 2], bias[3] = {0.5f, 0.25f, 0.125f};
+    for (int i = 0; i < 3 * 27 * 2; i++) w[i] = 0.01f * (float)(i % 7);
+    vc_conv_desc d = VC_CONV_DESC_INIT;
+    d.out_channels = 3;
+    d.weights = w;
+    d.bias = bias;
+    w[1 * 54 + 13 * 2 + 1] = NAN; /* out channel 1, offset 13, in channel 1 */
+    CHECK_STATUS(ctx, vc_conv_forward(ctx, &d, t, &y), VC_ERR_INVALID_ARGUMENT);
+    CHECK(y == NULL && strstr(vc_context_last_error(ctx), "weights[1, 13, 1]") != NULL);
+    w[1 * 54 + 13 * 2 + 1] = 0.0f;
+    bias[2] = -INFINITY;
+    CHECK_STATUS(ctx, vc_conv_forward(ctx, &d, t, &y), VC_ERR_INVALID_ARGUMENT);
+    CHECK(y == NULL && strstr(vc_context_last_error(ctx), "bias[2]") != NULL);
+    bias[2] = 1.0f;
+    CHECK_OK(ctx, vc_conv_forward(ctx, &d, t, &y));
+    vc_tensor_destroy(y);
+    vc_tensor_destroy(t);
+    vc_coords_destroy(c);
+    vc_context_destroy(ctx);
+}
+
 static void test_kmap_bounded_cpu(void)
 {
     vc_context *ctx = cpu_context();
@@ -520,5 +572,6 @@ int main(void)
     test_conv_bad_input();
     test_allocator();
     test_allocation_failure();
+    test_nonfinite();
     TEST_END();
 }
