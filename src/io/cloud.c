@@ -112,7 +112,7 @@ static void column_list(const vc_cloud *c, char *buf, size_t cap)
 static vc_status keep_columns(const vc_io_src *src, const vc_read_options *o, vc_cloud *c)
 {
     int32_t n = o->n_use_dim;
-    if (n == 0) return VC_OK;
+    if (n <= 0) return VC_OK; /* 0: every column (take_options refused negative counts) */
     char cols[256];
     column_list(c, cols, sizeof cols);
     if (!o->use_dim && n > c->dim)
