@@ -556,14 +556,16 @@ typedef struct vc_cloud {
 
 typedef enum vc_file_format {
     VC_FORMAT_AUTO = 0,       /* by extension, then by magic bytes                             */
-    VC_FORMAT_KITTI = 1,      /* .bin: float32 x, y, z, intensity                              */
+    VC_FORMAT_KITTI = 1,      /* raw .bin: float32 records, x, y, z, intensity by default
+                                 (vc_read_options.load_dim sets the record width)             */
     VC_FORMAT_PCD = 2,        /* ascii, binary, binary_compressed                              */
     VC_FORMAT_PLY = 3,        /* ascii, binary_little_endian                                   */
     VC_FORMAT_NPY = 4,        /* NumPy .npy                                                    */
     VC_FORMAT_VXT = 5         /* voxconv voxel-tensor file (docs/formats.md)                   */
 } vc_file_format;
 
-/* Reads a point cloud (KITTI, PCD or PLY; a float32 [N, D>=3] .npy too). Fields other than
+/* Reads a point cloud (KITTI, PCD or PLY; a float32 [N, D>=3] .npy too), with the default
+ * vc_read_options (a .bin of 4-float records; see vc_cloud_read_ex). Fields other than
  * x, y, z that are scalar numbers become extra columns as float32. On success *out holds owned
  * arrays; free them with vc_cloud_free. `ctx` may be NULL (no message is recorded then). */
 VC_API vc_status vc_cloud_read(vc_context *ctx, const char *path, vc_file_format format,
@@ -571,6 +573,32 @@ VC_API vc_status vc_cloud_read(vc_context *ctx, const char *path, vc_file_format
 /* Reads from memory (the fuzz targets' entry); `format` must not be AUTO. */
 VC_API vc_status vc_cloud_read_memory(vc_context *ctx, const void *bytes, size_t size,
                                       vc_file_format format, vc_cloud *out);
+/* Options of the point-cloud readers. A raw .bin carries no header, so its record width is the
+ * caller's to state; mmdetection3d's LoadPointsFromFile names them the same way. */
+typedef struct vc_read_options {
+    uint32_t struct_size;     /* sizeof(vc_read_options): lets the struct grow                  */
+    int32_t load_dim;         /* float32 per record of a raw .bin (VC_FORMAT_KITTI), 3..4096.
+                                 0 (default) = 4, the KITTI layout, except that a path ending
+                                 in ".pcd.bin" (nuScenes: 5 floats) is refused until it is set.
+                                 Other formats state their own columns: nonzero is
+                                 VC_ERR_INVALID_ARGUMENT for them                              */
+    const int32_t *use_dim;   /* the columns to keep, in this order (0-based indices into the
+                                 file's columns, any format); NULL = the first n_use_dim       */
+    int32_t n_use_dim;        /* 0 (default) = keep every column; else 3..4096                 */
+} vc_read_options;
+
+#define VC_READ_OPTIONS_INIT {sizeof(vc_read_options), 0, NULL, 0}
+
+/* vc_cloud_read with options (`opts` NULL = VC_READ_OPTIONS_INIT). A .bin whose size is not a
+ * whole number of records is VC_ERR_FORMAT, with the record widths that would fit named; an
+ * index of use_dim outside the file's columns is VC_ERR_INVALID_ARGUMENT; a struct_size this
+ * library does not know is VC_ERR_INVALID_ARGUMENT. */
+VC_API vc_status vc_cloud_read_ex(vc_context *ctx, const char *path, vc_file_format format,
+                                  const vc_read_options *opts, vc_cloud *out);
+/* vc_cloud_read_memory with options (no path: the ".pcd.bin" check does not apply). */
+VC_API vc_status vc_cloud_read_memory_ex(vc_context *ctx, const void *bytes, size_t size,
+                                         vc_file_format format, const vc_read_options *opts,
+                                         vc_cloud *out);
 /* Writes a cloud as KITTI .bin (needs dim >= 4: x, y, z, and the 4th column as intensity). */
 VC_API vc_status vc_cloud_write_kitti(vc_context *ctx, const char *path, const vc_cloud *cloud);
 /* Frees the arrays of a cloud and zeroes it. NULL is OK. */

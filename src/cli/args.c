@@ -148,6 +148,32 @@ int cli_parse_int3(const char *cmd, const char *flag, const char *text, int lo, 
     return CLI_OK;
 }
 
+int cli_parse_int_list(const char *cmd, const char *flag, const char *text, int32_t lo,
+                       int32_t hi, int max, int32_t **out, int *n)
+{
+    int count = 1;
+    for (const char *c = text; *c; c++) count += *c == ',';
+    int32_t *v = count <= max ? malloc((size_t)count * sizeof *v) : NULL;
+    int ok = v != NULL;
+    const char *p = text;
+    for (int i = 0; ok && i < count; i++) {
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        ok = end != p && !errno && (*end == ',' || *end == '\0') && x >= lo && x <= hi;
+        v[i] = (int32_t)x;
+        p = end + 1;
+    }
+    if (!ok) {
+        free(v);
+        return cli_usage_error(cmd, "%s: expected at most %d comma-separated integers in %d..%d, "
+                               "got '%s'", flag, max, (int)lo, (int)hi, text);
+    }
+    *out = v;
+    *n = count;
+    return CLI_OK;
+}
+
 static int parse_float_text(const char *s, float *out)
 {
     char *end;

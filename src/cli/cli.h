@@ -52,6 +52,9 @@ int cli_vc_error(const char *cmd, const vc_context *ctx, vc_status st, const cha
 /* "K" or "KZ,KY,KX", each in [lo, hi]; `what` describes the value ("K or KZ,KY,KX"). */
 int cli_parse_int3(const char *cmd, const char *flag, const char *text, int lo, int hi,
                    const char *what, int32_t out[3]);
+/* 1..max comma-separated integers in [lo, hi] into a malloc'ed array (*out, *n). */
+int cli_parse_int_list(const char *cmd, const char *flag, const char *text, int32_t lo,
+                       int32_t hi, int max, int32_t **out, int *n);
 /* Exactly n comma-separated finite floats. */
 int cli_parse_floats(const char *cmd, const char *flag, const char *text, int n, float *out);
 /* An integer in [lo, hi]. */
@@ -108,6 +111,31 @@ int cli_tensor_to_host(const char *cmd, vc_context *ctx, const vc_tensor *t, int
 void cli_print_int3_json(FILE *f, const int32_t v[3]);
 /* Opens a JSON summary on stdout: {"KEY_IN": "IN", "KEY_OUT": "OUT" (no closing brace). */
 void cli_json_io(const char *key_in, const char *in, const char *key_out, const char *out);
+
+/* ---- point-file options of the commands that read points (common.c) ------------------------ */
+
+typedef struct cli_read_opts {
+    const char *load_dim, *use_dim; /* the option texts                                    */
+    vc_read_options o;              /* parsed by cli_parse_read_opts                        */
+    int32_t *use;                   /* the parsed --use-dim list, malloc'ed (or NULL)       */
+} cli_read_opts;
+
+/* The option-table entries of --load-dim and --use-dim, into a cli_read_opts `r`. */
+#define CLI_READ_OPTIONS(r) {"--load-dim", &(r).load_dim, NULL}, {"--use-dim", &(r).use_dim, NULL}
+/* Their --help lines. */
+#define CLI_READ_OPTIONS_HELP                                                                  \
+    "  --load-dim N            float32 per point of a raw .bin (default 4, KITTI; nuScenes\n"  \
+    "                          .pcd.bin 5; mmdetection3d's Waymo and ScanNet .bin 6); .bin\n"  \
+    "                          only\n"                                                          \
+    "  --use-dim N|I,J,K,...   keep the first N columns, or these columns in this order\n"    \
+    "                          (0-based; at least x, y, z), any point format\n"
+/* Parses r->load_dim and r->use_dim into r->o (CLI_USAGE after the error line). */
+int cli_parse_read_opts(const char *cmd, cli_read_opts *r);
+/* Frees what cli_parse_read_opts allocated. */
+void cli_read_opts_free(cli_read_opts *r);
+/* vc_cloud_read_ex with the parsed options; a failure is reported with cli_file_error. */
+int cli_read_cloud(const char *cmd, vc_context *ctx, const char *path, int fmt,
+                   const cli_read_opts *r, vc_cloud *out);
 
 /* ---- kernel-map options of conv and pool (map_opts.c) --------------------------------------- */
 

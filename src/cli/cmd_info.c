@@ -13,18 +13,20 @@ static const char *const NPY_DTYPES[] = {"float32", "float16", "bfloat16", "int3
 
 static const char INFO_HELP[] =
     "usage: voxconv info FILE [--format auto|kitti|pcd|ply|npy|vxt] [--json]\n"
+    "                         [--load-dim N] [--use-dim N|I,J,K,...]\n"
     "                         [--backend auto|cpu|cuda]\n"
     "\n"
-    "Describes a file. Point clouds (KITTI .bin, .pcd, .ply, float .npy [N, D>=3]): the\n"
+    "Describes a file. Point clouds (raw .bin, .pcd, .ply, float .npy [N, D>=3]): the\n"
     "number of points, the columns, and min/max of every column over the finite points.\n"
     ".npy arrays: dtype and shape. .vxt voxel tensors: voxels, channels, dtype, spatial shape\n"
     "(z,y,x), batch size, voxels per batch item, coordinate bounds and feature statistics.\n"
     "The kind of file is chosen by extension (.vxt, .npy, else a point cloud) unless --format\n"
-    "names it.\n"
+    "names it; --load-dim or --use-dim reads a .npy as a point cloud.\n"
     "\n"
-    "  --format F   file format (default auto)\n"
-    "  --json       print one JSON object instead of text\n"
-    "  --backend B  context backend (default auto)\n";
+    "  --format F              file format (default auto)\n"
+    "  --json                  print one JSON object instead of text\n"
+    CLI_READ_OPTIONS_HELP
+    "  --backend B             context backend (default auto)\n";
 
 static void column_bounds(const float *data, int64_t n, int32_t dim, double *lo, double *hi,
                           int64_t *nonfinite)
@@ -270,9 +272,11 @@ int cmd_info(int argc, char **argv)
     const char *cmd = "info";
     const char *format = NULL, *backend = NULL, *pos[1];
     int json = 0, done = 0, npos = 0;
+    cli_read_opts r = {0};
     cli_opt opts[] = {{"--format", &format, NULL}, {"--json", NULL, &json},
-                      {"--backend", &backend, NULL}};
-    int rc = cli_parse_command(cmd, argc, argv, opts, 3, pos, 1, &npos, INFO_HELP, &done);
+                      {"--backend", &backend, NULL}, CLI_READ_OPTIONS(r)};
+    int rc = cli_parse_command(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), pos,
+                               1, &npos, INFO_HELP, &done);
     if (rc || done) return rc;
     if (npos != 1) return cli_usage_error(cmd, "expected one FILE (see voxconv info --help)");
     int fmt = 0;
@@ -281,24 +285,31 @@ int cmd_info(int argc, char **argv)
         if (ends_with(pos[0], ".vxt")) fmt = VC_FORMAT_VXT;
         else if (ends_with(pos[0], ".npy")) fmt = VC_FORMAT_NPY;
     }
+    int read_opts = r.load_dim || r.use_dim; /* a .npy is then read as a point cloud */
+    if (read_opts && fmt == VC_FORMAT_VXT)
+        return cli_usage_error(cmd, "--load-dim and --use-dim apply to point files, not to a "
+                                    ".vxt voxel tensor");
+    if (cli_parse_read_opts(cmd, &r)) return CLI_USAGE;
     vc_context *ctx = NULL;
-    if ((rc = cli_open_context(cmd, backend, &ctx))) return rc;
+    if ((rc = cli_open_context(cmd, backend, &ctx))) {
+        cli_read_opts_free(&r);
+        return rc;
+    }
     if (fmt == VC_FORMAT_VXT) {
         rc = info_tensor(cmd, ctx, pos[0], json);
-    } else if (fmt == VC_FORMAT_NPY) {
+    } else if (fmt == VC_FORMAT_NPY && !read_opts) {
         rc = info_npy(cmd, ctx, pos[0], json);
     } else {
         vc_cloud cl;
         memset(&cl, 0, sizeof cl);
-        vc_status st = vc_cloud_read(ctx, pos[0], (vc_file_format)fmt, &cl);
-        if (st != VC_OK) {
-            rc = cli_file_error(cmd, ctx, st, "cannot read", pos[0]);
-        } else {
+        rc = cli_read_cloud(cmd, ctx, pos[0], fmt, &r, &cl);
+        if (rc == CLI_OK) {
             print_cloud(pos[0], "point cloud", cl.data, cl.count, cl.dim, cl.names, json, 0);
             vc_cloud_free(&cl);
         }
     }
     vc_context_destroy(ctx);
+    cli_read_opts_free(&r);
     return rc;
 }
 

@@ -13,7 +13,7 @@ static const char VOXELIZE_HELP[] =
     "usage: voxconv voxelize IN OUT.vxt --voxel-size X,Y,Z\n"
     "                        --range XMIN,YMIN,ZMIN,XMAX,YMAX,ZMAX [options]\n"
     "\n"
-    "Reads a point cloud (KITTI .bin, .pcd, .ply, float32 .npy [N, D>=3]), voxelizes it and\n"
+    "Reads a point cloud (raw .bin, .pcd, .ply, float32 .npy [N, D>=3]), voxelizes it and\n"
     "writes a .vxt sparse tensor. A point p lands in voxel floor((p - min) / size), computed in\n"
     "float32, and is kept when inside the spatial shape round((max - min) / size); coordinates\n"
     "are (batch, z, y, x), sorted. Features reduce every column of the cloud (x, y, z\n"
@@ -29,6 +29,7 @@ static const char VOXELIZE_HELP[] =
     "  --nonfinite skip|error  points with NaN/inf x, y or z: drop them (default) or fail\n"
     "  --dtype fp32|fp16|bf16  feature dtype of the result (default fp32)\n"
     "  --format F              input format: auto|kitti|pcd|ply|npy (default auto)\n"
+    CLI_READ_OPTIONS_HELP
     "  --json                  print the statistics as one JSON object\n"
     "  --backend auto|cpu|cuda context backend (default auto)\n";
 
@@ -109,13 +110,14 @@ int cmd_voxelize(int argc, char **argv)
 {
     const char *cmd = "voxelize";
     voxelize_opts o = {0};
+    cli_read_opts r = {0};
     const char *backend = NULL, *pos[2];
     int json = 0, done = 0, npos = 0;
     cli_opt opts[] = {{"--voxel-size", &o.vsize, NULL}, {"--range", &o.range, NULL},
                       {"--reduce", &o.reduce, NULL},    {"--max-voxels", &o.maxv, NULL},
                       {"--dtype", &o.dtype, NULL},      {"--nonfinite", &o.nonfinite, NULL},
                       {"--format", &o.format, NULL},    {"--json", NULL, &json},
-                      {"--backend", &backend, NULL}};
+                      {"--backend", &backend, NULL},    CLI_READ_OPTIONS(r)};
     int rc = cli_parse_command(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), pos,
                                2, &npos, VOXELIZE_HELP, &done);
     if (rc || done) return rc;
@@ -123,22 +125,21 @@ int cmd_voxelize(int argc, char **argv)
         return cli_usage_error(cmd, "expected IN and OUT.vxt (see voxconv voxelize --help)");
     vc_voxelize_desc d = VC_VOXELIZE_DESC_INIT;
     int fmt = 0;
-    if (parse_voxelize_opts(cmd, &o, &d, &fmt)) return CLI_USAGE;
+    if (parse_voxelize_opts(cmd, &o, &d, &fmt) || cli_parse_read_opts(cmd, &r)) return CLI_USAGE;
 
     vc_context *ctx = NULL;
-    if ((rc = cli_open_context(cmd, backend, &ctx))) return rc;
+    if ((rc = cli_open_context(cmd, backend, &ctx))) {
+        cli_read_opts_free(&r);
+        return rc;
+    }
     vc_cloud cl;
     memset(&cl, 0, sizeof cl);
     vc_tensor *t = NULL;
     vc_voxelize_stats stats;
     memset(&stats, 0, sizeof stats);
-    vc_status st = vc_cloud_read(ctx, pos[0], (vc_file_format)fmt, &cl);
-    if (st != VC_OK) {
-        rc = cli_file_error(cmd, ctx, st, "cannot read", pos[0]);
-        goto done;
-    }
+    if ((rc = cli_read_cloud(cmd, ctx, pos[0], fmt, &r, &cl))) goto done;
     vc_points pts = {cl.data, cl.count, cl.dim, NULL, VC_MEMORY_HOST};
-    st = vc_voxelize(ctx, &d, &pts, &t, &stats);
+    vc_status st = vc_voxelize(ctx, &d, &pts, &t, &stats);
     if (st != VC_OK) {
         rc = cli_vc_error(cmd, ctx, st, "voxelization failed");
         goto done;
@@ -149,5 +150,6 @@ done:
     vc_tensor_destroy(t);
     vc_cloud_free(&cl);
     vc_context_destroy(ctx);
+    cli_read_opts_free(&r);
     return rc;
 }

@@ -140,6 +140,49 @@ int cli_tensor_to_host(const char *cmd, vc_context *ctx, const vc_tensor *t, int
     return rc;
 }
 
+int cli_parse_read_opts(const char *cmd, cli_read_opts *r)
+{
+    vc_read_options init = VC_READ_OPTIONS_INIT;
+    int64_t v;
+    r->o = init;
+    r->use = NULL;
+    if (r->load_dim) {
+        if (cli_parse_i64(cmd, "--load-dim", r->load_dim, 3, 4096, &v)) return CLI_USAGE;
+        r->o.load_dim = (int32_t)v;
+    }
+    if (!r->use_dim) return CLI_OK;
+    if (!strchr(r->use_dim, ',')) { /* a count, as mmdetection3d's use_dim=N */
+        if (cli_parse_i64(cmd, "--use-dim", r->use_dim, 3, 4096, &v)) return CLI_USAGE;
+        r->o.n_use_dim = (int32_t)v;
+        return CLI_OK;
+    }
+    int n = 0;
+    if (cli_parse_int_list(cmd, "--use-dim", r->use_dim, 0, 4095, 4096, &r->use, &n))
+        return CLI_USAGE;
+    if (n < 3) {
+        cli_read_opts_free(r);
+        return cli_usage_error(cmd, "--use-dim: keep at least 3 columns (x, y, z), got '%s'",
+                               r->use_dim);
+    }
+    r->o.use_dim = r->use;
+    r->o.n_use_dim = n;
+    return CLI_OK;
+}
+
+void cli_read_opts_free(cli_read_opts *r)
+{
+    free(r->use);
+    r->use = NULL;
+    r->o.use_dim = NULL;
+}
+
+int cli_read_cloud(const char *cmd, vc_context *ctx, const char *path, int fmt,
+                   const cli_read_opts *r, vc_cloud *out)
+{
+    vc_status st = vc_cloud_read_ex(ctx, path, (vc_file_format)fmt, &r->o, out);
+    return st == VC_OK ? CLI_OK : cli_file_error(cmd, ctx, st, "cannot read", path);
+}
+
 void cli_print_int3_json(FILE *f, const int32_t v[3])
 {
     fprintf(f, "[%d, %d, %d]", v[0], v[1], v[2]);

@@ -126,11 +126,16 @@ uint32_t vc_crc32(uint32_t crc, const void *data, size_t n);
  * nothing is left allocated. */
 vc_status vc_io_cloud_alloc(const vc_io_src *src, vc_cloud *c, int64_t count, int32_t dim,
                             const char *const *names);
+/* The same, with only the first `nnamed` columns named by `names`; column i >= nnamed is "ci". */
+vc_status vc_io_cloud_alloc_named(const vc_io_src *src, vc_cloud *c, int64_t count,
+                                  int32_t dim, const char *const *names, int32_t nnamed);
 /* Frees what vc_io_cloud_alloc made (same as vc_cloud_free without the API prologue). */
 void vc_io_cloud_release(vc_cloud *c);
 
 /* The format parsers (memory in, cloud out); *out is written only on success. */
-vc_status vc_io_read_kitti(const vc_io_src *src, const uint8_t *p, size_t n, vc_cloud *out);
+/* A raw .bin of `load_dim` float32 per record (0: the KITTI default, 4). */
+vc_status vc_io_read_kitti(const vc_io_src *src, const uint8_t *p, size_t n, int32_t load_dim,
+                           vc_cloud *out);
 vc_status vc_io_read_pcd(const vc_io_src *src, const uint8_t *p, size_t n, vc_cloud *out);
 vc_status vc_io_read_ply(const vc_io_src *src, const uint8_t *p, size_t n, vc_cloud *out);
 vc_status vc_io_read_npy_cloud(const vc_io_src *src, const uint8_t *p, size_t n,

@@ -384,6 +384,12 @@ void vc_io_cloud_release(vc_cloud *c)
 vc_status vc_io_cloud_alloc(const vc_io_src *src, vc_cloud *c, int64_t count, int32_t dim,
                             const char *const *names)
 {
+    return vc_io_cloud_alloc_named(src, c, count, dim, names, dim);
+}
+
+vc_status vc_io_cloud_alloc_named(const vc_io_src *src, vc_cloud *c, int64_t count,
+                                  int32_t dim, const char *const *names, int32_t nnamed)
+{
     memset(c, 0, sizeof *c);
     if (dim < 3 || dim > VC_IO_MAX_COLUMNS)
         return vc_io_fail(src, VC_ERR_LIMIT, "%d columns (at most %d)", (int)dim,
@@ -405,13 +411,16 @@ vc_status vc_io_cloud_alloc(const vc_io_src *src, vc_cloud *c, int64_t count, in
     c->count = count;
     c->dim = dim;
     for (int32_t i = 0; i < dim; i++) {
-        size_t l = strlen(names[i]);
+        char numbered[16];
+        snprintf(numbered, sizeof numbered, "c%d", (int)i);
+        const char *name = i < nnamed ? names[i] : numbered;
+        size_t l = strlen(name);
         c->names[i] = malloc(l + 1);
         if (!c->names[i]) {
             vc_io_cloud_release(c);
             return vc_io_fail(src, VC_ERR_OUT_OF_MEMORY, "cannot allocate column names");
         }
-        memcpy(c->names[i], names[i], l + 1);
+        memcpy(c->names[i], name, l + 1);
     }
     return VC_OK;
 }

@@ -225,6 +225,79 @@ error err_bad_backend "--backend: expected auto\|cpu\|cuda" "$VOX" info data/sma
 error err_write_dir "VC_ERR_IO" "$VOX" voxelize data/small.bin "$W/no/such/dir/x.vxt" \
   --voxel-size $VS --range $RANGE
 
+# ---- raw .bin record width (--load-dim, --use-dim) ---------------------------------------
+# widen IN OUT WIDTH [N] [front] : OUT holds the first N (0 = all) 4-float records of IN widened
+# to WIDTH floats with made-up extra columns, after the record or (front) before it.
+widen() {
+  perl -e 'my ($w, $max, $front) = @ARGV; binmode STDIN; binmode STDOUT; my $i = 0;
+    while (read(STDIN, my $r, 16) == 16) { last if $max && $i >= $max;
+      my $x = join("", map { pack("f<", ($i % 32) + 0.25 * $_) } 4 .. $w - 1);
+      print $front ? $x . $r : $r . $x; $i++ }' "$3" "${4:-0}" "${5:-}" <"$1" >"$2"
+}
+# same_voxels TAG CLOUD4 WIDE VS RANGE LOAD_DIM USE_DIM : the wide file read with --load-dim
+# and --use-dim voxelizes to the same .vxt bytes as its 4-float subset.
+same_voxels() {
+  local t="$1" vs="$4" range="$5"
+  ok "${t}_ref" "$VOX" voxelize "$2" "$W/$t.ref.vxt" --voxel-size "$vs" --range="$range" "${CPU[@]}"
+  ok "${t}_wide" "$VOX" voxelize "$3" "$W/$t.wide.vxt" --voxel-size "$vs" --range="$range" \
+    --load-dim "$6" --use-dim "$7" "${CPU[@]}"
+  same_file "${t}_same_voxels" "$W/$t.ref.vxt" "$W/$t.wide.vxt"
+}
+widen data/small.bin "$W/s5.bin" 5
+widen data/small.bin "$W/s6.bin" 6
+widen data/small.bin "$W/s5front.bin" 5 0 front
+widen data/small.bin "$W/s5_400.bin" 5 400
+widen data/small.bin "$W/s4_400.bin" 4 400
+cp "$W/s5.bin" "$W/frame.pcd.bin"
+same_voxels ld5 data/small.bin "$W/s5.bin" $VS $RANGE 5 4
+same_voxels ld6 data/small.bin "$W/s6.bin" $VS $RANGE 6 4
+same_voxels ld5_list data/small.bin "$W/s5front.bin" $VS $RANGE 5 1,2,3,4
+same_voxels ld5_pcdbin data/small.bin "$W/frame.pcd.bin" $VS $RANGE 5 0,1,2,3
+# 400 points of 5 floats are 8,000 bytes, a multiple of 16: only --load-dim 5 reads them right.
+same_voxels ld5_mult4 "$W/s4_400.bin" "$W/s5_400.bin" $VS $RANGE 5 4
+run ld5_mult4_info "$VOX" info "$W/s5_400.bin" --load-dim 5 --json "${CPU[@]}"
+if grep -q '"points": 400,' "$W/ld5_mult4_info.out" && grep -q '"name": "c4"' \
+   "$W/ld5_mult4_info.out"; then pass ld5_mult4_info; else
+  fail ld5_mult4_info "$(head -c 300 "$W/ld5_mult4_info.out" "$W/ld5_mult4_info.err")"; fi
+error err_ld_fits5 "not a multiple of 16 .* fits 5 float32 per point: pass --load-dim 5" \
+  "$VOX" info "$W/s5.bin" "${CPU[@]}"
+error err_ld_fits6 "fits 3 or 6 float32 per point: pass --load-dim 3 or 6 .*whichever" \
+  "$VOX" voxelize "$W/s6.bin" "$W/x.vxt" --voxel-size $VS --range $RANGE "${CPU[@]}"
+error err_ld_pcdbin "nuScenes \.pcd\.bin files hold 5 float32 per point .*: pass --load-dim 5" \
+  "$VOX" voxelize "$W/frame.pcd.bin" "$W/x.vxt" --voxel-size $VS --range $RANGE "${CPU[@]}"
+error err_ld_wrong "not a multiple of 24 \(load_dim 6 .*it fits 5 float32" \
+  "$VOX" info "$W/s5.bin" --load-dim 6 "${CPU[@]}"
+error err_ud_index "use_dim\[2\] = 9 is not a column of the file: it has 5" \
+  "$VOX" info "$W/s5.bin" --load-dim 5 --use-dim 0,1,9 "${CPU[@]}"
+error err_ud_count "use_dim keeps the first 6 columns, the file has 5" \
+  "$VOX" voxelize "$W/s5.bin" "$W/x.vxt" --voxel-size $VS --range $RANGE --load-dim 5 \
+  --use-dim 6 "${CPU[@]}"
+error err_ud_small "--use-dim: expected an integer in 3\.\.4096, got '2'" \
+  "$VOX" info data/small.bin --use-dim 2 "${CPU[@]}"
+error err_ud_two "--use-dim: keep at least 3 columns" "$VOX" info data/small.bin --use-dim 0,1
+error err_ud_text "--use-dim: expected at most 4096 comma-separated integers" \
+  "$VOX" info data/small.bin --use-dim 0,x,2
+error err_ld_small "--load-dim: expected an integer in 3\.\.4096" \
+  "$VOX" info data/small.bin --load-dim 2
+error err_ld_pcd "applies to raw \.bin files only; a PCD file" \
+  "$VOX" info data/small.pcd --load-dim 4 "${CPU[@]}"
+error err_ld_vxt "apply to point files, not to a \.vxt" "$VOX" info "$W/s.vxt" --use-dim 4
+run ud_pcd "$VOX" info data/small.pcd --use-dim 3,0,1,2 "${CPU[@]}"
+if grep -q '^columns:    4 (intensity x y z)$' "$W/ud_pcd.out"; then pass ud_pcd; else
+  fail ud_pcd "$(head -c 300 "$W/ud_pcd.out" "$W/ud_pcd.err")"; fi
+if [[ -f "$SRC/datasets/data/vlp16.bin" ]]; then
+  V16="$SRC/datasets/data/vlp16.bin" V16R=-44,-103,-4,105,108,12.1
+  widen "$V16" "$W/v5.bin" 5
+  widen "$V16" "$W/v6.bin" 6
+  same_voxels vlp16_ld5 "$V16" "$W/v5.bin" 0.05,0.05,0.1 $V16R 5 4
+  same_voxels vlp16_ld6 "$V16" "$W/v6.bin" 0.05,0.05,0.1 $V16R 6 0,1,2,3
+  error err_vlp16_ld5 "pass --load-dim 5" "$VOX" info "$W/v5.bin" "${CPU[@]}"
+  error err_vlp16_ld6 "fits 3 or 6 float32 per point: pass --load-dim 3 or 6" \
+    "$VOX" info "$W/v6.bin"
+else
+  skip real_vlp16_load_dim "datasets/data/vlp16.bin missing (run datasets/fetch to enable)"
+fi
+
 # ---- non-finite features: refused unless --nonfinite keeps or zeroes them ------------------
 python3 -c '
 import struct, sys

@@ -60,6 +60,27 @@ static int vc_t_pass, vc_t_fail;
         return vc_t_fail ? 1 : 0;                                                              \
     } while (0)
 
+/* "$VC_TEST_TMP/PREFIXNAME" (VC_TEST_TMP unset: the current directory), in one of 4 rotating
+ * static buffers. */
+static inline const char *vc_test_tmp_path(const char *prefix, const char *name)
+{
+    static char buf[4][1024];
+    static int k;
+    const char *dir = getenv("VC_TEST_TMP");
+    char *b = buf[k++ & 3];
+    snprintf(b, sizeof buf[0], "%s/%s%s", dir ? dir : ".", prefix, name);
+    return b;
+}
+
+/* Writes n bytes to a new file at path; 0 on success, -1 on failure. */
+static inline int vc_test_write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(p, 1, n, f);
+    return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
 /* Reads VC_TEST_SEED or the clock, prints it, returns a generator. */
 static inline vc_rng vc_test_rng(const char *name)
 {

@@ -14,22 +14,11 @@
 
 static vc_context *ctx;
 
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][1024];
-    static int k;
-    const char *dir = getenv("VC_TEST_TMP");
-    char *b = buf[k++ & 3];
-    snprintf(b, sizeof buf[0], "%s/fmt_%s", dir ? dir : ".", name);
-    return b;
-}
+static const char *tmp_path(const char *name) { return vc_test_tmp_path("fmt_", name); }
 
 static int write_bytes(const char *path, const void *p, size_t n)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = fwrite(p, 1, n, f);
-    return fclose(f) == 0 && w == n ? 0 : -1;
+    return vc_test_write_file(path, p, n);
 }
 
 static uint8_t *read_bytes(const char *path, size_t *n)
