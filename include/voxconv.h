@@ -546,6 +546,35 @@ VC_API vc_status vc_global_pool(vc_context *ctx, vc_pool_mode mode, const vc_ten
 /* Files                                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Every file the library writes is written atomically: to a temporary ".NAME.XXXXXX" in the
+ * target's directory, flushed, synced and closed (each step checked), then renamed over the
+ * target. On any failure the temporary is removed and the target, whatever it was, is left
+ * exactly as it was; the library never unlinks or truncates a path it is given. A symlink at
+ * the path is followed: the file it finally names is replaced, the link stays. An existing
+ * file keeps its mode; one the caller may not write is refused (as fopen would); a new one
+ * gets 0666 less the umask. A target that is not a regular file (a device, a FIFO) is written
+ * in place (never created, truncated or removed); a directory is refused. Writing needs a
+ * writable directory. Hard links to a replaced file keep the old contents. */
+
+/* An output file being written: its temporary exists until vc_output_publish renames it over
+ * the target or vc_output_discard removes it. Callers that write several files together
+ * (all or none) open one output per file, write each (vc_tensor_save_output,
+ * vc_npy_write_output), and publish them only when every write succeeded. Owned by the caller,
+ * not by a context; one thread at a time. */
+typedef struct vc_output vc_output;
+
+/* Creates the temporary for `path` (or opens a non-regular target for writing in place). */
+VC_API vc_status vc_output_open(vc_context *ctx, const char *path, vc_output **out);
+/* The temporary's path (*path NULL for a target written in place), valid until the output is
+ * published or discarded: a caller's signal handler may unlink a copy of it. */
+VC_API vc_status vc_output_temp_path(const vc_output *out, const char **path);
+/* Renames the written temporary over the target (and syncs its directory). Always frees
+ * `out`; on failure, or when the output's write failed or never happened, removes the
+ * temporary and returns an error, the target untouched. */
+VC_API vc_status vc_output_publish(vc_context *ctx, vc_output *out);
+/* Removes the temporary and frees `out` (NULL is OK); the target is untouched. */
+VC_API vc_status vc_output_discard(vc_output *out);
+
 /* Point clouds read from files live in host memory owned by the library. */
 typedef struct vc_cloud {
     float *data;              /* [count, dim]: x, y, z, then `dim - 3` more columns            */
@@ -618,13 +647,17 @@ typedef struct vc_array {
 VC_API vc_status vc_npy_read(vc_context *ctx, const char *path, vc_array *out);
 VC_API vc_status vc_npy_read_memory(vc_context *ctx, const void *bytes, size_t size,
                                     vc_array *out);
-/* Writes a .npy (version 1.0). */
+/* Writes a .npy (version 1.0). The _output form writes into an open output (once), which the
+ * caller then publishes or discards. */
 VC_API vc_status vc_npy_write(vc_context *ctx, const char *path, const vc_array *array);
+VC_API vc_status vc_npy_write_output(vc_context *ctx, vc_output *out, const vc_array *array);
 VC_API vc_status vc_array_free(vc_array *array);
 
 /* Saves a sparse tensor (coordinates, features, spatial shape, batch size, dtype) as a .vxt
  * file. Synchronises on the CUDA backend. */
 VC_API vc_status vc_tensor_save(vc_context *ctx, const vc_tensor *tensor, const char *path);
+/* The same into an open output (once), which the caller then publishes or discards. */
+VC_API vc_status vc_tensor_save_output(vc_context *ctx, const vc_tensor *tensor, vc_output *out);
 /* Loads a .vxt file into a new coordinate set and tensor on the context. */
 VC_API vc_status vc_tensor_load(vc_context *ctx, const char *path, vc_tensor **out);
 VC_API vc_status vc_tensor_load_memory(vc_context *ctx, const void *bytes, size_t size,

@@ -3,8 +3,8 @@
  *
  * The CLI uses only the public API (voxconv.h). args.c holds the option parser, the value
  * parsers and the error lines; common.c what the subcommands share (context, file loads and
- * saves, host copies, JSON pieces); map_opts.c the kernel-map options of conv and pool;
- * cmd_NAME.c one subcommand each; main.c the dispatcher. Every failure is reported as one line
+ * saves, host copies, JSON pieces); outputs.c the output files (atomic, all or none) and the
+ * signals; map_opts.c the kernel-map options of conv and pool; cmd_NAME.c one subcommand each; main.c the dispatcher. Every failure is reported as one line
  * "voxconv CMD: message" on stderr and a non-zero exit status.
  */
 #ifndef VOXCONV_CLI_H
@@ -91,7 +91,7 @@ void *cli_xcalloc(size_t n, size_t size);
 int cli_file_error(const char *cmd, const vc_context *ctx, vc_status st, const char *verb,
                    const char *path);
 /* vc_tensor_load, vc_tensor_save, vc_npy_read (`verb` as "cannot read weights"), vc_npy_write,
- * each reporting its failure with cli_file_error. */
+ * each reporting its failure with cli_file_error (the saves through cli_write_outputs). */
 int cli_load_tensor(const char *cmd, vc_context *ctx, const char *path, vc_tensor **t);
 int cli_save_tensor(const char *cmd, vc_context *ctx, const vc_tensor *t, const char *path);
 /* --nonfinite refuse|keep|zero (NULL: refuse), and its check of a loaded input's features: a
@@ -103,6 +103,28 @@ int cli_read_npy(const char *cmd, vc_context *ctx, const char *path, const char 
                  vc_array *a);
 int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data,
                   vc_dtype dtype, int ndim, const int64_t *shape);
+/* A vc_array over `data` (not copied). */
+vc_array cli_array(void *data, vc_dtype dtype, int ndim, const int64_t *shape);
+/* ---- output files and signals (outputs.c) ------------------------------------------------ */
+
+/* One file a command writes: a tensor as .vxt (tensor non-NULL), else `array` as .npy. */
+typedef struct cli_output {
+    const char *path;
+    const vc_tensor *tensor;
+    vc_array array;
+} cli_output;
+#define CLI_MAX_OUTPUTS 4
+
+/* Ignores SIGXFSZ; SIGINT/SIGTERM/SIGHUP remove the registered temporaries, then kill. */
+void cli_signals_init(void);
+/* Writes every output to its temporary, then publishes them all (renames over the targets),
+ * or, after any failure, none: the temporaries go, the targets stay as they were. One error
+ * line; returns CLI_OK or CLI_FAIL. */
+int cli_write_outputs(const char *cmd, vc_context *ctx, const cli_output *outs, int n);
+/* CLI_USAGE (after the error line) when `path` ends in a known extension (.vxt .npy .bin .pcd
+ * .ply, any case) other than `ext`; `what` names the argument ("OUT", "--save-weights"). */
+int cli_check_extension(const char *cmd, const char *what, const char *path, const char *ext);
+
 /* Host copies of a tensor's coordinates (int32 [N,4]) and features (fp32 [N,C]), malloc'ed;
  * both NULL on failure. */
 int cli_tensor_to_host(const char *cmd, vc_context *ctx, const vc_tensor *t, int32_t **coords,

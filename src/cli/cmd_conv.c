@@ -343,13 +343,12 @@ static int conv_layer(const char *cmd, vc_context *ctx, const conv_opts *o, cons
     cd->bias = r->bias;
     st = vc_conv_forward(ctx, cd, r->work, &r->out);
     if (st != VC_OK) return cli_vc_error(cmd, ctx, st, "convolution failed");
-    if ((rc = cli_save_tensor(cmd, ctx, r->out, out_path))) return rc;
-    if (o->savew) {
-        const int32_t *k = p->md.kernel;
-        int64_t shape[5] = {p->c_out, k[0], k[1], k[2], ii.channels};
-        if ((rc = cli_write_npy(cmd, ctx, o->savew, r->w, r->wdt, 5, shape))) return rc;
-    }
-    return CLI_OK;
+    /* OUT.vxt and --save-weights: both published, or neither. */
+    const int32_t *k = p->md.kernel;
+    int64_t shape[5] = {p->c_out, k[0], k[1], k[2], ii.channels};
+    cli_output outs[2] = {{out_path, r->out, {0}},
+                          {o->savew, NULL, cli_array(r->w, r->wdt, 5, shape)}};
+    return cli_write_outputs(cmd, ctx, outs, o->savew ? 2 : 1);
 }
 
 static void print_conv_summary(const char *const pos[2], const conv_plan *p, const conv_run *r,
@@ -407,6 +406,11 @@ int cmd_conv(int argc, char **argv)
     if (rc || done) return rc;
     if (npos != 2)
         return cli_usage_error(cmd, "expected IN.vxt and OUT.vxt (see voxconv conv --help)");
+    if (cli_check_extension(cmd, "OUT", pos[1], ".vxt") ||
+        (o.savew && cli_check_extension(cmd, "--save-weights", o.savew, ".npy")))
+        return CLI_USAGE;
+    if (o.savew && strcmp(o.savew, pos[1]) == 0)
+        return cli_usage_error(cmd, "--save-weights names the output file '%s'", pos[1]);
     conv_plan p;
     if (parse_conv_opts(cmd, &o, &p)) return CLI_USAGE;
     vc_nonfinite_policy nf;

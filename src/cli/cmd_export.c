@@ -11,7 +11,8 @@ static const char EXPORT_HELP[] =
     "usage: voxconv export IN.vxt PREFIX [--json] [--backend auto|cpu|cuda]\n"
     "\n"
     "Writes PREFIX.coords.npy (int32 [N, 4], rows batch, z, y, x) and PREFIX.feats.npy\n"
-    "(float32 [N, C]; fp16 and bf16 features are converted to float32).\n";
+    "(float32 [N, C]; fp16 and bf16 features are converted to float32). Both files are\n"
+    "written, or neither: an existing file is replaced only when both writes succeeded.\n";
 
 int cmd_export(int argc, char **argv)
 {
@@ -41,8 +42,9 @@ int cmd_export(int argc, char **argv)
     vc_tensor_get_info(t, &ti);
     if ((rc = cli_tensor_to_host(cmd, ctx, t, &coords, &feats))) goto done;
     int64_t cshape[2] = {ti.count, 4}, fshape[2] = {ti.count, ti.channels};
-    if ((rc = cli_write_npy(cmd, ctx, cpath, coords, VC_DTYPE_INT32, 2, cshape))) goto done;
-    if ((rc = cli_write_npy(cmd, ctx, fpath, feats, VC_DTYPE_FP32, 2, fshape))) goto done;
+    cli_output outs[2] = {{cpath, NULL, cli_array(coords, VC_DTYPE_INT32, 2, cshape)},
+                          {fpath, NULL, cli_array(feats, VC_DTYPE_FP32, 2, fshape)}};
+    if ((rc = cli_write_outputs(cmd, ctx, outs, 2))) goto done; /* both or neither */
     if (json) {
         cli_json_io("input", pos[0], "coords", cpath);
         printf(", \"feats\": ");

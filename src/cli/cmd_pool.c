@@ -129,6 +129,7 @@ int cmd_pool(int argc, char **argv)
     if (rc || done) return rc;
     if (npos != 2)
         return cli_usage_error(cmd, "expected IN.vxt and OUT (see voxconv pool --help)");
+    if (cli_check_extension(cmd, "OUT", pos[1], global ? ".npy" : ".vxt")) return CLI_USAGE;
     int pm = 0;
     if (mode && cli_parse_choice(cmd, "--mode", mode, POOL_MODES, &pm)) return CLI_USAGE;
     vc_pool_desc pd = VC_POOL_DESC_INIT;

@@ -123,6 +123,7 @@ int cmd_voxelize(int argc, char **argv)
     if (rc || done) return rc;
     if (npos != 2)
         return cli_usage_error(cmd, "expected IN and OUT.vxt (see voxconv voxelize --help)");
+    if (cli_check_extension(cmd, "OUT", pos[1], ".vxt")) return CLI_USAGE;
     vc_voxelize_desc d = VC_VOXELIZE_DESC_INIT;
     int fmt = 0;
     if (parse_voxelize_opts(cmd, &o, &d, &fmt) || cli_parse_read_opts(cmd, &r)) return CLI_USAGE;

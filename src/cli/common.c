@@ -90,8 +90,11 @@ int cli_check_features(const char *cmd, vc_context *ctx, vc_tensor *t, vc_nonfin
 
 int cli_save_tensor(const char *cmd, vc_context *ctx, const vc_tensor *t, const char *path)
 {
-    vc_status st = vc_tensor_save(ctx, t, path);
-    return st == VC_OK ? CLI_OK : cli_file_error(cmd, ctx, st, "cannot write", path);
+    cli_output o;
+    memset(&o, 0, sizeof o);
+    o.path = path;
+    o.tensor = t;
+    return cli_write_outputs(cmd, ctx, &o, 1);
 }
 
 int cli_read_npy(const char *cmd, vc_context *ctx, const char *path, const char *verb,
@@ -102,8 +105,7 @@ int cli_read_npy(const char *cmd, vc_context *ctx, const char *path, const char 
     return st == VC_OK ? CLI_OK : cli_file_error(cmd, ctx, st, verb, path);
 }
 
-int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data,
-                  vc_dtype dtype, int ndim, const int64_t *shape)
+vc_array cli_array(void *data, vc_dtype dtype, int ndim, const int64_t *shape)
 {
     vc_array a;
     memset(&a, 0, sizeof a);
@@ -111,8 +113,14 @@ int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data
     a.dtype = dtype;
     a.ndim = ndim;
     for (int i = 0; i < ndim; i++) a.shape[i] = shape[i];
-    vc_status st = vc_npy_write(ctx, path, &a);
-    return st == VC_OK ? CLI_OK : cli_file_error(cmd, ctx, st, "cannot write", path);
+    return a;
+}
+
+int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data,
+                  vc_dtype dtype, int ndim, const int64_t *shape)
+{
+    cli_output o = {path, NULL, cli_array(data, dtype, ndim, shape)};
+    return cli_write_outputs(cmd, ctx, &o, 1);
 }
 
 int cli_tensor_to_host(const char *cmd, vc_context *ctx, const vc_tensor *t, int32_t **coords,

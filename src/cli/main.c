@@ -42,6 +42,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    cli_signals_init();
     if (argc < 2) return cli_usage_error(NULL, "missing command (see voxconv --help)");
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {

@@ -41,24 +41,36 @@ void vc_io_begin(vc_context *ctx);
  * success, even for an empty file). */
 vc_status vc_io_read_file(vc_context *ctx, const char *path, uint8_t **data, size_t *size);
 
-/* Checked writing: open, write pieces, close. On any failure the partial file is removed and
- * the FILE closed; the status is VC_ERR_IO with the path in the message. */
+/* Checked writing through an atomic output (vc_output, output.c): open makes a new output
+ * for `path` and the close publishes it (renames the temporary over the target) or, after any
+ * failure, removes the temporary; attach writes into a caller's output, which the close only
+ * finishes (flush, sync, close), leaving its publication to the caller. The status is
+ * VC_ERR_IO with the path in the message. */
 typedef struct vc_io_writer {
     vc_context *ctx;
-    const char *path;
+    vc_output *out;
     FILE *f;
+    int own; /* opened here: published or discarded by the close */
     vc_status status;
     uint8_t stage[1 << 14]; /* little-endian elements of vc_io_writer_put_le, not yet written */
     size_t staged;
 } vc_io_writer;
 
 vc_status vc_io_writer_open(vc_io_writer *w, vc_context *ctx, const char *path);
+vc_status vc_io_writer_attach(vc_io_writer *w, vc_context *ctx, vc_output *out);
 /* Appends bytes; after a failure further writes do nothing. */
 void vc_io_writer_put(vc_io_writer *w, const void *data, size_t n);
 /* Appends n elements of esz bytes (2 or 4) stored in host order, as little-endian. */
 void vc_io_writer_put_le(vc_io_writer *w, const void *data, size_t n, size_t esz);
 /* Closes; returns the first failure of the whole sequence or VC_OK. */
 vc_status vc_io_writer_close(vc_io_writer *w);
+
+/* output.c, for the writer: the stream of an output not yet written (else NULL), the path its
+ * caller gave, and the end of its writing (flush, sync and close, each checked; `st` is the
+ * writing's status so far; the output is then written, or failed). */
+FILE *vc_io_output_file(vc_output *out);
+const char *vc_io_output_name(const vc_output *out);
+vc_status vc_io_output_finish(vc_context *ctx, vc_output *out, vc_status st);
 
 /* Little-endian loads and stores from unaligned bytes. */
 static inline uint16_t vc_ld_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }

@@ -1,7 +1,7 @@
 /* src/io/io_common.c - shared machinery of the file formats: whole-file reads with a size cap,
- * checked writes that remove a partial file, messages naming file and place, element loads,
- * the text cursor and number parsing (never past the token), CRC-32, LZF decoding and the
- * point-cloud builder. Nothing here prints, aborts or exits. */
+ * checked writes through atomic outputs (output.c), messages naming file and place, element
+ * loads, the text cursor and number parsing (never past the token), CRC-32, LZF decoding and
+ * the point-cloud builder. Nothing here prints, aborts or exits. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -83,17 +83,34 @@ vc_status vc_io_read_file(vc_context *ctx, const char *path, uint8_t **data, siz
     return VC_OK;
 }
 
-vc_status vc_io_writer_open(vc_io_writer *w, vc_context *ctx, const char *path)
+vc_status vc_io_writer_attach(vc_io_writer *w, vc_context *ctx, vc_output *out)
 {
     w->ctx = ctx;
-    w->path = path;
+    w->out = out;
+    w->own = 0;
     w->status = VC_OK;
     w->staged = 0;
-    w->f = fopen(path, "wb");
+    w->f = vc_io_output_file(out);
     if (!w->f) {
-        vc_io_src src = {ctx, path};
-        w->status = vc_io_fail(&src, VC_ERR_IO, "cannot open for writing: %s", strerror(errno));
+        vc_io_src src = {ctx, vc_io_output_name(out)};
+        w->status = vc_io_fail(&src, VC_ERR_INVALID_ARGUMENT,
+                               out ? "output already written" : "NULL output");
     }
+    return w->status;
+}
+
+vc_status vc_io_writer_open(vc_io_writer *w, vc_context *ctx, const char *path)
+{
+    vc_output *out = NULL;
+    w->ctx = ctx;
+    w->out = NULL;
+    w->f = NULL;
+    w->own = 0;
+    w->staged = 0;
+    w->status = vc_output_open(ctx, path, &out);
+    if (w->status != VC_OK) return w->status;
+    vc_io_writer_attach(w, ctx, out);
+    w->own = 1;
     return w->status;
 }
 
@@ -101,7 +118,7 @@ static void writer_write(vc_io_writer *w, const void *data, size_t n)
 {
     if (w->status != VC_OK || !w->f || n == 0) return;
     if (fwrite(data, 1, n, w->f) != n) {
-        vc_io_src src = {w->ctx, w->path};
+        vc_io_src src = {w->ctx, vc_io_output_name(w->out)};
         w->status = vc_io_fail(&src, VC_ERR_IO, "write failed: %s", strerror(errno));
     }
 }
@@ -140,14 +157,17 @@ void vc_io_writer_put_le(vc_io_writer *w, const void *data, size_t n, size_t esz
 
 vc_status vc_io_writer_close(vc_io_writer *w)
 {
-    if (!w->f) return w->status;
-    writer_flush(w);
-    if (fclose(w->f) != 0 && w->status == VC_OK) {
-        vc_io_src src = {w->ctx, w->path};
-        w->status = vc_io_fail(&src, VC_ERR_IO, "close failed: %s", strerror(errno));
+    if (!w->out) return w->status;
+    if (w->f) {
+        writer_flush(w);
+        w->status = vc_io_output_finish(w->ctx, w->out, w->status);
+        w->f = NULL;
     }
-    w->f = NULL;
-    if (w->status != VC_OK) remove(w->path);
+    if (w->own) {
+        if (w->status == VC_OK) w->status = vc_output_publish(w->ctx, w->out);
+        else vc_output_discard(w->out);
+    }
+    w->out = NULL;
     return w->status;
 }
 

@@ -327,11 +327,13 @@ vc_status vc_npy_read(vc_context *ctx, const char *path, vc_array *out)
     return st;
 }
 
-vc_status vc_npy_write(vc_context *ctx, const char *path, const vc_array *a)
+/* vc_npy_write (to `path`, published at the end) and vc_npy_write_output (into `out`). */
+static vc_status write_npy(vc_context *ctx, const char *path, vc_output *out, const vc_array *a)
 {
     vc_io_begin(ctx);
-    vc_io_src src = {ctx, path ? path : "(null)"};
-    if (!path || !a) return vc_io_fail(&src, VC_ERR_INVALID_ARGUMENT, "NULL path or array");
+    vc_io_src src = {ctx, path ? path : out ? vc_io_output_name(out) : "(null)"};
+    if ((!path && !out) || !a)
+        return vc_io_fail(&src, VC_ERR_INVALID_ARGUMENT, "NULL path or array");
     const char *descr;
     switch (a->dtype) {
     case VC_DTYPE_FP32: descr = "<f4"; break;
@@ -371,12 +373,28 @@ vc_status vc_npy_write(vc_context *ctx, const char *path, const vc_array *a)
     memcpy(pre, "\x93NUMPY\x01\x00", 8);
     vc_st_u16(pre + 8, (uint16_t)l);
     vc_io_writer w;
-    if (vc_io_writer_open(&w, ctx, path) != VC_OK) return w.status;
+    if ((path ? vc_io_writer_open(&w, ctx, path) : vc_io_writer_attach(&w, ctx, out)) != VC_OK)
+        return vc_io_writer_close(&w);
     vc_io_writer_put(&w, pre, 10);
     vc_io_writer_put(&w, hdr, (size_t)l);
     /* Data as little-endian. */
     vc_io_writer_put_le(&w, a->data, (size_t)elems, a->dtype == VC_DTYPE_FP16 ? 2 : 4);
     return vc_io_writer_close(&w);
+}
+
+vc_status vc_npy_write(vc_context *ctx, const char *path, const vc_array *a)
+{
+    return write_npy(ctx, path, NULL, a);
+}
+
+vc_status vc_npy_write_output(vc_context *ctx, vc_output *out, const vc_array *a)
+{
+    if (!out) {
+        vc_io_begin(ctx);
+        vc_io_src src = {ctx, "(null)"};
+        return vc_io_fail(&src, VC_ERR_INVALID_ARGUMENT, "NULL output");
+    }
+    return write_npy(ctx, NULL, out, a);
 }
 
 vc_status vc_array_free(vc_array *array)

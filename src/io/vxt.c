@@ -161,11 +161,13 @@ vc_status vc_tensor_load(vc_context *ctx, const char *path, vc_tensor **out)
     return st;
 }
 
-vc_status vc_tensor_save(vc_context *ctx, const vc_tensor *tensor, const char *path)
+/* vc_tensor_save (to `path`, published at the end) and vc_tensor_save_output (into `out`). */
+static vc_status save_tensor(vc_context *ctx, const vc_tensor *tensor, const char *path,
+                             vc_output *out)
 {
     vc_io_begin(ctx);
-    vc_io_src src = {ctx, path ? path : "(null)"};
-    if (!ctx || !tensor || !path)
+    vc_io_src src = {ctx, path ? path : out ? vc_io_output_name(out) : "(null)"};
+    if (!ctx || !tensor || (!path && !out))
         return vc_io_fail(&src, VC_ERR_INVALID_ARGUMENT, "NULL context, tensor or path");
     vc_tensor_info ti;
     vc_coords_info ci;
@@ -211,12 +213,27 @@ vc_status vc_tensor_save(vc_context *ctx, const vc_tensor *tensor, const char *p
     vc_st_u32(h + 56, vc_crc32(0, pay, (size_t)total));
     vc_st_u32(h + 60, vc_crc32(0, h, 60));
     vc_io_writer w;
-    if (vc_io_writer_open(&w, ctx, path) != VC_OK) {
+    if ((path ? vc_io_writer_open(&w, ctx, path) : vc_io_writer_attach(&w, ctx, out)) != VC_OK) {
         free(pay);
-        return w.status;
+        return vc_io_writer_close(&w);
     }
     vc_io_writer_put(&w, h, sizeof h);
     vc_io_writer_put(&w, pay, (size_t)total);
     free(pay);
     return vc_io_writer_close(&w);
+}
+
+vc_status vc_tensor_save(vc_context *ctx, const vc_tensor *tensor, const char *path)
+{
+    return save_tensor(ctx, tensor, path, NULL);
+}
+
+vc_status vc_tensor_save_output(vc_context *ctx, const vc_tensor *tensor, vc_output *out)
+{
+    if (!out) {
+        vc_io_begin(ctx);
+        vc_io_src src = {ctx, "(null)"};
+        return vc_io_fail(&src, VC_ERR_INVALID_ARGUMENT, "NULL output");
+    }
+    return save_tensor(ctx, tensor, NULL, out);
 }
