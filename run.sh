@@ -102,7 +102,29 @@ run_tests() {
         say "real scans unavailable: the cli suite will skip the real-scan cases"
     fi
     say "running the tests"
-    VC_REQUIRE_DATA=$require ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+    local log="$BUILD_DIR/ctest.log" rc=0
+    VC_REQUIRE_DATA=$require ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" 2>&1 |
+        tee "$log" || rc=$?
+    skip_reasons "$log"
+    return "$rc"
+}
+
+skip_reasons() {
+    # ctest says only "(Skipped)"; each skipped test printed why (its "SKIP: ..." or "...
+    # skipped" line) before it returned 77: print that line from ctest's full log.
+    local names t why full="$BUILD_DIR/Testing/Temporary/LastTest.log"
+    names=$(sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$1")
+    [ -n "$names" ] && [ -f "$full" ] || return 0
+    say "skipped tests, and why"
+    for t in $names; do
+        why=$(awk -v t="$t" '
+            /^[0-9]+\/[0-9]+ Test: / { f = (substr($0, index($0, ": ") + 2) == t); o = 0; next }
+            f && /^<end of output>$/ { exit }
+            f && o { print }
+            f && /^----------+$/ { o = 1 }' "$full" | grep -i -m 1 skip) || true
+        why=${why#"$t: "}
+        printf '  %s: %s\n' "$t" "${why:-(it printed no reason)}"
+    done
 }
 
 sanitize() {

@@ -1,5 +1,9 @@
-# Installs the build tree into a scratch prefix, then configures and builds a tiny consumer with
-# find_package(voxconv) against it, and runs it (both the shared and the static target).
+# Installs the build tree into a scratch prefix once, then, for each consumer compiler (gcc, clang)
+# and language (C, C++), configures, builds and runs tests/install/consumer twice: linking
+# voxconv::voxconv and voxconv::voxconv_static (8 programs, each a CPU conv checked value by
+# value). The consumers see neither nvcc (its directory is taken off PATH) nor find_package(OpenMP);
+# the shared ones are configured with find_package(CUDAToolkit) disabled: they need no toolkit.
+# A compiler that is not installed is skipped with a printed reason (an error when none is).
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BIN} --prefix ${WORK}/prefix
@@ -7,21 +11,68 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BIN} --prefix ${WORK}/prefi
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "install failed: ${rc}")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC}/tests/install/consumer -B ${WORK}/build
-                -G ${GEN} -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_C_COMPILER=${CC}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "consumer configure failed:\n${out}\n${err}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build RESULT_VARIABLE rc
-                OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "consumer build failed:\n${out}\n${err}")
-endif()
-foreach(exe consumer_shared consumer_static)
-  execute_process(COMMAND ${WORK}/build/${exe} RESULT_VARIABLE rc OUTPUT_VARIABLE out)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${exe} failed (${rc}): ${out}")
+
+set(_path "")
+string(REPLACE ":" ";" _dirs "$ENV{PATH}")
+foreach(d IN LISTS _dirs)
+  if(NOT EXISTS "${d}/nvcc")
+    list(APPEND _path "${d}")
   endif()
-  message(STATUS "${exe}: ${out}")
 endforeach()
+string(REPLACE ";" ":" _path "${_path}")
+set(ENV{PATH} "${_path}")
+unset(ENV{CUDACXX})
+
+set(ran 0)
+foreach(family gcc clang)
+  if(family STREQUAL "gcc")
+    find_program(cc_${family} NAMES gcc NO_CACHE)
+    find_program(cxx_${family} NAMES g++ NO_CACHE)
+  else()
+    find_program(cc_${family} NAMES clang NO_CACHE)
+    find_program(cxx_${family} NAMES clang++ NO_CACHE)
+  endif()
+  foreach(lang C CXX)
+    if(lang STREQUAL "C")
+      set(compiler "${cc_${family}}")
+    else()
+      set(compiler "${cxx_${family}}")
+    endif()
+    if(NOT compiler)
+      message(STATUS "skipped: the ${family} ${lang} compiler is not installed")
+      continue()
+    endif()
+    foreach(target voxconv voxconv_static)
+      set(name ${family}_${lang}_${target})
+      set(extra -DCMAKE_DISABLE_FIND_PACKAGE_OpenMP=ON)
+      if(target STREQUAL "voxconv")
+        list(APPEND extra -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
+      endif()
+      execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC}/tests/install/consumer
+                      -B ${WORK}/${name} -G ${GEN} -DCMAKE_BUILD_TYPE=Release
+                      -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_${lang}_COMPILER=${compiler}
+                      -DVC_LANG=${lang} -DVC_TARGET=${target} ${extra}
+                      RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+      if(NOT rc EQUAL 0)
+        message(FATAL_ERROR "${name}: configure failed:\n${out}\n${err}")
+      endif()
+      execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/${name} RESULT_VARIABLE rc
+                      OUTPUT_VARIABLE out ERROR_VARIABLE err)
+      if(NOT rc EQUAL 0)
+        message(FATAL_ERROR "${name}: build failed:\n${out}\n${err}")
+      endif()
+      execute_process(COMMAND ${WORK}/${name}/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                      ERROR_VARIABLE err)
+      if(NOT rc EQUAL 0)
+        message(FATAL_ERROR "${name}: run failed (${rc}): ${out}${err}")
+      endif()
+      string(STRIP "${out}" out)
+      message(STATUS "${name}: ${out}")
+      math(EXPR ran "${ran} + 1")
+    endforeach()
+  endforeach()
+endforeach()
+if(ran EQUAL 0)
+  message(FATAL_ERROR "no consumer compiler found (gcc, g++, clang, clang++)")
+endif()
+message(STATUS "${ran} consumers linked and ran")
