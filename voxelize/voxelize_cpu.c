@@ -217,20 +217,12 @@ vc_status vc_voxelize_check_args(const vc_voxelize_desc *d, const vc_points *pts
     return VC_OK;
 }
 
-vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_voxels *out,
-                          vc_voxelize_stats *stats, vc_err *err)
+/* Pass 1: validates the batch index of every point, in input order, and settles the batch size.
+ * Invariant on VC_OK: every point's index b satisfies 0 <= b < *batch_size_out, which is
+ * d->batch_size when set, else 1 + the largest index (1 with no points or no batch array). */
+static vc_status vc_vox_batch_size(const vc_voxelize_desc *d, const int32_t *B, int64_t n,
+                                   int32_t *batch_size_out, vc_err *err)
 {
-    int32_t shape[3];
-    int64_t total_elems;
-    vc_status st = vc_voxelize_check_args(d, pts, out, VC_MEMORY_HOST, shape, &total_elems, err);
-    if (st != VC_OK) return st;
-
-    const int64_t n = pts->count;
-    const int64_t dim = pts->dim;
-    const float *P = pts->data;
-    const int32_t *B = pts->batch;
-
-    /* Pass 1: batch indices of every point (validated, and the batch size inferred). */
     int32_t batch_size = d->batch_size;
     int32_t maxb = 0;
     if (B) {
@@ -253,41 +245,49 @@ vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_vo
                            "voxelize: batch index %d leaves no room for a batch size", (int)maxb);
         batch_size = maxb + 1;
     }
+    *batch_size_out = batch_size;
+    return VC_OK;
+}
 
-    vc_keypack kp;
-    if (vc_keypack_init(&kp, batch_size, shape) != 0)
-        return vc_fail(err, VC_ERR_OUT_OF_RANGE,
-                       "voxelize: batch size %d and grid %d x %d x %d (z, y, x) do not pack "
-                       "into a 63-bit key",
-                       (int)batch_size, (int)shape[0], (int)shape[1], (int)shape[2]);
+/* How pass 2 classified the points: each point is counted in exactly one field. */
+typedef struct vc_vox_tally {
+    int64_t nonfinite;
+    int64_t out_of_range;
+    int64_t valid;
+} vc_vox_tally;
 
-    vc_vox_work w;
-    memset(&w, 0, sizeof w);
+/* Pass 2: allocates w->pkey and w->vid and fills w->pkey with the packed voxel key of every
+ * point, in input order. Invariant: w->pkey[i] != VC_HASH_EMPTY exactly for the tally->valid points
+ * that are finite and inside the grid; under VC_NONFINITE_ERROR the first non-finite point is the
+ * one reported. On failure the caller frees w. */
+static vc_status vc_vox_point_keys(const vc_voxelize_desc *d, const vc_points *pts,
+                                   const int32_t shape[3], const vc_keypack *kp, vc_vox_work *w,
+                                   vc_vox_tally *tally, vc_err *err)
+{
+    const int64_t n = pts->count;
+    const int64_t dim = pts->dim;
+    const float *P = pts->data;
+    const int32_t *B = pts->batch;
     int64_t n_nonfinite = 0, n_out_of_range = 0, n_valid = 0;
 
-    /* Pass 2: voxel key of every point, in input order. */
     if (n > 0) {
-        w.pkey = vc_alloc_n(n, sizeof *w.pkey);
-        w.vid = vc_alloc_n(n, sizeof *w.vid);
-        if (!w.pkey || !w.vid) {
-            vc_vox_work_free(&w);
+        w->pkey = vc_alloc_n(n, sizeof *w->pkey);
+        w->vid = vc_alloc_n(n, sizeof *w->vid);
+        if (!w->pkey || !w->vid)
             return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
                            "voxelize: out of memory for %lld points", (long long)n);
-        }
     }
     const float lo[3] = {d->range[0], d->range[1], d->range[2]};
     const float vs[3] = {d->voxel_size[0], d->voxel_size[1], d->voxel_size[2]};
     const float lim[3] = {(float)shape[2], (float)shape[1], (float)shape[0]}; /* x, y, z */
     for (int64_t i = 0; i < n; i++) {
         const float *p = P + i * dim;
-        w.pkey[i] = VC_HASH_EMPTY;
+        w->pkey[i] = VC_HASH_EMPTY;
         if (!isfinite(p[0]) || !isfinite(p[1]) || !isfinite(p[2])) {
-            if (d->nonfinite == VC_NONFINITE_ERROR) {
-                vc_vox_work_free(&w);
+            if (d->nonfinite == VC_NONFINITE_ERROR)
                 return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
                                "voxelize: point %lld has a non-finite coordinate (%g, %g, %g)",
                                (long long)i, (double)p[0], (double)p[1], (double)p[2]);
-            }
             n_nonfinite++;
             continue;
         }
@@ -307,47 +307,185 @@ vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_vo
             n_out_of_range++;
             continue;
         }
-        w.pkey[i] = vc_key_pack(&kp, B ? B[i] : 0, c[2], c[1], c[0]);
+        w->pkey[i] = vc_key_pack(kp, B ? B[i] : 0, c[2], c[1], c[0]);
         n_valid++;
     }
+    tally->nonfinite = n_nonfinite;
+    tally->out_of_range = n_out_of_range;
+    tally->valid = n_valid;
+    return VC_OK;
+}
 
-    /* Pass 3: group by key; ids in order of first appearance. */
+/* Pass 3 (n_valid > 0): groups the kept points by key through the hash table. Invariant:
+ * w->vid[i] is point i's voxel id, or -1 for a dropped point; ids are given in order of first
+ * appearance, so voxel v's first point comes before voxel v+1's. Sets *nvox_out to the number of
+ * distinct voxels. The table is freed on success; on failure the caller frees w. */
+static vc_status vc_vox_group(vc_vox_work *w, int64_t n, int64_t n_valid, int64_t *nvox_out,
+                              vc_err *err)
+{
     int64_t nvox = 0;
-    if (n_valid > 0) {
-        if (vc_hash_init(&w.hash, n_valid) != VC_HASH_INSERTED) {
+    if (vc_hash_init(&w->hash, n_valid) != VC_HASH_INSERTED)
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
+                       "voxelize: out of memory for a hash table of %lld keys",
+                       (long long)n_valid);
+    w->hash_live = 1;
+    for (int64_t i = 0; i < n; i++) {
+        w->vid[i] = -1;
+        if (w->pkey[i] == VC_HASH_EMPTY) continue;
+        if (nvox >= VC_MAX_ROWS)
+            return vc_fail(err, VC_ERR_LIMIT, "voxelize: more than %lld distinct voxels",
+                           (long long)VC_MAX_ROWS);
+        int32_t existing = -1;
+        vc_hash_result hr = vc_hash_insert_grow(&w->hash, w->pkey[i], (int32_t)nvox, &existing);
+        if (hr == VC_HASH_INSERTED) {
+            w->vid[i] = (int32_t)nvox++;
+        } else if (hr == VC_HASH_EXISTS) {
+            w->vid[i] = existing;
+        } else {
+            if (hr == VC_HASH_NOMEM)
+                return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
+                               "voxelize: out of memory growing the voxel hash table");
+            return vc_fail(err, VC_ERR_CAPACITY,
+                           "voxelize: voxel hash table probe limit hit at point %lld "
+                           "(result %d)",
+                           (long long)i, (int)hr);
+        }
+    }
+    vc_hash_free(&w->hash);
+    w->hash_live = 0;
+    *nvox_out = nvox;
+    return VC_OK;
+}
+
+/* Allocates, for kept > 0 voxels of `channels` output channels, the per-voxel work arrays
+ * (w->sums only for MEAN) and the output arrays res->coords and res->features. Invariant on
+ * VC_OK: w->npts and w->sums are zeroed, and kept x channels fits int64. On failure the caller
+ * frees w and res. */
+static vc_status vc_vox_alloc_kept(const vc_voxelize_desc *d, int64_t kept, int64_t channels,
+                                   vc_vox_work *w, vc_voxels *res, vc_err *err)
+{
+    int64_t feat_elems;
+    if (vc_mul_overflow_i64(kept, channels, &feat_elems))
+        return vc_fail(err, VC_ERR_LIMIT, "voxelize: %lld voxels x %lld channels overflows",
+                       (long long)kept, (long long)channels);
+    w->first = vc_alloc_n(kept, sizeof *w->first);
+    w->npts = vc_alloc_n(kept, sizeof *w->npts);
+    w->vkey = vc_alloc_n(kept, sizeof *w->vkey);
+    w->order = vc_alloc_n(kept, sizeof *w->order);
+    w->tkey = vc_alloc_n(kept, sizeof *w->tkey);
+    w->tord = vc_alloc_n(kept, sizeof *w->tord);
+    if (d->reduce == VC_REDUCE_MEAN) w->sums = vc_alloc_n(feat_elems, sizeof *w->sums);
+    res->coords = vc_alloc_n(kept * 4, sizeof *res->coords);
+    res->features = vc_alloc_n(feat_elems, d->dtype == VC_DTYPE_FP32 ? 4 : 2);
+    if (!w->first || !w->npts || !w->vkey || !w->order || !w->tkey || !w->tord || !res->coords ||
+        !res->features || (d->reduce == VC_REDUCE_MEAN && !w->sums))
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
+                       "voxelize: out of memory for %lld voxels x %lld channels",
+                       (long long)kept, (long long)channels);
+    memset(w->npts, 0, (size_t)kept * sizeof *w->npts);
+    if (w->sums) memset(w->sums, 0, (size_t)feat_elems * sizeof *w->sums);
+    return VC_OK;
+}
+
+/* Pass 4: for each kept voxel v < kept, in input order: its first point w->first[v], its key
+ * w->vkey[v] (w->order[v] = v, ready for the sort), its point count w->npts[v] and, for MEAN,
+ * the column sums in double in input order. Points of voxels >= kept (capped) and dropped
+ * points are skipped. */
+static void vc_vox_accumulate(const float *P, int64_t n, int64_t dim, int64_t kept,
+                              vc_vox_work *w)
+{
+    int64_t next_new = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t v = w->vid[i];
+        if (v < 0 || v >= kept) continue;
+        if (v == next_new) { /* ids appear first in increasing order */
+            w->first[v] = i;
+            w->vkey[v] = w->pkey[i];
+            w->order[v] = v;
+            next_new++;
+        }
+        w->npts[v]++;
+        if (w->sums) {
+            const float *p = P + i * dim;
+            double *s = w->sums + (int64_t)v * dim;
+            for (int64_t c = 0; c < dim; c++) s[c] += (double)p[c];
+        }
+    }
+}
+
+/* Output rows, after the sort: row r is voxel w->order[r] with key w->vkey[r]; writes its
+ * (b, z, y, x) and its reduced features in d->dtype. Returns the points of the kept voxels
+ * (points_used). */
+static int64_t vc_vox_write_rows(const vc_voxelize_desc *d, const float *P, int64_t dim,
+                                 const vc_keypack *kp, const vc_vox_work *w, int64_t kept,
+                                 int64_t channels, vc_voxels *res)
+{
+    int64_t points_used = 0;
+    for (int64_t r = 0; r < kept; r++) {
+        int32_t v = w->order[r];
+        vc_key_unpack(kp, w->vkey[r], res->coords + r * 4);
+        points_used += w->npts[v];
+        int64_t o = r * channels;
+        switch (d->reduce) {
+        case VC_REDUCE_MEAN: {
+            const double *s = w->sums + (int64_t)v * dim;
+            double cnt = (double)w->npts[v];
+            for (int64_t c = 0; c < dim; c++)
+                vc_store_f32(res->features, d->dtype, o + c, (float)(s[c] / cnt));
+            break;
+        }
+        case VC_REDUCE_FIRST: {
+            const float *p = P + w->first[v] * dim;
+            for (int64_t c = 0; c < dim; c++) vc_store_f32(res->features, d->dtype, o + c, p[c]);
+            break;
+        }
+        default:
+            vc_store_f32(res->features, d->dtype, o, (float)w->npts[v]);
+            break;
+        }
+    }
+    return points_used;
+}
+
+vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_voxels *out,
+                          vc_voxelize_stats *stats, vc_err *err)
+{
+    int32_t shape[3];
+    int64_t total_elems;
+    vc_status st = vc_voxelize_check_args(d, pts, out, VC_MEMORY_HOST, shape, &total_elems, err);
+    if (st != VC_OK) return st;
+
+    const int64_t n = pts->count;
+    const int64_t dim = pts->dim;
+    const float *P = pts->data;
+
+    int32_t batch_size;
+    st = vc_vox_batch_size(d, pts->batch, n, &batch_size, err);
+    if (st != VC_OK) return st;
+
+    vc_keypack kp;
+    if (vc_keypack_init(&kp, batch_size, shape) != 0)
+        return vc_fail(err, VC_ERR_OUT_OF_RANGE,
+                       "voxelize: batch size %d and grid %d x %d x %d (z, y, x) do not pack "
+                       "into a 63-bit key",
+                       (int)batch_size, (int)shape[0], (int)shape[1], (int)shape[2]);
+
+    vc_vox_work w;
+    memset(&w, 0, sizeof w);
+    vc_vox_tally tally;
+    st = vc_vox_point_keys(d, pts, shape, &kp, &w, &tally, err);
+    if (st != VC_OK) {
+        vc_vox_work_free(&w);
+        return st;
+    }
+
+    int64_t nvox = 0;
+    if (tally.valid > 0) {
+        st = vc_vox_group(&w, n, tally.valid, &nvox, err);
+        if (st != VC_OK) {
             vc_vox_work_free(&w);
-            return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
-                           "voxelize: out of memory for a hash table of %lld keys",
-                           (long long)n_valid);
+            return st;
         }
-        w.hash_live = 1;
-        for (int64_t i = 0; i < n; i++) {
-            w.vid[i] = -1;
-            if (w.pkey[i] == VC_HASH_EMPTY) continue;
-            if (nvox >= VC_MAX_ROWS) {
-                vc_vox_work_free(&w);
-                return vc_fail(err, VC_ERR_LIMIT, "voxelize: more than %lld distinct voxels",
-                               (long long)VC_MAX_ROWS);
-            }
-            int32_t existing = -1;
-            vc_hash_result hr = vc_hash_insert_grow(&w.hash, w.pkey[i], (int32_t)nvox, &existing);
-            if (hr == VC_HASH_INSERTED) {
-                w.vid[i] = (int32_t)nvox++;
-            } else if (hr == VC_HASH_EXISTS) {
-                w.vid[i] = existing;
-            } else {
-                vc_vox_work_free(&w);
-                if (hr == VC_HASH_NOMEM)
-                    return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
-                                   "voxelize: out of memory growing the voxel hash table");
-                return vc_fail(err, VC_ERR_CAPACITY,
-                               "voxelize: voxel hash table probe limit hit at point %lld "
-                               "(result %d)",
-                               (long long)i, (int)hr);
-            }
-        }
-        vc_hash_free(&w.hash);
-        w.hash_live = 0;
     }
 
     /* The cap: ids below `kept` are the voxels whose first point comes earliest. */
@@ -364,79 +502,17 @@ vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_vo
     int64_t points_used = 0;
 
     if (kept > 0) {
-        int64_t feat_elems;
-        if (vc_mul_overflow_i64(kept, channels, &feat_elems)) {
-            vc_vox_work_free(&w);
-            return vc_fail(err, VC_ERR_LIMIT, "voxelize: %lld voxels x %lld channels overflows",
-                           (long long)kept, (long long)channels);
-        }
-        w.first = vc_alloc_n(kept, sizeof *w.first);
-        w.npts = vc_alloc_n(kept, sizeof *w.npts);
-        w.vkey = vc_alloc_n(kept, sizeof *w.vkey);
-        w.order = vc_alloc_n(kept, sizeof *w.order);
-        w.tkey = vc_alloc_n(kept, sizeof *w.tkey);
-        w.tord = vc_alloc_n(kept, sizeof *w.tord);
-        if (d->reduce == VC_REDUCE_MEAN) w.sums = vc_alloc_n(feat_elems, sizeof *w.sums);
-        res.coords = vc_alloc_n(kept * 4, sizeof *res.coords);
-        res.features = vc_alloc_n(feat_elems, d->dtype == VC_DTYPE_FP32 ? 4 : 2);
-        if (!w.first || !w.npts || !w.vkey || !w.order || !w.tkey || !w.tord || !res.coords ||
-            !res.features || (d->reduce == VC_REDUCE_MEAN && !w.sums)) {
+        st = vc_vox_alloc_kept(d, kept, channels, &w, &res, err);
+        if (st != VC_OK) {
             vc_vox_work_free(&w);
             vc_voxels_free(&res);
-            return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
-                           "voxelize: out of memory for %lld voxels x %lld channels",
-                           (long long)kept, (long long)channels);
+            return st;
         }
-        memset(w.npts, 0, (size_t)kept * sizeof *w.npts);
-        if (w.sums) memset(w.sums, 0, (size_t)feat_elems * sizeof *w.sums);
-
-        /* Pass 4: per kept voxel, first point, count and sums, in input order. */
-        int64_t next_new = 0;
-        for (int64_t i = 0; i < n; i++) {
-            int32_t v = w.vid[i];
-            if (v < 0 || v >= kept) continue;
-            if (v == next_new) { /* ids appear first in increasing order */
-                w.first[v] = i;
-                w.vkey[v] = w.pkey[i];
-                w.order[v] = v;
-                next_new++;
-            }
-            w.npts[v]++;
-            if (w.sums) {
-                const float *p = P + i * dim;
-                double *s = w.sums + (int64_t)v * dim;
-                for (int64_t c = 0; c < dim; c++) s[c] += (double)p[c];
-            }
-        }
-
+        vc_vox_accumulate(P, n, dim, kept, &w);
         /* Sort the kept voxels by (b, z, y, x). */
         int key_bits = kp.bits[0] + kp.bits[1] + kp.bits[2] + kp.bits[3];
         vc_radix_sort_pairs(w.vkey, w.order, w.tkey, w.tord, kept, key_bits);
-
-        /* Output rows. */
-        for (int64_t r = 0; r < kept; r++) {
-            int32_t v = w.order[r];
-            vc_key_unpack(&kp, w.vkey[r], res.coords + r * 4);
-            points_used += w.npts[v];
-            int64_t o = r * channels;
-            switch (d->reduce) {
-            case VC_REDUCE_MEAN: {
-                const double *s = w.sums + (int64_t)v * dim;
-                double cnt = (double)w.npts[v];
-                for (int64_t c = 0; c < dim; c++)
-                    vc_store_f32(res.features, d->dtype, o + c, (float)(s[c] / cnt));
-                break;
-            }
-            case VC_REDUCE_FIRST: {
-                const float *p = P + w.first[v] * dim;
-                for (int64_t c = 0; c < dim; c++) vc_store_f32(res.features, d->dtype, o + c, p[c]);
-                break;
-            }
-            default:
-                vc_store_f32(res.features, d->dtype, o, (float)w.npts[v]);
-                break;
-            }
-        }
+        points_used = vc_vox_write_rows(d, P, dim, &kp, &w, kept, channels, &res);
     }
     vc_vox_work_free(&w);
 
@@ -444,8 +520,8 @@ vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_vo
     if (stats) {
         stats->points_in = n;
         stats->points_used = points_used;
-        stats->points_out_of_range = n_out_of_range;
-        stats->points_nonfinite = n_nonfinite;
+        stats->points_out_of_range = tally.out_of_range;
+        stats->points_nonfinite = tally.nonfinite;
         stats->voxels_total = nvox;
         stats->voxels_kept = kept;
     }
