@@ -220,6 +220,244 @@ static vc_status hash_status(vc_hash_result r, vc_err *err, const char *what)
                    "within its probe bound, even after growing", what);
 }
 
+/* State of one vc_kmap_build_cpu call: the validated arguments, the key layouts, the kernel
+ * offsets, the two hash tables and the map being built. Every step reads the arguments and fills
+ * its part of `m`; hin, hout and m start zeroed and the caller frees all three on any failure. */
+typedef struct kmap_build {
+    const int32_t *in_coords;
+    int64_t n_in;
+    const int32_t *shape;
+    int32_t batch_size;
+    const vc_map_desc *d;
+    int32_t K;            /* kernel volume                                       */
+    int nt;               /* OpenMP threads                                      */
+    int new_out;          /* every type but SUBM makes new output coordinates    */
+    vc_keypack kin, kout; /* kout is set only when new_out                       */
+    int32_t dk[VC_KMAP_MAX_VOLUME][3];
+    vc_hash hin, hout;
+    vc_kmap_data m;
+} kmap_build;
+
+/* Setup, after vc_kmap_check_build: the input (and, for new outputs, output) key layouts, the
+ * map header (type, geometry, out_shape = oshape, volume, n_in, batch size) and the kernel
+ * offsets. Invariant on VC_OK: every in-range coordinate packs into 63 bits under b->kin (and
+ * every output coordinate under b->kout when b->new_out). */
+static vc_status kmap_build_setup(kmap_build *b, const int32_t oshape[3], int num_threads,
+                                  vc_err *err)
+{
+    const vc_map_desc *d = b->d;
+    const int32_t *shape = b->shape;
+    const int32_t batch_size = b->batch_size;
+    if (vc_keypack_init(&b->kin, batch_size, shape) != 0)
+        return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: coordinates of batch %d, shape "
+                       "%dx%dx%d do not pack into 63 bits", (int)batch_size, (int)shape[0],
+                       (int)shape[1], (int)shape[2]);
+    b->new_out = d->type != VC_MAP_SUBM;
+    if (b->new_out && vc_keypack_init(&b->kout, batch_size, oshape) != 0)
+        return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: output coordinates of batch %d, "
+                       "shape %dx%dx%d do not pack into 63 bits", (int)batch_size,
+                       (int)oshape[0], (int)oshape[1], (int)oshape[2]);
+
+    vc_kmap_data *m = &b->m;
+    m->type = d->type;
+    for (int a = 0; a < 3; a++) {
+        m->kernel[a] = d->kernel[a];
+        m->stride[a] = d->stride[a];
+        m->padding[a] = d->padding[a];
+        m->dilation[a] = d->dilation[a];
+        m->out_shape[a] = oshape[a];
+    }
+    b->K = d->kernel[0] * d->kernel[1] * d->kernel[2];
+    m->volume = b->K;
+    m->n_in = b->n_in;
+    m->out_batch_size = batch_size;
+    kernel_offsets(d->kernel, b->dk);
+    b->nt = thread_count(num_threads);
+    return VC_OK;
+}
+
+/* Step 1: input keys -> rows in b->hin, in input order. Invariant on VC_OK: every input row is
+ * inside (batch size, shape) and no two rows share a coordinate; the first offending row (and
+ * for a duplicate, the earlier row holding it) is the one reported. */
+static vc_status kmap_insert_inputs(kmap_build *b, vc_err *err)
+{
+    const int32_t *in_coords = b->in_coords;
+    const int64_t n_in = b->n_in;
+    const int32_t *shape = b->shape;
+    if (vc_hash_init(&b->hin, n_in) != VC_HASH_INSERTED)
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for a hash table of "
+                       "%lld keys", (long long)n_in);
+    for (int64_t i = 0; i < n_in; i++) {
+        const int32_t *c = in_coords + 4 * i;
+        if (!vc_key_in_range(&b->kin, c[0], c[1], c[2], c[3]))
+            return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: input row %lld (%d, %d, %d, "
+                           "%d) lies outside batch size %d, shape %dx%dx%d", (long long)i,
+                           (int)c[0], (int)c[1], (int)c[2], (int)c[3], (int)b->batch_size,
+                           (int)shape[0], (int)shape[1], (int)shape[2]);
+        int32_t prev = -1;
+        vc_hash_result r = vc_hash_insert_grow(&b->hin,
+                                               vc_key_pack(&b->kin, c[0], c[1], c[2], c[3]),
+                                               (int32_t)i, &prev);
+        if (r == VC_HASH_EXISTS)
+            return vc_fail(err, VC_ERR_DUPLICATE, "kernel map: input rows %d and %lld hold the "
+                           "same coordinate (%d, %d, %d, %d)", (int)prev, (long long)i,
+                           (int)c[0], (int)c[1], (int)c[2], (int)c[3]);
+        if (r != VC_HASH_INSERTED) return hash_status(r, err, "input");
+    }
+    return VC_OK;
+}
+
+/* Step 2a (new outputs): every output site some input row reaches, as a key in b->hout (values
+ * not yet meaningful), in input-row then offset order. Invariant on VC_OK: b->hout.count, the
+ * number of distinct output sites, is at most VC_MAX_ROWS. */
+static vc_status kmap_collect_out_keys(kmap_build *b, vc_err *err)
+{
+    const vc_map_desc *d = b->d;
+    const int64_t n_in = b->n_in;
+    if (vc_hash_init(&b->hout, n_in) != VC_HASH_INSERTED)
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for a hash table "
+                       "of %lld keys", (long long)n_in);
+    for (int64_t i = 0; i < n_in; i++) {
+        const int32_t *c = b->in_coords + 4 * i;
+        int32_t nk = d->type == VC_MAP_DOWNSAMPLE ? 1 : b->K;
+        for (int32_t k = 0; k < nk; k++) {
+            int64_t o[3];
+            if (d->type == VC_MAP_DOWNSAMPLE) {
+                for (int a = 0; a < 3; a++) o[a] = c[1 + a] / d->stride[a];
+            } else if (!scatter_target(&b->m, c, b->dk[k], o)) {
+                continue;
+            }
+            uint64_t key = vc_key_pack(&b->kout, c[0], (int32_t)o[0], (int32_t)o[1],
+                                       (int32_t)o[2]);
+            vc_hash_result r = vc_hash_insert_grow(&b->hout, key, 0, NULL);
+            if (r != VC_HASH_INSERTED && r != VC_HASH_EXISTS)
+                return hash_status(r, err, "output");
+            if (b->hout.count > VC_MAX_ROWS)
+                return vc_fail(err, VC_ERR_LIMIT, "kernel map: more than %lld output rows",
+                               (long long)VC_MAX_ROWS);
+        }
+    }
+    return VC_OK;
+}
+
+/* Step 2b (new outputs): numbers the collected output keys by rank in sorted (b, z, y, x)
+ * order. Invariant on VC_OK: m.n_out = hout.count, m.out_coords[p] is the p-th smallest key
+ * unpacked, and hout maps each key to its rank p. */
+static vc_status kmap_number_outputs(kmap_build *b, vc_err *err)
+{
+    vc_kmap_data *m = &b->m;
+    m->n_out = b->hout.count;
+    uint64_t *okeys = alloc_n(m->n_out, sizeof *okeys);
+    m->out_coords = alloc_n(m->n_out, 4 * sizeof(int32_t));
+    if (!okeys || !m->out_coords) {
+        free(okeys);
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for %lld output "
+                       "coordinates", (long long)m->n_out);
+    }
+    vc_hash_keys(&b->hout, okeys);
+    qsort(okeys, (size_t)m->n_out, sizeof *okeys, cmp_u64);
+    const int64_t cap = b->hout.capacity, n_out = m->n_out;
+    const uint64_t *hkeys = b->hout.keys;
+    int32_t *hvals = b->hout.vals;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(b->nt) schedule(static)
+#endif
+    for (int64_t s = 0; s < cap; s++)
+        if (hkeys[s] != VC_HASH_EMPTY)
+            hvals[s] = (int32_t)lower_bound_u64(okeys, n_out, hkeys[s]);
+    for (int64_t p = 0; p < n_out; p++) vc_key_unpack(&b->kout, okeys[p], m->out_coords + 4 * p);
+    free(okeys);
+    return VC_OK;
+}
+
+/* Step 3, SUBM / DOWNSAMPLE (output-stationary): out_in[p, k] = the input row at output p's
+ * offset k, or -1. Every out_in element is written by its own iteration, so the result does not
+ * depend on the thread count. */
+static void kmap_gather_out_in(kmap_build *b)
+{
+    const vc_kmap_data *m = &b->m;
+    const int32_t K = b->K;
+    const int32_t *oc = b->d->type == VC_MAP_SUBM ? b->in_coords : m->out_coords;
+    const int64_t n_out = m->n_out;
+    int32_t *out_in = m->out_in;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(b->nt) schedule(static)
+#endif
+    for (int64_t p = 0; p < n_out; p++) {
+        const int32_t *pc = oc + 4 * p;
+        int32_t *row = out_in + p * K;
+        for (int32_t k = 0; k < K; k++) {
+            int64_t c[3];
+            int32_t v = -1;
+            if (gather_source(m, pc + 1, b->dk[k], b->shape, c)) {
+                uint64_t key = vc_key_pack(&b->kin, pc[0], (int32_t)c[0], (int32_t)c[1],
+                                           (int32_t)c[2]);
+                /* PROBE_LIMIT here also means absent: inserts obey the same bound */
+                if (vc_hash_find(&b->hin, key, &v) != VC_HASH_FOUND) v = -1;
+            }
+            row[k] = v;
+        }
+    }
+}
+
+/* Step 3, STRIDED / TRANSPOSED (input-stationary): out_in[p, k] = the input row q that reaches
+ * output p at offset k, or -1. (p, k) has at most one input q, so the writes never collide.
+ * Returns nonzero when an output key from step 2 was not found (an internal error). */
+static int kmap_scatter_out_in(kmap_build *b, int64_t n_entries)
+{
+    const vc_kmap_data *m = &b->m;
+    const int32_t K = b->K;
+    const int32_t *in_coords = b->in_coords;
+    const int64_t n_in = b->n_in;
+    int32_t *out_in = m->out_in;
+    for (int64_t e = 0; e < n_entries; e++) out_in[e] = -1;
+    int missing = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(b->nt) schedule(static)
+#endif
+    for (int64_t q = 0; q < n_in; q++) {
+        const int32_t *c = in_coords + 4 * q;
+        for (int32_t k = 0; k < K; k++) {
+            int64_t o[3];
+            if (!scatter_target(m, c, b->dk[k], o)) continue;
+            uint64_t key = vc_key_pack(&b->kout, c[0], (int32_t)o[0], (int32_t)o[1],
+                                       (int32_t)o[2]);
+            int32_t p;
+            if (vc_hash_find(&b->hout, key, &p) != VC_HASH_FOUND) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+                missing = 1;
+                continue;
+            }
+            out_in[(int64_t)p * K + k] = (int32_t)q;
+        }
+    }
+    return missing;
+}
+
+/* Step 3: allocates m.out_in [n_out, K] and fills it by lookup. Invariant on VC_OK: every
+ * element is an input row or -1. */
+static vc_status kmap_fill_out_in(kmap_build *b, vc_err *err)
+{
+    vc_kmap_data *m = &b->m;
+    int64_t n_entries;
+    if (vc_mul_overflow_i64(m->n_out, b->K, &n_entries))
+        return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
+                       (long long)m->n_out, (int)b->K);
+    m->out_in = alloc_n(n_entries, sizeof(int32_t));
+    if (!m->out_in)
+        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for out_in [%lld, "
+                       "%d]", (long long)m->n_out, (int)b->K);
+    if (b->d->type == VC_MAP_SUBM || b->d->type == VC_MAP_DOWNSAMPLE) {
+        kmap_gather_out_in(b);
+    } else if (kmap_scatter_out_in(b, n_entries)) {
+        return vc_fail(err, VC_ERR_INTERNAL, "kernel map: an output key collected in step 2 "
+                       "was not found in step 3");
+    }
+    return VC_OK;
+}
+
 vc_status vc_kmap_build_cpu(const int32_t *in_coords, int64_t n_in, const int32_t shape[3],
                             int32_t batch_size, const vc_map_desc *d, int num_threads,
                             vc_kmap_data *out, vc_err *err)
@@ -228,205 +466,41 @@ vc_status vc_kmap_build_cpu(const int32_t *in_coords, int64_t n_in, const int32_
     int32_t oshape[3];
     vc_status st = vc_kmap_check_build(in_coords, n_in, shape, batch_size, d, oshape, err);
     if (st != VC_OK) return st;
-    vc_keypack kin, kout;
-    if (vc_keypack_init(&kin, batch_size, shape) != 0)
-        return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: coordinates of batch %d, shape "
-                       "%dx%dx%d do not pack into 63 bits", (int)batch_size, (int)shape[0],
-                       (int)shape[1], (int)shape[2]);
-    int new_out = d->type != VC_MAP_SUBM;
-    if (new_out && vc_keypack_init(&kout, batch_size, oshape) != 0)
-        return vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: output coordinates of batch %d, "
-                       "shape %dx%dx%d do not pack into 63 bits", (int)batch_size,
-                       (int)oshape[0], (int)oshape[1], (int)oshape[2]);
 
-    vc_kmap_data m;
-    memset(&m, 0, sizeof m);
-    m.type = d->type;
-    for (int a = 0; a < 3; a++) {
-        m.kernel[a] = d->kernel[a];
-        m.stride[a] = d->stride[a];
-        m.padding[a] = d->padding[a];
-        m.dilation[a] = d->dilation[a];
-        m.out_shape[a] = oshape[a];
-    }
-    const int32_t K = d->kernel[0] * d->kernel[1] * d->kernel[2];
-    m.volume = K;
-    m.n_in = n_in;
-    m.out_batch_size = batch_size;
-    int32_t dk[VC_KMAP_MAX_VOLUME][3];
-    kernel_offsets(d->kernel, dk);
-    const int nt = thread_count(num_threads);
-    (void)nt;
+    kmap_build b;
+    memset(&b, 0, sizeof b);
+    b.in_coords = in_coords;
+    b.n_in = n_in;
+    b.shape = shape;
+    b.batch_size = batch_size;
+    b.d = d;
+    st = kmap_build_setup(&b, oshape, num_threads, err);
+    if (st != VC_OK) return st;
 
-    vc_hash hin, hout;
-    memset(&hin, 0, sizeof hin);
-    memset(&hout, 0, sizeof hout);
-    uint64_t *okeys = NULL;
-
-    /* Step 1: input keys -> rows; duplicates and out-of-range rows are errors. */
-    if (vc_hash_init(&hin, n_in) != VC_HASH_INSERTED) {
-        st = vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for a hash table of "
-                     "%lld keys", (long long)n_in);
-        goto fail;
-    }
-    for (int64_t i = 0; i < n_in; i++) {
-        const int32_t *c = in_coords + 4 * i;
-        if (!vc_key_in_range(&kin, c[0], c[1], c[2], c[3])) {
-            st = vc_fail(err, VC_ERR_OUT_OF_RANGE, "kernel map: input row %lld (%d, %d, %d, %d) "
-                         "lies outside batch size %d, shape %dx%dx%d", (long long)i, (int)c[0],
-                         (int)c[1], (int)c[2], (int)c[3], (int)batch_size, (int)shape[0],
-                         (int)shape[1], (int)shape[2]);
-            goto fail;
-        }
-        int32_t prev = -1;
-        vc_hash_result r = vc_hash_insert_grow(&hin, vc_key_pack(&kin, c[0], c[1], c[2], c[3]),
-                                               (int32_t)i, &prev);
-        if (r == VC_HASH_EXISTS) {
-            st = vc_fail(err, VC_ERR_DUPLICATE, "kernel map: input rows %d and %lld hold the same "
-                         "coordinate (%d, %d, %d, %d)", (int)prev, (long long)i, (int)c[0],
-                         (int)c[1], (int)c[2], (int)c[3]);
-            goto fail;
-        }
-        if (r != VC_HASH_INSERTED) {
-            st = hash_status(r, err, "input");
-            goto fail;
-        }
-    }
-
-    /* Step 2: the unique output keys, numbered by rank in (b, z, y, x) order. */
-    if (new_out) {
-        if (vc_hash_init(&hout, n_in) != VC_HASH_INSERTED) {
-            st = vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for a hash table "
-                         "of %lld keys", (long long)n_in);
-            goto fail;
-        }
-        for (int64_t i = 0; i < n_in; i++) {
-            const int32_t *c = in_coords + 4 * i;
-            int32_t nk = d->type == VC_MAP_DOWNSAMPLE ? 1 : K;
-            for (int32_t k = 0; k < nk; k++) {
-                int64_t o[3];
-                if (d->type == VC_MAP_DOWNSAMPLE) {
-                    for (int a = 0; a < 3; a++) o[a] = c[1 + a] / d->stride[a];
-                } else if (!scatter_target(&m, c, dk[k], o)) {
-                    continue;
-                }
-                uint64_t key = vc_key_pack(&kout, c[0], (int32_t)o[0], (int32_t)o[1],
-                                           (int32_t)o[2]);
-                vc_hash_result r = vc_hash_insert_grow(&hout, key, 0, NULL);
-                if (r != VC_HASH_INSERTED && r != VC_HASH_EXISTS) {
-                    st = hash_status(r, err, "output");
-                    goto fail;
-                }
-                if (hout.count > VC_MAX_ROWS) {
-                    st = vc_fail(err, VC_ERR_LIMIT, "kernel map: more than %lld output rows",
-                                 (long long)VC_MAX_ROWS);
-                    goto fail;
-                }
-            }
-        }
-        m.n_out = hout.count;
-        okeys = alloc_n(m.n_out, sizeof *okeys);
-        m.out_coords = alloc_n(m.n_out, 4 * sizeof(int32_t));
-        if (!okeys || !m.out_coords) {
-            st = vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for %lld output "
-                         "coordinates", (long long)m.n_out);
-            goto fail;
-        }
-        vc_hash_keys(&hout, okeys);
-        qsort(okeys, (size_t)m.n_out, sizeof *okeys, cmp_u64);
-        const int64_t cap = hout.capacity, n_out = m.n_out;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t s = 0; s < cap; s++)
-            if (hout.keys[s] != VC_HASH_EMPTY)
-                hout.vals[s] = (int32_t)lower_bound_u64(okeys, n_out, hout.keys[s]);
-        for (int64_t p = 0; p < n_out; p++) vc_key_unpack(&kout, okeys[p], m.out_coords + 4 * p);
-        free(okeys);
-        okeys = NULL;
-    } else {
-        m.n_out = n_in;
-    }
-
-    /* Step 3: out_in by lookup. */
-    int64_t n_entries;
-    if (vc_mul_overflow_i64(m.n_out, K, &n_entries)) {
-        st = vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
-                     (long long)m.n_out, (int)K);
-        goto fail;
-    }
-    m.out_in = alloc_n(n_entries, sizeof(int32_t));
-    if (!m.out_in) {
-        st = vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for out_in [%lld, %d]",
-                     (long long)m.n_out, (int)K);
-        goto fail;
-    }
-    if (d->type == VC_MAP_SUBM || d->type == VC_MAP_DOWNSAMPLE) {
-        /* Output-stationary: every out_in element is written by its own iteration. */
-        const int32_t *oc = d->type == VC_MAP_SUBM ? in_coords : m.out_coords;
-        const int64_t n_out = m.n_out;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t p = 0; p < n_out; p++) {
-            const int32_t *pc = oc + 4 * p;
-            int32_t *row = m.out_in + p * K;
-            for (int32_t k = 0; k < K; k++) {
-                int64_t c[3];
-                int32_t v = -1;
-                if (gather_source(&m, pc + 1, dk[k], shape, c)) {
-                    uint64_t key = vc_key_pack(&kin, pc[0], (int32_t)c[0], (int32_t)c[1],
-                                               (int32_t)c[2]);
-                    /* PROBE_LIMIT here also means absent: inserts obey the same bound */
-                    if (vc_hash_find(&hin, key, &v) != VC_HASH_FOUND) v = -1;
-                }
-                row[k] = v;
-            }
-        }
-    } else {
-        /* Input-stationary: (p, k) has at most one input q, so the writes never collide. */
-        for (int64_t e = 0; e < n_entries; e++) m.out_in[e] = -1;
-        int missing = 0;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t q = 0; q < n_in; q++) {
-            const int32_t *c = in_coords + 4 * q;
-            for (int32_t k = 0; k < K; k++) {
-                int64_t o[3];
-                if (!scatter_target(&m, c, dk[k], o)) continue;
-                uint64_t key = vc_key_pack(&kout, c[0], (int32_t)o[0], (int32_t)o[1],
-                                           (int32_t)o[2]);
-                int32_t p;
-                if (vc_hash_find(&hout, key, &p) != VC_HASH_FOUND) {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-                    missing = 1;
-                    continue;
-                }
-                m.out_in[(int64_t)p * K + k] = (int32_t)q;
-            }
-        }
-        if (missing) {
-            st = vc_fail(err, VC_ERR_INTERNAL, "kernel map: an output key collected in step 2 "
-                         "was not found in step 3");
-            goto fail;
-        }
-    }
-    vc_hash_free(&hin);
-    vc_hash_free(&hout);
-
-    st = vc_kmap_finish_cpu(&m, err);
+    st = kmap_insert_inputs(&b, err);
     if (st != VC_OK) goto fail;
-    *out = m;
+    if (b.new_out) {
+        st = kmap_collect_out_keys(&b, err);
+        if (st != VC_OK) goto fail;
+        st = kmap_number_outputs(&b, err);
+        if (st != VC_OK) goto fail;
+    } else {
+        b.m.n_out = n_in;
+    }
+    st = kmap_fill_out_in(&b, err);
+    if (st != VC_OK) goto fail;
+    vc_hash_free(&b.hin);
+    vc_hash_free(&b.hout);
+
+    st = vc_kmap_finish_cpu(&b.m, err);
+    if (st != VC_OK) goto fail;
+    *out = b.m;
     return VC_OK;
 
 fail:
-    free(okeys);
-    vc_hash_free(&hin);
-    vc_hash_free(&hout);
-    vc_kmap_data_free(&m);
+    vc_hash_free(&b.hin);
+    vc_hash_free(&b.hout);
+    vc_kmap_data_free(&b.m);
     return st;
 }
 
