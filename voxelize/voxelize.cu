@@ -39,6 +39,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include "voxelize/voxelize_gpu.h"
+#include "core/cuda_check.cuh"
 #include "core/cuda_util.cuh"
 #include "hash/hash_gpu.h"
 
@@ -297,14 +298,7 @@ __global__ void features_kernel(const float *pts, int64_t dim, const int64_t *si
 
 // ---- host side ---------------------------------------------------------------------------
 
-vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
-{
-    cudaGetLastError(); // clear a non-sticky error so later calls start clean
-    if (e == cudaErrorMemoryAllocation)
-        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "voxelize (GPU): out of device memory (%s)",
-                       what);
-    return vc_fail(err, VC_ERR_CUDA, "voxelize (GPU): %s: %s", what, cudaGetErrorString(e));
-}
+const char kArea[] = "voxelize (GPU)"; // messages of VC_CUDA_TRY (core/cuda_check.cuh)
 
 // Stream-ordered temporaries, freed together.
 struct Temps {
@@ -330,17 +324,6 @@ struct Temps {
         n = 0;
     }
 };
-
-#define CU(call, what)                                                                         \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            st = cuda_fail(err, e_, what);                                                     \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
-
-#define LAUNCHED(what) CU(cudaGetLastError(), what)
 
 // Is p something a kernel may read? Unregistered host memory is refused.
 vc_status check_device_ptr(const void *p, const char *name, vc_err *err)
@@ -448,9 +431,10 @@ extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points 
     int64_t nvox = 0, kept = 0;
     vc_keypack kp;
 
-    CU(t.alloc((void **)&info, INF_COUNT * (int64_t)sizeof(int64_t)), "allocating counters");
+    VC_CUDA_TRY(t.alloc((void **)&info, INF_COUNT * (int64_t)sizeof(int64_t)),
+                "allocating counters");
     info_init_kernel<<<1, 1, 0, s>>>(info);
-    LAUNCHED("counter init");
+    VC_CUDA_TRY(cudaGetLastError(), "counter init");
     {
         PointParams p;
         memset(&p, 0, sizeof p);
@@ -469,13 +453,17 @@ extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points 
         p.batch_limit = d->batch_size;
         p.make_keys = make_keys ? 1 : 0;
         if (make_keys) {
-            CU(t.alloc((void **)&keys_a, n * (int64_t)sizeof(uint64_t)), "allocating keys");
-            CU(t.alloc((void **)&keys_b, n * (int64_t)sizeof(uint64_t)), "allocating keys");
-            CU(t.alloc((void **)&idx_a, n * (int64_t)sizeof(int64_t)), "allocating indices");
-            CU(t.alloc((void **)&idx_b, n * (int64_t)sizeof(int64_t)), "allocating indices");
+            VC_CUDA_TRY(t.alloc((void **)&keys_a, n * (int64_t)sizeof(uint64_t)),
+                        "allocating keys");
+            VC_CUDA_TRY(t.alloc((void **)&keys_b, n * (int64_t)sizeof(uint64_t)),
+                        "allocating keys");
+            VC_CUDA_TRY(t.alloc((void **)&idx_a, n * (int64_t)sizeof(int64_t)),
+                        "allocating indices");
+            VC_CUDA_TRY(t.alloc((void **)&idx_b, n * (int64_t)sizeof(int64_t)),
+                        "allocating indices");
         }
         point_kernel<<<grid_for(n), kThreads, 0, s>>>(p, keys_a, idx_a, info);
-        LAUNCHED("point kernel");
+        VC_CUDA_TRY(cudaGetLastError(), "point kernel");
     }
 
     if (make_keys) {
@@ -483,57 +471,63 @@ extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points 
         cub::DoubleBuffer<uint64_t> dk(keys_a, keys_b);
         cub::DoubleBuffer<int64_t> dv(idx_a, idx_b);
         size_t sort_bytes = 0, scan_bytes = 0;
-        CU(cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, dk, dv, n, 0, end_bit, s),
-           "sizing the sort");
-        CU(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, idx_a, idx_b, n, s),
-           "sizing the scan");
+        VC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, dk, dv, n, 0, end_bit, s),
+                    "sizing the sort");
+        VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, idx_a, idx_b, n, s),
+                    "sizing the scan");
         size_t tmp_bytes = sort_bytes > scan_bytes ? sort_bytes : scan_bytes;
-        CU(t.alloc(&tmp, (int64_t)tmp_bytes), "allocating sort storage");
-        CU(cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, dk, dv, n, 0, end_bit, s),
-           "sorting point keys");
+        VC_CUDA_TRY(t.alloc(&tmp, (int64_t)tmp_bytes), "allocating sort storage");
+        VC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, dk, dv, n, 0, end_bit, s),
+                    "sorting point keys");
         skey = dk.Current();
         sidx = dv.Current();
         // The alternate buffers are free now: heads and voxel ids live there.
         head = (int64_t *)dk.Alternate();
         vid = dv.Alternate();
-        CU(t.alloc((void **)&start, (n + 1) * (int64_t)sizeof(int64_t)), "allocating starts");
+        VC_CUDA_TRY(t.alloc((void **)&start, (n + 1) * (int64_t)sizeof(int64_t)),
+                    "allocating starts");
         head_kernel<<<grid_for(n), kThreads, 0, s>>>(skey, n, info, head);
-        LAUNCHED("head kernel");
-        CU(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, head, vid, n, s), "scanning heads");
+        VC_CUDA_TRY(cudaGetLastError(), "head kernel");
+        VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, head, vid, n, s),
+                    "scanning heads");
         count_kernel<<<1, 1, 0, s>>>(head, vid, n, cap, start, info);
-        LAUNCHED("count kernel");
+        VC_CUDA_TRY(cudaGetLastError(), "count kernel");
         start_kernel<<<grid_for(n), kThreads, 0, s>>>(head, vid, n, start);
-        LAUNCHED("start kernel");
+        VC_CUDA_TRY(cudaGetLastError(), "start kernel");
         if (cap > 0) {
             // head and vid are free again: kept flags and rows go there.
             int64_t *kflag = head, *row = vid;
-            CU(t.alloc((void **)&ptflag, n * (int64_t)sizeof(int64_t)), "allocating flags");
-            CU(t.alloc((void **)&prank, n * (int64_t)sizeof(int64_t)), "allocating ranks");
-            CU(t.alloc((void **)&krow, n * (int64_t)sizeof(int64_t)), "allocating rows");
-            CU(cudaMemsetAsync(ptflag, 0, (size_t)n * sizeof(int64_t), s), "clearing flags");
+            VC_CUDA_TRY(t.alloc((void **)&ptflag, n * (int64_t)sizeof(int64_t)),
+                        "allocating flags");
+            VC_CUDA_TRY(t.alloc((void **)&prank, n * (int64_t)sizeof(int64_t)), "allocating ranks");
+            VC_CUDA_TRY(t.alloc((void **)&krow, n * (int64_t)sizeof(int64_t)), "allocating rows");
+            VC_CUDA_TRY(cudaMemsetAsync(ptflag, 0, (size_t)n * sizeof(int64_t), s),
+                        "clearing flags");
             first_flag_kernel<<<grid_for(n), kThreads, 0, s>>>(sidx, start, n, info, ptflag);
-            LAUNCHED("first-point kernel");
-            CU(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, ptflag, prank, n, s),
-               "ranking voxels");
+            VC_CUDA_TRY(cudaGetLastError(), "first-point kernel");
+            VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, ptflag, prank, n, s),
+                        "ranking voxels");
             keep_kernel<<<grid_for(n), kThreads, 0, s>>>(sidx, start, prank, n, cap, info,
                                                          kflag);
-            LAUNCHED("keep kernel");
-            CU(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, kflag, row, n, s),
-               "scanning kept voxels");
+            VC_CUDA_TRY(cudaGetLastError(), "keep kernel");
+            VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, kflag, row, n, s),
+                        "scanning kept voxels");
             compact_kernel<<<grid_for(n), kThreads, 0, s>>>(kflag, row, start, n, krow, info);
-            LAUNCHED("compact kernel");
+            VC_CUDA_TRY(cudaGetLastError(), "compact kernel");
         }
     }
 
     // (e) SYNC POINT: the counters come back.
-    CU(cudaMemcpyAsync(h, info, sizeof h, cudaMemcpyDeviceToHost, s), "reading the counts");
-    CU(cudaStreamSynchronize(s), "voxelizing");
+    VC_CUDA_TRY(cudaMemcpyAsync(h, info, sizeof h, cudaMemcpyDeviceToHost, s),
+                "reading the counts");
+    VC_CUDA_TRY(cudaStreamSynchronize(s), "voxelizing");
 
     // Errors in the CPU's order: batch index, batch size and key layout, non-finite point.
     if (h[INF_BAD_BATCH] != INT64_MAX) {
         const int64_t i = h[INF_BAD_BATCH];
         int32_t b = 0;
-        CU(cudaMemcpy(&b, B + i, sizeof b, cudaMemcpyDeviceToHost), "reading a batch index");
+        VC_CUDA_TRY(cudaMemcpy(&b, B + i, sizeof b, cudaMemcpyDeviceToHost),
+                    "reading a batch index");
         if (b < 0)
             st = vc_fail(err, VC_ERR_INVALID_ARGUMENT,
                          "voxelize: point %lld has negative batch index %d", (long long)i,
@@ -561,8 +555,8 @@ extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points 
     if (d->nonfinite == VC_NONFINITE_ERROR && h[INF_BAD_COORD] != INT64_MAX) {
         const int64_t i = h[INF_BAD_COORD];
         float q[3] = {0, 0, 0};
-        CU(cudaMemcpy(q, pts->data + i * dim, sizeof q, cudaMemcpyDeviceToHost),
-           "reading a point");
+        VC_CUDA_TRY(cudaMemcpy(q, pts->data + i * dim, sizeof q, cudaMemcpyDeviceToHost),
+                    "reading a point");
         st = vc_fail(err, VC_ERR_INVALID_ARGUMENT,
                      "voxelize: point %lld has a non-finite coordinate (%g, %g, %g)",
                      (long long)i, (double)q[0], (double)q[1], (double)q[2]);
@@ -589,16 +583,17 @@ extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points 
             goto fail;
         }
         const size_t esize = d->dtype == VC_DTYPE_FP32 ? 4 : 2;
-        CU(cudaMalloc((void **)&res.coords, (size_t)kept * 4 * sizeof(int32_t)),
-           "allocating voxel coordinates");
-        CU(cudaMalloc(&res.features, (size_t)feat_elems * esize), "allocating voxel features");
+        VC_CUDA_TRY(cudaMalloc((void **)&res.coords, (size_t)kept * 4 * sizeof(int32_t)),
+                    "allocating voxel coordinates");
+        VC_CUDA_TRY(cudaMalloc(&res.features, (size_t)feat_elems * esize),
+                    "allocating voxel features");
         coords_kernel<<<grid_for(kept), kThreads, 0, s>>>(skey, start, krow, kept, kp,
                                                           res.coords);
-        LAUNCHED("coordinates kernel");
+        VC_CUDA_TRY(cudaGetLastError(), "coordinates kernel");
         features_kernel<<<grid_for(feat_elems), kThreads, 0, s>>>(
             pts->data, dim, sidx, start, krow, kept, channels, (int)d->reduce, (int)d->dtype,
             res.features);
-        LAUNCHED("features kernel");
+        VC_CUDA_TRY(cudaGetLastError(), "features kernel");
     }
     t.free_all(); // stream-ordered: after the kernels above
     *out = res;
