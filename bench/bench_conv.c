@@ -71,6 +71,8 @@
 
 static int g_runs = 25;
 static cudaStream_t g_s;
+/* the engine options of every convolution run here (--tune and VC_BENCH_TILE_ORDER set them) */
+static vc_engine_options g_opt = VC_ENGINE_OPTIONS_INIT;
 static void *g_flush;
 static const size_t kFlushBytes = (size_t)256 << 20;
 static FILE *g_csv;
@@ -538,7 +540,7 @@ static vc_status run_layer(const vc_kmap_data *m, const buffers *b, int f, const
         return vc_pool_gpu(m, l->type == L_MAXPOOL ? VC_POOL_MAX : VC_POOL_AVG, b->in[f],
                            VC_DTYPE_FP16, l->cin, b->out[f], g_s, err);
     vc_conv_args a = conv_args(m, b, f, l);
-    return vc_conv_gpu(&a, algo, 0, g_s, err);
+    return vc_conv_gpu(&a, algo, 0, &g_opt, g_s, err);
 }
 
 static float time_layer(frame_state *fs, int nf, int *const *map_of, int li,
@@ -602,10 +604,10 @@ static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, cons
            auto_ms);
     for (int c = 0; c < ncfg; c++) {
         if (cfg[c].ab_dtype != VC_GEMM_F16) continue;
-        vc_conv_gpu_debug_config(c);
+        g_opt.gemm_config = c;
         for (int si = 0; si < g_n_tune_splits; si++) {
             const int w = g_tune_splits[si];
-            vc_conv_gpu_debug_tap_split(w);
+            g_opt.tap_split = w;
             vc_err err = {{0}};
             vc_status st = run_layer(m, b, 0, l, VC_ALGO_IMPLICIT_GEMM, &err);
             if (st == VC_OK) {
@@ -616,8 +618,8 @@ static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, cons
             cudaGetLastError();
         }
     }
-    vc_conv_gpu_debug_config(-1);
-    vc_conv_gpu_debug_tap_split(0);
+    g_opt.gemm_config = -1;
+    g_opt.tap_split = 0;
     printf(" | best %s/%d %.4f\n", best_i >= 0 ? cfg[best_i].name : "-", best_w, best);
 }
 
@@ -735,7 +737,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                        l->cout * (int64_t)(r->n_out + 1) > b->out_elems,
                    "buffers too small for layer %s", l->name);
             r->plan = is_pool(l) ? VC_ALGO_IMPLICIT_GEMM
-                                 : vc_conv_gpu_plan(m0, l->cin, l->cout, VC_DTYPE_FP16);
+                                 : vc_conv_gpu_plan(m0, l->cin, l->cout, VC_DTYPE_FP16, &g_opt);
             r->ms[0] = time_layer(fs, nf, map_of, i, l, b, VC_ALGO_IMPLICIT_GEMM);
             r->ms[1] = is_pool(l) || g_impl_only ? r->ms[0]
                                   : time_layer(fs, nf, map_of, i, l, b,
@@ -755,7 +757,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                 const vc_algo other[2] = {VC_ALGO_GATHER_GEMM_SCATTER,
                                           VC_ALGO_GATHER_GEMM_SCATTER_GROUPED};
                 for (int q = 0; q < 2; q++) {
-                    DIE_IF(vc_conv_gpu(&a, other[q], 0, g_s, &err) != VC_OK, "%s", err.msg);
+                    DIE_IF(vc_conv_gpu(&a, other[q], 0, &g_opt, g_s, &err) != VC_OK, "%s", err.msg);
                     CUDA_CHECK(cudaStreamSynchronize(g_s));
                     const double d = rel_diff(b->out[0], b->out2, r->n_out * l->cout);
                     if (d > r->diff || d != d) r->diff = d;
@@ -893,7 +895,7 @@ int main(int argc, char **argv)
     int dump_only = 0;
     g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
     if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
-        vc_conv_gpu_debug_tile_order(0); /* no tile orders built or used */
+        g_opt.tile_order = 0; /* no tile orders built or used */
     vc_bench_map_switches(); /* VC_BENCH_DENSE: the new-output maps' output path */
     const char *only_net = NULL;
     const char *files[MAX_SCENES];

@@ -61,12 +61,23 @@ struct Params {
     int32_t order_per;         // in the kernel: tiles of BM rows a block holds
 };
 
-// What a launcher did, or in a plan would do: the tap split's groups whose sums the caller must
-// still add (1: none), and whether the CTAs take the tiles in a tile order (gemm.h) - in a plan,
-// whether they would take one if it were given.
+// A launch as planned (vc_gemm_plan): the tap split's groups (1: none), whether they run as
+// thread-block clusters, whether a given tile order is taken (gemm.h), whether the epilogue
+// stages in the pipeline's shared memory, the CTAs (without a tile order) and the dynamic shared
+// memory a CTA.
 struct LaunchPlan {
     int splits;
-    bool ordered;
+    bool clusters;
+    bool orderable;
+    bool epi_alias;
+    int64_t grid;
+    int dyn;
+};
+
+// The schedule choices of a plan (vc_gemm_args: force_order, two_pass_split).
+struct Sched {
+    bool force_order;
+    bool two_pass;
 };
 
 // The tensor-core kernel's gather-index chunk: all taps up to 32, else 32 at a time.
@@ -1098,34 +1109,16 @@ inline void split_pass(Params &q, int splits)
     q.vec8 = q.n_cols % 8 == 0;
 }
 
-// Whether a tap split may run as thread-block clusters (cluster_reduce) where the kernel and
-// the device allow: on by default; vc_gemm_debug_cluster_split(0) forces the two-pass split.
-inline std::atomic<int> &cluster_split_switch()
-{
-    static std::atomic<int> on{1};
-    return on;
-}
-
-// Tests: 1 takes a given tile order whatever the waves (vc_gemm_debug_force_order).
-inline std::atomic<int> &force_order_switch()
-{
-    static std::atomic<int> on{0};
-    return on;
-}
-
-// out->splits: the groups whose sums the caller must still add (1: none - no split, or the
-// split ran as clusters, which add their own; else the caller's second pass); plan_only: the
-// groups of the split (the workspace the caller provides) and whether a tile order would be
-// taken, nothing launched.
+// The launch of a tensor-core configuration on the current device (*out), launching nothing.
 // CLUSTER: the tile has a cluster kernel (mma_kernel's CL) for its tap splits.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
           int MINB = 1, bool CLUSTER = false>
-cudaError_t launch_mma(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan_only)
+cudaError_t plan_mma(const Params &p, const Sched &sc, LaunchPlan *out)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
     auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB>;
     const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (kGatherChunk + 1) * 4;
-    int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
+    const int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
     // Shared memory past 48 KB needs the opt-in, once per device and kernel (concurrent
     // callers may both set it: the same value).
     static DeviceFlags set_on;
@@ -1168,71 +1161,87 @@ cudaError_t launch_mma(const Params &p, cudaStream_t s, LaunchPlan *out, bool pl
                 (void)cudaGetLastError();
             }
         }
-        can_cluster = cc >= 90 && cluster_split_switch().load(std::memory_order_relaxed);
+        can_cluster = cc >= 90 && !sc.two_pass;
     }
     const int splits = resolve_splits(p, tiles, (int64_t)sms * per_sm, can_cluster, &clusters);
     // With masks (the implicit-GEMM convolution) tiles differ in cost by the taps they skip, and
     // a CTA per tile - the hardware hands the next tile to whichever CTA finishes - beat the
-    // persistent grid's fixed round robin on every layer measured (bench_conv --tune, H100:
-    // subm 16->16 on 100.6k voxels 45.5 -> 38.8 us, 64->64 87.7 -> 79.0, 256->256 664 -> 598;
-    // equal on the small layers; gemm/NOTES.md).
-    // A tap split runs a CTA per group of each tile.
+    // persistent grid's fixed round robin on every layer measured (bench_conv --tune; equal on
+    // the small layers; gemm/NOTES.md). A tap split runs a CTA per group of each tile.
     const int64_t units = tiles * splits;
-    int64_t grid = one_tile || tiles < (int64_t)sms * per_sm ? units : (int64_t)sms * per_sm;
+    const int64_t grid = one_tile || tiles < (int64_t)sms * per_sm ? units : (int64_t)sms * per_sm;
     // Tile order: where each tile has its own CTA, no split, BM divides the blocks, and the
     // tiles make more than a wave and a quarter (below that every tile starts at once, and the
-    // order's load only lengthens each CTA's chain of dependent loads: ~4% on such layers).
-    const bool orderable = splits == 1 && grid == units && VC_GEMM_ORDER_ROWS % BM == 0 &&
-                           (tiles * 4 > (int64_t)sms * per_sm * 5 ||
-                            force_order_switch().load(std::memory_order_relaxed));
+    // order's load only lengthens each CTA's chain of dependent loads).
     out->splits = splits;
-    out->ordered = orderable && (plan_only || p.tile_order);
-    if (plan_only) return cudaSuccess;
+    out->clusters = clusters;
+    out->orderable = splits == 1 && grid == units && VC_GEMM_ORDER_ROWS % BM == 0 &&
+                     (tiles * 4 > (int64_t)sms * per_sm * 5 || sc.force_order);
+    out->epi_alias = grid == units && can_alias;
+    out->grid = grid;
+    out->dyn = out->epi_alias ? dyn - C::EPI_BYTES : dyn;
+    return cudaSuccess;
+}
+
+// Launches a plan of plan_mma. *left: the groups whose sums the caller must still add (1: none
+// - no split, or the split ran as clusters, which add their own; else the caller's second
+// pass).
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
+          int MINB = 1, bool CLUSTER = false>
+cudaError_t launch_mma(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left)
+{
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB>;
+    *left = pl.splits;
     Params q = p;
     q.splits = 1;
-    q.epi_alias = grid == units && can_alias;
-    if (q.epi_alias) dyn -= C::EPI_BYTES;
+    q.epi_alias = pl.epi_alias;
+    int64_t grid = pl.grid;
     // With a tile order the grid covers whole blocks (the CTAs past the rows return at once).
     q.tile_order = nullptr;
     q.order_per = 0;
-    if (out->ordered) {
+    if (pl.orderable && p.tile_order) {
         q.tile_order = p.tile_order;
         q.order_per = VC_GEMM_ORDER_ROWS / BM;
         grid = p.order_blocks * q.order_per * p.n_tiles;
     }
     if constexpr (CLUSTER) {
-        auto ckern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, true>;
-        static DeviceFlags cset_on;
-        if (clusters) {
+        if (pl.clusters) {
+            auto ckern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, true>;
+            static DeviceFlags cset_on;
+            int dev = 0;
+            cudaError_t e = cudaGetDevice(&dev);
+            if (e != cudaSuccess) return e;
             if (!cset_on.has(dev)) {
+                const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (kGatherChunk + 1) * 4;
                 e = cudaFuncSetAttribute(ckern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          max_dyn);
                 if (e != cudaSuccess) return e;
                 cset_on.done(dev);
             }
             Params qc = q;
-            qc.splits = splits;
+            qc.splits = pl.splits;
             cudaLaunchConfig_t lc = {};
             cudaLaunchAttribute at[1];
             at[0].id = cudaLaunchAttributeClusterDimension;
-            at[0].val.clusterDim.x = (unsigned)splits;
+            at[0].val.clusterDim.x = (unsigned)pl.splits;
             at[0].val.clusterDim.y = 1;
             at[0].val.clusterDim.z = 1;
             lc.gridDim = dim3((unsigned)grid);
             lc.blockDim = dim3(C::THREADS);
-            lc.dynamicSmemBytes = (size_t)dyn;
+            lc.dynamicSmemBytes = (size_t)pl.dyn;
             lc.stream = s;
             lc.attrs = at;
             lc.numAttrs = 1;
             if (cudaLaunchKernelEx(&lc, ckern, qc) == cudaSuccess) {
-                out->splits = 1;
+                *left = 1;
                 return cudaSuccess;
             }
             (void)cudaGetLastError(); // refused at launch: nothing ran
         }
     }
-    if (splits > 1) split_pass(q, splits);
-    kern<<<(unsigned)grid, C::THREADS, dyn, s>>>(q);
+    if (pl.splits > 1) split_pass(q, pl.splits);
+    kern<<<(unsigned)grid, C::THREADS, pl.dyn, s>>>(q);
     return cudaGetLastError();
 }
 

@@ -78,18 +78,21 @@ static inline int vc_gemm_dense_stages(int es, int bn, int64_t k)
 namespace vcg {
 struct Params;
 struct LaunchPlan;
+struct Sched;
 /* The wgmma tiles whose tap splits run as clusters (gemm_kernels.cuh; gemm.cu's table says so
  * to vc_gemm_split_in_clusters): the 16-bit 64-row one. On the 128-row tiles (one or two CTAs an
  * SM, 64-128 KB fp32 tiles to add across the cluster) the cluster split was slower than the
  * two-pass one (H200 A/B, 2026-11-26: MinkUNet 384->256 at 5k outputs on 128x256x64 1.08x,
  * 128->96 at 14k on 128x128x32 1.11x: docs/benchmarks.md). */
 template <typename T, int BM> constexpr bool kClusterWg = sizeof(T) == 2 && BM == 64;
-#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S)                                         \
-    cudaError_t launch_##name(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan);
+#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S)                                \
+    cudaError_t plan_##name(const Params &p, const Sched &sc, LaunchPlan *out);                \
+    cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left);
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DECLARE)
 #undef VC_GEMM_SM90_DECLARE
 #define VC_GEMM_SM90_DENSE_DECLARE(name, T, dt, math, BN)                                      \
-    cudaError_t launch_##name(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan);
+    cudaError_t plan_##name(const Params &p, const Sched &sc, LaunchPlan *out);                \
+    cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left);
 VC_GEMM_SM90_DENSE_CONFIGS(VC_GEMM_SM90_DENSE_DECLARE)
 #undef VC_GEMM_SM90_DENSE_DECLARE
 /* Whether the driver offers the tensor-map encoder the dense kernel needs (looked up once). */
