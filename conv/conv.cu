@@ -320,53 +320,106 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
     return VC_OK;
 }
 
-// The GEMM configurations of the implicit GEMM, best first (indices into vc_gemm_configs'
-// table; the next is used when one is absent or does not fit the device, e.g. wgmma tiles off
-// Hopper; -1 ends the list and lets gemm/ pick by shape). From `bench_conv --tune` on the H100
-// (fp16, every conv layer of the four suites on the 100.6k-voxel synthetic scan, a CTA per tile,
-// the epilogue staged in the pipeline's shared memory; docs/benchmarks.md "Occupancy"). The
-// gathered problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles with
-// registers capped so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
-//   c_out <= 32, c_in <= 16            -> 64x32x16_s3 (subm 16->16 35.2 us, 64x32x16_s4 41.0)
-//   c_out <= 32, >= 50k outputs or     -> 64x32x32_s3 (subm 32->32 48.5, 64x32x16_s3 50.7;
-//   K >= 27                               55k outputs 36.9 against 44.0; since the producer
-//                                         rework, also 15-41k outputs: OctoMap 36k 32->32 26.0
-//                                         against 29.4 for 64x64x32_s4, 41k 23.6 against 26.8)
-//   c_out <= 32, fewer outputs, K < 27 -> 64x64x32_s4 (the k2 s2 downsample 15.2 against 18.9;
-//                                         level with 64x32x32_s3 since)
-//   c_out == 96, >= 10k outputs        -> wgmma 128x128x32 (MinkUNet's 96-wide decoder at 100k
-//                                         136.4 against 172.5 for 128x96x32; at 18.7k outputs
-//                                         (OctoMap) 50.7 against 66.9 for 64x64x32_s4)
-//   c_out % 256 == 0, >= 30k outputs,  -> wgmma 128x256x64 (subm 256->256 on 100k voxels; with
-//   or >= 4k outputs and K >= 27          the tap split, 5.1k outputs 384->256 63.6 against
-//                                         68.6 for 128x128 and 88.3 for 64x64x32_s4)
-//   c_out >= 128, >= 10k outputs, or   -> wgmma 128x128x32 (subm 128->128 138.6 against 188.5
-//   >= 1k outputs and K >= 27             for mma.sync 128x128; with the tap split, 7.5k
-//                                         outputs 128->128 33.1 against 39.3 for 64x64x32_s3,
-//                                         1.8k outputs 256->256 34.6 against 40.1)
-//   otherwise                          -> 64x64x32_s3 from 50k outputs (subm 64->64 73.9 against
-//                                         77.4), else 64x64x32_s4 (the coarse levels: 2-11%;
-//                                         with the tap split, 576 outputs 192->224 21.6
-//                                         against 24.4 for wgmma 128x128)
-// Below a device's worth of tiles each layer also gets a tap split (tap_splits).
-// Where the rules above give 64x64x32_s4 and c_in >= 128, or c_in = c_out = 64 from 10k
-// outputs, a 64-deep k step (64x64x64_s3: half the iterations, barriers and tap switches, 4
-// CTAs an SM) goes first. H100, 2026-11-25 (tune, then an A/B of the planner on the synthetic
-// and OctoMap scans, docs/benchmarks.md "A 64-deep k step"): CenterPoint 64->64 at stage 3
-// (21k / 15k outputs) 0.88x / 0.83x, MinkUNet down4 128->128 0.89x, s2b1c2 64->64 (15k) 0.92x,
-// spconv net c11 192->224 0.92x; it lost where c_in is 32, or 64 with c_out 128 (s3b1c1 22.9
-// against 25.9 us), or 64->64 at 7k outputs (OctoMap s2b1c2 22.8 against 24.1).
-// Then, on Hopper, the k3 layers (K >= 27) with c_in >= 64, c_out >= 64 but not 96, under 50k
-// outputs, whose tile so far is a 64x64 mma.sync one (or wgmma 128x128 under 30k outputs), take
-// wgmma 64x64x64 (one warpgroup a 64-row tile, async MMAs under the next stage's loads; the
-// others stay as the fallback). H100, 2026-11-25, A/B of the planner on the synthetic and
-// OctoMap scans (docs/benchmarks.md "wgmma 64x64"): CenterPoint 64->64 0.83-0.84x, 64->128
-// strided 0.85-0.87x; MinkUNet s2b1c2 0.83-0.90x, s3b1c2 0.84-0.89x, u2b1c2 0.82-0.88x; spconv
-// net c6 0.82-0.89x; network sums 0.93-0.97x. It lost at 100k outputs (subm 64->64 63.0 against
-// 61.7 us in the tune), 96 columns, c_in 32, the k2 layers (transposed 256->128 18.3 against
-// 14.7), 128->128 at 36k outputs (1.04x, hence 30k for the wgmma 128x128 layers) and, by 5%,
-// on CenterPoint's 128->128 stage 4 of the synthetic scan (7.5k outputs; 0.87x on OctoMap's).
-// fp32 features keep gemm/'s choice; so do dense (SUBM 1x1x1) layers from 50k rows.
+// ---- the implicit GEMM's tiles ------------------------------------------------------------
+// The GEMM configurations of the implicit GEMM, best first (kTileRows; the next is used when one
+// is absent or does not fit the device, e.g. wgmma tiles off Hopper; after the last, gemm/ picks
+// by shape). From `bench_conv --tune` (fp16, every conv layer of the four suites on the
+// synthetic scan, then A/Bs of the planner on the synthetic and OctoMap scans; the figures are
+// in docs/benchmarks.md "Occupancy", "A 64-deep k step" and "wgmma 64x64"). The gathered
+// problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles, registers capped
+// so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
+//  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above;
+//  - c_out <= 32: the two-warp 64x32 tiles (16-deep for c_in <= 16), or 64x64x32_s4 for the
+//    layers under 50k outputs with K < 27;
+//  - c_out 96 from 10k outputs: wgmma 128x128;
+//  - c_out a multiple of 256 from 30k outputs, or from 4k with K >= 27: wgmma 128x256;
+//  - c_out >= 128 from 10k outputs, or from 1k with K >= 27: wgmma 128x128;
+//  - otherwise 64x64x32_s3 from 50k outputs, else 64x64x32_s4 (the coarse levels).
+// Where that gives 64x64x32_s4 and c_in >= 128, or c_in = c_out = 64 from 10k outputs (DEEP),
+// a 64-deep k step goes first (64x64x64_s3: half the iterations, barriers and tap switches; it
+// lost where c_in is 32, or 64 with c_out 128, or 64->64 on few outputs). Then, on Hopper, the
+// k3 layers (K >= 27) with c_in >= 64, c_out >= 64 but not 96, under 50k outputs, whose tile so
+// far is a 64x64 one (or wgmma 128x128 under 30k outputs), take wgmma 64x64x64 first (WG64: one
+// warpgroup a 64-row tile, async MMAs under the next stage's loads; it lost at 100k outputs, at
+// 96 columns, at c_in 32 and on the k2 layers). fp32 features keep gemm/'s choice. Below a
+// device's worth of tiles each layer also gets a tap split (tap_splits).
+
+// What the rules test of a layer (one bit each).
+enum TileCond : uint32_t {
+    DENSE = 1u << 0,    // a SUBM 1x1x1 map: the dense GEMM
+    CI_LE16 = 1u << 1,  // c_in <= 16
+    CO_LE32 = 1u << 2,  // c_out <= 32
+    CO_96 = 1u << 3,    // c_out == 96
+    CO_X256 = 1u << 4,  // c_out a multiple of 256
+    CO_GE128 = 1u << 5, // c_out >= 128
+    CO_GE256 = 1u << 6, // c_out >= 256
+    N_GE1K = 1u << 7,   // outputs >= 1000
+    N_GE4K = 1u << 8,   // outputs >= 4000
+    N_GE10K = 1u << 9,  // outputs >= 10000
+    N_GE30K = 1u << 10, // outputs >= 30000
+    N_GE50K = 1u << 11, // outputs >= 50000
+    K_GE27 = 1u << 12,  // a k3 map (K >= 27)
+    DEEP = 1u << 13,    // c_in >= 128, or c_in = c_out = 64 from 10k outputs
+    WG64 = 1u << 14,    // K >= 27, c_in >= 64, c_out >= 64 but not 96, under 50k outputs
+};
+
+// A row: a layer with every bit of `when` takes `tiles` (names without the dtype prefix, best
+// first; none: gemm/'s pick). The first row that matches is taken.
+struct TileRow {
+    uint32_t when;
+    const char *tiles[4];
+};
+
+const TileRow kTileRows[] = {
+    {DENSE | N_GE50K, {}},
+    {DENSE | CO_GE256 | DEEP | WG64, {"64x64x64_s4_wg", "64x64x64_s3", "64x64x32_s4"}},
+    {DENSE | CO_GE256 | DEEP, {"64x64x64_s3", "64x64x32_s4"}},
+    {DENSE | CO_GE256 | WG64, {"64x64x64_s4_wg", "64x64x32_s4"}},
+    {DENSE | CO_GE256, {"64x64x32_s4"}},
+    {DENSE, {"64x32x32_s3"}},
+    {CO_LE32 | CI_LE16, {"64x32x16_s3", "64x32x16_s4"}},
+    {CO_LE32 | N_GE50K, {"64x32x32_s3", "64x32x16_s4"}},
+    {CO_LE32 | K_GE27, {"64x32x32_s3", "64x32x16_s4"}},
+    {CO_LE32 | DEEP, {"64x64x64_s3", "64x64x32_s4"}},
+    {CO_LE32, {"64x64x32_s4", "64x32x16_s4"}},
+    {CO_96 | N_GE10K, {"128x128x32_s5_wg", "128x96x32_s4"}},
+    {CO_X256 | N_GE30K, {"128x256x64_s3_wg", "128x128x32_s3"}},
+    {CO_X256 | K_GE27 | N_GE4K, {"128x256x64_s3_wg", "64x64x32_s4"}},
+    {CO_GE128 | N_GE30K, {"128x128x32_s5_wg", "128x128x32_s3"}},
+    {CO_GE128 | N_GE10K | WG64, {"64x64x64_s4_wg", "128x128x32_s5_wg", "64x64x32_s4"}},
+    {CO_GE128 | N_GE10K, {"128x128x32_s5_wg", "64x64x32_s4"}},
+    {CO_GE128 | K_GE27 | N_GE1K | WG64, {"64x64x64_s4_wg", "128x128x32_s5_wg", "64x64x32_s4"}},
+    {CO_GE128 | K_GE27 | N_GE1K, {"128x128x32_s5_wg", "64x64x32_s4"}},
+    {N_GE50K, {"64x64x32_s3", "64x64x32_s4"}},
+    {DEEP | WG64, {"64x64x64_s4_wg", "64x64x64_s3", "64x64x32_s4"}},
+    {DEEP, {"64x64x64_s3", "64x64x32_s4"}},
+    {WG64, {"64x64x64_s4_wg", "64x64x32_s4"}},
+    {0, {"64x64x32_s4"}},
+};
+
+// The bits of TileCond a layer has.
+uint32_t tile_conds(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, bool dense)
+{
+    uint32_t f = 0;
+    const auto put = [&f](bool on, uint32_t bit) { f |= on ? bit : 0u; };
+    put(dense, DENSE);
+    put(c_in <= 16, CI_LE16);
+    put(c_out <= 32, CO_LE32);
+    put(c_out == 96, CO_96);
+    put(c_out % 256 == 0, CO_X256);
+    put(c_out >= 128, CO_GE128);
+    put(c_out >= 256, CO_GE256);
+    put(n_out >= 1000, N_GE1K);
+    put(n_out >= 4000, N_GE4K);
+    put(n_out >= 10000, N_GE10K);
+    put(n_out >= 30000, N_GE30K);
+    put(n_out >= 50000, N_GE50K);
+    put(K >= 27, K_GE27);
+    put(c_in >= 128 || (c_in == 64 && c_out == 64 && n_out >= 10000), DEEP);
+    put(K >= 27 && c_in >= 64 && c_out >= 64 && c_out != 96 && n_out < 50000, WG64);
+    return f;
+}
+
 // The index of GEMM configuration `name` for 16-bit dtype dt ("64x32x32_s3" is f16_64x32x32_s3
 // for fp16), or -1 when it is not compiled in (or dt is not 16-bit).
 int32_t config_index(vc_dtype dt, const char *name)
@@ -381,56 +434,22 @@ int32_t config_index(vc_dtype dt, const char *name)
     return -1;
 }
 
+// The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
+// -1 (gemm/'s pick) in the slots left; all -1 for fp32 features.
 void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, bool dense,
                       vc_dtype dt, int32_t out[4])
 {
     out[0] = out[1] = out[2] = out[3] = -1;
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
-    const char *names[4] = {NULL, NULL, NULL, NULL};
-    const bool large = n_out >= 50000;
-    if (dense) {
-        // A dense k1 layer: below 50k rows the small tiles win (H100 tune, 2026-11-23: 128->96
-        // at 41k rows 16.3 us on 64x32x32_s3 against 18.2 for gemm/'s pick, at 19k 10.6 against
-        // 11.6; 384->256 at 5k 12.1 on 64x64x32_s4 against 12.2); larger: gemm/'s dense pick.
-        if (!large) names[0] = c_out >= 256 ? "64x64x32_s4" : "64x32x32_s3";
-    } else if (c_out <= 32 && c_in <= 16) {
-        names[0] = "64x32x16_s3";
-        names[1] = "64x32x16_s4";
-    } else if (c_out <= 32) {
-        names[0] = large || K >= 27 ? "64x32x32_s3" : "64x64x32_s4";
-        names[1] = "64x32x16_s4";
-    } else if (c_out == 96 && n_out >= 10000) {
-        names[0] = "128x128x32_s5_wg";
-        names[1] = "128x96x32_s4";
-    } else if (c_out % 256 == 0 && (n_out >= 30000 || (K >= 27 && n_out >= 4000))) {
-        names[0] = "128x256x64_s3_wg";
-        names[1] = n_out >= 30000 ? "128x128x32_s3" : "64x64x32_s4";
-    } else if (c_out >= 128 && (n_out >= 10000 || (K >= 27 && n_out >= 1000))) {
-        names[0] = "128x128x32_s5_wg";
-        names[1] = n_out >= 30000 ? "128x128x32_s3" : "64x64x32_s4";
-    } else {
-        names[0] = large ? "64x64x32_s3" : "64x64x32_s4";
-        names[1] = large ? "64x64x32_s4" : NULL;
-    }
-    if (names[0] && !strcmp(names[0], "64x64x32_s4") &&
-        (c_in >= 128 || (c_in == 64 && c_out == 64 && n_out >= 10000))) {
-        names[1] = names[0];
-        names[0] = "64x64x64_s3";
-        names[2] = NULL;
-    }
-    if (K >= 27 && c_in >= 64 && c_out >= 64 && c_out != 96 && n_out < 50000 && names[0] &&
-        (!strcmp(names[0], "64x64x32_s4") || !strcmp(names[0], "64x64x32_s3") ||
-         !strcmp(names[0], "64x64x64_s3") ||
-         (!strcmp(names[0], "128x128x32_s5_wg") && n_out < 30000))) {
-        names[3] = names[2];
-        names[2] = names[1];
-        names[1] = names[0];
-        names[0] = "64x64x64_s4_wg";
-    }
-    int k = 0;
-    for (int j = 0; j < 4 && names[j]; j++) {
-        const int32_t i = config_index(dt, names[j]);
-        if (i >= 0) out[k++] = i;
+    const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
+    for (const TileRow &row : kTileRows) {
+        if ((f & row.when) != row.when) continue;
+        int k = 0;
+        for (int j = 0; j < 4 && row.tiles[j]; j++) {
+            const int32_t i = config_index(dt, row.tiles[j]);
+            if (i >= 0) out[k++] = i;
+        }
+        return;
     }
 }
 
