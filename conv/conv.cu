@@ -1,7 +1,8 @@
 // conv/conv.cu - sparse convolution on the GPU: the dispatcher behind vc_conv_gpu.
 // Both algorithms run on the one GEMM family of gemm/gemm.h; the CPU twin is vc_conv_cpu.
 //
-//  - IMPLICIT GEMM: vc_gemm_run over all n_out outputs, output-stationary: the GEMM gathers
+//  - IMPLICIT GEMM (implicit_gemm): one GEMM over all n_out outputs (vc_gemm_plan, then
+//    vc_gemm_run), output-stationary, its tile from kTileRows: the GEMM gathers
 //    the K taps of each output through out_in in its main loop, walks the outputs in mask order
 //    (perm, which the map sorted by neighbour mask) so a CTA skips the taps none of its rows
 //    has, and applies the epilogue (bias, residual, activation, output dtype) before it writes
@@ -32,9 +33,9 @@
 // Weights in a dtype other than the features' are converted on the device into stream-ordered
 // scratch (the GEMM takes A and W in one dtype), and 16-bit features whose c_in is not a multiple
 // of 8 are widened with zero columns (with their weights, in the same launch) so the GEMM runs
-// 16-byte loads. Scratch
-// comes from the library's stream-ordered pool (vc_gpu_scratch_alloc), is freed with
-// cudaFreeAsync on the caller's stream, and is released on every path.
+// 16-byte loads (gemm_operands). Scratch comes from the library's stream-ordered pool
+// (vc_gpu_scratch_alloc), is freed with cudaFreeAsync on the caller's stream, and is released
+// on every path. The engine options (core/options.h) pick among kernels, never the algorithm.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -461,10 +462,10 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, boo
 // that each group keeps 10 iterations or more: a tile's taps are estimated as 3x the map's mean
 // taps per output (a tile ORs 64-128 outputs' masks; a map with one tap per output, an inverse,
 // has one a tile), capped at K, and at most 8 groups (the most measured). From `bench_conv
-// --tune --tune-splits "1 2 3 4 6 8"` on the H100 (docs/benchmarks.md "Tap split"): with this
-// rule the planner ran within 0.97-1.06x of the sweep's best on all 32 conv layers of MinkUNet;
-// the k1 and inverse layers and the large levels do not split. 16-bit features on tensor-core
-// tiles only; 0 = no split.
+// --tune --tune-splits "1 2 3 4 6 8"` (docs/benchmarks.md "Tap split"): with this rule the
+// planner ran close to the sweep's best on every conv layer of MinkUNet; the k1 and inverse
+// layers and the large levels do not split. 16-bit features on tensor-core tiles only; 0 = no
+// split (opt->tap_split > 0 forces that many groups).
 int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt,
                    const vc_engine_options &o)
 {
@@ -480,11 +481,8 @@ int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt
     const int cap = iters >= 80.0 ? 8 : (int)(iters / 10.0);
     // Fewer than 30 iterations (cap 2) split only where the split runs as clusters
     // (vc_gemm_split_in_clusters: no second pass): the two-pass split's second launch cost more
-    // than half a 20-29-iteration chain saved on every such layer of the H100 tune (2026-11-23,
-    // OctoMap and synthetic scans: k3 s2 32->64 at 21k outputs 25.8 -> 22.8 us unsplit, subm
-    // 32->64 at 15k 22.8 -> 22.0, 32->32 at 19k 24.7 -> 24.0; one loss, 32->64 at 7k, 19.8 ->
-    // 20.7), while two groups as a cluster took subm 32->64 at 15k from 22.0 to 20.3 us and
-    // 64->128 at 5k from 21.9 to 18.9 (H200 tune, 2026-11-26, synthetic scan).
+    // than half a 20-29-iteration chain saved on nearly every such layer tuned, while two groups
+    // as a cluster ran faster (measured, docs/benchmarks.md).
     return cap > 2 || (cap == 2 && o.cluster_split && vc_gemm_split_in_clusters(cfg)) ? -cap
                                                                                      : 0;
 }

@@ -276,16 +276,14 @@ extern "C" vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, con
     if (n_out == 0) return VC_OK;
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    // Else eight taps in flight per thread below 2^19 outputs x channels (H100, spconv's net, k2 s2
-    // max pools: 177 outputs x 224 channels 7.0 -> 5.3 us; at 41k x 64 one at a time is
-    // faster, 33.2 against 40.2 us; 5.1k x 128 is 13.6-14.2 either way: docs/benchmarks.md
+    // Else eight taps in flight per thread below 2^19 outputs x channels (faster on the small
+    // k2 s2 max pools of spconv's net; at 41k x 64 one at a time is faster: docs/benchmarks.md
     // "Tap split").
     // 16-byte rows (channels a multiple of 8 for 16-bit features, 4 for fp32, aligned arrays)
     // from 2^17 outputs x channels: the vector kernel, taps eight at a time whatever the size,
-    // since a thread carries 8 (or 4) channels and the layer has that many times fewer threads.
-    // H100, spconv's net, k2 s2 max pools, 64-160 channels: 41k outputs x 64 33.0 -> 15.3 us,
-    // 5.1k x 128 14.2 -> 7.9, 1.8k x 160 8.5 -> 6.7; below 2^17 it lost (576 x 192 5.8 -> 6.0,
-    // 177 x 224 5.4 -> 5.8: a thread's 8 x 8 combines in series are then the critical path).
+    // since a thread carries 8 (or 4) channels and the layer has that many times fewer threads
+    // (measured faster on spconv's k2 s2 max pools, docs/benchmarks.md); below 2^17 it lost: a
+    // thread's 8 x 8 combines in series are then the critical path.
     const int v = dtype == VC_DTYPE_FP32 ? 4 : 8;
     const bool vec = channels % v == 0 && n_out * channels >= (1 << 17) &&
                      ((uintptr_t)in | (uintptr_t)out) % 16 == 0;
