@@ -1,13 +1,15 @@
-// gemm/gemm.cu - vc_gemm_run and vc_gemm_configs (gemm/gemm.h): argument checks, the table of
-// compiled tile configurations, the choice of one by shape and dtype, and the launch. The
-// kernels are in gemm/gemm_kernels.cuh. Never synchronises, never prints.
+// gemm/gemm.cu - vc_gemm_plan, vc_gemm_run and vc_gemm_configs (gemm/gemm.h): argument checks,
+// the table of compiled tile configurations, the choice of one by shape and dtype, the plan and
+// the launch. The kernels are in gemm/mainloop.cuh (tensor cores) and gemm/simt.cuh (exact
+// fp32), their launch in gemm/schedule.cuh. Never synchronises, never prints.
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gemm/gemm.h"
-#include "gemm/gemm_kernels.cuh"
+#include "gemm/schedule.cuh"
+#include "gemm/simt.cuh"
 #include "gemm/gemm_sm90.h"
 
 namespace {
@@ -119,7 +121,7 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
 // MINB > 1: registers capped so that MINB CTAs fit on an SM (__launch_bounds__)
 #define MMAB(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB)                                \
     MMAX(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB, false)
-// CL: the tile also has a cluster kernel for its tap splits (sm_90: gemm_kernels.cuh)
+// CL: the tile also has a cluster kernel for its tap splits (sm_90: gemm/cluster.cuh)
 #define MMAX(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB, CL)                            \
     {{name, BM, BN, BK, S, WM * WN, dt, math},                                                 \
      LB,                                                                                       \
@@ -304,8 +306,9 @@ int find_wg(const vc_gemm_args *a, int bm, int bn)
     return -1;
 }
 
-// On a compute capability 9.0 device, the wgmma tile for n > 64 with a full wave of tiles, or -1 (H100 measurements in gemm/NOTES.md): 128x128 at two CTAs per SM, or 128x256 where n is
-// a multiple of 256 and the arithmetic dominates (tf32; 16-bit with k * taps >= 2048); tf32 n of
+// On a compute capability 9.0 device, the wgmma tile for n > 64 with a full wave of tiles, or -1
+// (measured, docs/benchmarks.md): 128x128 at two CTAs per SM, or 128x256 where n is a multiple
+// of 256 and the arithmetic dominates (tf32; 16-bit with k * taps >= 2048); tf32 n of
 // 64 or 128 stays on the mma.sync 128x64 tile (as fast). Gathers over several taps (the implicit
 // convolution) stay on mma.sync: wgmma was measured on dense problems only, and its gather-index
 // staging would leave one 128x128 CTA per SM.
@@ -328,12 +331,9 @@ int pick_wg(const vc_gemm_args *a)
 // On a compute capability 9.0 device, the dense kernel for a dense problem with n >= 128 (tf32:
 // n >= 32) and at least a 64-row tile per SM, or -1: the W slice width that needs the fewest
 // slices (each slice reads A again, from L2 when the slices' CTAs run the same rows together),
-// then the narrowest. From an H100 tune of every configuration on the suite's shapes (gemm/
-// NOTES.md, "The dense kernel"): below those n the other tiles are as fast or faster (fp16
-// M = 1M (16,16) 50.8 us on 256x32 against 80.4; (64,96) level, and MinkUNet's 128->96 k1
-// layer at 100k rows 1.04x slower on it), from them the dense kernel is the fastest or within
-// 5% (fp16 M = 1M (256,256) 418 us against 528 for wgmma 128x128, tf32 (32,32) 108 us against
-// 116 for 128x64).
+// then the narrowest. From a tune of every configuration on the suite's shapes
+// (docs/benchmarks.md, "The dense kernel"): below those n the other tiles are as fast or faster,
+// from them the dense kernel is the fastest or within a few percent.
 int pick_dense(const vc_gemm_args *a)
 {
     const int min_n = a->ab_dtype == VC_GEMM_F32 ? 32 : 128;
@@ -358,10 +358,10 @@ int pick_dense(const vc_gemm_args *a)
 }
 
 // The configuration for these arguments, by dtype, load width, n_cols and row count (chosen
-// from the H100 measurements in gemm/NOTES.md).
+// from measurements, docs/benchmarks.md).
 int pick(const vc_gemm_args *a)
 {
-    const int sms_x2 = 2 * 132; // enough tiles to fill an H100 twice over
+    const int sms_x2 = 2 * 132; // tiles to fill a 132-SM device twice over (as tuned)
     char why[8];
     if (a->ab_dtype == VC_GEMM_F32 && a->math != VC_GEMM_MATH_TF32)
         return find("f32_64x64x16_fma");

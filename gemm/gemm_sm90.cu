@@ -5,7 +5,7 @@
 // device.
 #include <cuda.h>
 
-#include "gemm/gemm_kernels.cuh"
+#include "gemm/schedule.cuh"
 #include "gemm/gemm_sm90.h"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -47,7 +47,7 @@ VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 // Epilogue: each warp stages its 16 rows 32 columns at a time in shared memory and runs the
 // library's 8-column epilogue (epilogue8: 16-byte accesses) in a loop that is not unrolled: the
 // unrolled per-fragment form was ~8k instructions, and the instruction-cache misses of jumping
-// through it made every tile several microseconds long (first H100 run of this kernel).
+// through it made every tile several microseconds long (measured).
 
 constexpr int kDenseThreads = 384;
 

@@ -1,468 +1,25 @@
-// gemm/gemm_kernels.cuh - the device code of gemm/gemm.cu and gemm/gemm_sm90.cu: the launch
-// parameters, the per-CTA set-up (row gather/scatter indices, OR of the rows' tap masks), the fused
-// epilogue, the tensor-core kernel (mma.sync m16n8k16 fp16/bf16, m16n8k8 tf32 with ldmatrix, or
-// Hopper wgmma from shared-memory descriptors; multi-stage cp.async with zero-fill), its launcher,
-// and the exact fp32 FMA kernel.
-#ifndef VC_GEMM_KERNELS_CUH
-#define VC_GEMM_KERNELS_CUH
+// gemm/mainloop.cuh - the tensor-core kernel (mma_kernel): mma.sync m16n8k16 fp16/bf16 and
+// m16n8k8 tf32 with ldmatrix, or Hopper wgmma from shared-memory descriptors, fed by a
+// multi-stage cp.async pipeline with zero-fill; persistent or a CTA per tile, with the rows'
+// gather and scatter, the tiles' tap masks and the fused epilogue. The producer's stages (tile
+// set-up, gather indices, a stage's loads) are closures over the kernel's state; the kernel
+// runs the pipeline, the MMAs and the epilogue. Launched by gemm/schedule.cuh.
+#ifndef VC_GEMM_MAINLOOP_CUH
+#define VC_GEMM_MAINLOOP_CUH
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include <atomic>
-
-#include <type_traits>
-
-#include "gemm/gemm.h"
+#include "gemm/cluster.cuh"
+#include "gemm/epilogue.cuh"
+#include "gemm/params.cuh"
+#include "gemm/ptx_sm80.cuh"
+#include "gemm/taps.cuh"
 #include "gemm/wgmma.cuh"
 
 namespace vcg {
-
-// Largest mask word count whose OR a CTA keeps; with more words (taps > 1024) masks are ignored,
-// which gives the same result (a masked tap has only -1 gathers) at the cost of the skipping.
-constexpr int kMaxMaskWords = 32;
-
-struct Params {
-    int64_t m;
-    int32_t n_cols, k, taps;
-    const void *a;
-    int64_t a_rows;
-    const int32_t *gather, *gather_rows, *row_map;
-    const uint32_t *masks; // NULL when not used
-    int32_t mask_words;
-    const void *w;
-    int32_t b_taps, b_tap0;
-    void *c;
-    int32_t c_dtype, accumulate;
-    int32_t tap_lo, tap_hi; // the taps computed, [tap_lo, tap_hi) within [0, taps)
-    const float *bias;
-    const void *residual;
-    int32_t res_dtype, act;
-    float slope;
-    int32_t pair_store; // C (and residual) rows allow 2-element vector accesses
-    int32_t vec8;       // n_cols % 8 == 0 and C, residual, bias 16-byte aligned
-    int32_t n_tiles;    // tiles along n; tile b covers n tile b % n_tiles, m tile b / n_tiles
-    int64_t m_tiles;    // tiles along m
-    int32_t gchunk;     // taps of gather indices a tensor-core CTA keeps in shared memory
-    int32_t gstride;    // their row stride in int32 (odd: no bank conflicts)
-    int32_t epi_alias;  // one tile per CTA: the epilogue stages its slabs in the pipeline's
-                        // shared memory (set by launch_mma)
-    int32_t splits;     // tap split (gemm.h). In the kernel, > 1: CTA b runs group
-                        // b % splits of tile b / splits, and C is the fp32 workspace [splits,
-                        // m, n_cols] (row group * m + i for logical row i) with no epilogue;
-                        // gemm.cu's split_reduce_kernel then adds the groups and runs the
-                        // epilogue. Given to launch_mma: < -1 asks it to choose up to -splits.
-    float *partial;     // the workspace (host side: launch_mma makes it C)
-    const int32_t *tile_order; // tile order (gemm.h), or NULL; in the kernel: set only where
-                               // each tile has its own CTA and no tap split
-    int64_t order_blocks;      // its blocks
-    int32_t order_per;         // in the kernel: tiles of BM rows a block holds
-};
-
-// A launch as planned (vc_gemm_plan): the tap split's groups (1: none), whether they run as
-// thread-block clusters, whether a given tile order is taken (gemm.h), whether the epilogue
-// stages in the pipeline's shared memory, the CTAs (without a tile order) and the dynamic shared
-// memory a CTA.
-struct LaunchPlan {
-    int splits;
-    bool clusters;
-    bool orderable;
-    bool epi_alias;
-    int64_t grid;
-    int dyn;
-};
-
-// The schedule choices of a plan (vc_gemm_args: force_order, two_pass_split).
-struct Sched {
-    bool force_order;
-    bool two_pass;
-};
-
-// The tensor-core kernel's gather-index chunk: all taps up to 32, else 32 at a time.
-constexpr int kGatherChunk = 32;
-
-// ---- small PTX helpers ---------------------------------------------------------------------
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Thread-block clusters (sm_90; never reached elsewhere: launch_mma launches a cluster kernel
-// only where its binary is for compute capability 9.0 or later). cluster_sync: every thread of
-// every CTA of the cluster arrives, then waits (release / acquire: shared-memory writes before it
-// are visible to the whole cluster after it). cluster_map: shared address `addr` of this CTA
-// mapped into the window of the cluster's CTA `rank`. ld_cluster4: 16 bytes from such an address.
-__device__ __forceinline__ void cluster_sync()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank)
-{
-    uint32_t r = addr;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-#endif
-    return r;
-}
-__device__ __forceinline__ float4 ld_cluster4(uint32_t addr)
-{
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(addr)
-                 : "memory");
-#endif
-    return v;
-}
-__device__ __forceinline__ uint32_t cluster_rank()
-{
-    uint32_t r = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-#endif
-    return r;
-}
-
-// cp.async of LB bytes (16: .cg, 8/4: .ca); src_bytes 0 zero-fills the destination.
-template <int LB>
-__device__ __forceinline__ void cp_async(uint32_t dst, const void *src, int src_bytes)
-{
-    size_t g = __cvta_generic_to_global(src);
-    if constexpr (LB == 16) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(g),
-                     "r"(src_bytes));
-    } else {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(g),
-                     "n"(LB), "r"(src_bytes));
-    }
-}
-
-// cp.async of LB bytes that zero-fills and reads nothing where `on` is 0 (ignore-src): the
-// address need not be valid then.
-template <int LB>
-__device__ __forceinline__ void cp_async_if(uint32_t dst, const void *src, uint32_t on)
-{
-    size_t g = __cvta_generic_to_global(src);
-    if constexpr (LB == 16) {
-        asm volatile("{\n.reg .pred z;\nsetp.eq.u32 z, %2, 0;\n"
-                     "cp.async.cg.shared.global [%0], [%1], 16, z;\n}\n" ::"r"(dst),
-                     "l"(g), "r"(on));
-    } else {
-        asm volatile("{\n.reg .pred z;\nsetp.eq.u32 z, %2, 0;\n"
-                     "cp.async.ca.shared.global [%0], [%1], %3, z;\n}\n" ::"r"(dst),
-                     "l"(g), "r"(on), "n"(LB));
-    }
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-__device__ __forceinline__ uint32_t to_tf32(uint32_t x)
-{
-    uint32_t y;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(y) : "f"(__uint_as_float(x)));
-    return y;
-}
-
-// D += A * B for one warp; T picks the instruction (k16 for 16-bit types, k8 for tf32). Not
-// volatile: a register-only operation the compiler may schedule among the shared loads.
-template <typename T>
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1)
-{
-    if constexpr (sizeof(T) == 4) {
-        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else if constexpr (std::is_same<T, __half>::value) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-}
-
-// ---- element access by run-time dtype --------------------------------------------------------
-
-__device__ __forceinline__ float load_any(const void *p, int dt, int64_t i)
-{
-    if (dt == VC_GEMM_F16) return __half2float(static_cast<const __half *>(p)[i]);
-    if (dt == VC_GEMM_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-    return static_cast<const float *>(p)[i];
-}
-
-__device__ __forceinline__ void load_any2(const void *p, int dt, int64_t i, float &x, float &y)
-{
-    if (dt == VC_GEMM_F16) {
-        float2 f = __half22float2(*reinterpret_cast<const __half2 *>(
-            static_cast<const __half *>(p) + i));
-        x = f.x;
-        y = f.y;
-    } else if (dt == VC_GEMM_BF16) {
-        float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(
-            static_cast<const __nv_bfloat16 *>(p) + i));
-        x = f.x;
-        y = f.y;
-    } else {
-        float2 f = *reinterpret_cast<const float2 *>(static_cast<const float *>(p) + i);
-        x = f.x;
-        y = f.y;
-    }
-}
-
-__device__ __forceinline__ void store_any(void *p, int dt, int64_t i, float v)
-{
-    if (dt == VC_GEMM_F16)
-        static_cast<__half *>(p)[i] = __float2half_rn(v);
-    else if (dt == VC_GEMM_BF16)
-        static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
-    else
-        static_cast<float *>(p)[i] = v;
-}
-
-__device__ __forceinline__ void store_any2(void *p, int dt, int64_t i, float x, float y)
-{
-    if (dt == VC_GEMM_F16)
-        *reinterpret_cast<__half2 *>(static_cast<__half *>(p) + i) = __floats2half2_rn(x, y);
-    else if (dt == VC_GEMM_BF16)
-        *reinterpret_cast<__nv_bfloat162 *>(static_cast<__nv_bfloat16 *>(p) + i) =
-            __floats2bfloat162_rn(x, y);
-    else
-        *reinterpret_cast<float2 *>(static_cast<float *>(p) + i) = make_float2(x, y);
-}
-
-__device__ __forceinline__ float activate(const Params &p, float v)
-{
-    if (p.act == VC_GEMM_ACT_RELU) return v > 0.f ? v : 0.f;
-    if (p.act == VC_GEMM_ACT_LEAKY) return v > 0.f ? v : v * p.slope;
-    return v;
-}
-
-// The epilogue of two adjacent outputs (r, n) and (r, n + 1); n is even, n < n_cols.
-__device__ __forceinline__ void epilogue2(const Params &p, int64_t r, int n, float v0, float v1)
-{
-    const int64_t at = r * p.n_cols + n;
-    const bool two = n + 1 < p.n_cols;
-    if (two && p.pair_store) {
-        if (p.accumulate) {
-            float x, y;
-            load_any2(p.c, p.c_dtype, at, x, y);
-            v0 += x;
-            v1 += y;
-        }
-        if (p.bias) {
-            v0 += p.bias[n];
-            v1 += p.bias[n + 1];
-        }
-        if (p.residual) {
-            float x, y;
-            load_any2(p.residual, p.res_dtype, at, x, y);
-            v0 += x;
-            v1 += y;
-        }
-        store_any2(p.c, p.c_dtype, at, activate(p, v0), activate(p, v1));
-        return;
-    }
-    float v[2] = {v0, v1};
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-        if (j == 1 && !two) break;
-        float x = v[j];
-        if (p.accumulate) x += load_any(p.c, p.c_dtype, at + j);
-        if (p.bias) x += p.bias[n + j];
-        if (p.residual) x += load_any(p.residual, p.res_dtype, at + j);
-        store_any(p.c, p.c_dtype, at + j, activate(p, x));
-    }
-}
-
-// Eight fp32 values from / to a buffer of dtype dt at element i (16-byte aligned).
-__device__ __forceinline__ void load_any8(const void *p, int dt, int64_t i, float (&v)[8])
-{
-    if (dt == VC_GEMM_F32) {
-        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
-        float4 a = q[0], b = q[1];
-        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
-        v[7] = b.w;
-        return;
-    }
-    uint4 u = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p) + i);
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-        float2 f;
-        if (dt == VC_GEMM_F16)
-            f = __half22float2(*reinterpret_cast<const __half2 *>(&w[e]));
-        else
-            f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[e]));
-        v[2 * e] = f.x;
-        v[2 * e + 1] = f.y;
-    }
-}
-
-__device__ __forceinline__ void store_any8(void *p, int dt, int64_t i, const float (&v)[8])
-{
-    if (dt == VC_GEMM_F32) {
-        float4 *q = reinterpret_cast<float4 *>(static_cast<float *>(p) + i);
-        q[0] = make_float4(v[0], v[1], v[2], v[3]);
-        q[1] = make_float4(v[4], v[5], v[6], v[7]);
-        return;
-    }
-    uint32_t w[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-        if (dt == VC_GEMM_F16) {
-            __half2 h = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
-            w[e] = *reinterpret_cast<uint32_t *>(&h);
-        } else {
-            __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
-            w[e] = *reinterpret_cast<uint32_t *>(&h);
-        }
-    }
-    *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(p) + i) =
-        make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-// The epilogue of outputs (r, n .. n + 7), n % 8 == 0, n < n_cols: 16-byte accesses when the
-// eight are inside the row and p.vec8, else element by element.
-__device__ __forceinline__ void epilogue8(const Params &p, int64_t r, int n, float (&v)[8])
-{
-    const int64_t at = r * p.n_cols + n;
-    if (p.vec8 && n + 8 <= p.n_cols) {
-        float x[8];
-        if (p.accumulate) {
-            load_any8(p.c, p.c_dtype, at, x);
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] += x[e];
-        }
-        if (p.bias) {
-            load_any8(p.bias, VC_GEMM_F32, n, x);
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] += x[e];
-        }
-        if (p.residual) {
-            load_any8(p.residual, p.res_dtype, at, x);
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] += x[e];
-        }
-        if (p.act != VC_GEMM_ACT_NONE) {
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = activate(p, v[e]);
-        }
-        store_any8(p.c, p.c_dtype, at, v);
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        if (n + e >= p.n_cols) break;
-        float x = v[e];
-        if (p.accumulate) x += load_any(p.c, p.c_dtype, at + e);
-        if (p.bias) x += p.bias[n + e];
-        if (p.residual) x += load_any(p.residual, p.res_dtype, at + e);
-        store_any(p.c, p.c_dtype, at + e, activate(p, x));
-    }
-}
-
-// ---- CTA set-up shared by both kernels -------------------------------------------------------
-
-// The bits of mask word w whose taps are in [tap_lo, tap_hi).
-__device__ __forceinline__ uint32_t tap_bits(const Params &p, int w)
-{
-    const int lo = max(p.tap_lo - 32 * w, 0), hi = min(p.tap_hi - 32 * w, 32);
-    if (hi <= lo) return 0u;
-    return (hi == 32 ? ~0u : (1u << hi) - 1u) & ~((1u << lo) - 1u);
-}
-
-// Row gather index g (-1: row past m) and output row r of each of the CTA's BM rows; the OR of
-// the rows' tap masks (when used). Returns the number of taps the CTA computes.
-template <int BM, int THREADS>
-__device__ __forceinline__ int cta_setup(const Params &p, int64_t m0, int64_t *row_g,
-                                         int64_t *row_out, uint32_t *tile_mask)
-{
-    const int tid = threadIdx.x;
-    for (int i = tid; i < BM; i += THREADS) {
-        int64_t gi = m0 + i, g = -1, r = -1;
-        if (gi < p.m) {
-            g = p.gather_rows ? (int64_t)p.gather_rows[gi] : gi;
-            r = p.row_map ? (int64_t)p.row_map[gi] : gi;
-        }
-        row_g[i] = g;
-        row_out[i] = r;
-    }
-    const int words = (p.taps + 31) >> 5;
-    if (p.masks) {
-        for (int w = tid; w < words; w += THREADS) tile_mask[w] = 0u;
-        __syncthreads();
-        for (int i = tid; i < BM; i += THREADS) {
-            int64_t r = row_out[i];
-            if (r < 0) continue;
-            const uint32_t *mr = p.masks + r * p.mask_words;
-            for (int w = 0; w < words; w++) {
-                uint32_t v = mr[w] & tap_bits(p, w); // next_tap reads only [tap_lo, tap_hi)
-                if (v) atomicOr(&tile_mask[w], v);
-            }
-        }
-    }
-    __syncthreads();
-    if (!p.masks) return p.tap_hi - p.tap_lo;
-    int n = 0;
-    for (int w = 0; w < words; w++) n += __popc(tile_mask[w] & tap_bits(p, w));
-    return n;
-}
-
-// Tap split: keeps in the tile's mask the taps of group `split` - the taps of ranks
-// [n split / splits, n (split + 1) / splits) among the n it has in [tap_lo, tap_hi). One thread.
-__device__ __forceinline__ void keep_group(const Params &p, uint32_t *tile_mask, int words,
-                                           int split)
-{
-    int n = 0;
-    for (int w = 0; w < words; w++) n += __popc(tile_mask[w] & tap_bits(p, w));
-    const int lo = n * split / p.splits, hi = n * (split + 1) / p.splits;
-    int rank = 0;
-    for (int w = 0; w < words; w++) {
-        uint32_t v = tile_mask[w] & tap_bits(p, w), keep = 0u;
-        for (; v; v &= v - 1, rank++)
-            if (rank >= lo && rank < hi) keep |= v & (0u - v);
-        tile_mask[w] = keep;
-    }
-}
-
-// The first tap >= t that the CTA computes (taps when none). The tensor-core kernel's tile mask
-// holds only taps in [tap_lo, tap_hi).
-__device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_mask, int t)
-{
-    if (!p.masks && p.splits <= 1) return t < p.tap_hi ? t : p.taps;
-    while (t < p.tap_hi) {
-        uint32_t v = tile_mask[t >> 5] >> (t & 31);
-        if (v) return t + __ffs(v) - 1;
-        t = (t | 31) + 1;
-    }
-    return p.taps;
-}
 
 // ---- the tensor-core kernel -------------------------------------------------------------------
 //
@@ -522,120 +79,42 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
     return (uint32_t)(row * UNITS * 16 + ((u ^ ((row / RPL) % UNITS)) << 4));
 }
 
-// A cluster's tap split, after the epilogue has put each CTA's fp32 tile (group g = its rank) in
-// its pipeline's shared memory at `red` (rows of ld floats): after the cluster barrier CTA g
-// reads rows [bm g / S, bm (g + 1) / S) of every CTA's tile, adds them in group order (as
-// split_reduce_kernel does: the same sums, bit for bit) and runs the epilogue; a second barrier
-// keeps every CTA's shared memory alive until the others have read it. Every thread of every
-// CTA of the cluster calls it.
-__device__ __forceinline__ void cluster_reduce(const Params &p, const float *red, int ld, int bm,
-                                               int bn, const int64_t *rows, int64_t tile)
-{
-    cluster_sync();
-    const int S = p.splits, rank = (int)cluster_rank();
-    const int r_lo = bm * rank / S, r_hi = bm * (rank + 1) / S;
-    const int n0 = (int)(tile % p.n_tiles) * bn;
-    const int cpr = bn / 8; // 8-column chunks a row
-    const uint32_t base = smem_addr(red);
-    for (int c = threadIdx.x; c < (r_hi - r_lo) * cpr; c += blockDim.x) {
-        const int row = r_lo + c / cpr, col = (c % cpr) * 8;
-        const int64_t r = rows[row];
-        if (r < 0 || n0 + col >= p.n_cols) continue;
-        const uint32_t off = base + (uint32_t)(row * ld + col) * 4u;
-        float v[8];
-        for (int s = 0; s < S; s++) {
-            const uint32_t at = cluster_map(off, (uint32_t)s);
-            const float4 a = ld_cluster4(at), b = ld_cluster4(at + 16);
-            const float u[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = s == 0 ? u[e] : v[e] + u[e];
-        }
-        epilogue8(p, r, n0 + col, v);
-    }
-    cluster_sync();
-}
+// ---- the producer's stages ------------------------------------------------------------------
+//
+// Closures over mma_kernel's state (reference members, as a lambda's [&] captures would be),
+// so that each stage is its own function and the kernel's code is what its lambdas were.
 
-// Persistent: CTA b computes tiles b, b + gridDim.x, ... (n fastest), and one cp.async pipeline
-// runs across its tiles, so the loads of the next tile are in flight during the epilogue of
-// this one. The producer (the loads, STAGES - 1 iterations ahead) sets each tile up when it
-// reaches it: gather rows, output rows (a ring of STAGES slots, read by the epilogue), the OR of
-// the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
-// taps are all masked runs one iteration of zeros, so every tile has at least one iteration
-// and the producer is never more than STAGES - 1 tiles ahead.
-// CL: the cluster kernel of a tap split (launch_mma): CTA b is rank b % splits of a cluster of
-// p.splits CTAs, runs group b % splits of tile b / splits, and C is the real output: the
-// epilogue puts the fp32 tile in shared memory and cluster_reduce adds the cluster's tiles and
-// runs the epilogue. A separate instantiation for the tiles that split (gemm.cu's table): as a
-// run-time branch in every kernel, its code perturbed the register allocation of the main loop
-// (the register-capped 64x64x32_s3 spilled 8-80 bytes, 64x64x32_s4 went from 95 to 96-128
-// registers, 128x32x32_s4 from 80 to 93).
+// Sets up tile ld_tile in the next ring slot: its rows, its mask (a tap split's group of it),
+// its iterations, W's sources at tap 0.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB = 1, bool CL = false>
-__global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
-    mma_kernel(const Params p)
-{
+          int MINB, bool CL>
+struct TileSetup {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
-    static_assert(!CL || C::CLUSTER_FITS, "a cluster split needs the fp32 tile to fit the stages");
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
-    if constexpr (CL) return; // never launched there (no clusters before sm_90)
-#endif
-    constexpr bool cl = CL; // (a name, not CL itself: that reorders a tf32 kernel's SASS)
-    extern __shared__ __align__(128) uint8_t smem[];
-    __shared__ int64_t row_g[BM];
-    __shared__ int64_t row_out[STAGES][BM];
-    __shared__ int32_t tile_iters[STAGES];
-    __shared__ uint32_t tile_mask[kMaxMaskWords];
-    // Epilogue staging: its own region, or (p.epi_alias: the CTA has one tile) the pipeline's
-    // stages, which are idle by then; the gather indices follow.
-    const int epi_own = p.epi_alias ? 0 : C::EPI_BYTES;
-    float *stage = reinterpret_cast<float *>(smem + (p.epi_alias ? 0 : C::SMEM));
-    int32_t *gidx = reinterpret_cast<int32_t *>(smem + C::SMEM + epi_own); // [BM][gstride]
-
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t n_total = p.m_tiles * p.n_tiles;
-    const int kc_per_tap = (p.k + BK - 1) / BK;
-    const int words = (p.taps + 31) >> 5;
-    const T *A = static_cast<const T *>(p.a);
-    const T *W = static_cast<const T *>(p.w);
-    // wgmma's 128-byte swizzle is a function of the address: stages start on 1024-byte atoms.
-    const uint32_t s_base = WG ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
-
-    // Load mapping: this thread's load column (fixed) and rows lrow + j * ROWS_PER_PASS.
-    const int lcol = tid % C::LPR, lrow = tid / C::LPR;
-    const int byte_in_row = lcol * C::E * C::ES;
-    const int unit = byte_in_row >> 4, within = byte_in_row & 15;
-
-    // Tap split: the CTA's one tile; its group (blockIdx.x % splits) is read where it is used.
-    // Tile order: CTA b takes m tile j = b / n_tiles of the blocks in their order (block
-    // tile_order[j / order_per], its tile j % order_per) and n tile b % n_tiles; a CTA whose
-    // tile is past the rows (a short last block) has nothing to do.
-    int64_t first_tile = p.splits > 1 ? blockIdx.x / (unsigned)p.splits : blockIdx.x;
-    if (!cl && p.tile_order) {
-        const unsigned j = blockIdx.x / (unsigned)p.n_tiles, per = (unsigned)p.order_per;
-        const int64_t mt = (int64_t)__ldg(p.tile_order + j / per) * per + j % per;
-        if (mt >= p.m_tiles) return;
-        first_tile = mt * p.n_tiles + blockIdx.x % (unsigned)p.n_tiles;
-    }
-
-    // Producer state.
-    int64_t ld_tile = first_tile;
-    int ld_slot = -1, ld_iter = 0, ld_iters = 0, ld_tap = 0, ld_kc = 0, cur_tap = -1;
-    int g_t0 = 0, g_n = 0; // taps [g_t0, g_t0 + g_n) are in gidx
-    bool dummy = false;
-    // The loads' sources as byte addresses of this thread's column at k chunk 0 of the current
-    // tap, so that an iteration adds one uniform offset (the chunk's bytes) to each: A's row
-    // for the tap (bit j of ld_ok: the row has one) and W[n, b_tap0 + tap] (bit 16 + j: n <
-    // n_cols and the tile has a tap). Set at the tile's set-up (W at tap 0) and when the tap
-    // changes. A load whose bit is clear zero-fills and reads nothing (cp.async's ignore-src), so
-    // its address need not be valid and is not selected away. One word of flags, not a
-    // register per load: the small tiles run with registers capped (MINB).
-    const char *a_src[C::A_LOADS];
-    const char *b_src[C::B_LOADS];
-    uint32_t ld_ok = 0;
-    static_assert(C::A_LOADS <= 16 && C::B_LOADS <= 16, "ld_ok's bits");
-    int ld_stage = 0;
-
-    auto setup_tile = [&]() {
+    static constexpr bool cl = CL;
+    int &ld_slot;
+    int64_t &ld_tile;
+    const Params &p;
+    const int &tid;
+    const int &words;
+    uint32_t (&tile_mask)[kMaxMaskWords];
+    int64_t (&row_g)[BM];
+    int64_t (&row_out)[STAGES][BM];
+    int &ld_iters;
+    const int &kc_per_tap;
+    bool &dummy;
+    int32_t (&tile_iters)[STAGES];
+    int &ld_iter;
+    int &ld_kc;
+    int &ld_tap;
+    int &cur_tap;
+    int &g_n;
+    uint32_t &ld_ok;
+    const int &lrow;
+    const char *(&b_src)[C::B_LOADS];
+    const T *const &W;
+    const int &lcol;
+    __device__ __forceinline__ void operator()() const
+    {
         __syncthreads(); // nobody still reads the previous tile's producer data
         ld_slot = ld_slot + 1 == STAGES ? 0 : ld_slot + 1;
         const int64_t m0 = (ld_tile / p.n_tiles) * BM;
@@ -696,13 +175,27 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
             ld_ok |= (uint32_t)ok << (16 + j);
         }
         __syncthreads(); // tile_iters and row_out visible to every thread
-    };
+    }
+};
 
-    // Gather indices of taps [t, t + gchunk) for the tile's rows into gidx. A row's taps are
-    // contiguous in the gather table, so a warp reads 32 / gw rows at a time, gw lanes (g_n
-    // rounded up to a power of two) per row: coalesced, no integer division, eight loads in
-    // flight per lane.
-    auto load_gidx = [&](int t) {
+// Gather indices of taps [t, t + gchunk) for the tile's rows into gidx. A row's taps are
+// contiguous in the gather table, so a warp reads 32 / gw rows at a time, gw lanes (g_n
+// rounded up to a power of two) per row: coalesced, no integer division, eight loads in
+// flight per lane.
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
+          int MINB, bool CL>
+struct GatherLoad {
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    static constexpr bool cl = CL;
+    int &g_t0;
+    int &g_n;
+    const Params &p;
+    const int &lane;
+    const int &warp;
+    int64_t (&row_g)[BM];
+    int32_t *const &gidx;
+    __device__ __forceinline__ void operator()(int t) const
+    {
         __syncthreads();
         g_t0 = t;
         g_n = min(p.gchunk, p.tap_hi - t);
@@ -751,10 +244,52 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
             }
         }
         __syncthreads();
-    };
+    }
+};
 
-    // Issues the loads of the producer's next iteration into stage ld_stage.
-    auto load_stage = [&]() {
+// Issues the loads of the producer's next iteration into stage ld_stage.
+// a_src / b_src: the loads' sources as byte addresses of this thread's column at k chunk 0 of
+// the current tap, so that an iteration adds one uniform offset (the chunk's bytes) to each: A's
+// row for the tap (bit j of ld_ok: the row has one) and W[n, b_tap0 + tap] (bit 16 + j: n <
+// n_cols and the tile has a tap). Set at the tile's set-up (W at tap 0) and when the tap
+// changes. A load whose bit is clear zero-fills and reads nothing (cp.async's ignore-src), so
+// its address need not be valid and is not selected away. One word of flags, not a register
+// per load: the small tiles run with registers capped (MINB).
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
+          int MINB, bool CL>
+struct StageLoad {
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    static constexpr bool cl = CL;
+    using TileSetup = vcg::TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL>;
+    using GatherLoad = vcg::GatherLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL>;
+    int &ld_iter;
+    TileSetup &setup_tile;
+    int &ld_tap;
+    int &cur_tap;
+    uint32_t &ld_ok;
+    const Params &p;
+    bool &dummy;
+    int &g_t0;
+    int &g_n;
+    GatherLoad &load_gidx;
+    const T *const &A;
+    const int &lcol;
+    int32_t *const &gidx;
+    const int &lrow;
+    const char *(&a_src)[C::A_LOADS];
+    int64_t (&row_g)[BM];
+    const char *(&b_src)[C::B_LOADS];
+    int &ld_kc;
+    const uint32_t &s_base;
+    int &ld_stage;
+    const int &unit;
+    const int &within;
+    int &ld_iters;
+    int64_t &ld_tile;
+    const int &kc_per_tap;
+    uint32_t (&tile_mask)[kMaxMaskWords];
+    __device__ __forceinline__ void operator()() const
+    {
         if (ld_iter == 0) setup_tile();
         if (ld_tap != cur_tap) {
             const int prev_tap = cur_tap;
@@ -843,7 +378,100 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
             ld_kc = 0;
             ld_tap = next_tap(p, tile_mask, ld_tap + 1);
         }
-    };
+    }
+};
+
+// Persistent: CTA b computes tiles b, b + gridDim.x, ... (n fastest), and one cp.async pipeline
+// runs across its tiles, so the loads of the next tile are in flight during the epilogue of
+// this one. The producer (the loads, STAGES - 1 iterations ahead) sets each tile up when it
+// reaches it: gather rows, output rows (a ring of STAGES slots, read by the epilogue), the OR of
+// the rows' masks and the gather indices of up to p.gchunk taps in shared memory. A tile whose
+// taps are all masked runs one iteration of zeros, so every tile has at least one iteration
+// and the producer is never more than STAGES - 1 tiles ahead.
+// CL: the cluster kernel of a tap split (launch_mma): CTA b is rank b % splits of a cluster of
+// p.splits CTAs, runs group b % splits of tile b / splits, and C is the real output: the
+// epilogue puts the fp32 tile in shared memory and cluster_reduce adds the cluster's tiles and
+// runs the epilogue. A separate instantiation for the tiles that split (gemm.cu's table): as a
+// run-time branch in every kernel, its code perturbed the register allocation of the main loop
+// (spills on the register-capped tiles, more registers on the others).
+// Tap split: the CTA's one tile; its group (blockIdx.x % splits) is read where it is used.
+// Tile order: CTA b takes m tile j = b / n_tiles of the blocks in their order (block
+// tile_order[j / order_per], its tile j % order_per) and n tile b % n_tiles; a CTA whose tile is
+// past the rows (a short last block) has nothing to do.
+// Epilogue: each warp stages a 16-row slab of its fragments (lane: rows g, g + 8, columns 2q,
+// 2q + 1), EPI_COLS columns at a time, in shared memory and reads it back as 8-column chunks, so
+// that the epilogue runs once per 8 outputs with 16-byte accesses. A cluster's tap split (the
+// CTA's one tile) instead puts each slab in its place in the CTA's fp32 tile at the start of the
+// stages (rows of RED_LD floats) and reads nothing back: cluster_reduce adds the cluster's tiles.
+// The producer's stages are closures (TileSetup, GatherLoad, StageLoad) whose members are
+// references to the kernel's state, as lambdas' captures would be: so written, the kernel
+// compiles to the machine code it had as one function. The consumer's MMAs and epilogue stay
+// in the kernel: every other way tried to split them (values in a struct, free functions,
+// closures) perturbed the register allocation and the code of some configurations.
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
+          int MINB = 1, bool CL = false>
+__global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
+    mma_kernel(const Params p)
+{
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    static_assert(!CL || C::CLUSTER_FITS, "a cluster split needs the fp32 tile to fit the stages");
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
+    if constexpr (CL) return; // never launched there (no clusters before sm_90)
+#endif
+    constexpr bool cl = CL; // (a name, not CL itself: that reorders a tf32 kernel's SASS)
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ int64_t row_g[BM];
+    __shared__ int64_t row_out[STAGES][BM];
+    __shared__ int32_t tile_iters[STAGES];
+    __shared__ uint32_t tile_mask[kMaxMaskWords];
+    // Epilogue staging: its own region, or (p.epi_alias: the CTA has one tile) the pipeline's
+    // stages, which are idle by then; the gather indices follow.
+    const int epi_own = p.epi_alias ? 0 : C::EPI_BYTES;
+    float *stage = reinterpret_cast<float *>(smem + (p.epi_alias ? 0 : C::SMEM));
+    int32_t *gidx = reinterpret_cast<int32_t *>(smem + C::SMEM + epi_own); // [BM][gstride]
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t n_total = p.m_tiles * p.n_tiles;
+    const int kc_per_tap = (p.k + BK - 1) / BK;
+    const int words = (p.taps + 31) >> 5;
+    const T *A = static_cast<const T *>(p.a);
+    const T *W = static_cast<const T *>(p.w);
+    // wgmma's 128-byte swizzle is a function of the address: stages start on 1024-byte atoms.
+    const uint32_t s_base = WG ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
+
+    // Load mapping: this thread's load column (fixed) and rows lrow + j * ROWS_PER_PASS.
+    const int lcol = tid % C::LPR, lrow = tid / C::LPR;
+    const int byte_in_row = lcol * C::E * C::ES;
+    const int unit = byte_in_row >> 4, within = byte_in_row & 15;
+
+    int64_t first_tile = p.splits > 1 ? blockIdx.x / (unsigned)p.splits : blockIdx.x;
+    if (!cl && p.tile_order) {
+        const unsigned j = blockIdx.x / (unsigned)p.n_tiles, per = (unsigned)p.order_per;
+        const int64_t mt = (int64_t)__ldg(p.tile_order + j / per) * per + j % per;
+        if (mt >= p.m_tiles) return;
+        first_tile = mt * p.n_tiles + blockIdx.x % (unsigned)p.n_tiles;
+    }
+
+    // Producer state.
+    int64_t ld_tile = first_tile;
+    int ld_slot = -1, ld_iter = 0, ld_iters = 0, ld_tap = 0, ld_kc = 0, cur_tap = -1;
+    int g_t0 = 0, g_n = 0; // taps [g_t0, g_t0 + g_n) are in gidx
+    bool dummy = false;
+    const char *a_src[C::A_LOADS];
+    const char *b_src[C::B_LOADS];
+    uint32_t ld_ok = 0;
+    static_assert(C::A_LOADS <= 16 && C::B_LOADS <= 16, "ld_ok's bits");
+    int ld_stage = 0;
+
+    TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL> setup_tile{
+        ld_slot, ld_tile, p, tid, words, tile_mask, row_g, row_out, ld_iters, kc_per_tap, dummy,
+        tile_iters, ld_iter, ld_kc, ld_tap, cur_tap, g_n, ld_ok, lrow, b_src, W, lcol};
+    GatherLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL> load_gidx{
+        g_t0, g_n, p, lane, warp, row_g, gidx};
+    StageLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL> load_stage{
+        ld_iter, setup_tile, ld_tap, cur_tap, ld_ok, p, dummy, g_t0, g_n, load_gidx, A, lcol, gidx,
+        lrow, a_src, row_g, b_src, ld_kc, s_base, ld_stage, unit, within, ld_iters, ld_tile,
+        kc_per_tap, tile_mask};
 
     float acc[C::MI][C::NI][4];
 #pragma unroll
@@ -952,13 +580,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         }
         }
         if (++c_iter < c_iters) continue;
-
-        // Epilogue: each warp stages a 16-row slab of its fragments (lane: rows g, g + 8,
-        // columns 2q, 2q + 1), EPI_COLS columns at a time, in shared memory and reads it back
-        // as 8-column chunks, so that the epilogue runs once per 8 outputs with 16-byte accesses.
-        // A cluster's tap split (the CTA's one tile) instead puts each slab in its place in the
-        // CTA's fp32 tile at the start of the stages (rows of RED_LD floats) and reads nothing
-        // back: cluster_reduce adds the cluster's tiles below.
+        // the epilogue (the kernel's comment)
         if (p.epi_alias || cl) { // the staging overwrites the stages: every copy and read done
             cp_async_wait<0>();
             __syncthreads();
@@ -1017,350 +639,6 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         cluster_reduce(p, reinterpret_cast<const float *>(smem), C::RED_LD, BM, BN,
                        row_out[c_slot], c_tile);
     cp_async_wait<0>();
-}
-
-// Host-side caches per device (attributes read once, shared-memory opt-ins set once), safe when
-// several host threads launch at once: relaxed atomics, and every writer of a device's slot
-// stores the same value. Devices past the table are not cached (asked every time).
-constexpr int kMaxCachedDevices = 64;
-
-// Whether this device's bit is set in `flags`; done() sets it.
-struct DeviceFlags {
-    std::atomic<unsigned long long> bits{0};
-    bool has(int dev) const
-    {
-        return dev >= 0 && dev < kMaxCachedDevices &&
-               (bits.load(std::memory_order_relaxed) >> dev & 1ull);
-    }
-    void done(int dev)
-    {
-        if (dev >= 0 && dev < kMaxCachedDevices)
-            bits.fetch_or(1ull << dev, std::memory_order_relaxed);
-    }
-};
-
-// A positive int per device, 0 while unknown.
-struct DeviceInts {
-    std::atomic<int> v[kMaxCachedDevices];
-    int get(int dev) const
-    {
-        return dev >= 0 && dev < kMaxCachedDevices ? v[dev].load(std::memory_order_relaxed) : 0;
-    }
-    void put(int dev, int x)
-    {
-        if (dev >= 0 && dev < kMaxCachedDevices) v[dev].store(x, std::memory_order_relaxed);
-    }
-};
-
-// Multiprocessor count of the current device, cached per device.
-inline cudaError_t sm_count(int *count)
-{
-    static DeviceInts cache; // static storage: zero before first use
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    if ((*count = cache.get(dev)) > 0) return cudaSuccess;
-    e = cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess && *count > 0) cache.put(dev, *count);
-    return e;
-}
-
-// The tensor-core kernel runs a persistent grid: as many CTAs as fit on the device at once, or
-// the tile count if smaller.
-// MINB: CTAs per SM the register allocation must allow (__launch_bounds__), for tiles whose
-// shared memory would let more CTAs in than their registers do.
-// Tap split: the groups of an automatic split (p.splits < -1): enough to fill the CTAs the
-// device holds at once (slots), rounded, at most -p.splits; else p.splits itself (1 at least).
-// can_cluster (the tile has a cluster kernel that runs here): *clusters tells whether the split
-// runs as clusters. An automatic one then takes as many groups as one wave holds, rounded down,
-// at most 8, and does not split where that is 1: a cluster's CTAs wait for each other at the
-// end, so a second wave's CTA would hold its cluster's finished CTAs on their SMs. H200, A/B of
-// the three rules against the two-pass split (docs/benchmarks.md "Tap splits as clusters"):
-// rounded to the nearest, 5 layers 4-10% slower than two-pass; rounded down with a two-pass
-// fallback below 2 groups, network sums 0.95-0.99; this rule, 0.94-0.98 (two layers 5% and 9%
-// slower, MinkUNet 384->256 at 3k outputs and 160->160 at 5k).
-inline int resolve_splits(const Params &p, int64_t tiles, int64_t slots, bool can_cluster,
-                          bool *clusters)
-{
-    *clusters = false;
-    if (p.splits >= -1) {
-        const int s = p.splits > 1 ? p.splits : 1;
-        *clusters = can_cluster && s >= 2 && s <= 8;
-        return s;
-    }
-    const int64_t most = can_cluster && -p.splits > 8 ? 8 : -p.splits;
-    const int64_t s = can_cluster ? slots / tiles : (slots + tiles / 2) / tiles;
-    *clusters = can_cluster && s >= 2;
-    return s < 1 ? 1 : s > most ? (int)most : (int)s;
-}
-
-// Tap split: the parameters of the first pass - C is the workspace, plain fp32 sums.
-inline void split_pass(Params &q, int splits)
-{
-    q.splits = splits;
-    q.c = q.partial;
-    q.c_dtype = VC_GEMM_F32;
-    q.accumulate = 0;
-    q.bias = nullptr;
-    q.residual = nullptr;
-    q.res_dtype = VC_GEMM_F32;
-    q.act = VC_GEMM_ACT_NONE;
-    q.pair_store = q.n_cols % 2 == 0;
-    q.vec8 = q.n_cols % 8 == 0;
-}
-
-// The launch of a tensor-core configuration on the current device (*out), launching nothing.
-// CLUSTER: the tile has a cluster kernel (mma_kernel's CL) for its tap splits.
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB = 1, bool CLUSTER = false>
-cudaError_t plan_mma(const Params &p, const Sched &sc, LaunchPlan *out)
-{
-    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
-    auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB>;
-    const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (kGatherChunk + 1) * 4;
-    const int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
-    // Shared memory past 48 KB needs the opt-in, once per device and kernel (concurrent
-    // callers may both set it: the same value).
-    static DeviceFlags set_on;
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    if (!set_on.has(dev)) {
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dyn);
-        if (e != cudaSuccess) return e;
-        set_on.done(dev);
-    }
-    // A CTA per tile (masks, a tap split) has no next tile to prefetch during its epilogue, so
-    // the epilogue's staging can reuse the pipeline's shared memory: 5-9 KB less per CTA on the
-    // small tiles, one or two CTAs more per SM (the implicit GEMM is latency-bound: occupancy is
-    // what it runs on).
-    const bool one_tile = p.masks || p.splits < -1 || p.splits > 1;
-    const bool can_alias = C::EPI_BYTES <= C::SMEM;
-    int sms = 0, per_sm = 0;
-    if ((e = sm_count(&sms)) != cudaSuccess) return e;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, kern, C::THREADS, one_tile && can_alias ? dyn - C::EPI_BYTES : dyn);
-    if (e != cudaSuccess) return e;
-    if (per_sm < 1) per_sm = 1;
-    const int64_t tiles = p.m_tiles * p.n_tiles;
-    // A tap split of at most 8 groups (a portable cluster), where the cluster kernel's binary is
-    // for compute capability 9.0 or later, runs each tile's groups as one cluster: no workspace
-    // round trip, no second launch. Where the launch is refused (a cluster that cannot be
-    // placed), the two-pass split runs instead.
-    bool can_cluster = false, clusters = false;
-    if constexpr (CLUSTER) {
-        static DeviceInts bin_cc; // the cluster kernel binary's compute capability x 10
-        auto ckern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, true>;
-        int cc = bin_cc.get(dev);
-        if ((p.splits > 1 || p.splits < -1) && cc == 0) {
-            cudaFuncAttributes fa;
-            if (cudaFuncGetAttributes(&fa, ckern) == cudaSuccess && fa.binaryVersion > 0) {
-                cc = fa.binaryVersion;
-                bin_cc.put(dev, cc);
-            } else {
-                (void)cudaGetLastError();
-            }
-        }
-        can_cluster = cc >= 90 && !sc.two_pass;
-    }
-    const int splits = resolve_splits(p, tiles, (int64_t)sms * per_sm, can_cluster, &clusters);
-    // With masks (the implicit-GEMM convolution) tiles differ in cost by the taps they skip, and
-    // a CTA per tile - the hardware hands the next tile to whichever CTA finishes - beat the
-    // persistent grid's fixed round robin on every layer measured (bench_conv --tune; equal on
-    // the small layers; gemm/NOTES.md). A tap split runs a CTA per group of each tile.
-    const int64_t units = tiles * splits;
-    const int64_t grid = one_tile || tiles < (int64_t)sms * per_sm ? units : (int64_t)sms * per_sm;
-    // Tile order: where each tile has its own CTA, no split, BM divides the blocks, and the
-    // tiles make more than a wave and a quarter (below that every tile starts at once, and the
-    // order's load only lengthens each CTA's chain of dependent loads).
-    out->splits = splits;
-    out->clusters = clusters;
-    out->orderable = splits == 1 && grid == units && VC_GEMM_ORDER_ROWS % BM == 0 &&
-                     (tiles * 4 > (int64_t)sms * per_sm * 5 || sc.force_order);
-    out->epi_alias = grid == units && can_alias;
-    out->grid = grid;
-    out->dyn = out->epi_alias ? dyn - C::EPI_BYTES : dyn;
-    return cudaSuccess;
-}
-
-// Launches a plan of plan_mma. *left: the groups whose sums the caller must still add (1: none
-// - no split, or the split ran as clusters, which add their own; else the caller's second
-// pass).
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB = 1, bool CLUSTER = false>
-cudaError_t launch_mma(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left)
-{
-    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
-    auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB>;
-    *left = pl.splits;
-    Params q = p;
-    q.splits = 1;
-    q.epi_alias = pl.epi_alias;
-    int64_t grid = pl.grid;
-    // With a tile order the grid covers whole blocks (the CTAs past the rows return at once).
-    q.tile_order = nullptr;
-    q.order_per = 0;
-    if (pl.orderable && p.tile_order) {
-        q.tile_order = p.tile_order;
-        q.order_per = VC_GEMM_ORDER_ROWS / BM;
-        grid = p.order_blocks * q.order_per * p.n_tiles;
-    }
-    if constexpr (CLUSTER) {
-        if (pl.clusters) {
-            auto ckern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, true>;
-            static DeviceFlags cset_on;
-            int dev = 0;
-            cudaError_t e = cudaGetDevice(&dev);
-            if (e != cudaSuccess) return e;
-            if (!cset_on.has(dev)) {
-                const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (kGatherChunk + 1) * 4;
-                e = cudaFuncSetAttribute(ckern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         max_dyn);
-                if (e != cudaSuccess) return e;
-                cset_on.done(dev);
-            }
-            Params qc = q;
-            qc.splits = pl.splits;
-            cudaLaunchConfig_t lc = {};
-            cudaLaunchAttribute at[1];
-            at[0].id = cudaLaunchAttributeClusterDimension;
-            at[0].val.clusterDim.x = (unsigned)pl.splits;
-            at[0].val.clusterDim.y = 1;
-            at[0].val.clusterDim.z = 1;
-            lc.gridDim = dim3((unsigned)grid);
-            lc.blockDim = dim3(C::THREADS);
-            lc.dynamicSmemBytes = (size_t)pl.dyn;
-            lc.stream = s;
-            lc.attrs = at;
-            lc.numAttrs = 1;
-            if (cudaLaunchKernelEx(&lc, ckern, qc) == cudaSuccess) {
-                *left = 1;
-                return cudaSuccess;
-            }
-            (void)cudaGetLastError(); // refused at launch: nothing ran
-        }
-    }
-    if (pl.splits > 1) split_pass(q, pl.splits);
-    kern<<<(unsigned)grid, C::THREADS, pl.dyn, s>>>(q);
-    return cudaGetLastError();
-}
-
-// ---- the exact fp32 kernel ------------------------------------------------------------------
-//
-// BM x BN tile, BK-deep k chunks, each thread TM x TN outputs accumulated with fmaf. Each k chunk
-// is summed into a fresh partial before it joins the total (shorter rounding chains for long
-// k * taps). Loads go through registers one chunk ahead of the compute.
-
-template <int BM, int BN, int BK, int TM, int TN>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN))
-    simt_kernel(const Params p)
-{
-    constexpr int THREADS = (BM / TM) * (BN / TN);
-    constexpr int ROWS_PER_PASS = THREADS / BK;
-    constexpr int A_LOADS = BM / ROWS_PER_PASS, B_LOADS = BN / ROWS_PER_PASS;
-    static_assert(THREADS % BK == 0 && BM % ROWS_PER_PASS == 0 && BN % ROWS_PER_PASS == 0,
-                  "load mapping");
-    __shared__ __align__(16) float As[BK][BM + 4];
-    __shared__ __align__(16) float Bs[BK][BN + 4];
-    __shared__ int64_t row_g[BM], row_out[BM];
-    __shared__ uint32_t tile_mask[kMaxMaskWords];
-
-    const int tid = threadIdx.x;
-    const int n_tile = (int)(blockIdx.x % (unsigned)p.n_tiles);
-    const int64_t m0 = (int64_t)(blockIdx.x / (unsigned)p.n_tiles) * BM;
-    const int n0 = n_tile * BN;
-    const int active = cta_setup<BM, THREADS>(p, m0, row_g, row_out, tile_mask);
-    const int kc_per_tap = (p.k + BK - 1) / BK;
-    const int total = active * kc_per_tap;
-
-    const float *A = static_cast<const float *>(p.a);
-    const float *W = static_cast<const float *>(p.w);
-    const int lcol = tid % BK, lrow = tid / BK;
-    int64_t a_off[A_LOADS], b_off[B_LOADS];
-#pragma unroll
-    for (int j = 0; j < B_LOADS; j++) {
-        int n = n0 + lrow + j * ROWS_PER_PASS;
-        b_off[j] = n < p.n_cols ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : -1;
-    }
-    int ld_tap = next_tap(p, tile_mask, p.tap_lo), ld_kc = 0, cur_tap = -1;
-    float ra[A_LOADS], rb[B_LOADS];
-    auto load_regs = [&]() {
-        if (ld_tap != cur_tap) {
-            cur_tap = ld_tap;
-#pragma unroll
-            for (int j = 0; j < A_LOADS; j++) {
-                int64_t g = row_g[lrow + j * ROWS_PER_PASS], off = -1;
-                if (g >= 0) {
-                    int64_t idx = p.gather ? (int64_t)__ldg(p.gather + g * p.taps + cur_tap) : g;
-                    if (idx >= 0 && idx < p.a_rows) off = idx * p.k;
-                }
-                a_off[j] = off;
-            }
-        }
-        const int col = ld_kc * BK + lcol;
-        const bool col_ok = col < p.k;
-        const int64_t w_tap = (int64_t)cur_tap * p.k + col;
-#pragma unroll
-        for (int j = 0; j < A_LOADS; j++)
-            ra[j] = (col_ok && a_off[j] >= 0) ? __ldg(A + a_off[j] + col) : 0.f;
-#pragma unroll
-        for (int j = 0; j < B_LOADS; j++)
-            rb[j] = (col_ok && b_off[j] >= 0) ? __ldg(W + b_off[j] + w_tap) : 0.f;
-        if (++ld_kc == kc_per_tap) {
-            ld_kc = 0;
-            ld_tap = next_tap(p, tile_mask, ld_tap + 1);
-        }
-    };
-
-    const int tm0 = (tid / (BN / TN)) * TM, tn0 = (tid % (BN / TN)) * TN;
-    float acc[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; i++)
-#pragma unroll
-        for (int j = 0; j < TN; j++) acc[i][j] = 0.f;
-
-    if (total > 0) load_regs();
-    for (int it = 0; it < total; it++) {
-#pragma unroll
-        for (int j = 0; j < A_LOADS; j++) As[lcol][lrow + j * ROWS_PER_PASS] = ra[j];
-#pragma unroll
-        for (int j = 0; j < B_LOADS; j++) Bs[lcol][lrow + j * ROWS_PER_PASS] = rb[j];
-        __syncthreads();
-        if (it + 1 < total) load_regs();
-        float part[TM][TN];
-#pragma unroll
-        for (int i = 0; i < TM; i++)
-#pragma unroll
-            for (int j = 0; j < TN; j++) part[i][j] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < BK; kk++) {
-            float av[TM], bv[TN];
-#pragma unroll
-            for (int i = 0; i < TM; i++) av[i] = As[kk][tm0 + i];
-#pragma unroll
-            for (int j = 0; j < TN; j++) bv[j] = Bs[kk][tn0 + j];
-#pragma unroll
-            for (int i = 0; i < TM; i++)
-#pragma unroll
-                for (int j = 0; j < TN; j++) part[i][j] = fmaf(av[i], bv[j], part[i][j]);
-        }
-#pragma unroll
-        for (int i = 0; i < TM; i++)
-#pragma unroll
-            for (int j = 0; j < TN; j++) acc[i][j] += part[i][j];
-        __syncthreads();
-    }
-
-#pragma unroll
-    for (int i = 0; i < TM; i++) {
-        int64_t r = row_out[tm0 + i];
-        if (r < 0) continue;
-#pragma unroll
-        for (int j = 0; j < TN; j += 2) {
-            int n = n0 + tn0 + j;
-            if (n < p.n_cols) epilogue2(p, r, n, acc[i][j], acc[i][j + 1]);
-        }
-    }
 }
 
 } // namespace vcg
