@@ -71,7 +71,9 @@
 
 static int g_runs = 25;
 static cudaStream_t g_s;
-static vc_engine_options g_opts = VC_ENGINE_OPTIONS_INIT; /* VC_BENCH_DENSE */
+/* the engine options of every map and convolution run here (--tune, VC_BENCH_TILE_ORDER and
+ * VC_BENCH_DENSE set them) */
+static vc_engine_options g_opt = VC_ENGINE_OPTIONS_INIT;
 static FILE *g_csv;
 static int g_tune;
 static int g_impl_only; /* VC_BENCH_IMPLICIT_ONLY=1: time the implicit GEMM (and pools) only */
@@ -321,7 +323,7 @@ static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int
         const level *l = &fs->lv[lvl];
         vc_map_desc d = desc_of(type, k, s, p);
         e->in_level = lvl;
-        if (vc_kmap_build_gpu(l->coords, l->n, l->shape, 1, &d, &g_opts, g_s, &e->m, &err) !=
+        if (vc_kmap_build_gpu(l->coords, l->n, l->shape, 1, &d, &g_opt, g_s, &e->m, &err) !=
             VC_OK) {
             printf("map build: %s\n", err.msg);
             return -1;
@@ -410,7 +412,7 @@ static vc_status run_layer(const vc_kmap_data *m, const buffers *b, int f, const
         return vc_pool_gpu(m, l->type == L_MAXPOOL ? VC_POOL_MAX : VC_POOL_AVG, b->in[f],
                            VC_DTYPE_FP16, l->cin, b->out[f], g_s, err);
     vc_conv_args a = conv_args(m, b, f, l);
-    return vc_conv_gpu(&a, algo, 0, g_s, err);
+    return vc_conv_gpu(&a, algo, 0, &g_opt, g_s, err);
 }
 
 static float time_layer(frame_state *fs, int nf, int *const *map_of, int li,
@@ -470,10 +472,10 @@ static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, cons
            auto_ms);
     for (int c = 0; c < ncfg; c++) {
         if (cfg[c].ab_dtype != VC_GEMM_F16) continue;
-        vc_conv_gpu_debug_config(c);
+        g_opt.gemm_config = c;
         for (int si = 0; si < g_n_tune_splits; si++) {
             const int w = g_tune_splits[si];
-            vc_conv_gpu_debug_tap_split(w);
+            g_opt.tap_split = w;
             vc_err err = {{0}};
             vc_status st = run_layer(m, b, 0, l, VC_ALGO_IMPLICIT_GEMM, &err);
             if (st == VC_OK) {
@@ -484,8 +486,8 @@ static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, cons
             cudaGetLastError();
         }
     }
-    vc_conv_gpu_debug_config(-1);
-    vc_conv_gpu_debug_tap_split(0);
+    g_opt.gemm_config = -1;
+    g_opt.tap_split = 0;
     printf(" | best %s/%d %.4f\n", best_i >= 0 ? cfg[best_i].name : "-", best_w, best);
 }
 
@@ -630,7 +632,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                        l->cout * (int64_t)(r->n_out + 1) > b->out_elems,
                    "buffers too small for layer %s", l->name);
             r->plan = is_pool(l) ? VC_ALGO_IMPLICIT_GEMM
-                                 : vc_conv_gpu_plan(m0, l->cin, l->cout, VC_DTYPE_FP16);
+                                 : vc_conv_gpu_plan(m0, l->cin, l->cout, VC_DTYPE_FP16, &g_opt);
             r->ms[0] = time_layer(fs, nf, map_of, i, l, b, VC_ALGO_IMPLICIT_GEMM);
             r->ms[1] = is_pool(l) || g_impl_only ? r->ms[0]
                                   : time_layer(fs, nf, map_of, i, l, b,
@@ -650,7 +652,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                 const vc_algo other[2] = {VC_ALGO_GATHER_GEMM_SCATTER,
                                           VC_ALGO_GATHER_GEMM_SCATTER_GROUPED};
                 for (int q = 0; q < 2; q++) {
-                    DIE_IF(vc_conv_gpu(&a, other[q], 0, g_s, &err) != VC_OK, "%s", err.msg);
+                    DIE_IF(vc_conv_gpu(&a, other[q], 0, &g_opt, g_s, &err) != VC_OK, "%s", err.msg);
                     CUDA_CHECK(cudaStreamSynchronize(g_s));
                     const double d = rel_diff(b->out[0], b->out2, r->n_out * l->cout);
                     if (d > r->diff || d != d) r->diff = d;
@@ -715,7 +717,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                 } else {
                     const level *lv = &fs[0].lv[me->in_level];
                     vc_map_desc d = desc_of(me->type, me->k, me->s, me->p);
-                    st = vc_kmap_build_gpu_timed(lv->coords, lv->n, lv->shape, 1, &d, &g_opts,
+                    st = vc_kmap_build_gpu_timed(lv->coords, lv->n, lv->shape, 1, &d, &g_opt,
                                                  g_s, &m, &tm, &err);
                 }
                 DIE_IF(st != VC_OK, "map build: %s", err.msg);
@@ -889,8 +891,8 @@ int main(int argc, char **argv)
 {
     g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
     if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
-        vc_conv_gpu_debug_tile_order(0); /* no tile orders built or used */
-    vc_bench_map_switches(&g_opts); /* VC_BENCH_DENSE: the new-output maps' output path */
+        g_opt.tile_order = 0; /* no tile orders built or used */
+    vc_bench_map_switches(&g_opt); /* VC_BENCH_DENSE: the new-output maps' output path */
     cmdline o;
     parse_args(argc, argv, &o);
     if (o.csv) {
@@ -951,7 +953,7 @@ int main(int argc, char **argv)
             vc_map_desc d = VC_MAP_DESC_INIT;
             vc_kmap_data m;
             vc_err err = {{0}};
-            DIE_IF(vc_kmap_build_gpu(fs[0].lv[0].coords, sc->n[0], sc->shape, 1, &d, &g_opts,
+            DIE_IF(vc_kmap_build_gpu(fs[0].lv[0].coords, sc->n[0], sc->shape, 1, &d, &g_opt,
                                      g_s, &m, &err) != VC_OK, "%s", err.msg);
             printf("\n## Scene: %s, %lld voxels (frame 0), grid %dx%dx%d, subm k3: %.2f "
                    "neighbours per voxel (centre included)\n", sc->name, (long long)sc->n[0],

@@ -1,7 +1,8 @@
 // conv/conv.cu - sparse convolution on the GPU: the dispatcher behind vc_conv_gpu.
 // Both algorithms run on the one GEMM family of gemm/gemm.h; the CPU twin is vc_conv_cpu.
 //
-//  - IMPLICIT GEMM: vc_gemm_run over all n_out outputs, output-stationary: the GEMM gathers
+//  - IMPLICIT GEMM (implicit_gemm): one GEMM over all n_out outputs (vc_gemm_plan, then
+//    vc_gemm_run), output-stationary, its tile from kTileRows: the GEMM gathers
 //    the K taps of each output through out_in in its main loop, walks the outputs in mask order
 //    (perm, which the map sorted by neighbour mask) so a CTA skips the taps none of its rows
 //    has, and applies the epilogue (bias, residual, activation, output dtype) before it writes
@@ -14,16 +15,6 @@
 //    adds the same sums in the same order through distributed shared memory (one launch, the
 //    scratch unused). Deterministic for a given device (the group count follows its SM count
 //    and occupancy).
-//    MASK SPLIT: a CTA computes every tap any of its rows has, and rows sorted by the whole mask
-//    agree on its high bits only (2.1x the products needed on the real scans at 64-row tiles).
-//    With S-way split the taps run in S launches, group q = taps [d q, d (q + 1)) (the last
-//    group to K) in the order of the map's partial sort q (perm_part, kmap.h; the last group in
-//    perm), so each launch's tiles share that group's bits: 3-way at 64 rows is 1.2-1.3x the
-//    products needed. Launch q > 0 adds into the output the launches before it wrote (in the
-//    output dtype: a 16-bit output rounds the partial sums once per launch, within the tests'
-//    1e-2); the last applies the epilogue. Fixed order: deterministic. Measured slower than one
-//    launch on every layer (split_ways), so the planner does not split; the split stays, tested,
-//    for the benchmarks (vc_conv_gpu_debug_split) and for kernels where it may pay.
 //  - GATHER-GEMM-SCATTER (GGS): an fp32 accumulator [n_out, c_out] set to zero, one GEMM per
 //    offset k with pairs (gather in_rows, scatter-add into out_rows; the rows of one offset are
 //    distinct, and the launches are ordered on one stream, so no atomics), then an epilogue
@@ -42,9 +33,9 @@
 // Weights in a dtype other than the features' are converted on the device into stream-ordered
 // scratch (the GEMM takes A and W in one dtype), and 16-bit features whose c_in is not a multiple
 // of 8 are widened with zero columns (with their weights, in the same launch) so the GEMM runs
-// 16-byte loads. Scratch
-// comes from the library's stream-ordered pool (vc_device_pool_alloc), is freed with
-// cudaFreeAsync on the caller's stream, and is released on every path.
+// 16-byte loads (gemm_operands). Scratch comes from the library's stream-ordered pool
+// (vc_device_pool_alloc), is freed with cudaFreeAsync on the caller's stream, and is released
+// on every path. The engine options (core/options.h) pick among kernels, never the algorithm.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -54,14 +45,18 @@
 #include <cub/device/device_scan.cuh>
 
 #include "conv/conv_gpu.h"
+#include "core/cuda_check.cuh"
 #include "core/cuda_util.cuh"
 #include "core/device_pool.h"
+#include "core/options.h"
 #include "gemm/gemm.h"
 #include "kmap/kmap_gpu.h"
 
 static_assert(VC_KMAP_ORDER_ROWS == VC_GEMM_ORDER_ROWS, "the map's tile order is the GEMM's");
 
 namespace {
+
+const char kArea[] = "conv"; // messages of VC_CUDA_TRY (core/cuda_check.cuh)
 
 // Weight conversion to the feature dtype (round to nearest even, as vc_store_f32).
 __global__ void cast_kernel(const void *src, int st, void *dst, int dt, int64_t n)
@@ -210,25 +205,29 @@ __global__ void ggs_reduce_kernel(const float *part, const int32_t *rowptr, int6
 
 // ---- host helpers ------------------------------------------------------------------------
 
-vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
+// A failure of gemm/ (status st, its message in ge) as conv's status and message.
+vc_status gemm_fail(vc_err *err, vc_status st, const vc_err &ge, const char *what)
 {
-    cudaGetLastError(); // clear a non-sticky error so later calls start clean
-    if (e == cudaErrorMemoryAllocation)
-        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "conv: out of device memory (%s)", what);
-    return vc_fail(err, VC_ERR_CUDA, "conv: %s: %s", what, cudaGetErrorString(e));
+    if (st == VC_ERR_CUDA) {
+        cudaGetLastError();
+        return vc_fail(err, VC_ERR_CUDA, "conv: %s: GEMM launch failed: %.255s", what, ge.msg);
+    }
+    if (st == VC_ERR_UNSUPPORTED)
+        return vc_fail(err, VC_ERR_UNSUPPORTED, "conv: %s: no compiled GEMM fits: %.255s", what,
+                       ge.msg);
+    return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: %s: GEMM rejected its arguments: %.255s",
+                   what, ge.msg);
 }
 
-vc_status gemm_fail(vc_err *err, int rc, const char *msg, const char *what)
+// Plans and launches one GEMM with gemm/'s choice of configuration.
+vc_status gemm_once(const vc_gemm_args *g, cudaStream_t s, const char *what, vc_err *err)
 {
-    if (rc == -3) {
-        cudaGetLastError();
-        return vc_fail(err, VC_ERR_CUDA, "conv: %s: GEMM launch failed: %s", what, msg);
-    }
-    if (rc == -2)
-        return vc_fail(err, VC_ERR_UNSUPPORTED, "conv: %s: no compiled GEMM fits: %s", what,
-                       msg);
-    return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: %s: GEMM rejected its arguments: %s",
-                   what, msg);
+    vc_gemm_launch_plan plan;
+    vc_err ge;
+    ge.msg[0] = 0;
+    vc_status st = vc_gemm_plan(g, -1, &plan, &ge);
+    if (st == VC_OK) st = vc_gemm_run(&plan, s, &ge);
+    return st == VC_OK ? VC_OK : gemm_fail(err, st, ge, what);
 }
 
 size_t dtype_bytes(vc_dtype t) { return t == VC_DTYPE_FP32 ? 4 : 2; }
@@ -273,19 +272,8 @@ vc_status check_args(const vc_conv_args *a, vc_algo algo, vc_err *err)
     return VC_OK;
 }
 
-#define CU(call, what)                                                                         \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            st = cuda_fail(err, e_, what);                                                     \
-            goto done;                                                                         \
-        }                                                                                      \
-    } while (0)
-
-#define LAUNCHED(what) CU(cudaGetLastError(), what)
-
 // The GEMM arguments both algorithms share.
-vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32)
+vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32, const vc_engine_options &o)
 {
     vc_gemm_args g;
     memset(&g, 0, sizeof g);
@@ -299,109 +287,141 @@ vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32)
     g.ab_dtype = (vc_gemm_dtype)a->in_dtype;
     g.math = a->in_dtype != VC_DTYPE_FP32 ? VC_GEMM_MATH_DEFAULT
                                           : tf32 ? VC_GEMM_MATH_TF32 : VC_GEMM_MATH_FP32;
+    g.force_order = o.force_order;
+    g.two_pass_split = !o.cluster_split;
     return g;
 }
 
-int g_debug_config = -1; // vc_conv_gpu_debug_config
-int g_debug_split = 0;   // vc_conv_gpu_debug_split (0: the planner's)
-int g_debug_taps = 0;    // vc_conv_gpu_debug_tap_split (0: the planner's)
-int g_debug_order = 1;   // vc_conv_gpu_debug_tile_order
-
-// The tile order of an implicit GEMM whose rows are in perm's order (kmap.h): the map's own, or
-// - where the GEMM would take one with `config` (vc_gemm_takes_order: more than 1.25 waves of
+// The tile order of an implicit GEMM whose rows are in perm's order (kmap.h), into the plan:
+// the map's own, or - where the plan would take one (takes_order: more than 1.25 waves of
 // tiles) and the caller lets the map be written (map_cache) - one built now and kept in the map
-// for the later layers on it. A built order costs ~9 us of GPU time at 100k outputs (H100, ncu)
-// and is built only where it is used: the layers it served were 7-13% faster
-// (docs/benchmarks.md "Tile order"). Not built while the stream is being captured: its
-// allocation would then belong to the graph, and the map outlives it.
-vc_status tile_order_for(const vc_conv_args *a, vc_gemm_args *g, int32_t config,
-                         bool rows_in_perm, cudaStream_t s, vc_err *err)
+// for the later layers on it. Built only where it is used: it costs a few microseconds of GPU
+// time, and the layers it served ran faster (docs/benchmarks.md "Tile order"). Not built while
+// the stream is being captured: its allocation would then belong to the graph, and the map
+// outlives it.
+vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
+                         bool rows_in_perm, const vc_engine_options &o, cudaStream_t s,
+                         vc_err *err)
 {
     const vc_kmap_data *m = a->map;
-    g->tile_order = NULL;
-    g->order_blocks = 0;
-    if (!rows_in_perm || !g_debug_order) return VC_OK;
+    plan->args.tile_order = NULL;
+    plan->args.order_blocks = 0;
+    if (!rows_in_perm || !o.tile_order) return VC_OK;
     if (!m->tile_order) {
-        int takes = 0;
         cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
         if (a->map_cache != m || cudaStreamIsCapturing(s, &cap) != cudaSuccess ||
-            cap != cudaStreamCaptureStatusNone ||
-            vc_gemm_takes_order(g, config, &takes, NULL, 0) != 0 || !takes) {
+            cap != cudaStreamCaptureStatusNone || !plan->takes_order) {
             cudaGetLastError();
             return VC_OK;
         }
         const vc_status st = vc_kmap_tile_order_gpu(a->map_cache, s, err);
         if (st != VC_OK) return st;
     }
-    g->tile_order = m->tile_order;
-    g->order_blocks = m->order_blocks;
+    plan->args.tile_order = m->tile_order;
+    plan->args.order_blocks = m->order_blocks;
     return VC_OK;
 }
 
-// Mask-split ways of a layer: 1 (no split) unless vc_conv_gpu_debug_split asks for more, capped
-// at what the map kept (16-bit features only). Measured (bench_conv --tune, H100, fp16, every
-// tile x 1/2/3 ways, subm sweep and CenterPoint on the 100.6k-voxel scan): the split lost on
-// all 13 layers whose map has one, with each layer's best tile - subm 16->16 41.1 / 53.0 /
-// 59.9 us for 1 / 2 / 3 ways, 64->64 80.3 / 89.4 / 103.9, 256->256 331 / 381 / 481 (wgmma
-// 128x256) - although it cuts the taps computed from 2.1x to 1.2-1.4x the needed ones: each
-// launch pays again for the tile set-up (rows, masks, gather indices) and the output's
-// read-modify-write, and the gathered GEMM is bound by those memory round trips, not by its
-// tensor-core work.
-int split_ways(const vc_kmap_data *m, vc_dtype dt)
+// ---- the implicit GEMM's tiles ------------------------------------------------------------
+// The GEMM configurations of the implicit GEMM, best first (kTileRows; the next is used when one
+// is absent or does not fit the device, e.g. wgmma tiles off Hopper; after the last, gemm/ picks
+// by shape). From `bench_conv --tune` (fp16, every conv layer of the four suites on the
+// synthetic scan, then A/Bs of the planner on the synthetic and OctoMap scans; the figures are
+// in docs/benchmarks.md "Occupancy", "A 64-deep k step" and "wgmma 64x64"). The gathered
+// problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles, registers capped
+// so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
+//  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above;
+//  - c_out <= 32: the two-warp 64x32 tiles (16-deep for c_in <= 16), or 64x64x32_s4 for the
+//    layers under 50k outputs with K < 27;
+//  - c_out 96 from 10k outputs: wgmma 128x128;
+//  - c_out a multiple of 256 from 30k outputs, or from 4k with K >= 27: wgmma 128x256;
+//  - c_out >= 128 from 10k outputs, or from 1k with K >= 27: wgmma 128x128;
+//  - otherwise 64x64x32_s3 from 50k outputs, else 64x64x32_s4 (the coarse levels).
+// Where that gives 64x64x32_s4 and c_in >= 128, or c_in = c_out = 64 from 10k outputs (DEEP),
+// a 64-deep k step goes first (64x64x64_s3: half the iterations, barriers and tap switches; it
+// lost where c_in is 32, or 64 with c_out 128, or 64->64 on few outputs). Then, on Hopper, the
+// k3 layers (K >= 27) with c_in >= 64, c_out >= 64 but not 96, under 50k outputs, whose tile so
+// far is a 64x64 one (or wgmma 128x128 under 30k outputs), take wgmma 64x64x64 first (WG64: one
+// warpgroup a 64-row tile, async MMAs under the next stage's loads; it lost at 100k outputs, at
+// 96 columns, at c_in 32 and on the k2 layers). fp32 features keep gemm/'s choice. Below a
+// device's worth of tiles each layer also gets a tap split (tap_splits).
+
+// What the rules test of a layer (one bit each).
+enum TileCond : uint32_t {
+    DENSE = 1u << 0,    // a SUBM 1x1x1 map: the dense GEMM
+    CI_LE16 = 1u << 1,  // c_in <= 16
+    CO_LE32 = 1u << 2,  // c_out <= 32
+    CO_96 = 1u << 3,    // c_out == 96
+    CO_X256 = 1u << 4,  // c_out a multiple of 256
+    CO_GE128 = 1u << 5, // c_out >= 128
+    CO_GE256 = 1u << 6, // c_out >= 256
+    N_GE1K = 1u << 7,   // outputs >= 1000
+    N_GE4K = 1u << 8,   // outputs >= 4000
+    N_GE10K = 1u << 9,  // outputs >= 10000
+    N_GE30K = 1u << 10, // outputs >= 30000
+    N_GE50K = 1u << 11, // outputs >= 50000
+    K_GE27 = 1u << 12,  // a k3 map (K >= 27)
+    DEEP = 1u << 13,    // c_in >= 128, or c_in = c_out = 64 from 10k outputs
+    WG64 = 1u << 14,    // K >= 27, c_in >= 64, c_out >= 64 but not 96, under 50k outputs
+};
+
+// A row: a layer with every bit of `when` takes `tiles` (names without the dtype prefix, best
+// first; none: gemm/'s pick). The first row that matches is taken.
+struct TileRow {
+    uint32_t when;
+    const char *tiles[4];
+};
+
+const TileRow kTileRows[] = {
+    {DENSE | N_GE50K, {}},
+    {DENSE | CO_GE256 | DEEP | WG64, {"64x64x64_s4_wg", "64x64x64_s3", "64x64x32_s4"}},
+    {DENSE | CO_GE256 | DEEP, {"64x64x64_s3", "64x64x32_s4"}},
+    {DENSE | CO_GE256 | WG64, {"64x64x64_s4_wg", "64x64x32_s4"}},
+    {DENSE | CO_GE256, {"64x64x32_s4"}},
+    {DENSE, {"64x32x32_s3"}},
+    {CO_LE32 | CI_LE16, {"64x32x16_s3", "64x32x16_s4"}},
+    {CO_LE32 | N_GE50K, {"64x32x32_s3", "64x32x16_s4"}},
+    {CO_LE32 | K_GE27, {"64x32x32_s3", "64x32x16_s4"}},
+    {CO_LE32 | DEEP, {"64x64x64_s3", "64x64x32_s4"}},
+    {CO_LE32, {"64x64x32_s4", "64x32x16_s4"}},
+    {CO_96 | N_GE10K, {"128x128x32_s5_wg", "128x96x32_s4"}},
+    {CO_X256 | N_GE30K, {"128x256x64_s3_wg", "128x128x32_s3"}},
+    {CO_X256 | K_GE27 | N_GE4K, {"128x256x64_s3_wg", "64x64x32_s4"}},
+    {CO_GE128 | N_GE30K, {"128x128x32_s5_wg", "128x128x32_s3"}},
+    {CO_GE128 | N_GE10K | WG64, {"64x64x64_s4_wg", "128x128x32_s5_wg", "64x64x32_s4"}},
+    {CO_GE128 | N_GE10K, {"128x128x32_s5_wg", "64x64x32_s4"}},
+    {CO_GE128 | K_GE27 | N_GE1K | WG64, {"64x64x64_s4_wg", "128x128x32_s5_wg", "64x64x32_s4"}},
+    {CO_GE128 | K_GE27 | N_GE1K, {"128x128x32_s5_wg", "64x64x32_s4"}},
+    {N_GE50K, {"64x64x32_s3", "64x64x32_s4"}},
+    {DEEP | WG64, {"64x64x64_s4_wg", "64x64x64_s3", "64x64x32_s4"}},
+    {DEEP, {"64x64x64_s3", "64x64x32_s4"}},
+    {WG64, {"64x64x64_s4_wg", "64x64x32_s4"}},
+    {0, {"64x64x32_s4"}},
+};
+
+// The bits of TileCond a layer has.
+uint32_t tile_conds(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, bool dense)
 {
-    const int most = 1; // maps keep no partial sorts (wt-kmap); the split is being removed
-    if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return 1;
-    if (g_debug_split <= 0) return 1;
-    return g_debug_split < most ? g_debug_split : most;
+    uint32_t f = 0;
+    const auto put = [&f](bool on, uint32_t bit) { f |= on ? bit : 0u; };
+    put(dense, DENSE);
+    put(c_in <= 16, CI_LE16);
+    put(c_out <= 32, CO_LE32);
+    put(c_out == 96, CO_96);
+    put(c_out % 256 == 0, CO_X256);
+    put(c_out >= 128, CO_GE128);
+    put(c_out >= 256, CO_GE256);
+    put(n_out >= 1000, N_GE1K);
+    put(n_out >= 4000, N_GE4K);
+    put(n_out >= 10000, N_GE10K);
+    put(n_out >= 30000, N_GE30K);
+    put(n_out >= 50000, N_GE50K);
+    put(K >= 27, K_GE27);
+    put(c_in >= 128 || (c_in == 64 && c_out == 64 && n_out >= 10000), DEEP);
+    put(K >= 27 && c_in >= 64 && c_out >= 64 && c_out != 96 && n_out < 50000, WG64);
+    return f;
 }
 
-// The GEMM configurations of the implicit GEMM, best first (indices into vc_gemm_configs'
-// table; the next is used when one is absent or does not fit the device, e.g. wgmma tiles off
-// Hopper; -1 ends the list and lets gemm/ pick by shape). From `bench_conv --tune` on the H100
-// (fp16, every conv layer of the four suites on the 100.6k-voxel synthetic scan, a CTA per tile,
-// the epilogue staged in the pipeline's shared memory; docs/benchmarks.md "Occupancy"). The
-// gathered problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles with
-// registers capped so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
-//   c_out <= 32, c_in <= 16            -> 64x32x16_s3 (subm 16->16 35.2 us, 64x32x16_s4 41.0)
-//   c_out <= 32, >= 50k outputs or     -> 64x32x32_s3 (subm 32->32 48.5, 64x32x16_s3 50.7;
-//   K >= 27                               55k outputs 36.9 against 44.0; since the producer
-//                                         rework, also 15-41k outputs: OctoMap 36k 32->32 26.0
-//                                         against 29.4 for 64x64x32_s4, 41k 23.6 against 26.8)
-//   c_out <= 32, fewer outputs, K < 27 -> 64x64x32_s4 (the k2 s2 downsample 15.2 against 18.9;
-//                                         level with 64x32x32_s3 since)
-//   c_out == 96, >= 10k outputs        -> wgmma 128x128x32 (MinkUNet's 96-wide decoder at 100k
-//                                         136.4 against 172.5 for 128x96x32; at 18.7k outputs
-//                                         (OctoMap) 50.7 against 66.9 for 64x64x32_s4)
-//   c_out % 256 == 0, >= 30k outputs,  -> wgmma 128x256x64 (subm 256->256 on 100k voxels; with
-//   or >= 4k outputs and K >= 27          the tap split, 5.1k outputs 384->256 63.6 against
-//                                         68.6 for 128x128 and 88.3 for 64x64x32_s4)
-//   c_out >= 128, >= 10k outputs, or   -> wgmma 128x128x32 (subm 128->128 138.6 against 188.5
-//   >= 1k outputs and K >= 27             for mma.sync 128x128; with the tap split, 7.5k
-//                                         outputs 128->128 33.1 against 39.3 for 64x64x32_s3,
-//                                         1.8k outputs 256->256 34.6 against 40.1)
-//   otherwise                          -> 64x64x32_s3 from 50k outputs (subm 64->64 73.9 against
-//                                         77.4), else 64x64x32_s4 (the coarse levels: 2-11%;
-//                                         with the tap split, 576 outputs 192->224 21.6
-//                                         against 24.4 for wgmma 128x128)
-// Below a device's worth of tiles each layer also gets a tap split (tap_splits).
-// Where the rules above give 64x64x32_s4 and c_in >= 128, or c_in = c_out = 64 from 10k
-// outputs, a 64-deep k step (64x64x64_s3: half the iterations, barriers and tap switches, 4
-// CTAs an SM) goes first. H100, 2026-11-25 (tune, then an A/B of the planner on the synthetic
-// and OctoMap scans, docs/benchmarks.md "A 64-deep k step"): CenterPoint 64->64 at stage 3
-// (21k / 15k outputs) 0.88x / 0.83x, MinkUNet down4 128->128 0.89x, s2b1c2 64->64 (15k) 0.92x,
-// spconv net c11 192->224 0.92x; it lost where c_in is 32, or 64 with c_out 128 (s3b1c1 22.9
-// against 25.9 us), or 64->64 at 7k outputs (OctoMap s2b1c2 22.8 against 24.1).
-// Then, on Hopper, the k3 layers (K >= 27) with c_in >= 64, c_out >= 64 but not 96, under 50k
-// outputs, whose tile so far is a 64x64 mma.sync one (or wgmma 128x128 under 30k outputs), take
-// wgmma 64x64x64 (one warpgroup a 64-row tile, async MMAs under the next stage's loads; the
-// others stay as the fallback). H100, 2026-11-25, A/B of the planner on the synthetic and
-// OctoMap scans (docs/benchmarks.md "wgmma 64x64"): CenterPoint 64->64 0.83-0.84x, 64->128
-// strided 0.85-0.87x; MinkUNet s2b1c2 0.83-0.90x, s3b1c2 0.84-0.89x, u2b1c2 0.82-0.88x; spconv
-// net c6 0.82-0.89x; network sums 0.93-0.97x. It lost at 100k outputs (subm 64->64 63.0 against
-// 61.7 us in the tune), 96 columns, c_in 32, the k2 layers (transposed 256->128 18.3 against
-// 14.7), 128->128 at 36k outputs (1.04x, hence 30k for the wgmma 128x128 layers) and, by 5%,
-// on CenterPoint's 128->128 stage 4 of the synthetic scan (7.5k outputs; 0.87x on OctoMap's).
-// fp32 features keep gemm/'s choice; so do dense (SUBM 1x1x1) layers from 50k rows.
 // The index of GEMM configuration `name` for 16-bit dtype dt ("64x32x32_s3" is f16_64x32x32_s3
 // for fp16), or -1 when it is not compiled in (or dt is not 16-bit).
 int32_t config_index(vc_dtype dt, const char *name)
@@ -416,56 +436,22 @@ int32_t config_index(vc_dtype dt, const char *name)
     return -1;
 }
 
+// The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
+// -1 (gemm/'s pick) in the slots left; all -1 for fp32 features.
 void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, bool dense,
                       vc_dtype dt, int32_t out[4])
 {
     out[0] = out[1] = out[2] = out[3] = -1;
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
-    const char *names[4] = {NULL, NULL, NULL, NULL};
-    const bool large = n_out >= 50000;
-    if (dense) {
-        // A dense k1 layer: below 50k rows the small tiles win (H100 tune, 2026-11-23: 128->96
-        // at 41k rows 16.3 us on 64x32x32_s3 against 18.2 for gemm/'s pick, at 19k 10.6 against
-        // 11.6; 384->256 at 5k 12.1 on 64x64x32_s4 against 12.2); larger: gemm/'s dense pick.
-        if (!large) names[0] = c_out >= 256 ? "64x64x32_s4" : "64x32x32_s3";
-    } else if (c_out <= 32 && c_in <= 16) {
-        names[0] = "64x32x16_s3";
-        names[1] = "64x32x16_s4";
-    } else if (c_out <= 32) {
-        names[0] = large || K >= 27 ? "64x32x32_s3" : "64x64x32_s4";
-        names[1] = "64x32x16_s4";
-    } else if (c_out == 96 && n_out >= 10000) {
-        names[0] = "128x128x32_s5_wg";
-        names[1] = "128x96x32_s4";
-    } else if (c_out % 256 == 0 && (n_out >= 30000 || (K >= 27 && n_out >= 4000))) {
-        names[0] = "128x256x64_s3_wg";
-        names[1] = n_out >= 30000 ? "128x128x32_s3" : "64x64x32_s4";
-    } else if (c_out >= 128 && (n_out >= 10000 || (K >= 27 && n_out >= 1000))) {
-        names[0] = "128x128x32_s5_wg";
-        names[1] = n_out >= 30000 ? "128x128x32_s3" : "64x64x32_s4";
-    } else {
-        names[0] = large ? "64x64x32_s3" : "64x64x32_s4";
-        names[1] = large ? "64x64x32_s4" : NULL;
-    }
-    if (names[0] && !strcmp(names[0], "64x64x32_s4") &&
-        (c_in >= 128 || (c_in == 64 && c_out == 64 && n_out >= 10000))) {
-        names[1] = names[0];
-        names[0] = "64x64x64_s3";
-        names[2] = NULL;
-    }
-    if (K >= 27 && c_in >= 64 && c_out >= 64 && c_out != 96 && n_out < 50000 && names[0] &&
-        (!strcmp(names[0], "64x64x32_s4") || !strcmp(names[0], "64x64x32_s3") ||
-         !strcmp(names[0], "64x64x64_s3") ||
-         (!strcmp(names[0], "128x128x32_s5_wg") && n_out < 30000))) {
-        names[3] = names[2];
-        names[2] = names[1];
-        names[1] = names[0];
-        names[0] = "64x64x64_s4_wg";
-    }
-    int k = 0;
-    for (int j = 0; j < 4 && names[j]; j++) {
-        const int32_t i = config_index(dt, names[j]);
-        if (i >= 0) out[k++] = i;
+    const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
+    for (const TileRow &row : kTileRows) {
+        if ((f & row.when) != row.when) continue;
+        int k = 0;
+        for (int j = 0; j < 4 && row.tiles[j]; j++) {
+            const int32_t i = config_index(dt, row.tiles[j]);
+            if (i >= 0) out[k++] = i;
+        }
+        return;
     }
 }
 
@@ -477,15 +463,16 @@ void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, boo
 // that each group keeps 10 iterations or more: a tile's taps are estimated as 3x the map's mean
 // taps per output (a tile ORs 64-128 outputs' masks; a map with one tap per output, an inverse,
 // has one a tile), capped at K, and at most 8 groups (the most measured). From `bench_conv
-// --tune --tune-splits "1 2 3 4 6 8"` on the H100 (docs/benchmarks.md "Tap split"): with this
-// rule the planner ran within 0.97-1.06x of the sweep's best on all 32 conv layers of MinkUNet;
-// the k1 and inverse layers and the large levels do not split. 16-bit features on tensor-core
-// tiles only; 0 = no split.
-int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt)
+// --tune --tune-splits "1 2 3 4 6 8"` (docs/benchmarks.md "Tap split"): with this rule the
+// planner ran close to the sweep's best on every conv layer of MinkUNet; the k1 and inverse
+// layers and the large levels do not split. 16-bit features on tensor-core tiles only; 0 = no
+// split (opt->tap_split > 0 forces that many groups).
+int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt,
+                   const vc_engine_options &o)
 {
     if (cfg < 0 || (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16)) return 0;
-    if (g_debug_taps > 0) return g_debug_taps < VC_GEMM_MAX_SPLITS ? g_debug_taps
-                                                                    : VC_GEMM_MAX_SPLITS;
+    if (o.tap_split > 0) return o.tap_split < VC_GEMM_MAX_SPLITS ? o.tap_split
+                                                                  : VC_GEMM_MAX_SPLITS;
     const vc_gemm_config *t = NULL;
     if (cfg >= vc_gemm_configs(&t) || m->n_out <= 0) return 0;
     const double mean = (double)m->n_pairs / (double)m->n_out;
@@ -495,12 +482,10 @@ int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt
     const int cap = iters >= 80.0 ? 8 : (int)(iters / 10.0);
     // Fewer than 30 iterations (cap 2) split only where the split runs as clusters
     // (vc_gemm_split_in_clusters: no second pass): the two-pass split's second launch cost more
-    // than half a 20-29-iteration chain saved on every such layer of the H100 tune (2026-11-23,
-    // OctoMap and synthetic scans: k3 s2 32->64 at 21k outputs 25.8 -> 22.8 us unsplit, subm
-    // 32->64 at 15k 22.8 -> 22.0, 32->32 at 19k 24.7 -> 24.0; one loss, 32->64 at 7k, 19.8 ->
-    // 20.7), while two groups as a cluster took subm 32->64 at 15k from 22.0 to 20.3 us and
-    // 64->128 at 5k from 21.9 to 18.9 (H200 tune, 2026-11-26, synthetic scan).
-    return cap > 2 || (cap == 2 && vc_gemm_split_in_clusters(cfg)) ? -cap : 0;
+    // than half a 20-29-iteration chain saved on nearly every such layer tuned, while two groups
+    // as a cluster ran faster (measured, docs/benchmarks.md).
+    return cap > 2 || (cap == 2 && o.cluster_split && vc_gemm_split_in_clusters(cfg)) ? -cap
+                                                                                     : 0;
 }
 
 // Grouped GGS (a: the GEMM's view of the layer, features possibly widened; w its weights):
@@ -508,14 +493,13 @@ int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt
 // offset (taps = K through out_in, each tile's mask one offset), ONE reduction with the
 // epilogue. The sizes are host-known (n_pairs, n_out): no synchronisation.
 vc_status ggs_grouped(const vc_conv_args *a, const void *w, int tf32, const Epi &epi,
-                      cudaStream_t s, vc_err *err)
+                      const vc_engine_options &o, cudaStream_t s, vc_err *err)
 {
     const vc_kmap_data *m = a->map;
     const int64_t n_out = m->n_out, P = m->n_pairs, c_out = a->c_out;
     const int32_t K = m->volume, words = m->mask_words;
     const int64_t rows = P + (int64_t)K * kGgsPad; // the GEMM's logical rows, a bound
     vc_status st = VC_OK;
-    char msg[256] = {0};
     void *idx = NULL, *cub_tmp = NULL;
     float *part = NULL;
     size_t cub_bytes = 0;
@@ -537,30 +521,31 @@ vc_status ggs_grouped(const vc_conv_args *a, const void *w, int tf32, const Epi 
         const int64_t al = 64;
         const int64_t n1 = (n_out + 1 + al - 1) / al * al, nr = (rows + al - 1) / al * al;
         idx_words = 2 * n1 + 2 * nr + P * words;
-        CU(scratch(&idx, idx_words * 4, s), "allocating grouped GGS indices");
+        VC_CUDA_TRY(scratch(&idx, idx_words * 4, s), "allocating grouped GGS indices");
         cnt = (int32_t *)idx;
         rowptr = cnt + n1;
         gather_rows = rowptr + n1;
         row_map = gather_rows + nr;
         row_mask = (uint32_t *)(row_map + nr);
     }
-    CU(cub::DeviceScan::ExclusiveSum(NULL, cub_bytes, cnt, rowptr, n_out + 1, s),
-       "sizing the rowptr scan");
-    CU(scratch(&cub_tmp, (int64_t)cub_bytes, s), "allocating the rowptr scan");
-    CU(scratch((void **)&part, P * c_out * (int64_t)sizeof(float), s),
-       "allocating grouped GGS partial products");
+    VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, cub_bytes, cnt, rowptr, n_out + 1, s),
+                "sizing the rowptr scan");
+    VC_CUDA_TRY(scratch(&cub_tmp, (int64_t)cub_bytes, s), "allocating the rowptr scan");
+    VC_CUDA_TRY(scratch((void **)&part, P * c_out * (int64_t)sizeof(float), s),
+                "allocating grouped GGS partial products");
     ggs_count_kernel<<<grid_for(n_out + 1), kThreads, 0, s>>>(m->masks, words, n_out, cnt);
-    LAUNCHED("grouped GGS count kernel");
-    CU(cub::DeviceScan::ExclusiveSum(cub_tmp, cub_bytes, cnt, rowptr, n_out + 1, s),
-       "the rowptr scan");
-    CU(cudaMemsetAsync(gather_rows, 0xff, (size_t)(row_mask - (uint32_t *)gather_rows) * 4, s),
-       "clearing grouped GGS rows");
+    VC_CUDA_TRY(cudaGetLastError(), "grouped GGS count kernel");
+    VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(cub_tmp, cub_bytes, cnt, rowptr, n_out + 1, s),
+                "the rowptr scan");
+    VC_CUDA_TRY(cudaMemsetAsync(gather_rows, 0xff,
+                                (size_t)(row_mask - (uint32_t *)gather_rows) * 4, s),
+                "clearing grouped GGS rows");
     ggs_index_kernel<<<grid_for(P), kThreads, 0, s>>>(m->offsets, K, P, m->out_rows, m->masks,
                                                       words, rowptr, gather_rows, row_map,
                                                       row_mask);
-    LAUNCHED("grouped GGS index kernel");
+    VC_CUDA_TRY(cudaGetLastError(), "grouped GGS index kernel");
     {
-        vc_gemm_args g = base_args(a, w, tf32);
+        vc_gemm_args g = base_args(a, w, tf32, o);
         g.m = rows;
         g.taps = K;
         g.gather = m->out_in;
@@ -572,241 +557,237 @@ vc_status ggs_grouped(const vc_conv_args *a, const void *w, int tf32, const Epi 
         g.c_dtype = VC_GEMM_F32;
         g.residual_dtype = VC_GEMM_F32;
         g.act = VC_GEMM_ACT_NONE;
-        const int rc = vc_gemm_run(&g, -1, s, msg, (int32_t)sizeof msg);
-        if (rc != 0) {
-            st = gemm_fail(err, rc, msg, "grouped gather-GEMM-scatter");
-            goto done;
-        }
+        st = gemm_once(&g, s, "grouped gather-GEMM-scatter", err);
+        if (st != VC_OK) goto fail;
     }
     ggs_reduce_kernel<<<grid_for(n_out * c_out), kThreads, 0, s>>>(part, rowptr, n_out * c_out,
                                                                     epi);
-    LAUNCHED("grouped GGS reduction kernel");
-done:
+    VC_CUDA_TRY(cudaGetLastError(), "grouped GGS reduction kernel");
+fail:
     if (idx) cudaFreeAsync(idx, s);
     if (cub_tmp) cudaFreeAsync(cub_tmp, s);
     if (part) cudaFreeAsync(part, s);
     return st;
 }
 
+// Per-offset GGS (a, w as for ggs_grouped): the fp32 accumulator, one GEMM per offset that has
+// pairs, the epilogue. SYNC POINT (documented in conv_gpu.h): the per-offset pair counts.
+vc_status ggs_per_offset(const vc_conv_args *a, const void *w, int tf32, const Epi &epi,
+                         const vc_engine_options &o, cudaStream_t s, vc_err *err)
+{
+    const vc_kmap_data *m = a->map;
+    const int64_t n_out = m->n_out, c_out = a->c_out;
+    const int32_t K = m->volume;
+    vc_status st = VC_OK;
+    float *acc = NULL;
+    int64_t off[344];
+    VC_CUDA_TRY(cudaMemcpyAsync(off, m->offsets, ((size_t)K + 1) * sizeof(int64_t),
+                                cudaMemcpyDeviceToHost, s), "reading the pair offsets");
+    VC_CUDA_TRY(cudaStreamSynchronize(s), "reading the pair offsets");
+    if (off[0] != 0 || off[K] != m->n_pairs) {
+        st = vc_fail(err, VC_ERR_INTERNAL, "conv: kernel map pair offsets are inconsistent "
+                     "(offsets[0] %lld, offsets[K] %lld, n_pairs %lld)", (long long)off[0],
+                     (long long)off[K], (long long)m->n_pairs);
+        goto fail;
+    }
+    for (int32_t k = 0; k < K; k++)
+        if (off[k + 1] < off[k]) {
+            st = vc_fail(err, VC_ERR_INTERNAL, "conv: kernel map offsets decrease at %d", (int)k);
+            goto fail;
+        }
+    VC_CUDA_TRY(scratch((void **)&acc, n_out * c_out * (int64_t)sizeof(float), s),
+                "allocating the fp32 accumulator");
+    VC_CUDA_TRY(cudaMemsetAsync(acc, 0, (size_t)(n_out * c_out) * sizeof(float), s),
+                "zeroing the accumulator");
+    for (int32_t k = 0; k < K; k++) {
+        const int64_t np = off[k + 1] - off[k];
+        if (np == 0) continue;
+        vc_gemm_args g = base_args(a, w, tf32, o);
+        g.m = np;
+        g.taps = 1;
+        g.gather = m->in_rows + off[k];
+        g.gather_rows = NULL;
+        g.row_map = m->out_rows + off[k];
+        g.masks = NULL;
+        g.mask_words = 0;
+        g.b_tap0 = k;
+        g.c = acc;
+        g.c_dtype = VC_GEMM_F32;
+        g.accumulate = 1;
+        g.act = VC_GEMM_ACT_NONE;
+        g.residual_dtype = VC_GEMM_F32;
+        st = gemm_once(&g, s, "gather-GEMM-scatter", err);
+        if (st != VC_OK) goto fail;
+    }
+    epilogue_kernel<<<grid_for(n_out * c_out), kThreads, 0, s>>>(acc, n_out * c_out, epi);
+    VC_CUDA_TRY(cudaGetLastError(), "epilogue kernel");
+fail:
+    if (acc) cudaFreeAsync(acc, s);
+    return st;
+}
+
+// The implicit GEMM of a layer (pa: the GEMM's view of a, features possibly widened; w its
+// weights): the planner's configurations in turn until one fits (implicit_configs), each with
+// the tap split of tap_splits; the workspace of the split it plans and the tile order it takes;
+// one launch.
+vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const void *w, int tf32,
+                        const vc_engine_options &o, cudaStream_t s, vc_err *err)
+{
+    const vc_kmap_data *m = a->map;
+    const int64_t n_out = m->n_out, c_out = a->c_out;
+    const int32_t K = m->volume;
+    vc_gemm_args g = base_args(&pa, w, tf32, o);
+    g.m = n_out;
+    g.taps = K;
+    g.gather = m->out_in;
+    g.gather_rows = g.row_map = m->perm;
+    g.masks = m->masks;
+    g.mask_words = m->mask_words;
+    g.c = a->out;
+    g.c_dtype = (vc_gemm_dtype)a->out_dtype;
+    g.bias = a->bias;
+    g.residual = a->residual;
+    g.residual_dtype = (vc_gemm_dtype)(a->residual ? a->res_dtype : VC_DTYPE_FP32);
+    g.act = gemm_act(a->act);
+    g.slope = a->slope;
+    // A SUBM 1x1x1 map (a shortcut) is the identity: out_in[p] = p, every output has its one
+    // tap, perm is 0..n-1. The layer is then a dense GEMM - no gather, no masks, no row order -
+    // which skips the tile set-up's dependent loads (rows, masks, indices) and lets a CTA
+    // prefetch its next tile.
+    const bool dense = m->type == VC_MAP_SUBM && K == 1 && m->n_in == n_out;
+    if (dense) {
+        g.gather = g.gather_rows = g.row_map = NULL;
+        g.masks = NULL;
+        g.mask_words = 0;
+    }
+    int32_t cfgs[4];
+    implicit_configs(n_out, a->c_in, c_out, K, dense, pa.in_dtype, cfgs);
+    if (o.gemm_config >= 0) cfgs[0] = o.gemm_config, cfgs[1] = -1;
+    vc_status st = VC_OK, gs = VC_ERR_UNSUPPORTED;
+    vc_gemm_launch_plan plan;
+    vc_err ge;
+    ge.msg[0] = 0;
+    float *part = NULL;
+    for (int j = 0; j < 4 && gs == VC_ERR_UNSUPPORTED; j++) { // unsupported: the next tile
+        // the tap split where the tile set is too small for the device (gemm/ resolves an
+        // automatic split; the workspace is sized for the groups the plan runs)
+        g.splits = tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype, o);
+        gs = vc_gemm_plan(&g, cfgs[j], &plan, &ge);
+        if (gs == VC_ERR_UNSUPPORTED && cfgs[j] >= 0 && o.gemm_config < 0) continue;
+        if (gs != VC_OK) break;
+        if (plan.groups > 1) {
+            VC_CUDA_TRY(scratch((void **)&part, (int64_t)plan.groups * n_out * c_out * 4, s),
+                        "allocating the tap split's partial sums");
+            plan.args.partial = part;
+        }
+        st = tile_order_for(a, &plan, !dense, o, s, err);
+        if (st != VC_OK) goto fail;
+        gs = vc_gemm_run(&plan, s, &ge);
+    }
+    if (gs != VC_OK) st = gemm_fail(err, gs, ge, "implicit GEMM");
+fail:
+    if (part) cudaFreeAsync(part, s);
+    return st;
+}
+
+// The GEMM's view of a layer whose features the GEMM cannot take as they are, into *pa and
+// *w: 16-bit features whose rows are not whole 16-byte units widened to a multiple of 8
+// channels (with their weights, one scratch block and one launch for both: each allocation and
+// launch before a small first layer's GEMM is on its critical path), or weights in another
+// dtype than the features' converted. *scratch_out: the block to free.
+vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
+                        void **scratch_out, cudaStream_t s, vc_err *err)
+{
+    const vc_kmap_data *m = a->map;
+    const int64_t c_in = a->c_in, c_out = a->c_out;
+    const int32_t K = m->volume;
+    vc_status st = VC_OK;
+    *pa = *a;
+    *w = a->weights;
+    *scratch_out = NULL;
+    if (a->in_dtype != VC_DTYPE_FP32 && c_in % 8 != 0) {
+        const int64_t cp = (c_in + 7) / 8 * 8, nw = c_out * (int64_t)K;
+        const int64_t in_bytes = (m->n_in * cp * 2 + 255) / 256 * 256;
+        VC_CUDA_TRY(scratch(scratch_out, in_bytes + nw * cp * 2, s),
+                    "allocating padded input and weights");
+        void *w_pad = static_cast<char *>(*scratch_out) + in_bytes;
+        pad_kernel<<<grid_for((m->n_in + nw) * (cp / 8)), kThreads, 0, s>>>(
+            a->in, (int)a->in_dtype, m->n_in, *scratch_out, a->weights, (int)a->w_dtype, nw,
+            w_pad, c_in, (int)a->in_dtype, cp);
+        VC_CUDA_TRY(cudaGetLastError(), "padding kernel");
+        pa->in = *scratch_out;
+        pa->c_in = cp;
+        *w = w_pad;
+    } else if (a->w_dtype != a->in_dtype) {
+        const int64_t nw = c_out * (int64_t)K * c_in;
+        VC_CUDA_TRY(scratch(scratch_out, nw * (int64_t)dtype_bytes(a->in_dtype), s),
+                    "allocating converted weights");
+        cast_kernel<<<grid_for(nw), kThreads, 0, s>>>(a->weights, (int)a->w_dtype, *scratch_out,
+                                                      (int)a->in_dtype, nw);
+        VC_CUDA_TRY(cudaGetLastError(), "weight conversion kernel");
+        *w = *scratch_out;
+    }
+fail:
+    return st;
+}
+
 } // namespace
 
-extern "C" void vc_conv_gpu_debug_config(int32_t config) { g_debug_config = config; }
-extern "C" void vc_conv_gpu_debug_split(int32_t ways) { g_debug_split = ways; }
-extern "C" void vc_conv_gpu_debug_tap_split(int32_t splits) { g_debug_taps = splits; }
-extern "C" void vc_conv_gpu_debug_tile_order(int on) { g_debug_order = on; }
-
-// Planner for VC_ALGO_AUTO: implicit GEMM for every layer.
-// Evidence (bench/bench_conv, H100 SXM, fp16, bias + ReLU, L2 flushed, medians of 25; the
-// tables are in docs/benchmarks.md): GGS lost on all 267 conv layers timed - the subm k3 sweep
-// 16..256 channels, CenterPoint, MinkUNet and spconv's net on a synthetic 100.6k-voxel 128-beam
-// scan (7.8 neighbours per voxel), the real VLP-16 sweep (19.4k voxels, 2.6 neighbours: the
-// sparsest map we have) and the OctoMap scan (36k voxels, 6.0). GGS / implicit was 2.5x at best
-// (subm 256->256 on the OctoMap scan, 0.82 vs 0.33 ms), 3.2x at subm 256->256 on the synthetic
-// scan (2.19 vs 0.68 ms) and 5-13x on narrow layers, coarse levels and strided / downsample /
-// inverse maps; whole networks, layers back to back: CenterPoint 1.22 vs 9.60 ms, MinkUNet 3.51
-// vs 23.9 ms, spconv net 1.13 vs 7.35 ms. GGS pays a fixed ~0.1-0.4 ms per layer (K launches,
-// the host read-back of the pair counts, the fp32 accumulator's memset, K read-modify-writes of
-// it and the epilogue pass), which its per-offset GEMMs never won back; the gap narrows as
-// channels grow, so very wide layers (C >= 1024) on million-voxel scenes might flip, but nothing
-// measured does. The grouped GGS (one launch for all offsets) is 1.03-1.43x faster than per
-// offset and still 3.9-5.0x slower than implicit on the subm sweep: its fp32 partial products
-// cost what the launches did.
+// Planner for VC_ALGO_AUTO: implicit GEMM for every layer. Evidence (bench/bench_conv, fp16,
+// bias + ReLU, L2 flushed; the tables are in docs/benchmarks.md): gather-GEMM-scatter lost on
+// every conv layer timed - synthetic and real scans from the sparsest map to the densest, the
+// subm sweep, CenterPoint, MinkUNet and spconv's net, layer by layer and whole networks. GGS
+// pays a fixed cost per layer (K launches, the host read-back of the pair counts, the fp32
+// accumulator's memset, K read-modify-writes of it and the epilogue pass) that its per-offset
+// GEMMs never won back; the gap narrows as channels grow, so very wide layers on very large
+// scenes might flip, but nothing measured does. The grouped GGS (one launch for all offsets) is
+// faster than per offset and still slower than implicit: its fp32 partial products cost what
+// the launches did. The options do not change the choice.
 extern "C" vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out,
-                                    vc_dtype dtype)
+                                    vc_dtype dtype, const vc_engine_options *opt)
 {
     (void)map;
     (void)c_in;
     (void)c_out;
     (void)dtype;
+    (void)opt;
     return VC_ALGO_IMPLICIT_GEMM;
 }
 
 extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
-                                 struct CUstream_st *stream, vc_err *err)
+                                 const vc_engine_options *opt, struct CUstream_st *stream,
+                                 vc_err *err)
 {
     vc_status st = check_args(a, algo, err);
     if (st != VC_OK) return st;
+    const vc_engine_options o = opt ? *opt : vc_engine_options_default();
     const vc_kmap_data *m = a->map;
-    const int64_t n_out = m->n_out, c_in = a->c_in, c_out = a->c_out;
-    const int32_t K = m->volume;
+    const int64_t n_out = m->n_out, c_out = a->c_out;
     if (n_out == 0) return VC_OK;
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    void *w_conv = NULL, *in_pad = NULL;
-    float *acc = NULL, *part = NULL;
-    int64_t part_splits = 0; // groups the tap split's workspace holds
+    void *ops = NULL;   // scratch of the GEMM's operands
     const void *w = a->weights;
     vc_conv_args pa = *a; // the arguments the GEMM sees (features and c_in may be widened)
-    char msg[256] = {0};
-    int rc;
     const Epi epi = {c_out, a->bias, a->residual, (int)a->res_dtype, (int)a->act, a->slope,
                      a->out, (int)a->out_dtype};
 
     if (m->n_in == 0 || m->n_pairs == 0) {
         // No input reaches any output: the result is the epilogue of zeros.
         epilogue_kernel<<<grid_for(n_out * c_out), kThreads, 0, s>>>(NULL, n_out * c_out, epi);
-        LAUNCHED("epilogue kernel");
-        goto done;
+        VC_CUDA_TRY(cudaGetLastError(), "epilogue kernel");
+        goto fail;
     }
-    if (algo == VC_ALGO_AUTO) algo = vc_conv_gpu_plan(m, c_in, c_out, a->in_dtype);
-
-    if (a->in_dtype != VC_DTYPE_FP32 && c_in % 8 != 0) {
-        // 16-bit features whose rows are not whole 16-byte units: widen to a multiple of 8
-        // (one scratch block and one launch for both: a 5-channel first layer is ~30 us, and
-        // each allocation and launch before its GEMM is on its critical path)
-        const int64_t cp = (c_in + 7) / 8 * 8, nw = c_out * (int64_t)K;
-        const int64_t in_bytes = (m->n_in * cp * 2 + 255) / 256 * 256;
-        CU(scratch(&in_pad, in_bytes + nw * cp * 2, s), "allocating padded input and weights");
-        void *w_pad = static_cast<char *>(in_pad) + in_bytes;
-        pad_kernel<<<grid_for((m->n_in + nw) * (cp / 8)), kThreads, 0, s>>>(
-            a->in, (int)a->in_dtype, m->n_in, in_pad, a->weights, (int)a->w_dtype, nw, w_pad,
-            c_in, (int)a->in_dtype, cp);
-        LAUNCHED("padding kernel");
-        pa.in = in_pad;
-        pa.c_in = cp;
-        w = w_pad;
-    } else if (a->w_dtype != a->in_dtype) {
-        const int64_t nw = c_out * (int64_t)K * c_in;
-        CU(scratch(&w_conv, nw * (int64_t)dtype_bytes(a->in_dtype), s),
-           "allocating converted weights");
-        cast_kernel<<<grid_for(nw), kThreads, 0, s>>>(a->weights, (int)a->w_dtype, w_conv,
-                                                      (int)a->in_dtype, nw);
-        LAUNCHED("weight conversion kernel");
-        w = w_conv;
-    }
-
-    if (algo == VC_ALGO_IMPLICIT_GEMM) {
-        vc_gemm_args g = base_args(&pa, w, tf32);
-        g.m = n_out;
-        g.taps = K;
-        g.gather = m->out_in;
-        g.masks = m->masks;
-        g.mask_words = m->mask_words;
-        g.b_tap0 = 0;
-        g.c = a->out;
-        g.c_dtype = (vc_gemm_dtype)a->out_dtype;
-        g.residual_dtype = (vc_gemm_dtype)(a->residual ? a->res_dtype : VC_DTYPE_FP32);
-        g.slope = a->slope;
-        // A SUBM 1x1x1 map (a shortcut) is the identity: out_in[p] = p, every output has its one
-        // tap, perm is 0..n-1. The layer is then a dense GEMM - no gather, no masks, no row
-        // order - which skips the tile set-up's dependent loads (rows, masks, indices) and lets
-        // a CTA prefetch its next tile.
-        const bool dense = m->type == VC_MAP_SUBM && K == 1 && m->n_in == n_out;
-        int32_t cfgs[4];
-        implicit_configs(n_out, c_in, c_out, K, dense, pa.in_dtype, cfgs);
-        const int ways = dense ? 1 : split_ways(m, pa.in_dtype);
-        if (dense) {
-            g.gather = NULL;
-            g.masks = NULL;
-            g.mask_words = 0;
-        }
-        // per launch below: the rows' order, the tap range, accumulate, bias, residual, act
-        if (g_debug_config >= 0) cfgs[0] = g_debug_config, cfgs[1] = -1;
-        int32_t used = -1;
-        for (int q = 0; q < ways; q++) {
-            const bool last = q == ways - 1;
-            g.tap_lo = 0;
-            g.tap_hi = K;
-            g.gather_rows = g.row_map = dense ? NULL
-                                        : m->perm;
-            g.tile_order = NULL; // (tile_order_for, per configuration below)
-            g.order_blocks = 0;
-            g.accumulate = q > 0;
-            g.bias = last ? a->bias : NULL;
-            g.residual = last ? a->residual : NULL;
-            g.act = last ? gemm_act(a->act) : VC_GEMM_ACT_NONE;
-            if (q > 0) { // the tile the first launch settled on
-                rc = vc_gemm_run(&g, used, s, msg, (int32_t)sizeof msg);
-            } else {
-                rc = -2;
-                for (int j = 0; j < 4 && rc == -2; j++) { // -2: that tile does not fit: next
-                    // one launch: the tap split where the tile set is too small for the device
-                    // (gemm/ resolves an automatic split; the workspace is sized for what it
-                    // will run, and that count is then passed as such)
-                    g.splits = ways == 1 ? tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype) : 0;
-                    int32_t groups = g.splits > 1 ? g.splits : 1;
-                    if (g.splits < -1) {
-                        g.partial = NULL;
-                        rc = vc_gemm_split_groups(&g, cfgs[j], &groups, msg, (int32_t)sizeof msg);
-                        if (rc == -2 && cfgs[j] >= 0 && g_debug_config < 0) continue;
-                        if (rc != 0) break;
-                    }
-                    g.splits = groups > 1 ? groups : 0;
-                    if (groups > part_splits && groups > 1) {
-                        if (part) cudaFreeAsync(part, s);
-                        part = NULL;
-                        CU(scratch((void **)&part, (int64_t)groups * n_out * c_out * 4, s),
-                           "allocating the tap split's partial sums");
-                        part_splits = groups;
-                    }
-                    g.partial = part;
-                    st = tile_order_for(a, &g, cfgs[j], ways == 1 && !dense, s, err);
-                    if (st != VC_OK) goto done;
-                    rc = vc_gemm_run(&g, cfgs[j], s, msg, (int32_t)sizeof msg);
-                    used = cfgs[j];
-                    if (cfgs[j] < 0 || g_debug_config >= 0) break;
-                }
-            }
-            if (rc != 0) {
-                st = gemm_fail(err, rc, msg, "implicit GEMM");
-                goto done;
-            }
-        }
-    } else if (algo == VC_ALGO_GATHER_GEMM_SCATTER_GROUPED) {
-        st = ggs_grouped(&pa, w, tf32, epi, s, err);
-    } else {
-        // SYNC POINT (documented in conv_gpu.h): the per-offset pair counts.
-        int64_t off[344];
-        CU(cudaMemcpyAsync(off, m->offsets, ((size_t)K + 1) * sizeof(int64_t),
-                           cudaMemcpyDeviceToHost, s), "reading the pair offsets");
-        CU(cudaStreamSynchronize(s), "reading the pair offsets");
-        if (off[0] != 0 || off[K] != m->n_pairs) {
-            st = vc_fail(err, VC_ERR_INTERNAL, "conv: kernel map pair offsets are inconsistent "
-                         "(offsets[0] %lld, offsets[K] %lld, n_pairs %lld)", (long long)off[0],
-                         (long long)off[K], (long long)m->n_pairs);
-            goto done;
-        }
-        for (int32_t k = 0; k < K; k++)
-            if (off[k + 1] < off[k]) {
-                st = vc_fail(err, VC_ERR_INTERNAL, "conv: kernel map offsets decrease at %d",
-                             (int)k);
-                goto done;
-            }
-        CU(scratch((void **)&acc, n_out * c_out * (int64_t)sizeof(float), s),
-           "allocating the fp32 accumulator");
-        CU(cudaMemsetAsync(acc, 0, (size_t)(n_out * c_out) * sizeof(float), s),
-           "zeroing the accumulator");
-        for (int32_t k = 0; k < K; k++) {
-            const int64_t np = off[k + 1] - off[k];
-            if (np == 0) continue;
-            vc_gemm_args g = base_args(&pa, w, tf32);
-            g.m = np;
-            g.taps = 1;
-            g.gather = m->in_rows + off[k];
-            g.gather_rows = NULL;
-            g.row_map = m->out_rows + off[k];
-            g.masks = NULL;
-            g.mask_words = 0;
-            g.b_tap0 = k;
-            g.c = acc;
-            g.c_dtype = VC_GEMM_F32;
-            g.accumulate = 1;
-            g.act = VC_GEMM_ACT_NONE;
-            g.residual_dtype = VC_GEMM_F32;
-            rc = vc_gemm_run(&g, -1, s, msg, (int32_t)sizeof msg);
-            if (rc != 0) {
-                st = gemm_fail(err, rc, msg, "gather-GEMM-scatter");
-                goto done;
-            }
-        }
-        epilogue_kernel<<<grid_for(n_out * c_out), kThreads, 0, s>>>(acc, n_out * c_out, epi);
-        LAUNCHED("epilogue kernel");
-    }
-
-done:
-    if (w_conv) cudaFreeAsync(w_conv, s);
-    if (in_pad) cudaFreeAsync(in_pad, s);
-    if (acc) cudaFreeAsync(acc, s);
-    if (part) cudaFreeAsync(part, s);
+    if (algo == VC_ALGO_AUTO) algo = vc_conv_gpu_plan(m, a->c_in, c_out, a->in_dtype, opt);
+    st = gemm_operands(a, &pa, &w, &ops, s, err);
+    if (st != VC_OK) goto fail;
+    if (algo == VC_ALGO_IMPLICIT_GEMM)
+        st = implicit_gemm(a, pa, w, tf32, o, s, err);
+    else if (algo == VC_ALGO_GATHER_GEMM_SCATTER_GROUPED)
+        st = ggs_grouped(&pa, w, tf32, epi, o, s, err);
+    else
+        st = ggs_per_offset(&pa, w, tf32, epi, o, s, err);
+fail:
+    if (ops) cudaFreeAsync(ops, s);
     return st;
 }

@@ -7,6 +7,7 @@
 #define VC_CONV_CONV_GPU_H
 
 #include "conv/conv.h"
+#include "core/options.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,29 +28,17 @@ struct CUstream_st;
  * Synchronisation: VC_ALGO_IMPLICIT_GEMM never waits for the device. VC_ALGO_GATHER_GEMM_SCATTER
  * reads the map's K+1 pair offsets back to size its per-offset launches: ONE stream
  * synchronisation per call (the only one); the grouped GGS sizes its launches from the host's
- * n_pairs and never waits; AUTO synchronises only when it picks the per-offset GGS. */
-vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32, struct CUstream_st *stream,
-                      vc_err *err);
+ * n_pairs and never waits; AUTO synchronises only when it picks the per-offset GGS.
+ * opt (NULL: the defaults) chooses among the implicit GEMM's kernels (core/options.h:
+ * gemm_config, tap_split, tile_order, force_order, cluster_split); a forced configuration
+ * that does not fit the layer fails with VC_ERR_UNSUPPORTED. */
+vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
+                      const vc_engine_options *opt, struct CUstream_st *stream, vc_err *err);
 
-/* Benchmarks and tests only (bench/bench_conv --tune): forces the GEMM configuration of
- * the implicit GEMM to entry `config` of vc_gemm_configs' table; -1 (the default) lets the
- * library choose. Process-wide and not thread-safe; a configuration that does not fit a layer
- * makes vc_conv_gpu fail with VC_ERR_UNSUPPORTED. */
-void vc_conv_gpu_debug_config(int32_t config);
-/* Benchmarks only: the mask-split ways of the implicit GEMM (conv.cu), capped at what the map
- * kept (its partial sorts + 1); 0 restores the planner's. Not thread-safe. */
-void vc_conv_gpu_debug_split(int32_t ways);
-/* Benchmarks and tests only: the tap-split groups of the implicit GEMM (16-bit features;
- * capped at VC_GEMM_MAX_SPLITS; used when the mask split is off); 0 restores the planner's.
- * Not thread-safe. */
-void vc_conv_gpu_debug_tap_split(int32_t splits);
-/* Benchmarks only: on = 0 makes the implicit GEMM neither build nor use tile orders (kmap.h),
- * so that the schedule can be A/B'd in one binary; 1 (the default) restores them. Not
- * thread-safe. */
-void vc_conv_gpu_debug_tile_order(int on);
-
-/* The algorithm VC_ALGO_AUTO runs for this map, channels and feature dtype (never AUTO). */
-vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out, vc_dtype dtype);
+/* The algorithm VC_ALGO_AUTO runs for this map, channels and feature dtype under options opt
+ * (NULL: the defaults); never AUTO. */
+vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out, vc_dtype dtype,
+                         const vc_engine_options *opt);
 
 #ifdef __cplusplus
 }

@@ -1,13 +1,15 @@
-// gemm/gemm.cu - vc_gemm_run and vc_gemm_configs (gemm/gemm.h): argument checks, the table of
-// compiled tile configurations, the choice of one by shape and dtype, and the launch. The
-// kernels are in gemm/gemm_kernels.cuh. Never synchronises, never prints.
+// gemm/gemm.cu - vc_gemm_plan, vc_gemm_run and vc_gemm_configs (gemm/gemm.h): argument checks,
+// the table of compiled tile configurations, the choice of one by shape and dtype, the plan and
+// the launch. The kernels are in gemm/mainloop.cuh (tensor cores) and gemm/simt.cuh (exact
+// fp32), their launch in gemm/schedule.cuh. Never synchronises, never prints.
 #include <cuda_runtime.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "gemm/gemm.h"
-#include "gemm/gemm_kernels.cuh"
+#include "gemm/schedule.cuh"
+#include "gemm/simt.cuh"
 #include "gemm/gemm_sm90.h"
 
 namespace {
@@ -15,8 +17,9 @@ namespace {
 using vcg::Params;
 using vcg::sm_count;
 
-typedef cudaError_t (*launch_fn)(const Params &p, cudaStream_t s, vcg::LaunchPlan *out,
-                                 bool plan_only);
+typedef cudaError_t (*plan_fn)(const Params &p, const vcg::Sched &sc, vcg::LaunchPlan *out);
+typedef cudaError_t (*launch_fn)(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t s,
+                                 int *left);
 
 // One compiled configuration: its public description, how it loads (bytes per global load; 2 =
 // 16-bit scalar loads; 0 = the fp32 FMA kernel's scalar loads), its launcher, whether it is
@@ -25,6 +28,7 @@ typedef cudaError_t (*launch_fn)(const Params &p, cudaStream_t s, vcg::LaunchPla
 struct Entry {
     vc_gemm_config cfg;
     int load_bytes;
+    plan_fn plan;
     launch_fn launch;
     bool sm90;
     bool dense;
@@ -97,13 +101,18 @@ __global__ void __launch_bounds__(256) split_reduce_kernel(const Params p, const
     }
 }
 
-template <int BM, int BN, int BK, int TM, int TN>
-cudaError_t launch_simt(const Params &p, cudaStream_t s, vcg::LaunchPlan *out, bool plan_only)
+// The fp32 FMA kernel: a CTA per tile; vc_gemm_plan refuses a tap split here; no tile order.
+cudaError_t plan_simt(const Params &p, const vcg::Sched &, vcg::LaunchPlan *out)
 {
-    *out = {1, false}; // vc_gemm_run refuses a tap split here; no tile order
-    if (plan_only) return cudaSuccess;
-    const unsigned grid = (unsigned)(p.m_tiles * p.n_tiles);
-    vcg::simt_kernel<BM, BN, BK, TM, TN><<<grid, (BM / TM) * (BN / TN), 0, s>>>(p);
+    *out = {1, false, false, false, p.m_tiles * p.n_tiles, 0};
+    return cudaSuccess;
+}
+
+template <int BM, int BN, int BK, int TM, int TN>
+cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t s, int *left)
+{
+    *left = 1;
+    vcg::simt_kernel<BM, BN, BK, TM, TN><<<(unsigned)pl.grid, (BM / TM) * (BN / TN), 0, s>>>(p);
     return cudaGetLastError();
 }
 
@@ -112,20 +121,21 @@ cudaError_t launch_simt(const Params &p, cudaStream_t s, vcg::LaunchPlan *out, b
 // MINB > 1: registers capped so that MINB CTAs fit on an SM (__launch_bounds__)
 #define MMAB(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB)                                \
     MMAX(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB, false)
-// CL: the tile also has a cluster kernel for its tap splits (sm_90: gemm_kernels.cuh)
+// CL: the tile also has a cluster kernel for its tap splits (sm_90: gemm/cluster.cuh)
 #define MMAX(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB, CL)                            \
     {{name, BM, BN, BK, S, WM * WN, dt, math},                                                 \
      LB,                                                                                       \
+     vcg::plan_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB, CL>,                             \
      vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB, CL>,                           \
      false, false, CL}
 #define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
-    {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::launch_##name, true, false,          \
-     vcg::kClusterWg<T, BM>},
+    {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::plan_##name, vcg::launch_##name,     \
+     true, false, vcg::kClusterWg<T, BM>},
 // the dense kernel: 64-row tiles, BN columns, 128-byte k blocks; "stages" and "warps" report
 // its most stages and its 12 warps (one producer and two consumer warpgroups)
 #define DENSE_TMA(name, T, dt, math, BN)                                                       \
     {{#name, 64, BN, 128 / (int)sizeof(T), VC_GEMM_DENSE_MAX_STAGES, 12, dt, math},            \
-     16, vcg::launch_##name, true, true, false},
+     16, vcg::plan_##name, vcg::launch_##name, true, true, false},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
 // rows (64x64), narrow n (128x32, 256x32), the implicit-GEMM convolution's small tiles (two-warp
@@ -186,7 +196,7 @@ const Entry kTable[] = {
     MMA("tf32_64x64x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 16),
     MMA("tf32_64x64x16_s4_a4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 4),
     {{"f32_64x64x16_fma", 64, 64, 16, 1, 8, VC_GEMM_F32, VC_GEMM_MATH_FP32}, 0,
-     launch_simt<64, 64, 16, 4, 4>, false, false, false},
+     plan_simt, launch_simt<64, 64, 16, 4, 4>, false, false, false},
 #ifdef VC_GEMM_HAVE_SM90A
     VC_GEMM_SM90_CONFIGS(WGMMA)
     VC_GEMM_SM90_DENSE_CONFIGS(DENSE_TMA)
@@ -198,15 +208,6 @@ const int kTableSize = (int)(sizeof kTable / sizeof kTable[0]);
 #undef MMAX
 #undef WGMMA
 #undef DENSE_TMA
-
-void set_msg(char *msg, int32_t len, const char *fmt, ...)
-{
-    if (!msg || len <= 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, (size_t)len, fmt, ap);
-    va_end(ap);
-}
 
 bool valid_dtype(int d) { return d == VC_GEMM_F32 || d == VC_GEMM_F16 || d == VC_GEMM_BF16; }
 
@@ -305,8 +306,9 @@ int find_wg(const vc_gemm_args *a, int bm, int bn)
     return -1;
 }
 
-// On a compute capability 9.0 device, the wgmma tile for n > 64 with a full wave of tiles, or -1 (H100 measurements in gemm/NOTES.md): 128x128 at two CTAs per SM, or 128x256 where n is
-// a multiple of 256 and the arithmetic dominates (tf32; 16-bit with k * taps >= 2048); tf32 n of
+// On a compute capability 9.0 device, the wgmma tile for n > 64 with a full wave of tiles, or -1
+// (measured, docs/benchmarks.md): 128x128 at two CTAs per SM, or 128x256 where n is a multiple
+// of 256 and the arithmetic dominates (tf32; 16-bit with k * taps >= 2048); tf32 n of
 // 64 or 128 stays on the mma.sync 128x64 tile (as fast). Gathers over several taps (the implicit
 // convolution) stay on mma.sync: wgmma was measured on dense problems only, and its gather-index
 // staging would leave one 128x128 CTA per SM.
@@ -329,12 +331,9 @@ int pick_wg(const vc_gemm_args *a)
 // On a compute capability 9.0 device, the dense kernel for a dense problem with n >= 128 (tf32:
 // n >= 32) and at least a 64-row tile per SM, or -1: the W slice width that needs the fewest
 // slices (each slice reads A again, from L2 when the slices' CTAs run the same rows together),
-// then the narrowest. From an H100 tune of every configuration on the suite's shapes (gemm/
-// NOTES.md, "The dense kernel"): below those n the other tiles are as fast or faster (fp16
-// M = 1M (16,16) 50.8 us on 256x32 against 80.4; (64,96) level, and MinkUNet's 128->96 k1
-// layer at 100k rows 1.04x slower on it), from them the dense kernel is the fastest or within
-// 5% (fp16 M = 1M (256,256) 418 us against 528 for wgmma 128x128, tf32 (32,32) 108 us against
-// 116 for 128x64).
+// then the narrowest. From a tune of every configuration on the suite's shapes
+// (docs/benchmarks.md, "The dense kernel"): below those n the other tiles are as fast or faster,
+// from them the dense kernel is the fastest or within a few percent.
 int pick_dense(const vc_gemm_args *a)
 {
     const int min_n = a->ab_dtype == VC_GEMM_F32 ? 32 : 128;
@@ -359,10 +358,10 @@ int pick_dense(const vc_gemm_args *a)
 }
 
 // The configuration for these arguments, by dtype, load width, n_cols and row count (chosen
-// from the H100 measurements in gemm/NOTES.md).
+// from measurements, docs/benchmarks.md).
 int pick(const vc_gemm_args *a)
 {
-    const int sms_x2 = 2 * 132; // enough tiles to fill an H100 twice over
+    const int sms_x2 = 2 * 132; // tiles to fill a 132-SM device twice over (as tuned)
     char why[8];
     if (a->ab_dtype == VC_GEMM_F32 && a->math != VC_GEMM_MATH_TF32)
         return find("f32_64x64x16_fma");
@@ -398,17 +397,11 @@ int pick(const vc_gemm_args *a)
     return find(h ? "f16_64x64x16_s3_scalar" : "bf16_64x64x16_s3_scalar");
 }
 
-// vc_gemm_run, or with plan != NULL vc_gemm_split_groups / vc_gemm_takes_order: the same checks
-// and choices, then the groups of the tap split and whether a tile order would be taken in
-// *plan instead of the launches.
-int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, int32_t msg_len,
-        vcg::LaunchPlan *plan)
+// The argument checks of vc_gemm_plan that need no configuration (every message names
+// vc_gemm_run, the one launch of a plan).
+vc_status check_args(const vc_gemm_args *a, int32_t config, vc_err *err)
 {
-#define BAD(...)                                                                               \
-    do {                                                                                       \
-        set_msg(msg, msg_len, "vc_gemm_run: " __VA_ARGS__);                                    \
-        return -1;                                                                             \
-    } while (0)
+#define BAD(...) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "vc_gemm_run: " __VA_ARGS__)
     if (!a) BAD("args is NULL");
     if (a->m < 0) BAD("m = %lld is negative", (long long)a->m);
     if (a->n_cols < 1) BAD("n_cols = %d must be >= 1", a->n_cols);
@@ -447,28 +440,17 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
     const int max_splits = a->splits < 0 ? -a->splits : a->splits;
     if (max_splits > 1 && a->taps > 32 * vcg::kMaxMaskWords)
         BAD("a tap split handles up to %d taps (taps = %d)", 32 * vcg::kMaxMaskWords, a->taps);
-    if (max_splits > 1 && !plan && (!a->partial || !aligned(a->partial, 16)))
-        BAD("a tap split needs a 16-byte aligned fp32 workspace (partial)");
     if (config < -1 || config >= kTableSize)
         BAD("config %d is not -1 or an index below %d", config, kTableSize);
-    if (plan) *plan = {1, false};
-    if (a->m == 0) return 0;
-    if (!a->a || !a->w || !a->c) BAD("A, W and C must not be NULL");
+    return VC_OK;
+#undef BAD
+}
 
-    int idx = config;
-    if (idx < 0) idx = pick(a);
-    char why[160];
-    if (idx < 0 || !fits(kTable[idx], a, why, sizeof why)) {
-        set_msg(msg, msg_len, "vc_gemm_run: %s", idx < 0 ? "no configuration" : why);
-        return -2;
-    }
-    const Entry &e = kTable[idx];
-    if (max_splits > 1 && e.load_bytes == 0) {
-        set_msg(msg, msg_len, "vc_gemm_run: configuration %s has no tap split (tensor-core "
-                "configurations only)", e.cfg.name);
-        return -2;
-    }
-
+// The kernel parameters of arguments a on entry e (checked by check_args and fits); fails where
+// the tiles exceed one launch.
+vc_status make_params(const vc_gemm_args *a, const Entry &e, Params *out, vc_err *err)
+{
+    const int max_splits = a->splits < 0 ? -a->splits : a->splits;
     Params p = {}; // every field zero, then set (epi_alias by launch_mma)
     p.m = a->m;
     p.n_cols = a->n_cols;
@@ -489,7 +471,7 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
     p.c_dtype = a->c_dtype;
     p.accumulate = a->accumulate ? 1 : 0;
     p.tap_lo = a->tap_lo;
-    p.tap_hi = tap_hi;
+    p.tap_hi = a->tap_hi == 0 ? a->taps : a->tap_hi;
     p.bias = a->bias;
     p.residual = a->residual;
     p.res_dtype = a->residual ? a->residual_dtype : VC_GEMM_F32;
@@ -501,55 +483,125 @@ int run(const vc_gemm_args *a, int32_t config, cudaStream_t stream, char *msg, i
              (!a->residual || aligned(a->residual, 16)) && (!a->bias || aligned(a->bias, 16));
     const int64_t n_tiles = (a->n_cols + e.cfg.tile_n - 1) / e.cfg.tile_n;
     const int64_t m_tiles = (a->m + e.cfg.tile_m - 1) / e.cfg.tile_m;
-    if (m_tiles * n_tiles > INT32_MAX) {
-        set_msg(msg, msg_len, "vc_gemm_run: %lld x %lld tiles of %s exceed one launch",
-                (long long)m_tiles, (long long)n_tiles, e.cfg.name);
-        return -2;
-    }
+    if (m_tiles * n_tiles > INT32_MAX)
+        return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: %lld x %lld tiles of %s exceed one "
+                       "launch", (long long)m_tiles, (long long)n_tiles, e.cfg.name);
     p.n_tiles = (int32_t)n_tiles;
     p.m_tiles = m_tiles;
     p.gchunk = a->taps < vcg::kGatherChunk ? a->taps : vcg::kGatherChunk;
     p.gstride = p.gchunk | 1;
     p.epi_alias = 0; // launch_mma decides
-    p.splits = max_splits > 1 ? a->splits : 1; // launch_mma resolves an automatic split
+    p.splits = max_splits > 1 ? a->splits : 1; // plan_mma resolves an automatic split
     p.partial = a->partial;
     p.tile_order = a->tile_order;
     p.order_blocks = a->order_blocks;
-    if (m_tiles * n_tiles * (max_splits > 1 ? max_splits : 1) > INT32_MAX) {
-        set_msg(msg, msg_len, "vc_gemm_run: %lld tiles in %d groups exceed one launch",
-                (long long)(m_tiles * n_tiles), max_splits);
-        return -2;
-    }
-    // Tap split: the GEMM writes each group's plain fp32 sums into the workspace (row
-    // group * m + i); a second kernel adds them in group order and runs p's epilogue.
-    vcg::LaunchPlan done = {1, false};
-    cudaError_t err = e.launch(p, stream, &done, plan != nullptr);
-    if (plan && err == cudaSuccess) {
-        *plan = done;
-        return 0;
-    }
-    const int splits = done.splits;
-    if (err == cudaSuccess && splits > 1) {
-        int sms = 132;
-        err = sm_count(&sms);
-        const int64_t chunks = a->m * ((a->n_cols + 7) / 8), cap = (int64_t)sms * 16;
-        const int64_t blocks = (chunks + 255) / 256;
-        if (err == cudaSuccess) {
-            split_reduce_kernel<<<(unsigned)(blocks < cap ? blocks : cap), 256, 0,
-                                  stream>>>(p, a->partial, splits);
-            err = cudaGetLastError();
-        }
-    }
-    if (err != cudaSuccess) {
-        set_msg(msg, msg_len, "vc_gemm_run: launch of %s failed: %s", e.cfg.name,
-                cudaGetErrorString(err));
-        return -3;
-    }
-    return 0;
-#undef BAD
+    if (m_tiles * n_tiles * (max_splits > 1 ? max_splits : 1) > INT32_MAX)
+        return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: %lld tiles in %d groups exceed one "
+                       "launch", (long long)(m_tiles * n_tiles), max_splits);
+    *out = p;
+    return VC_OK;
+}
+
+vc_status launch_failed(const Entry &e, cudaError_t ce, vc_err *err)
+{
+    (void)cudaGetLastError();
+    return vc_fail(err, VC_ERR_CUDA, "vc_gemm_run: launch of %s failed: %s", e.cfg.name,
+                   cudaGetErrorString(ce));
+}
+
+// The launch of arguments a on entry e into the plan.
+vc_status plan_launch(const vc_gemm_args *a, const Entry &e, vc_gemm_launch_plan *plan,
+                      vc_err *err)
+{
+    Params p;
+    const vc_status st = make_params(a, e, &p, err);
+    if (st != VC_OK) return st;
+    const vcg::Sched sc = {a->force_order != 0, a->two_pass_split != 0};
+    vcg::LaunchPlan lp = {1, false, false, false, 0, 0};
+    const cudaError_t ce = e.plan(p, sc, &lp);
+    if (ce != cudaSuccess) return launch_failed(e, ce, err);
+    plan->groups = lp.splits;
+    plan->takes_order = lp.orderable;
+    plan->clusters = lp.clusters;
+    plan->epi_alias = lp.epi_alias;
+    plan->smem = lp.dyn;
+    plan->grid = lp.grid;
+    return VC_OK;
 }
 
 } // namespace
+
+extern "C" vc_status vc_gemm_plan(const vc_gemm_args *a, int32_t config,
+                                  vc_gemm_launch_plan *plan, vc_err *err)
+{
+    if (!plan) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "vc_gemm_run: plan is NULL");
+    memset(plan, 0, sizeof *plan);
+    plan->config = -1;
+    plan->groups = 1;
+    vc_status st = check_args(a, config, err);
+    if (st != VC_OK) return st;
+    plan->args = *a;
+    if (a->m == 0) return VC_OK;
+    if (!a->a || !a->w || !a->c)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "vc_gemm_run: A, W and C must not be NULL");
+    const int idx = config < 0 ? pick(a) : config;
+    char why[160];
+    if (idx < 0 || !fits(kTable[idx], a, why, sizeof why))
+        return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: %s",
+                       idx < 0 ? "no configuration" : why);
+    const Entry &e = kTable[idx];
+    if ((a->splits > 1 || a->splits < -1) && e.load_bytes == 0)
+        return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s has no tap split "
+                       "(tensor-core configurations only)", e.cfg.name);
+    if ((st = plan_launch(a, e, plan, err)) != VC_OK) return st;
+    // The split runs as the explicit split of the groups it resolved to (0: none); an automatic
+    // one is planned again as such, so that it launches as the count its workspace is sized for.
+    plan->args.splits = plan->groups > 1 ? plan->groups : 0;
+    if (a->splits < -1 && (st = plan_launch(&plan->args, e, plan, err)) != VC_OK) return st;
+    plan->config = idx;
+    return VC_OK;
+}
+
+extern "C" vc_status vc_gemm_run(const vc_gemm_launch_plan *plan, struct CUstream_st *stream,
+                                 vc_err *err)
+{
+    if (!plan) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "vc_gemm_run: plan is NULL");
+    if (plan->config < 0) return VC_OK; // m = 0
+    const vc_gemm_args *a = &plan->args;
+    if (plan->groups > 1 && (!a->partial || !aligned(a->partial, 16)))
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "vc_gemm_run: a tap split needs a 16-byte "
+                       "aligned fp32 workspace (partial)");
+    if (a->tile_order &&
+        a->order_blocks != (a->m + VC_GEMM_ORDER_ROWS - 1) / VC_GEMM_ORDER_ROWS)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "vc_gemm_run: order_blocks = %lld, but %lld "
+                       "rows make %lld blocks of %d", (long long)a->order_blocks, (long long)a->m,
+                       (long long)((a->m + VC_GEMM_ORDER_ROWS - 1) / VC_GEMM_ORDER_ROWS),
+                       VC_GEMM_ORDER_ROWS);
+    const Entry &e = kTable[plan->config];
+    Params p;
+    vc_status st = make_params(a, e, &p, err);
+    if (st != VC_OK) return st;
+    const vcg::LaunchPlan lp = {plan->groups, plan->clusters != 0, plan->takes_order != 0,
+                                plan->epi_alias != 0, plan->grid, plan->smem};
+    cudaStream_t s = (cudaStream_t)stream;
+    // Tap split: the GEMM writes each group's plain fp32 sums into the workspace (row
+    // group * m + i); unless the groups ran as clusters, a second kernel adds them in group
+    // order and runs p's epilogue.
+    int left = 1;
+    cudaError_t ce = e.launch(p, lp, s, &left);
+    if (ce == cudaSuccess && left > 1) {
+        int sms = 132;
+        ce = sm_count(&sms);
+        const int64_t chunks = a->m * ((a->n_cols + 7) / 8), cap = (int64_t)sms * 16;
+        const int64_t blocks = (chunks + 255) / 256;
+        if (ce == cudaSuccess) {
+            split_reduce_kernel<<<(unsigned)(blocks < cap ? blocks : cap), 256, 0, s>>>(
+                p, a->partial, left);
+            ce = cudaGetLastError();
+        }
+    }
+    return ce == cudaSuccess ? VC_OK : launch_failed(e, ce, err);
+}
 
 extern "C" int32_t vc_gemm_configs(const vc_gemm_config **table)
 {
@@ -567,9 +619,7 @@ extern "C" int32_t vc_gemm_configs(const vc_gemm_config **table)
 
 extern "C" int vc_gemm_split_in_clusters(int32_t config)
 {
-    if (config < 0 || config >= kTableSize || !kTable[config].cluster ||
-        !vcg::cluster_split_switch().load(std::memory_order_relaxed))
-        return 0;
+    if (config < 0 || config >= kTableSize || !kTable[config].cluster) return 0;
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
@@ -577,38 +627,4 @@ extern "C" int vc_gemm_split_in_clusters(int32_t config)
         return 0;
     }
     return major >= 9;
-}
-
-extern "C" void vc_gemm_debug_cluster_split(int on)
-{
-    vcg::cluster_split_switch().store(on != 0, std::memory_order_relaxed);
-}
-
-extern "C" int vc_gemm_run(const vc_gemm_args *a, int32_t config, struct CUstream_st *stream,
-                           char *msg, int32_t msg_len)
-{
-    return run(a, config, (cudaStream_t)stream, msg, msg_len, nullptr);
-}
-
-extern "C" int vc_gemm_split_groups(const vc_gemm_args *a, int32_t config, int32_t *groups,
-                                    char *msg, int32_t msg_len)
-{
-    vcg::LaunchPlan g = {1, false};
-    const int rc = run(a, config, nullptr, msg, msg_len, &g);
-    if (groups) *groups = g.splits;
-    return rc;
-}
-
-extern "C" int vc_gemm_takes_order(const vc_gemm_args *a, int32_t config, int *takes, char *msg,
-                                   int32_t msg_len)
-{
-    vcg::LaunchPlan g = {1, false};
-    const int rc = run(a, config, nullptr, msg, msg_len, &g);
-    if (takes) *takes = rc == 0 && g.ordered;
-    return rc;
-}
-
-extern "C" void vc_gemm_debug_force_order(int on)
-{
-    vcg::force_order_switch().store(on ? 1 : 0, std::memory_order_relaxed);
 }

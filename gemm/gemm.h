@@ -38,13 +38,15 @@
 
 #include <stdint.h>
 
+#include "core/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 struct CUstream_st;
 
-/* Element types (same values as vc_dtype in include/voxconv.h, which gemm/ does not include). */
+/* Element types (the values of vc_dtype in include/voxconv.h). */
 typedef enum vc_gemm_dtype {
     VC_GEMM_F32 = 0,
     VC_GEMM_F16 = 1,
@@ -116,10 +118,16 @@ typedef struct vc_gemm_args {
      * block's tiles in row order). Costly tiles first shorten the last wave (conv/ passes the
      * map's blocks by descending tap count, kmap.h). Taken where each tile has its own CTA, no
      * tap split runs, the tile's rows divide VC_GEMM_ORDER_ROWS and the tiles make more than
-     * 1.25 waves of the CTAs the device holds (vc_gemm_takes_order); elsewhere ignored. NULL:
-     * row order. */
+     * 1.25 waves of the CTAs the device holds (vc_gemm_plan's takes_order); elsewhere ignored.
+     * NULL: row order. */
     const int32_t *tile_order; /* [order_blocks] device, or NULL                                */
     int64_t order_blocks;      /* ceil(m / VC_GEMM_ORDER_ROWS) when tile_order is given          */
+    /* Schedule choices (vc_engine_options), never of the result; 0 is the default:
+     * force_order = 1 takes a given tile order whatever the waves (so that small problems
+     * exercise it); two_pass_split = 1 runs every tap split as two passes through the workspace
+     * (as on devices before compute capability 9.0), never as clusters. */
+    int32_t force_order;
+    int32_t two_pass_split;
 } vc_gemm_args;
 
 /* Rows of a tile-order block (vc_gemm_args.tile_order). */
@@ -131,24 +139,9 @@ typedef struct vc_gemm_args {
 /* 1 when tap splits on configuration `config` can run as thread-block clusters on the current
  * device (a small 16-bit tile with a cluster kernel, compute capability 9.0 or later, the
  * library built for it; splits of 2 to 8 groups, an automatic one rounded down: see splits
- * above), 0 when they run in two passes. For planners: the two-pass
- * split's second launch and workspace traffic are what a cluster split saves. */
+ * above; args.two_pass_split turns them off), 0 when they run in two passes. For planners: the
+ * two-pass split's second launch and workspace traffic are what a cluster split saves. */
 int vc_gemm_split_in_clusters(int32_t config);
-
-/* Sets *takes to 1 when vc_gemm_run of these arguments with `config` would take a tile order
- * if one were given (tile_order may be NULL here), else 0; same checks and return codes as
- * vc_gemm_run; launches nothing. For callers that build the order only where it is used. */
-int vc_gemm_takes_order(const vc_gemm_args *args, int32_t config, int *takes, char *msg,
-                        int32_t msg_len);
-
-/* Testing only: on = 1 makes a given tile order taken whatever the waves (so that small
- * problems exercise it); 0 (the default) restores the rule above. Process-wide. */
-void vc_gemm_debug_force_order(int on);
-
-/* Testing and benchmarking: on = 0 makes every later tap split run as two passes through the
- * workspace (as on devices before compute capability 9.0); 1 (the default) lets it run as
- * clusters where it can. Process-wide. */
-void vc_gemm_debug_cluster_split(int on);
 
 /* The tile configurations compiled into the library, by name ("f16_128x64x32_s3" ...), for the
  * planner, the tuner and the benchmarks. */
@@ -162,18 +155,37 @@ typedef struct vc_gemm_config {
 /* Number of compiled configurations and their table (static storage). */
 int32_t vc_gemm_configs(const vc_gemm_config **table);
 
-/* Launches the GEMM with configuration `config` (an index into the table, or -1 to let the
- * library pick by shape and dtype). Returns 0, or a negative code: -1 bad arguments (the
- * message says which), -2 no compiled configuration fits, -3 a CUDA launch error.
- * `msg` (may be NULL) receives a one-line explanation of a failure. Never synchronises. */
-int vc_gemm_run(const vc_gemm_args *args, int32_t config, struct CUstream_st *stream, char *msg,
-                int32_t msg_len);
+/* A GEMM ready to launch: what vc_gemm_plan checked and chose, for vc_gemm_run. */
+typedef struct vc_gemm_launch_plan {
+    /* The arguments, with a tap split resolved: splits is the groups that run (an automatic
+     * split resolved as gemm.h says; 0: none). Between vc_gemm_plan and vc_gemm_run the caller
+     * may set args.partial (the tap split's workspace, groups x m x n_cols floats) and
+     * args.tile_order / args.order_blocks (taken where takes_order); nothing else. */
+    vc_gemm_args args;
+    int32_t config;      /* the configuration that runs; -1: m = 0, nothing to launch         */
+    int32_t groups;      /* the tap split's groups (1: no split)                               */
+    int32_t takes_order; /* 1: a tile order in args.tile_order would be taken                  */
+    /* gemm/'s launch shape, set by vc_gemm_plan for vc_gemm_run                             */
+    int32_t clusters;    /* the split runs as thread-block clusters (where the launch is let)  */
+    int32_t epi_alias;   /* the epilogue stages in the pipeline's shared memory                */
+    int32_t smem;        /* dynamic shared memory a CTA                                        */
+    int64_t grid;        /* CTAs (without a tile order)                                        */
+} vc_gemm_launch_plan;
 
-/* The groups a tap split of these arguments would run on this device with `config` (as
- * vc_gemm_run; *groups = 1: no split), so that the caller sizes the workspace (partial may be
- * NULL here). Same checks and return codes as vc_gemm_run; launches nothing. */
-int vc_gemm_split_groups(const vc_gemm_args *args, int32_t config, int32_t *groups, char *msg,
-                         int32_t msg_len);
+/* Checks the arguments and plans the GEMM with configuration `config` (an index into the
+ * table, or -1 to let the library pick by shape and dtype) on the current device: the
+ * configuration, the tap split's groups, whether a tile order would be taken, the launch shape.
+ * Launches nothing; never synchronises. Returns VC_OK, or VC_ERR_INVALID_ARGUMENT (bad
+ * arguments), VC_ERR_UNSUPPORTED (no compiled configuration fits) or VC_ERR_CUDA (a device
+ * query failed), with a one-line message in err (may be NULL). */
+vc_status vc_gemm_plan(const vc_gemm_args *args, int32_t config, vc_gemm_launch_plan *plan,
+                       vc_err *err);
+
+/* Launches a plan of vc_gemm_plan on `stream`. Returns VC_OK; VC_ERR_INVALID_ARGUMENT where a
+ * tap split runs without a 16-byte aligned workspace or a tile order has the wrong block count;
+ * VC_ERR_CUDA where a launch failed (the error cleared). Never synchronises. */
+vc_status vc_gemm_run(const vc_gemm_launch_plan *plan, struct CUstream_st *stream,
+                      vc_err *err);
 
 #ifdef __cplusplus
 }

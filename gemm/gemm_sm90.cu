@@ -5,7 +5,7 @@
 // device.
 #include <cuda.h>
 
-#include "gemm/gemm_kernels.cuh"
+#include "gemm/schedule.cuh"
 #include "gemm/gemm_sm90.h"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -15,10 +15,15 @@
 namespace vcg {
 
 #define VC_GEMM_SM90_DEFINE(name, T, dt, math, BM, BN, BK, S)                                 \
-    cudaError_t launch_##name(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan)    \
+    cudaError_t plan_##name(const Params &p, const Sched &sc, LaunchPlan *out)                \
+    {                                                                                          \
+        return plan_mma<T, BM, BN, BK, BM / 16, 1, S, 16, true, 1, kClusterWg<T, BM>>(p, sc,  \
+                                                                                     out);     \
+    }                                                                                          \
+    cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left) \
     {                                                                                          \
         return launch_mma<T, BM, BN, BK, BM / 16, 1, S, 16, true, 1, kClusterWg<T, BM>>(     \
-            p, s, out, plan);                                                                  \
+            p, pl, s, left);                                                                   \
     }
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 #undef VC_GEMM_SM90_DEFINE
@@ -42,7 +47,7 @@ VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 // Epilogue: each warp stages its 16 rows 32 columns at a time in shared memory and runs the
 // library's 8-column epilogue (epilogue8: 16-byte accesses) in a loop that is not unrolled: the
 // unrolled per-fragment form was ~8k instructions, and the instruction-cache misses of jumping
-// through it made every tile several microseconds long (first H100 run of this kernel).
+// through it made every tile several microseconds long (measured).
 
 constexpr int kDenseThreads = 384;
 
@@ -270,10 +275,8 @@ cudaError_t make_map(CUtensorMap *m, const void *base, int64_t cols, int64_t row
 // among the column slices. gemm.cu has checked that the problem is dense, that k and the bases
 // suit the TMA unit and that W's slice fits (vc_gemm_dense_stages).
 template <typename T, int BN>
-cudaError_t launch_dense_tma(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan_only)
+cudaError_t launch_dense_tma(const Params &p, cudaStream_t s)
 {
-    *out = {1, false};
-    if (plan_only) return cudaSuccess;
     constexpr int ES = (int)sizeof(T);
     const int stages = vc_gemm_dense_stages(ES, BN, p.k);
     if (stages == 0) return cudaErrorInvalidValue;
@@ -306,10 +309,22 @@ cudaError_t launch_dense_tma(const Params &p, cudaStream_t s, LaunchPlan *out, b
     return cudaGetLastError();
 }
 
+// The dense kernel's plan: no split, no tile order; launch_dense_tma sizes the grid.
+inline cudaError_t plan_dense_tma(LaunchPlan *out)
+{
+    *out = {1, false, false, false, 0, 0};
+    return cudaSuccess;
+}
+
 #define VC_GEMM_SM90_DENSE_DEFINE(name, T, dt, math, BN)                                       \
-    cudaError_t launch_##name(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan)    \
+    cudaError_t plan_##name(const Params &, const Sched &, LaunchPlan *out)                   \
     {                                                                                          \
-        return launch_dense_tma<T, BN>(p, s, out, plan);                                       \
+        return plan_dense_tma(out);                                                            \
+    }                                                                                          \
+    cudaError_t launch_##name(const Params &p, const LaunchPlan &, cudaStream_t s, int *left)   \
+    {                                                                                          \
+        *left = 1;                                                                             \
+        return launch_dense_tma<T, BN>(p, s);                                                  \
     }
 VC_GEMM_SM90_DENSE_CONFIGS(VC_GEMM_SM90_DENSE_DEFINE)
 #undef VC_GEMM_SM90_DENSE_DEFINE

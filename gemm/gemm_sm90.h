@@ -1,7 +1,7 @@
 /* gemm/gemm_sm90.h - the Hopper (wgmma, sm_90a) configurations of the GEMM table: one list that
  * gemm/gemm_sm90.cu instantiates (the only file built for sm_90a) and gemm/gemm.cu puts in its
  * table when the build has them (VC_GEMM_HAVE_SM90A). Each is the tensor-core kernel of
- * gemm/gemm_kernels.cuh with WG != 0: a BM x BN tile, one warpgroup per 64 rows, rows of 64 or
+ * gemm/mainloop.cuh with WG != 0: a BM x BN tile, one warpgroup per 64 rows, rows of 64 or
  * 128 bytes, 16-byte cp.async loads. */
 #ifndef VC_GEMM_GEMM_SM90_H
 #define VC_GEMM_GEMM_SM90_H
@@ -47,7 +47,7 @@
 /* The dense kernel's dynamic shared memory: 1 KB of slack to align the tiles to a swizzle atom,
  * the W slice (k rounded up to 128-byte rows, BN rows), `stages` A stages of 64 rows x 128 bytes,
  * then the epilogue's staging (8 consumer warps x 16 rows x 32 columns of fp32, rows padded to
- * EPI_LD floats); at most the budget below: the H100's 227 KB a block less 1 KB for the static
+ * EPI_LD floats); at most the budget below: the 227 KB a block of every compute capability 9.0 part less 1 KB for the static
  * mbarriers. */
 #define VC_GEMM_DENSE_SMEM_BUDGET (227 * 1024 - 1024)
 #define VC_GEMM_DENSE_EPI_LD 36
@@ -78,18 +78,20 @@ static inline int vc_gemm_dense_stages(int es, int bn, int64_t k)
 namespace vcg {
 struct Params;
 struct LaunchPlan;
-/* The wgmma tiles whose tap splits run as clusters (gemm_kernels.cuh; gemm.cu's table says so
+struct Sched;
+/* The wgmma tiles whose tap splits run as clusters (gemm/cluster.cuh; gemm.cu's table says so
  * to vc_gemm_split_in_clusters): the 16-bit 64-row one. On the 128-row tiles (one or two CTAs an
  * SM, 64-128 KB fp32 tiles to add across the cluster) the cluster split was slower than the
- * two-pass one (H200 A/B, 2026-11-26: MinkUNet 384->256 at 5k outputs on 128x256x64 1.08x,
- * 128->96 at 14k on 128x128x32 1.11x: docs/benchmarks.md). */
+ * two-pass one (measured, docs/benchmarks.md). */
 template <typename T, int BM> constexpr bool kClusterWg = sizeof(T) == 2 && BM == 64;
-#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S)                                         \
-    cudaError_t launch_##name(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan);
+#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S)                                \
+    cudaError_t plan_##name(const Params &p, const Sched &sc, LaunchPlan *out);                \
+    cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left);
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DECLARE)
 #undef VC_GEMM_SM90_DECLARE
 #define VC_GEMM_SM90_DENSE_DECLARE(name, T, dt, math, BN)                                      \
-    cudaError_t launch_##name(const Params &p, cudaStream_t s, LaunchPlan *out, bool plan);
+    cudaError_t plan_##name(const Params &p, const Sched &sc, LaunchPlan *out);                \
+    cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left);
 VC_GEMM_SM90_DENSE_CONFIGS(VC_GEMM_SM90_DENSE_DECLARE)
 #undef VC_GEMM_SM90_DENSE_DECLARE
 /* Whether the driver offers the tensor-map encoder the dense kernel needs (looked up once). */

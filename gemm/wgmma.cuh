@@ -1,7 +1,7 @@
 // gemm/wgmma.cuh - Hopper warpgroup MMA (wgmma.mma_async, sm_90a) for the tensor-core kernel of
-// gemm/gemm_kernels.cuh: the shared-memory matrix descriptor of a K-major tile stored with the
+// gemm/mainloop.cuh: the shared-memory matrix descriptor of a K-major tile stored with the
 // 128-byte swizzle (rows of 128 bytes, 16-byte unit u of row r at unit u ^ (r % 8): the layout
-// swz<8, 1> of gemm_kernels.cuh writes) or the 64-byte one (rows of 64 bytes, u ^ (r / 2 % 4):
+// swz<8, 1> of mainloop.cuh writes) or the 64-byte one (rows of 64 bytes, u ^ (r / 2 % 4):
 // swz<4, 2>), the fences, and m64nNk16 (fp16, bf16) / m64nNk8 (tf32) for N = 64, 128, 192 and
 // 256 with fp32 accumulators; and for the dense kernel of gemm/gemm_sm90.cu, the
 // tensor-memory-access (TMA) copy, mbarriers, named barriers and setmaxnreg. The instructions

@@ -20,9 +20,12 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "pool/pool.h"
+#include "core/cuda_check.cuh"
 #include "core/cuda_util.cuh"
 
 namespace {
+
+const char kArea[] = "pool"; // messages of VC_CUDA_TRY (core/cuda_check.cuh)
 
 const int kTileC = 32;   // channels per global-pool block (threadIdx.x)
 const int kLanes = 8;    // row lanes per global-pool block (threadIdx.y)
@@ -252,29 +255,10 @@ __global__ void global_final_kernel(const double *part, const int64_t *part_cnt,
     }
 }
 
-vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
-{
-    cudaGetLastError(); // clear a non-sticky error so later calls start clean
-    if (e == cudaErrorMemoryAllocation)
-        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "pool: out of device memory (%s)", what);
-    return vc_fail(err, VC_ERR_CUDA, "pool: %s: %s", what, cudaGetErrorString(e));
-}
-
 int is_float(vc_dtype t)
 {
     return t == VC_DTYPE_FP32 || t == VC_DTYPE_FP16 || t == VC_DTYPE_BF16;
 }
-
-#define CU(call, what)                                                                         \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            st = cuda_fail(err, e_, what);                                                     \
-            goto done;                                                                         \
-        }                                                                                      \
-    } while (0)
-
-#define LAUNCHED(what) CU(cudaGetLastError(), what)
 
 } // namespace
 
@@ -292,16 +276,14 @@ extern "C" vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, con
     if (n_out == 0) return VC_OK;
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    // Else eight taps in flight per thread below 2^19 outputs x channels (H100, spconv's net, k2 s2
-    // max pools: 177 outputs x 224 channels 7.0 -> 5.3 us; at 41k x 64 one at a time is
-    // faster, 33.2 against 40.2 us; 5.1k x 128 is 13.6-14.2 either way: docs/benchmarks.md
+    // Else eight taps in flight per thread below 2^19 outputs x channels (faster on the small
+    // k2 s2 max pools of spconv's net; at 41k x 64 one at a time is faster: docs/benchmarks.md
     // "Tap split").
     // 16-byte rows (channels a multiple of 8 for 16-bit features, 4 for fp32, aligned arrays)
     // from 2^17 outputs x channels: the vector kernel, taps eight at a time whatever the size,
-    // since a thread carries 8 (or 4) channels and the layer has that many times fewer threads.
-    // H100, spconv's net, k2 s2 max pools, 64-160 channels: 41k outputs x 64 33.0 -> 15.3 us,
-    // 5.1k x 128 14.2 -> 7.9, 1.8k x 160 8.5 -> 6.7; below 2^17 it lost (576 x 192 5.8 -> 6.0,
-    // 177 x 224 5.4 -> 5.8: a thread's 8 x 8 combines in series are then the critical path).
+    // since a thread carries 8 (or 4) channels and the layer has that many times fewer threads
+    // (measured faster on spconv's k2 s2 max pools, docs/benchmarks.md); below 2^17 it lost: a
+    // thread's 8 x 8 combines in series are then the critical path.
     const int v = dtype == VC_DTYPE_FP32 ? 4 : 8;
     const bool vec = channels % v == 0 && n_out * channels >= (1 << 17) &&
                      ((uintptr_t)in | (uintptr_t)out) % 16 == 0;
@@ -324,8 +306,8 @@ extern "C" vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, con
     else
         pool_kernel<false><<<grid_for(n_out * channels), kThreads, 0, s>>>(
             map->out_in, n_out, (int32_t)K, n_in, in, (int)dtype, channels, (int)mode, out);
-    LAUNCHED("pool kernel");
-done:
+    VC_CUDA_TRY(cudaGetLastError(), "pool kernel");
+fail:
     return st;
 }
 
@@ -366,46 +348,47 @@ extern "C" vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_
     int32_t slices = 1;
 
     if (n == 0) {
-        CU(cudaMemsetAsync(dst, 0, (size_t)(batch_size * channels) * sizeof(float), s),
-           "zeroing the result");
-        goto done;
+        VC_CUDA_TRY(cudaMemsetAsync(dst, 0, (size_t)(batch_size * channels) * sizeof(float), s),
+                    "zeroing the result");
+        goto fail;
     }
-    CU(cudaMallocAsync((void **)&bad, sizeof(long long), s), "allocating the check flag");
-    CU(cudaMemsetAsync(bad, 0x7f, sizeof(long long), s), "initialising the check flag");
+    VC_CUDA_TRY(cudaMallocAsync((void **)&bad, sizeof(long long), s), "allocating the check flag");
+    VC_CUDA_TRY(cudaMemsetAsync(bad, 0x7f, sizeof(long long), s), "initialising the check flag");
     if (batch_size > 1)
-        CU(cudaMallocAsync((void **)&keys, (size_t)n * sizeof(uint32_t), s),
-           "allocating sort keys");
+        VC_CUDA_TRY(cudaMallocAsync((void **)&keys, (size_t)n * sizeof(uint32_t), s),
+                    "allocating sort keys");
     batch_check_kernel<<<grid_for(n), kThreads, 0, s>>>(coords, n, batch_size, bad, keys);
-    LAUNCHED("batch check kernel");
+    VC_CUDA_TRY(cudaGetLastError(), "batch check kernel");
     // SYNC POINT: the first bad row, before anything is written to dst.
-    CU(cudaMemcpyAsync(&host_bad, bad, sizeof host_bad, cudaMemcpyDeviceToHost, s),
-       "reading the batch check");
-    CU(cudaStreamSynchronize(s), "checking batch indices");
+    VC_CUDA_TRY(cudaMemcpyAsync(&host_bad, bad, sizeof host_bad, cudaMemcpyDeviceToHost, s),
+                "reading the batch check");
+    VC_CUDA_TRY(cudaStreamSynchronize(s), "checking batch indices");
     if (host_bad < n) {
-        CU(cudaMemcpy(&host_batch, coords + 4 * host_bad, sizeof host_batch,
-                      cudaMemcpyDeviceToHost), "reading a bad batch index");
+        VC_CUDA_TRY(cudaMemcpy(&host_batch, coords + 4 * host_bad, sizeof host_batch,
+                               cudaMemcpyDeviceToHost), "reading a bad batch index");
         st = vc_fail(err, VC_ERR_OUT_OF_RANGE,
                      "global pool: row %lld has batch index %d outside [0, %d)", host_bad,
                      (int)host_batch, (int)batch_size);
-        goto done;
+        goto fail;
     }
 
     if (batch_size > 1) {
         int end_bit = 1;
         while (end_bit < 32 && ((int64_t)1 << end_bit) < (int64_t)batch_size) end_bit++;
-        CU(cudaMallocAsync((void **)&keys_sorted, (size_t)n * sizeof(uint32_t), s),
-           "allocating sort keys");
-        CU(cudaMallocAsync((void **)&rows, (size_t)n * sizeof(int32_t), s),
-           "allocating sort values");
-        CU(cudaMallocAsync((void **)&order, (size_t)n * sizeof(int32_t), s),
-           "allocating sort values");
+        VC_CUDA_TRY(cudaMallocAsync((void **)&keys_sorted, (size_t)n * sizeof(uint32_t), s),
+                    "allocating sort keys");
+        VC_CUDA_TRY(cudaMallocAsync((void **)&rows, (size_t)n * sizeof(int32_t), s),
+                    "allocating sort values");
+        VC_CUDA_TRY(cudaMallocAsync((void **)&order, (size_t)n * sizeof(int32_t), s),
+                    "allocating sort values");
         iota_kernel<<<grid_for(n), kThreads, 0, s>>>(rows, n);
-        LAUNCHED("iota kernel");
-        CU(cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, keys, keys_sorted, rows, order,
-                                           (int)n, 0, end_bit, s), "batch sort");
-        CU(cudaMallocAsync(&tmp, tmp_bytes ? tmp_bytes : 16, s), "allocating sort storage");
-        CU(cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, keys, keys_sorted, rows, order,
-                                           (int)n, 0, end_bit, s), "batch sort");
+        VC_CUDA_TRY(cudaGetLastError(), "iota kernel");
+        VC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, keys, keys_sorted, rows, order,
+                                                    (int)n, 0, end_bit, s), "batch sort");
+        VC_CUDA_TRY(cudaMallocAsync(&tmp, tmp_bytes ? tmp_bytes : 16, s),
+                    "allocating sort storage");
+        VC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, keys, keys_sorted, rows, order,
+                                                    (int)n, 0, end_bit, s), "batch sort");
     }
     {
         // Enough (tile, item, slice) blocks to fill the GPU; a fixed function of the sizes.
@@ -417,29 +400,30 @@ extern "C" vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_
         if (sl < 1) sl = 1;
         slices = (int32_t)sl;
     }
-    CU(cudaMallocAsync((void **)&seg, ((size_t)batch_size + 1) * sizeof(int64_t), s),
-       "allocating segments");
-    CU(cudaMallocAsync((void **)&part, (size_t)batch_size * slices * channels * sizeof(double),
-                       s), "allocating partial results");
-    CU(cudaMallocAsync((void **)&part_cnt,
-                       (size_t)batch_size * slices * channels * sizeof(int64_t), s),
-       "allocating partial counts");
+    VC_CUDA_TRY(cudaMallocAsync((void **)&seg, ((size_t)batch_size + 1) * sizeof(int64_t), s),
+                "allocating segments");
+    VC_CUDA_TRY(cudaMallocAsync((void **)&part,
+                                (size_t)batch_size * slices * channels * sizeof(double),
+                                s), "allocating partial results");
+    VC_CUDA_TRY(cudaMallocAsync((void **)&part_cnt,
+                                (size_t)batch_size * slices * channels * sizeof(int64_t), s),
+                "allocating partial counts");
     segments_kernel<<<grid_for((int64_t)batch_size + 1), kThreads, 0, s>>>(
         batch_size > 1 ? keys_sorted : NULL, n, batch_size, seg);
-    LAUNCHED("segments kernel");
+    VC_CUDA_TRY(cudaGetLastError(), "segments kernel");
     {
         dim3 grid((unsigned)((int64_t)tiles * batch_size), (unsigned)slices);
         dim3 block(kTileC, kLanes);
         global_slice_kernel<<<grid, block, 0, s>>>(in, (int)dtype, channels,
                                                    batch_size > 1 ? order : NULL, seg, slices,
                                                    (int)mode, part, part_cnt);
-        LAUNCHED("global pool kernel");
+        VC_CUDA_TRY(cudaGetLastError(), "global pool kernel");
     }
     global_final_kernel<<<grid_for((int64_t)batch_size * channels), kThreads, 0, s>>>(
         part, part_cnt, batch_size, slices, channels, (int)mode, dst);
-    LAUNCHED("global pool final kernel");
+    VC_CUDA_TRY(cudaGetLastError(), "global pool final kernel");
 
-done:
+fail:
     if (bad) cudaFreeAsync(bad, s);
     if (keys) cudaFreeAsync(keys, s);
     if (keys_sorted) cudaFreeAsync(keys_sorted, s);

@@ -39,6 +39,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include "voxelize/voxelize_gpu.h"
+#include "core/cuda_check.cuh"
 #include "core/cuda_util.cuh"
 #include "hash/hash_gpu.h"
 
@@ -297,14 +298,7 @@ __global__ void features_kernel(const float *pts, int64_t dim, const int64_t *si
 
 // ---- host side ---------------------------------------------------------------------------
 
-vc_status cuda_fail(vc_err *err, cudaError_t e, const char *what)
-{
-    cudaGetLastError(); // clear a non-sticky error so later calls start clean
-    if (e == cudaErrorMemoryAllocation)
-        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "voxelize (GPU): out of device memory (%s)",
-                       what);
-    return vc_fail(err, VC_ERR_CUDA, "voxelize (GPU): %s: %s", what, cudaGetErrorString(e));
-}
+const char kArea[] = "voxelize (GPU)"; // messages of VC_CUDA_TRY (core/cuda_check.cuh)
 
 // Stream-ordered temporaries, freed together.
 struct Temps {
@@ -331,17 +325,6 @@ struct Temps {
     }
 };
 
-#define CU(call, what)                                                                         \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            st = cuda_fail(err, e_, what);                                                     \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
-
-#define LAUNCHED(what) CU(cudaGetLastError(), what)
-
 // Is p something a kernel may read? Unregistered host memory is refused.
 vc_status check_device_ptr(const void *p, const char *name, vc_err *err)
 {
@@ -364,6 +347,207 @@ vc_status keypack_fail(vc_err *err, int32_t batch_size, const int32_t shape[3])
                    "voxelize: batch size %d and grid %d x %d x %d (z, y, x) do not pack "
                    "into a 63-bit key",
                    (int)batch_size, (int)shape[0], (int)shape[1], (int)shape[2]);
+}
+
+// The device buffers of one vc_voxelize_gpu call and the host copy of its counters.
+struct Pass {
+    Temps t;
+    int64_t h[INF_COUNT];
+    int64_t *info, *idx_a, *idx_b, *start, *krow;
+    uint64_t *keys_a, *keys_b;
+    const uint64_t *skey; // the sorted keys
+    const int64_t *sidx;  // the points in key order
+    void *tmp;
+    size_t tmp_bytes;
+};
+
+// (a) The counters, and per point its key and index (where make_keys) and the counts of the
+// point kernel.
+vc_status run_points(Pass &r, const vc_voxelize_desc *d, const vc_points *pts,
+                     const int32_t shape[3], const vc_keypack &kp1, bool make_keys,
+                     cudaStream_t s, vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int64_t n = pts->count;
+    VC_CUDA_TRY(r.t.alloc((void **)&r.info, INF_COUNT * (int64_t)sizeof(int64_t)),
+                "allocating counters");
+    info_init_kernel<<<1, 1, 0, s>>>(r.info);
+    VC_CUDA_TRY(cudaGetLastError(), "counter init");
+    {
+        PointParams p;
+        memset(&p, 0, sizeof p);
+        p.pts = pts->data;
+        p.batch = pts->batch;
+        p.n = n;
+        p.dim = pts->dim;
+        for (int a = 0; a < 3; a++) {
+            p.lo[a] = d->range[a];
+            p.vs[a] = d->voxel_size[a];
+        }
+        p.lim[0] = (float)shape[2];
+        p.lim[1] = (float)shape[1];
+        p.lim[2] = (float)shape[0];
+        for (int k = 0; k < 4; k++) p.shift[k] = kp1.shift[k];
+        p.batch_limit = d->batch_size;
+        p.make_keys = make_keys ? 1 : 0;
+        if (make_keys) {
+            VC_CUDA_TRY(r.t.alloc((void **)&r.keys_a, n * (int64_t)sizeof(uint64_t)),
+                        "allocating keys");
+            VC_CUDA_TRY(r.t.alloc((void **)&r.keys_b, n * (int64_t)sizeof(uint64_t)),
+                        "allocating keys");
+            VC_CUDA_TRY(r.t.alloc((void **)&r.idx_a, n * (int64_t)sizeof(int64_t)),
+                        "allocating indices");
+            VC_CUDA_TRY(r.t.alloc((void **)&r.idx_b, n * (int64_t)sizeof(int64_t)),
+                        "allocating indices");
+        }
+        point_kernel<<<grid_for(n), kThreads, 0, s>>>(p, r.keys_a, r.idx_a, r.info);
+        VC_CUDA_TRY(cudaGetLastError(), "point kernel");
+    }
+fail:
+    return st;
+}
+
+// (b) sort; (c) voxels; (d) the cap.
+vc_status group_points(Pass &r, int64_t n, int64_t cap, int end_bit, cudaStream_t s,
+                       vc_err *err)
+{
+    vc_status st = VC_OK;
+    int64_t *head = NULL, *vid = NULL, *ptflag = NULL, *prank = NULL;
+    cub::DoubleBuffer<uint64_t> dk(r.keys_a, r.keys_b);
+    cub::DoubleBuffer<int64_t> dv(r.idx_a, r.idx_b);
+    size_t sort_bytes = 0, scan_bytes = 0;
+    VC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, dk, dv, n, 0, end_bit, s),
+                "sizing the sort");
+    VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, r.idx_a, r.idx_b, n, s),
+                "sizing the scan");
+    r.tmp_bytes = sort_bytes > scan_bytes ? sort_bytes : scan_bytes;
+    VC_CUDA_TRY(r.t.alloc(&r.tmp, (int64_t)r.tmp_bytes), "allocating sort storage");
+    VC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(r.tmp, r.tmp_bytes, dk, dv, n, 0, end_bit, s),
+                "sorting point keys");
+    r.skey = dk.Current();
+    r.sidx = dv.Current();
+    // The alternate buffers are free now: heads and voxel ids live there.
+    head = (int64_t *)dk.Alternate();
+    vid = dv.Alternate();
+    VC_CUDA_TRY(r.t.alloc((void **)&r.start, (n + 1) * (int64_t)sizeof(int64_t)),
+                "allocating starts");
+    head_kernel<<<grid_for(n), kThreads, 0, s>>>(r.skey, n, r.info, head);
+    VC_CUDA_TRY(cudaGetLastError(), "head kernel");
+    VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(r.tmp, r.tmp_bytes, head, vid, n, s),
+                "scanning heads");
+    count_kernel<<<1, 1, 0, s>>>(head, vid, n, cap, r.start, r.info);
+    VC_CUDA_TRY(cudaGetLastError(), "count kernel");
+    start_kernel<<<grid_for(n), kThreads, 0, s>>>(head, vid, n, r.start);
+    VC_CUDA_TRY(cudaGetLastError(), "start kernel");
+    if (cap > 0) {
+        // head and vid are free again: kept flags and rows go there.
+        int64_t *kflag = head, *row = vid;
+        VC_CUDA_TRY(r.t.alloc((void **)&ptflag, n * (int64_t)sizeof(int64_t)),
+                    "allocating flags");
+        VC_CUDA_TRY(r.t.alloc((void **)&prank, n * (int64_t)sizeof(int64_t)),
+                    "allocating ranks");
+        VC_CUDA_TRY(r.t.alloc((void **)&r.krow, n * (int64_t)sizeof(int64_t)),
+                    "allocating rows");
+        VC_CUDA_TRY(cudaMemsetAsync(ptflag, 0, (size_t)n * sizeof(int64_t), s),
+                    "clearing flags");
+        first_flag_kernel<<<grid_for(n), kThreads, 0, s>>>(r.sidx, r.start, n, r.info, ptflag);
+        VC_CUDA_TRY(cudaGetLastError(), "first-point kernel");
+        VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(r.tmp, r.tmp_bytes, ptflag, prank, n, s),
+                    "ranking voxels");
+        keep_kernel<<<grid_for(n), kThreads, 0, s>>>(r.sidx, r.start, prank, n, cap, r.info,
+                                                     kflag);
+        VC_CUDA_TRY(cudaGetLastError(), "keep kernel");
+        VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(r.tmp, r.tmp_bytes, kflag, row, n, s),
+                    "scanning kept voxels");
+        compact_kernel<<<grid_for(n), kThreads, 0, s>>>(kflag, row, r.start, n, r.krow, r.info);
+        VC_CUDA_TRY(cudaGetLastError(), "compact kernel");
+    }
+fail:
+    return st;
+}
+
+// (e) SYNC POINT: the counters come back; then the errors in the CPU's order: batch index,
+// batch size and key layout, non-finite point, voxel count. *batch_size and *kp: the result's.
+vc_status read_counts(Pass &r, const vc_voxelize_desc *d, const vc_points *pts,
+                      const int32_t shape[3], bool make_keys, int32_t *batch_size,
+                      vc_keypack *kp, cudaStream_t s, vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int32_t *B = pts->batch;
+    VC_CUDA_TRY(cudaMemcpyAsync(r.h, r.info, sizeof r.h, cudaMemcpyDeviceToHost, s),
+                "reading the counts");
+    VC_CUDA_TRY(cudaStreamSynchronize(s), "voxelizing");
+    if (r.h[INF_BAD_BATCH] != INT64_MAX) {
+        const int64_t i = r.h[INF_BAD_BATCH];
+        int32_t b = 0;
+        VC_CUDA_TRY(cudaMemcpy(&b, B + i, sizeof b, cudaMemcpyDeviceToHost),
+                    "reading a batch index");
+        if (b < 0)
+            return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                           "voxelize: point %lld has negative batch index %d", (long long)i,
+                           (int)b);
+        return vc_fail(err, VC_ERR_OUT_OF_RANGE,
+                       "voxelize: point %lld has batch index %d, batch_size is %d",
+                       (long long)i, (int)b, (int)d->batch_size);
+    }
+    *batch_size = d->batch_size;
+    if (*batch_size == 0) {
+        const int64_t maxb = B ? r.h[INF_MAX_BATCH] : 0;
+        if (maxb >= INT32_MAX)
+            return vc_fail(err, VC_ERR_OUT_OF_RANGE,
+                           "voxelize: batch index %d leaves no room for a batch size",
+                           (int)maxb);
+        *batch_size = (int32_t)maxb + 1;
+    }
+    if (vc_keypack_init(kp, *batch_size, shape) != 0 || !make_keys)
+        return keypack_fail(err, *batch_size, shape);
+    if (d->nonfinite == VC_NONFINITE_ERROR && r.h[INF_BAD_COORD] != INT64_MAX) {
+        const int64_t i = r.h[INF_BAD_COORD];
+        float q[3] = {0, 0, 0};
+        VC_CUDA_TRY(cudaMemcpy(q, pts->data + i * pts->dim, sizeof q, cudaMemcpyDeviceToHost),
+                    "reading a point");
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
+                       "voxelize: point %lld has a non-finite coordinate (%g, %g, %g)",
+                       (long long)i, (double)q[0], (double)q[1], (double)q[2]);
+    }
+    if (r.h[INF_NVOX] > VC_MAX_ROWS)
+        return vc_fail(err, VC_ERR_LIMIT, "voxelize: more than %lld distinct voxels",
+                       (long long)VC_MAX_ROWS);
+fail:
+    return st;
+}
+
+// (f) the result: the kept voxels' coordinates and features, into *res.
+vc_status make_result(Pass &r, const vc_voxelize_desc *d, const vc_points *pts,
+                      const int32_t shape[3], int64_t channels, int32_t batch_size,
+                      const vc_keypack &kp, vc_voxels *res, cudaStream_t s, vc_err *err)
+{
+    vc_status st = VC_OK;
+    const int64_t kept = r.h[INF_KEPT];
+    res->n = kept;
+    res->channels = channels;
+    memcpy(res->shape, shape, sizeof res->shape);
+    res->batch_size = batch_size;
+    if (kept > 0) {
+        int64_t feat_elems;
+        if (vc_mul_overflow_i64(kept, channels, &feat_elems))
+            return vc_fail(err, VC_ERR_LIMIT, "voxelize: %lld voxels x %lld channels overflows",
+                           (long long)kept, (long long)channels);
+        const size_t esize = d->dtype == VC_DTYPE_FP32 ? 4 : 2;
+        VC_CUDA_TRY(cudaMalloc((void **)&res->coords, (size_t)kept * 4 * sizeof(int32_t)),
+                    "allocating voxel coordinates");
+        VC_CUDA_TRY(cudaMalloc(&res->features, (size_t)feat_elems * esize),
+                    "allocating voxel features");
+        coords_kernel<<<grid_for(kept), kThreads, 0, s>>>(r.skey, r.start, r.krow, kept, kp,
+                                                          res->coords);
+        VC_CUDA_TRY(cudaGetLastError(), "coordinates kernel");
+        features_kernel<<<grid_for(feat_elems), kThreads, 0, s>>>(
+            pts->data, pts->dim, r.sidx, r.start, r.krow, kept, channels, (int)d->reduce,
+            (int)d->dtype, res->features);
+        VC_CUDA_TRY(cudaGetLastError(), "features kernel");
+    }
+fail:
+    return st;
 }
 
 } // namespace
@@ -434,188 +618,33 @@ extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points 
     if (end_bit > 64) end_bit = 64;
 
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    Temps t = {{0}, 0, s};
+    Pass r;
+    memset(&r, 0, sizeof r);
+    r.t.s = s;
     vc_voxels res;
     memset(&res, 0, sizeof res);
-    int64_t h[INF_COUNT];
-    int64_t *info = NULL, *idx_a = NULL, *idx_b = NULL, *head = NULL, *vid = NULL;
-    int64_t *start = NULL, *ptflag = NULL, *prank = NULL, *krow = NULL;
-    uint64_t *keys_a = NULL, *keys_b = NULL;
-    const uint64_t *skey = NULL;
-    const int64_t *sidx = NULL;
-    void *tmp = NULL;
     int32_t batch_size = 0;
-    int64_t nvox = 0, kept = 0;
     vc_keypack kp;
-
-    CU(t.alloc((void **)&info, INF_COUNT * (int64_t)sizeof(int64_t)), "allocating counters");
-    info_init_kernel<<<1, 1, 0, s>>>(info);
-    LAUNCHED("counter init");
-    {
-        PointParams p;
-        memset(&p, 0, sizeof p);
-        p.pts = pts->data;
-        p.batch = B;
-        p.n = n;
-        p.dim = dim;
-        for (int a = 0; a < 3; a++) {
-            p.lo[a] = d->range[a];
-            p.vs[a] = d->voxel_size[a];
-        }
-        p.lim[0] = (float)shape[2];
-        p.lim[1] = (float)shape[1];
-        p.lim[2] = (float)shape[0];
-        for (int k = 0; k < 4; k++) p.shift[k] = kp1.shift[k];
-        p.batch_limit = d->batch_size;
-        p.make_keys = make_keys ? 1 : 0;
-        if (make_keys) {
-            CU(t.alloc((void **)&keys_a, n * (int64_t)sizeof(uint64_t)), "allocating keys");
-            CU(t.alloc((void **)&keys_b, n * (int64_t)sizeof(uint64_t)), "allocating keys");
-            CU(t.alloc((void **)&idx_a, n * (int64_t)sizeof(int64_t)), "allocating indices");
-            CU(t.alloc((void **)&idx_b, n * (int64_t)sizeof(int64_t)), "allocating indices");
-        }
-        point_kernel<<<grid_for(n), kThreads, 0, s>>>(p, keys_a, idx_a, info);
-        LAUNCHED("point kernel");
+    st = run_points(r, d, pts, shape, kp1, make_keys, s, err);
+    if (st == VC_OK && make_keys) st = group_points(r, n, cap, end_bit, s, err);
+    if (st == VC_OK) st = read_counts(r, d, pts, shape, make_keys, &batch_size, &kp, s, err);
+    if (st == VC_OK) st = make_result(r, d, pts, shape, channels, batch_size, kp, &res, s, err);
+    if (st != VC_OK) {
+        r.t.free_all();
+        vc_voxels_free_gpu(&res);
+        return st;
     }
-
-    if (make_keys) {
-        // (b) sort; (c) voxels; (d) the cap.
-        cub::DoubleBuffer<uint64_t> dk(keys_a, keys_b);
-        cub::DoubleBuffer<int64_t> dv(idx_a, idx_b);
-        size_t sort_bytes = 0, scan_bytes = 0;
-        CU(cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, dk, dv, n, 0, end_bit, s),
-           "sizing the sort");
-        CU(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, idx_a, idx_b, n, s),
-           "sizing the scan");
-        size_t tmp_bytes = sort_bytes > scan_bytes ? sort_bytes : scan_bytes;
-        CU(t.alloc(&tmp, (int64_t)tmp_bytes), "allocating sort storage");
-        CU(cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, dk, dv, n, 0, end_bit, s),
-           "sorting point keys");
-        skey = dk.Current();
-        sidx = dv.Current();
-        // The alternate buffers are free now: heads and voxel ids live there.
-        head = (int64_t *)dk.Alternate();
-        vid = dv.Alternate();
-        CU(t.alloc((void **)&start, (n + 1) * (int64_t)sizeof(int64_t)), "allocating starts");
-        head_kernel<<<grid_for(n), kThreads, 0, s>>>(skey, n, info, head);
-        LAUNCHED("head kernel");
-        CU(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, head, vid, n, s), "scanning heads");
-        count_kernel<<<1, 1, 0, s>>>(head, vid, n, cap, start, info);
-        LAUNCHED("count kernel");
-        start_kernel<<<grid_for(n), kThreads, 0, s>>>(head, vid, n, start);
-        LAUNCHED("start kernel");
-        if (cap > 0) {
-            // head and vid are free again: kept flags and rows go there.
-            int64_t *kflag = head, *row = vid;
-            CU(t.alloc((void **)&ptflag, n * (int64_t)sizeof(int64_t)), "allocating flags");
-            CU(t.alloc((void **)&prank, n * (int64_t)sizeof(int64_t)), "allocating ranks");
-            CU(t.alloc((void **)&krow, n * (int64_t)sizeof(int64_t)), "allocating rows");
-            CU(cudaMemsetAsync(ptflag, 0, (size_t)n * sizeof(int64_t), s), "clearing flags");
-            first_flag_kernel<<<grid_for(n), kThreads, 0, s>>>(sidx, start, n, info, ptflag);
-            LAUNCHED("first-point kernel");
-            CU(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, ptflag, prank, n, s),
-               "ranking voxels");
-            keep_kernel<<<grid_for(n), kThreads, 0, s>>>(sidx, start, prank, n, cap, info,
-                                                         kflag);
-            LAUNCHED("keep kernel");
-            CU(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, kflag, row, n, s),
-               "scanning kept voxels");
-            compact_kernel<<<grid_for(n), kThreads, 0, s>>>(kflag, row, start, n, krow, info);
-            LAUNCHED("compact kernel");
-        }
-    }
-
-    // (e) SYNC POINT: the counters come back.
-    CU(cudaMemcpyAsync(h, info, sizeof h, cudaMemcpyDeviceToHost, s), "reading the counts");
-    CU(cudaStreamSynchronize(s), "voxelizing");
-
-    // Errors in the CPU's order: batch index, batch size and key layout, non-finite point.
-    if (h[INF_BAD_BATCH] != INT64_MAX) {
-        const int64_t i = h[INF_BAD_BATCH];
-        int32_t b = 0;
-        CU(cudaMemcpy(&b, B + i, sizeof b, cudaMemcpyDeviceToHost), "reading a batch index");
-        if (b < 0)
-            st = vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                         "voxelize: point %lld has negative batch index %d", (long long)i,
-                         (int)b);
-        else
-            st = vc_fail(err, VC_ERR_OUT_OF_RANGE,
-                         "voxelize: point %lld has batch index %d, batch_size is %d",
-                         (long long)i, (int)b, (int)d->batch_size);
-        goto fail;
-    }
-    batch_size = d->batch_size;
-    if (batch_size == 0) {
-        const int64_t maxb = B ? h[INF_MAX_BATCH] : 0;
-        if (maxb >= INT32_MAX) {
-            st = vc_fail(err, VC_ERR_OUT_OF_RANGE,
-                         "voxelize: batch index %d leaves no room for a batch size", (int)maxb);
-            goto fail;
-        }
-        batch_size = (int32_t)maxb + 1;
-    }
-    if (vc_keypack_init(&kp, batch_size, shape) != 0 || !make_keys) {
-        st = keypack_fail(err, batch_size, shape);
-        goto fail;
-    }
-    if (d->nonfinite == VC_NONFINITE_ERROR && h[INF_BAD_COORD] != INT64_MAX) {
-        const int64_t i = h[INF_BAD_COORD];
-        float q[3] = {0, 0, 0};
-        CU(cudaMemcpy(q, pts->data + i * dim, sizeof q, cudaMemcpyDeviceToHost),
-           "reading a point");
-        st = vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                     "voxelize: point %lld has a non-finite coordinate (%g, %g, %g)",
-                     (long long)i, (double)q[0], (double)q[1], (double)q[2]);
-        goto fail;
-    }
-    nvox = h[INF_NVOX];
-    kept = h[INF_KEPT];
-    if (nvox > VC_MAX_ROWS) {
-        st = vc_fail(err, VC_ERR_LIMIT, "voxelize: more than %lld distinct voxels",
-                     (long long)VC_MAX_ROWS);
-        goto fail;
-    }
-
-    // (f) the result.
-    res.n = kept;
-    res.channels = channels;
-    memcpy(res.shape, shape, sizeof res.shape);
-    res.batch_size = batch_size;
-    if (kept > 0) {
-        int64_t feat_elems;
-        if (vc_mul_overflow_i64(kept, channels, &feat_elems)) {
-            st = vc_fail(err, VC_ERR_LIMIT, "voxelize: %lld voxels x %lld channels overflows",
-                         (long long)kept, (long long)channels);
-            goto fail;
-        }
-        const size_t esize = d->dtype == VC_DTYPE_FP32 ? 4 : 2;
-        CU(cudaMalloc((void **)&res.coords, (size_t)kept * 4 * sizeof(int32_t)),
-           "allocating voxel coordinates");
-        CU(cudaMalloc(&res.features, (size_t)feat_elems * esize), "allocating voxel features");
-        coords_kernel<<<grid_for(kept), kThreads, 0, s>>>(skey, start, krow, kept, kp,
-                                                          res.coords);
-        LAUNCHED("coordinates kernel");
-        features_kernel<<<grid_for(feat_elems), kThreads, 0, s>>>(
-            pts->data, dim, sidx, start, krow, kept, channels, (int)d->reduce, (int)d->dtype,
-            res.features);
-        LAUNCHED("features kernel");
-    }
-    t.free_all(); // stream-ordered: after the kernels above
+    r.t.free_all(); // stream-ordered: after the kernels above
     *out = res;
     if (stats) {
         stats->points_in = n;
-        stats->points_used = h[INF_USED];
-        stats->points_out_of_range = h[INF_OUT_OF_RANGE];
-        stats->points_nonfinite = h[INF_NONFINITE];
-        stats->voxels_total = nvox;
-        stats->voxels_kept = kept;
+        stats->points_used = r.h[INF_USED];
+        stats->points_out_of_range = r.h[INF_OUT_OF_RANGE];
+        stats->points_nonfinite = r.h[INF_NONFINITE];
+        stats->voxels_total = r.h[INF_NVOX];
+        stats->voxels_kept = r.h[INF_KEPT];
     }
     return VC_OK;
-
-fail:
-    t.free_all();
-    vc_voxels_free_gpu(&res);
-    return st;
 }
 
 extern "C" void vc_voxels_free_gpu(vc_voxels *v)

@@ -10,7 +10,8 @@
  * must be bit-identical (determinism).
  * Coverage: every map type (SUBM k1/k3/k5/k7, dilation, 3x1x1, STRIDED, DOWNSAMPLE, TRANSPOSED,
  * INVERSE of strided and downsample maps), both algorithms and AUTO, the implicit GEMM's tap split
- * forced (3 groups on every map type, 2/3/7 on ~50k voxels) besides the planner's own choice,
+ * forced through the engine options (3 groups on every map type, 2/3/7 on ~50k voxels) besides
+ * the planner's own choice,
  * fp32 (exact and tf32), fp16,
  * bf16, weights / output / residual in other dtypes, bias, ReLU, LeakyReLU, residual, channels
  * 1..384 incl. 1, 3, 4, 5, 7, 17, 96, 384, N = 0, 1, 31, 33, thousands and ~50k, batch > 1,
@@ -45,6 +46,8 @@
 #include "gpu_testutil.h"
 
 static cudaStream_t g_stream;
+/* the engine options of every GPU convolution here (core/options.h) */
+static vc_engine_options g_opt = VC_ENGINE_OPTIONS_INIT;
 static int g_with_order; /* conv runs whose map had a tile order (then compared without) */
 static int g_cases;
 static int g_quick; /* VC_SANITIZE set: a reduced run for compute-sanitizer */
@@ -239,7 +242,7 @@ static double run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng
     g.residual = res_d;
     g.out = out_d;
     /* The first run lets the implicit GEMM build the map's tile order (as src/ops.c does; taken
-     * whatever the waves here, vc_gemm_debug_force_order in main), the second runs without one
+     * whatever the waves here: g_opt.force_order), the second runs without one
      * (a schedule only): the same bits. */
     g.map_cache = (vc_kmap_data *)&m->gpu; /* the test's own map, which the GEMM may extend */
     vc_kmap_data unordered;
@@ -254,7 +257,7 @@ static double run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng
         }
         CUDA_OK(cudaMemsetAsync(out_d, 0xff, (size_t)(n_o > 0 ? n_o : 1) * dsize(o.out_dt),
                                 g_stream));
-        vc_status gs = vc_conv_gpu(&g, o.algo, o.tf32, g_stream, &ge);
+        vc_status gs = vc_conv_gpu(&g, o.algo, o.tf32, &g_opt, g_stream, &ge);
         CUDA_OK(cudaStreamSynchronize(g_stream));
         CHECK_MSG(gs == cs, "%s: cpu %s (%s), gpu %s (%s)", lab, vc_status_string(cs), ce.msg,
                   vc_status_string(gs), ge.msg);
@@ -366,12 +369,12 @@ static void sweep_maps(const cloud *c, vc_rng *rng, int with_k7)
         run_algos(label, &m, opts(5, 7, VC_DTYPE_FP32, VC_ALGO_AUTO), rng);
         for (int r = 0; r < 2; r++) run_conv(label, &m, random_opts(rng, opts(8, 24, 0, 0)), rng);
         /* the tap split forced to 3 groups (16-bit features), whatever the planner would do */
-        vc_conv_gpu_debug_tap_split(3);
+        g_opt.tap_split = 3;
         conv_opts ts = opts(16, 40, VC_DTYPE_BF16, VC_ALGO_IMPLICIT_GEMM);
         ts.bias = ts.res = 1;
         ts.act = VC_ACT_LEAKY_RELU;
         run_conv(label, &m, ts, rng);
-        vc_conv_gpu_debug_tap_split(0);
+        g_opt.tap_split = 0;
         if (maps[i].inverse) {
             char l2[300];
             snprintf(l2, sizeof l2, "inverse of %s", label);
@@ -549,23 +552,23 @@ static void bad_args(vc_rng *rng)
         vc_err e = {{0}};
         vc_conv_args b = a;
         b.c_in = 0;
-        CHECK(vc_conv_gpu(&b, VC_ALGO_AUTO, 0, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
+        CHECK(vc_conv_gpu(&b, VC_ALGO_AUTO, 0, &g_opt, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
         b = a;
         b.in_dtype = VC_DTYPE_INT32;
-        CHECK(vc_conv_gpu(&b, VC_ALGO_AUTO, 0, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
+        CHECK(vc_conv_gpu(&b, VC_ALGO_AUTO, 0, &g_opt, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
         b = a;
         b.weights = NULL;
-        CHECK(vc_conv_gpu(&b, VC_ALGO_AUTO, 0, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
+        CHECK(vc_conv_gpu(&b, VC_ALGO_AUTO, 0, &g_opt, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
         b = a;
         b.act = (vc_activation)9;
-        CHECK(vc_conv_gpu(&b, VC_ALGO_AUTO, 0, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
-        CHECK(vc_conv_gpu(&a, (vc_algo)9, 0, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
-        CHECK(vc_conv_gpu(NULL, VC_ALGO_AUTO, 0, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
+        CHECK(vc_conv_gpu(&b, VC_ALGO_AUTO, 0, &g_opt, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
+        CHECK(vc_conv_gpu(&a, (vc_algo)9, 0, &g_opt, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
+        CHECK(vc_conv_gpu(NULL, VC_ALGO_AUTO, 0, &g_opt, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
         CHECK(vc_pool_gpu(&m.gpu, (vc_pool_mode)5, in_d, VC_DTYPE_FP32, 4, out_d, g_stream, &e) ==
               VC_ERR_INVALID_ARGUMENT);
         CHECK(vc_pool_gpu(&m.gpu, VC_POOL_MAX, in_d, VC_DTYPE_FP32, 0, out_d, g_stream, &e) ==
               VC_ERR_INVALID_ARGUMENT);
-        CHECK(vc_conv_gpu(&a, VC_ALGO_AUTO, 0, g_stream, &e) == VC_OK);
+        CHECK(vc_conv_gpu(&a, VC_ALGO_AUTO, 0, &g_opt, g_stream, &e) == VC_OK);
         CUDA_OK(cudaStreamSynchronize(g_stream));
         cudaFree(in_d);
         cudaFree(w_d);
@@ -610,7 +613,7 @@ static void graph_capture(vc_rng *rng)
             a.act = VC_ACT_RELU;
             /* The map may take a tile order (map_cache), but not under capture (its allocation
              * would belong to the graph): the capture comes first and must leave the map as it
-             * was; the direct call after it may build one (vc_gemm_debug_force_order). */
+             * was; the direct call after it may build one (g_opt.force_order). */
             a.map_cache = &m.gpu;
             a.out = out_b;
             vc_err e = {{0}};
@@ -618,7 +621,7 @@ static void graph_capture(vc_rng *rng)
             cudaGraphExec_t exec = NULL;
             const int had_order = m.gpu.tile_order != NULL;
             CUDA_OK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
-            const vc_status st = vc_conv_gpu(&a, algos[i], 0, g_stream, &e);
+            const vc_status st = vc_conv_gpu(&a, algos[i], 0, &g_opt, g_stream, &e);
             const cudaError_t ce = cudaStreamEndCapture(g_stream, &graph);
             CHECK_MSG(st == VC_OK && ce == cudaSuccess, "%s: capture failed: %s / %s",
                       algo_name(algos[i]), e.msg, cudaGetErrorString(ce));
@@ -626,7 +629,7 @@ static void graph_capture(vc_rng *rng)
                       "%s: a captured convolution changed the map's tile order",
                       algo_name(algos[i]));
             a.out = out_a;
-            CHECK(vc_conv_gpu(&a, algos[i], 0, g_stream, &e) == VC_OK);
+            CHECK(vc_conv_gpu(&a, algos[i], 0, &g_opt, g_stream, &e) == VC_OK);
             CUDA_OK(cudaStreamSynchronize(g_stream));
             if (st == VC_OK && ce == cudaSuccess &&
                 cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
@@ -858,7 +861,7 @@ int main(void)
     g_quick = getenv("VC_SANITIZE") != NULL;
     if (g_quick) printf("VC_SANITIZE: reduced run\n");
     CUDA_OK(cudaStreamCreate(&g_stream));
-    vc_gemm_debug_force_order(1); /* the small layers here take tile orders too */
+    g_opt.force_order = 1; /* the small layers here take tile orders too */
 
     const int32_t big[3] = {41, 1600, 1408}, small[3] = {5, 6, 7}, mid[3] = {20, 30, 40},
                   one[3] = {1, 1, 1};
@@ -901,10 +904,8 @@ int main(void)
         run_conv("50k subm k3", &m, opts(128, 256, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
         run_conv("50k subm k3", &m, opts(96, 96, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
         run_conv("50k subm k3", &m, opts(128, 128, VC_DTYPE_BF16, VC_ALGO_AUTO), &rng);
-        /* the implicit GEMM's mask split forced to 1, 2 and 3 launches (the later ones adding
-         * into the 16-bit output), bias + residual + ReLU; 0 restores the planner's */
-        for (int ways = 1; ways <= 3; ways++) {
-            vc_conv_gpu_debug_split(ways);
+        /* bias + residual + ReLU, 16-bit and fp32 outputs */
+        {
             double e[3];
             const vc_dtype dts[3] = {VC_DTYPE_FP16, VC_DTYPE_BF16, VC_DTYPE_FP16};
             const int64_t ch[3][2] = {{64, 64}, {32, 48}, {16, 128}};
@@ -913,15 +914,14 @@ int main(void)
                 o.bias = o.res = 1;
                 o.act = VC_ACT_RELU;
                 if (i == 2) o.out_dt = VC_DTYPE_FP32;
-                e[i] = run_conv("50k subm k3 split", &m, o, &rng);
+                e[i] = run_conv("50k subm k3 epilogue", &m, o, &rng);
             }
-            printf("mask split %d-way: rel err fp16 64->64 %.2e, bf16 32->48 %.2e, fp16 in / fp32 "
-                   "out 16->128 %.2e\n", ways, e[0], e[1], e[2]);
+            printf("epilogue: rel err fp16 64->64 %.2e, bf16 32->48 %.2e, fp16 in / fp32 out "
+                   "16->128 %.2e\n", e[0], e[1], e[2]);
         }
-        vc_conv_gpu_debug_split(0);
         /* the tap split forced to 2, 3 and 7 groups (the planner splits small levels only) */
         for (int sp = 2; sp <= 7; sp += sp == 3 ? 4 : 1) {
-            vc_conv_gpu_debug_tap_split(sp);
+            g_opt.tap_split = sp;
             conv_opts o = opts(64, 128, VC_DTYPE_FP16, VC_ALGO_IMPLICIT_GEMM);
             o.bias = o.res = 1;
             o.act = VC_ACT_RELU;
@@ -931,7 +931,7 @@ int main(void)
             printf("tap split %d groups: rel err fp16 64->128 %.2e, bf16 24->256 %.2e\n", sp, e0,
                    e1);
         }
-        vc_conv_gpu_debug_tap_split(0);
+        g_opt.tap_split = 0;
         free_pair(&m);
         cudaFree(d_rows);
         free(c.rows);

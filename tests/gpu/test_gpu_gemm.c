@@ -1,5 +1,5 @@
-/* tests/gpu/test_gpu_gemm.c - vc_gemm_run (gemm/gemm.h) against a CPU double-precision
- * reference written here, on inputs rounded to the stored dtype.
+/* tests/gpu/test_gpu_gemm.c - vc_gemm_plan and vc_gemm_run (gemm/gemm.h) against a CPU
+ * double-precision reference written here, on inputs rounded to the stored dtype.
  *   - dense GEMMs over k, n_cols in {1, 3, 4, 5, 8, 16, 17, 32, 64, 96, 128, 256, 384} for fp16,
  *     bf16, fp32 through tf32 and exact fp32; m in {0, 1, 31, 33, 1000, 100000};
  *   - gathered GEMMs with taps 1 and 27, random -1 holes (whole taps absent over runs of rows so
@@ -9,7 +9,7 @@
  *   - the tap split (2 to 7 groups, empty groups included; the workspace poisoned with NaN),
  *     exact and automatic, gathered and dense, accumulate and residual in its second pass; on
  *     sm_90, where the split runs as thread-block clusters (the workspace then stays poisoned),
- *     the two-pass form (vc_gemm_debug_cluster_split(0)) must give the same bits;
+ *     the two-pass form (vc_gemm_args.two_pass_split) must give the same bits;
  *   - every compiled configuration, the -2 answer of one that does not fit, misaligned A;
  *   - bad arguments: -1 and a message.
  * C is poisoned with NaN before each run (random values for accumulate); rows that no logical row
@@ -38,6 +38,37 @@ static int g_small; /* VC_SANITIZE: small sizes only */
 static int g_cases;
 static int g_split_cluster, g_split_two_pass; /* tap splits run each way (the workspace tells) */
 static int g_ordered;                         /* runs repeated with a tile order */
+
+/* A status of gemm/ as the codes the cases expect: 0, -1 bad arguments, -2 no configuration
+ * fits, -3 a CUDA error; the message into msg (may be NULL; cut to len - 1 characters). */
+static int code_of(vc_status st, const vc_err *e, char *msg, size_t len)
+{
+    if (st == VC_OK) return 0;
+    if (msg && len > 0) snprintf(msg, len, "%s", e->msg);
+    return st == VC_ERR_INVALID_ARGUMENT ? -1 : st == VC_ERR_UNSUPPORTED ? -2 : -3;
+}
+
+/* vc_gemm_plan, then vc_gemm_run of the plan (as the convolution calls them). */
+static int gemm_run(const vc_gemm_args *a, int32_t config, cudaStream_t s, char *msg, size_t len)
+{
+    vc_gemm_launch_plan plan;
+    vc_err e = {{0}};
+    vc_status st = vc_gemm_plan(a, config, &plan, &e);
+    if (st == VC_OK) st = vc_gemm_run(&plan, s, &e);
+    return code_of(st, &e, msg, len);
+}
+
+/* The plan's tap-split groups (*groups) and whether it takes a tile order (*takes). */
+static int gemm_planned(const vc_gemm_args *a, int32_t config, int32_t *groups, int *takes,
+                        char *msg, size_t len)
+{
+    vc_gemm_launch_plan plan;
+    vc_err e = {{0}};
+    const vc_status st = vc_gemm_plan(a, config, &plan, &e);
+    if (groups) *groups = plan.groups;
+    if (takes) *takes = st == VC_OK && plan.takes_order;
+    return code_of(st, &e, msg, len);
+}
 
 static const char *dt_name(int d)
 {
@@ -153,7 +184,7 @@ static void describe(const gcase *c, char *buf, size_t len)
              c->tap_hi, c->splits);
 }
 
-/* Runs one case; returns the relative error (or -1 when vc_gemm_run did not return 0). */
+/* Runs one case; returns the relative error (or -1 when gemm_run did not return 0). */
 static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
 {
     char what[400];
@@ -308,7 +339,7 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
 
     double err = -1;
     char msg[256] = "";
-    int rc = vc_gemm_run(&a, c->config, g_stream, msg, sizeof msg);
+    int rc = gemm_run(&a, c->config, g_stream, msg, sizeof msg);
     CHECK_MSG(rc == expect_rc, "%s: rc %d, expected %d (%s)", what, rc, expect_rc, msg);
     if (rc == 0 && expect_rc == 0) {
         CUDA_OK(cudaStreamSynchronize(g_stream));
@@ -347,11 +378,11 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
         CHECK_MSG(touched == 0, "%s: %lld unmapped rows written", what, (long long)touched);
         /* determinism: a second run gives the same bits */
         if (!c->accumulate && m > 0 && (c->gather || m >= 1000)) {
-            CHECK(vc_gemm_run(&a, c->config, g_stream, msg, sizeof msg) == 0);
+            CHECK(gemm_run(&a, c->config, g_stream, msg, sizeof msg) == 0);
             CHECK_MSG(same_bits(hc, dC, cbytes), "%s: second run differs", what);
         }
         /* a tile order (a random permutation of the row blocks) is a schedule only: from the
-         * same C, the same bits (taken whatever the waves: vc_gemm_debug_force_order) */
+         * same C, the same bits (taken whatever the waves: force_order) */
         if (c->masks && !c->accumulate && m > 0) {
             const int64_t nb = (m + VC_GEMM_ORDER_ROWS - 1) / VC_GEMM_ORDER_ROWS;
             int32_t *ord = perm(rng, nb);
@@ -359,11 +390,11 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
             CUDA_OK(cudaMemcpy(dC, hc0, cbytes, cudaMemcpyHostToDevice));
             a.tile_order = dord;
             a.order_blocks = nb;
-            vc_gemm_debug_force_order(1);
+            a.force_order = 1;
             int takes = 0;
-            CHECK(vc_gemm_takes_order(&a, c->config, &takes, msg, sizeof msg) == 0);
-            const int rc2 = vc_gemm_run(&a, c->config, g_stream, msg, sizeof msg);
-            vc_gemm_debug_force_order(0);
+            CHECK(gemm_planned(&a, c->config, NULL, &takes, msg, sizeof msg) == 0);
+            const int rc2 = gemm_run(&a, c->config, g_stream, msg, sizeof msg);
+            a.force_order = 0;
             a.tile_order = NULL;
             a.order_blocks = 0;
             g_ordered += takes;
@@ -376,7 +407,7 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
          * (the workspace, then a second kernel) must then give the same bits from the same C */
         int32_t ran = 1; /* the groups this split resolved to (an automatic one may not split) */
         if (groups > 1 && m > 0)
-            CHECK(vc_gemm_split_groups(&a, c->config, &ran, msg, sizeof msg) == 0);
+            CHECK(gemm_planned(&a, c->config, &ran, NULL, msg, sizeof msg) == 0);
         if (ran > 1) {
             const size_t pb = (size_t)groups * (size_t)m * n * 4;
             uint8_t *hp = malloc(pb);
@@ -387,14 +418,14 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
             if (untouched == pb) {
                 g_split_cluster++;
                 CUDA_OK(cudaMemcpy(dC, hc0, cbytes, cudaMemcpyHostToDevice));
-                vc_gemm_debug_cluster_split(0);
+                a.two_pass_split = 1;
                 /* the same groups: an automatic split rounds down to one wave as clusters and
                  * to the nearest in two passes */
                 const int32_t asked = a.splits;
                 a.splits = ran;
-                const int rc2 = vc_gemm_run(&a, c->config, g_stream, msg, sizeof msg);
+                const int rc2 = gemm_run(&a, c->config, g_stream, msg, sizeof msg);
                 a.splits = asked;
-                vc_gemm_debug_cluster_split(1);
+                a.two_pass_split = 0;
                 CHECK_MSG(rc2 == 0, "%s: two-pass split rc %d (%s)", what, rc2, msg);
                 CHECK_MSG(same_bits(hc, dC, cbytes),
                           "%s: the two-pass split differs from the cluster split", what);
@@ -672,7 +703,7 @@ static void test_per_offset(vc_rng *rng)
             a.c_dtype = VC_GEMM_F32;
             a.accumulate = 1;
             char msg[200];
-            if (vc_gemm_run(&a, -1, g_stream, msg, sizeof msg) != 0) {
+            if (gemm_run(&a, -1, g_stream, msg, sizeof msg) != 0) {
                 ok = 0;
                 fprintf(stderr, "per-offset t %d: %s\n", t, msg);
             }
@@ -692,7 +723,7 @@ static void test_per_offset(vc_rng *rng)
     }
 }
 
-/* vc_gemm_split_groups: what an automatic tap split resolves to - groups in [1, max], more
+/* vc_gemm_plan's groups: what an automatic tap split resolves to - groups in [1, max], more
  * groups for fewer tiles, 1 for a problem that fills the device, the exact count as given, and
  * -2 from a configuration without the split. */
 static void test_split_groups(void)
@@ -720,20 +751,20 @@ static void test_split_groups(void)
     char msg[200] = "";
     a.splits = -8;
     a.m = 640; /* 10 tiles */
-    CHECK_MSG(vc_gemm_split_groups(&a, cfg, &small, msg, sizeof msg) == 0, "%s", msg);
+    CHECK_MSG(gemm_planned(&a, cfg, &small, NULL, msg, sizeof msg) == 0, "%s", msg);
     a.m = 64 * 100000; /* 100k tiles */
-    CHECK_MSG(vc_gemm_split_groups(&a, cfg, &big, msg, sizeof msg) == 0, "%s", msg);
+    CHECK_MSG(gemm_planned(&a, cfg, &big, NULL, msg, sizeof msg) == 0, "%s", msg);
     a.splits = 5;
-    CHECK_MSG(vc_gemm_split_groups(&a, cfg, &exact, msg, sizeof msg) == 0, "%s", msg);
+    CHECK_MSG(gemm_planned(&a, cfg, &exact, NULL, msg, sizeof msg) == 0, "%s", msg);
     a.splits = 0;
-    CHECK_MSG(vc_gemm_split_groups(&a, cfg, &none, msg, sizeof msg) == 0, "%s", msg);
+    CHECK_MSG(gemm_planned(&a, cfg, &none, NULL, msg, sizeof msg) == 0, "%s", msg);
     CHECK_MSG(small == 8 && big == 1 && exact == 5 && none == 1,
               "split groups: 10 tiles %d (8), 100k tiles %d (1), exact %d (5), none %d (1)",
               (int)small, (int)big, (int)exact, (int)none);
     a.ab_dtype = a.c_dtype = VC_GEMM_F32;
     a.math = VC_GEMM_MATH_FP32;
     a.splits = -4;
-    CHECK(vc_gemm_split_groups(&a, fma, &none, msg, sizeof msg) == -2 && msg[0]);
+    CHECK(gemm_planned(&a, fma, &none, NULL, msg, sizeof msg) == -2 && msg[0]);
     printf("split groups: 10 tiles -> %d, 100k tiles -> %d, exact 5 -> %d\n", (int)small,
            (int)big, (int)exact);
 }
@@ -951,14 +982,14 @@ static void test_bad_args(void)
 #undef BAD_CASE
     for (int i = 0; i < nb; i++) {
         char msg[200] = "";
-        int rc = vc_gemm_run(&bad[i].a, bad[i].config, g_stream, msg, sizeof msg);
+        int rc = gemm_run(&bad[i].a, bad[i].config, g_stream, msg, sizeof msg);
         CHECK_MSG(rc == -1 && msg[0], "%s: rc %d msg '%s'", bad[i].what, rc, msg);
     }
     char msg[200] = "";
-    CHECK(vc_gemm_run(NULL, -1, g_stream, msg, sizeof msg) == -1 && msg[0]);
-    CHECK(vc_gemm_run(NULL, -1, g_stream, NULL, 0) == -1); /* NULL msg is fine */
+    CHECK(gemm_run(NULL, -1, g_stream, msg, sizeof msg) == -1 && msg[0]);
+    CHECK(gemm_run(NULL, -1, g_stream, NULL, 0) == -1); /* NULL msg is fine */
     char shortmsg[8] = "1234567";
-    CHECK(vc_gemm_run(&bad[0].a, -1, g_stream, shortmsg, 4) == -1 && strlen(shortmsg) == 3 &&
+    CHECK(gemm_run(&bad[0].a, -1, g_stream, shortmsg, 4) == -1 && strlen(shortmsg) == 3 &&
           shortmsg[4] == '5'); /* a short buffer is not overrun */
     printf("bad arguments: %d cases, e.g. '%s'\n", nb, msg);
     CUDA_OK(cudaGetLastError());

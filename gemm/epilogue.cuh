@@ -1,0 +1,196 @@
+// gemm/epilogue.cuh - the fused epilogue of every GEMM kernel: element access by run-time dtype
+// and the epilogue of two or eight adjacent outputs of a row (accumulate, bias, residual,
+// activation, conversion to C's dtype).
+#ifndef VC_GEMM_EPILOGUE_CUH
+#define VC_GEMM_EPILOGUE_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "gemm/params.cuh"
+
+namespace vcg {
+
+__device__ __forceinline__ float load_any(const void *p, int dt, int64_t i)
+{
+    if (dt == VC_GEMM_F16) return __half2float(static_cast<const __half *>(p)[i]);
+    if (dt == VC_GEMM_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+    return static_cast<const float *>(p)[i];
+}
+
+__device__ __forceinline__ void load_any2(const void *p, int dt, int64_t i, float &x, float &y)
+{
+    if (dt == VC_GEMM_F16) {
+        float2 f = __half22float2(*reinterpret_cast<const __half2 *>(
+            static_cast<const __half *>(p) + i));
+        x = f.x;
+        y = f.y;
+    } else if (dt == VC_GEMM_BF16) {
+        float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(
+            static_cast<const __nv_bfloat16 *>(p) + i));
+        x = f.x;
+        y = f.y;
+    } else {
+        float2 f = *reinterpret_cast<const float2 *>(static_cast<const float *>(p) + i);
+        x = f.x;
+        y = f.y;
+    }
+}
+
+__device__ __forceinline__ void store_any(void *p, int dt, int64_t i, float v)
+{
+    if (dt == VC_GEMM_F16)
+        static_cast<__half *>(p)[i] = __float2half_rn(v);
+    else if (dt == VC_GEMM_BF16)
+        static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+    else
+        static_cast<float *>(p)[i] = v;
+}
+
+__device__ __forceinline__ void store_any2(void *p, int dt, int64_t i, float x, float y)
+{
+    if (dt == VC_GEMM_F16)
+        *reinterpret_cast<__half2 *>(static_cast<__half *>(p) + i) = __floats2half2_rn(x, y);
+    else if (dt == VC_GEMM_BF16)
+        *reinterpret_cast<__nv_bfloat162 *>(static_cast<__nv_bfloat16 *>(p) + i) =
+            __floats2bfloat162_rn(x, y);
+    else
+        *reinterpret_cast<float2 *>(static_cast<float *>(p) + i) = make_float2(x, y);
+}
+
+__device__ __forceinline__ float activate(const Params &p, float v)
+{
+    if (p.act == VC_GEMM_ACT_RELU) return v > 0.f ? v : 0.f;
+    if (p.act == VC_GEMM_ACT_LEAKY) return v > 0.f ? v : v * p.slope;
+    return v;
+}
+
+// The epilogue of two adjacent outputs (r, n) and (r, n + 1); n is even, n < n_cols.
+__device__ __forceinline__ void epilogue2(const Params &p, int64_t r, int n, float v0, float v1)
+{
+    const int64_t at = r * p.n_cols + n;
+    const bool two = n + 1 < p.n_cols;
+    if (two && p.pair_store) {
+        if (p.accumulate) {
+            float x, y;
+            load_any2(p.c, p.c_dtype, at, x, y);
+            v0 += x;
+            v1 += y;
+        }
+        if (p.bias) {
+            v0 += p.bias[n];
+            v1 += p.bias[n + 1];
+        }
+        if (p.residual) {
+            float x, y;
+            load_any2(p.residual, p.res_dtype, at, x, y);
+            v0 += x;
+            v1 += y;
+        }
+        store_any2(p.c, p.c_dtype, at, activate(p, v0), activate(p, v1));
+        return;
+    }
+    float v[2] = {v0, v1};
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        if (j == 1 && !two) break;
+        float x = v[j];
+        if (p.accumulate) x += load_any(p.c, p.c_dtype, at + j);
+        if (p.bias) x += p.bias[n + j];
+        if (p.residual) x += load_any(p.residual, p.res_dtype, at + j);
+        store_any(p.c, p.c_dtype, at + j, activate(p, x));
+    }
+}
+
+// Eight fp32 values from / to a buffer of dtype dt at element i (16-byte aligned).
+__device__ __forceinline__ void load_any8(const void *p, int dt, int64_t i, float (&v)[8])
+{
+    if (dt == VC_GEMM_F32) {
+        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
+        float4 a = q[0], b = q[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+        v[7] = b.w;
+        return;
+    }
+    uint4 u = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p) + i);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 f;
+        if (dt == VC_GEMM_F16)
+            f = __half22float2(*reinterpret_cast<const __half2 *>(&w[e]));
+        else
+            f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[e]));
+        v[2 * e] = f.x;
+        v[2 * e + 1] = f.y;
+    }
+}
+
+__device__ __forceinline__ void store_any8(void *p, int dt, int64_t i, const float (&v)[8])
+{
+    if (dt == VC_GEMM_F32) {
+        float4 *q = reinterpret_cast<float4 *>(static_cast<float *>(p) + i);
+        q[0] = make_float4(v[0], v[1], v[2], v[3]);
+        q[1] = make_float4(v[4], v[5], v[6], v[7]);
+        return;
+    }
+    uint32_t w[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        if (dt == VC_GEMM_F16) {
+            __half2 h = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
+            w[e] = *reinterpret_cast<uint32_t *>(&h);
+        } else {
+            __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+            w[e] = *reinterpret_cast<uint32_t *>(&h);
+        }
+    }
+    *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(p) + i) =
+        make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// The epilogue of outputs (r, n .. n + 7), n % 8 == 0, n < n_cols: 16-byte accesses when the
+// eight are inside the row and p.vec8, else element by element.
+__device__ __forceinline__ void epilogue8(const Params &p, int64_t r, int n, float (&v)[8])
+{
+    const int64_t at = r * p.n_cols + n;
+    if (p.vec8 && n + 8 <= p.n_cols) {
+        float x[8];
+        if (p.accumulate) {
+            load_any8(p.c, p.c_dtype, at, x);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] += x[e];
+        }
+        if (p.bias) {
+            load_any8(p.bias, VC_GEMM_F32, n, x);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] += x[e];
+        }
+        if (p.residual) {
+            load_any8(p.residual, p.res_dtype, at, x);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] += x[e];
+        }
+        if (p.act != VC_GEMM_ACT_NONE) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = activate(p, v[e]);
+        }
+        store_any8(p.c, p.c_dtype, at, v);
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        if (n + e >= p.n_cols) break;
+        float x = v[e];
+        if (p.accumulate) x += load_any(p.c, p.c_dtype, at + e);
+        if (p.bias) x += p.bias[n + e];
+        if (p.residual) x += load_any(p.residual, p.res_dtype, at + e);
+        store_any(p.c, p.c_dtype, at + e, activate(p, x));
+    }
+}
+
+} // namespace vcg
+
+#endif
