@@ -114,7 +114,7 @@ int vc_tok(const char **s, const char *end, const char **tok, size_t *len);
 int vc_tok_eq(const char *tok, size_t len, const char *word);
 int vc_tok_ieq(const char *tok, size_t len, const char *word);
 
-/* Parses a whole token as a number (decimal, C locale syntax, "nan"/"inf" allowed for the
+/* Parses a whole token of any length as a number (decimal, C locale syntax, "nan"/"inf" for the
  * double). 0 on success, -1 if the token is not a number or does not fit. */
 int vc_parse_double(const char *tok, size_t len, double *out);
 int vc_parse_i64(const char *tok, size_t len, int64_t *out);

@@ -257,8 +257,13 @@ int vc_tok_ieq(const char *tok, size_t len, const char *word)
 
 int vc_parse_double(const char *tok, size_t len, double *out)
 {
-    char buf[80];
-    if (len == 0 || len >= sizeof buf) return -1;
+    /* strtod needs a terminated string: copy the token (the stack for the usual short one, the
+     * heap for a long one, so a number of any length parses and nothing past it is read). */
+    char small[80], *buf = small;
+    if (len == 0) return -1;
+    if (len >= sizeof small) {
+        if (len == SIZE_MAX || !(buf = malloc(len + 1))) return -1;
+    }
     memcpy(buf, tok, len);
     buf[len] = 0;
     /* strtod also takes hex floats and leading spaces; tokens have no spaces, and hex is
@@ -266,8 +271,9 @@ int vc_parse_double(const char *tok, size_t len, double *out)
     char *end = NULL;
     errno = 0;
     double v = strtod(buf, &end);
-    if (end != buf + len) return -1;
-    if (errno == ERANGE && isinf(v)) return -1; /* overflow; underflow to 0 is fine */
+    int ok = end == buf + len && !(errno == ERANGE && isinf(v)); /* underflow to 0 is fine */
+    if (buf != small) free(buf);
+    if (!ok) return -1;
     *out = v;
     return 0;
 }
