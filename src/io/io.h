@@ -11,8 +11,11 @@
 
 #include "src/internal.h"
 
-/* Files larger than this are refused with VC_ERR_LIMIT before they are read. */
+/* Files larger than this are refused with VC_ERR_LIMIT before they are read (a regular file
+ * by its size, before any byte is read). */
 #define VC_IO_MAX_FILE ((int64_t)1 << 32)
+/* Largest .npy dimension: a larger one fits VC_IO_MAX_ALLOC only in an empty array. */
+#define VC_IO_MAX_DIM ((int64_t)1 << 32)
 /* No single array a reader allocates may exceed this many bytes (VC_ERR_LIMIT). */
 #define VC_IO_MAX_ALLOC ((int64_t)1 << 33)
 /* Most columns a point cloud may have, and most fields/properties a header may declare. */

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fuzz_mem.h"
 #include "voxconv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -14,6 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (vc_context_create(&d, &ctx) != VC_OK) return 0;
     }
     vc_tensor *t = NULL;
+    fuzz_mem_begin();
     if (vc_tensor_load_memory(ctx, data, size, &t) == VC_OK) vc_tensor_destroy(t);
+    fuzz_mem_end(size);
     return 0;
 }
