@@ -15,8 +15,12 @@
 
 #include "voxconv.h"
 
-/* Exit statuses. */
-enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+/* Exit statuses. CLI_PARSE_ONLY: built with VOXCONV_CLI_PARSE_ONLY (the argument-parser fuzz
+ * target), a command stops after parsing its options, where it would open a context. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_PARSE_ONLY = 3 };
+
+/* The whole tool: main() calls it (main.c). */
+int cli_main(int argc, char **argv);
 
 /* One option of a subcommand. `value` is NULL for a flag (then *flag is set to 1). */
 typedef struct cli_opt {
@@ -80,7 +84,8 @@ extern const char *const CLI_FORMATS[]; /* auto kitti pcd ply npy vxt */
 /* cli_parse for a subcommand; on -h/--help prints `help` to stdout and sets *done (CLI_OK). */
 int cli_parse_command(const char *cmd, int argc, char **argv, const cli_opt *opts, int nopts,
                       const char **pos, int max_pos, int *npos, const char *help, int *done);
-/* A context for the --backend text (NULL: auto). */
+/* A context for the --backend text (NULL: auto). Every command calls it after parsing all its
+ * options and before touching any file (the parse-only seam relies on that). */
 int cli_open_context(const char *cmd, const char *backend_text, vc_context **ctx);
 /* "fp32", "fp16", "bf16", "int32" or "?". */
 const char *cli_dtype_name(vc_dtype t);

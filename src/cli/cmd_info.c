@@ -19,7 +19,9 @@ static const char INFO_HELP[] =
     "Describes a file. Point clouds (raw .bin, .pcd, .ply, float .npy [N, D>=3]): the\n"
     "number of points, the columns, and min/max of every column over the finite points.\n"
     ".npy arrays: dtype and shape. .vxt voxel tensors: voxels, channels, dtype, spatial shape\n"
-    "(z,y,x), batch size, voxels per batch item, coordinate bounds and feature statistics.\n"
+    "(z,y,x), batch size, voxels per batch item (the first 16 items, then how many more and\n"
+    "how many of those are empty), coordinate bounds and feature statistics. Text output\n"
+    "lists at most 32 columns of a point cloud.\n"
     "The kind of file is chosen by extension (.vxt, .npy, else a point cloud) unless --format\n"
     "names it; --load-dim or --use-dim reads a .npy as a point cloud.\n"
     "\n"
@@ -27,6 +29,11 @@ static const char INFO_HELP[] =
     "  --json                  print one JSON object instead of text\n"
     CLI_READ_OPTIONS_HELP
     "  --backend B             context backend (default auto)\n";
+
+/* A float [N, D] .npy is described as a point cloud when 3 <= D <= INFO_MAX_COLUMNS (the
+ * readers' column limit, docs/formats.md); text output lists at most INFO_COLUMNS columns. */
+#define INFO_MAX_COLUMNS 4096
+#define INFO_COLUMNS 32
 
 static void column_bounds(const float *data, int64_t n, int32_t dim, double *lo, double *hi,
                           int64_t *nonfinite)
@@ -83,16 +90,18 @@ static void print_cloud(const char *path, const char *kind, const float *data, i
     } else {
         if (!in_object) printf("file:       %s\nkind:       %s\n", path, kind);
         printf("points:     %lld\n", (long long)n);
+        int32_t shown = dim < INFO_COLUMNS ? dim : INFO_COLUMNS;
         printf("columns:    %d (", (int)dim);
-        for (int32_t c = 0; c < dim; c++)
+        for (int32_t c = 0; c < shown; c++)
             printf("%s%s", c ? " " : "", names && names[c] ? names[c] : "?");
-        printf(")\n");
-        for (int32_t c = 0; c < dim; c++) {
+        printf("%s)\n", shown < dim ? " ..." : "");
+        for (int32_t c = 0; c < shown; c++) {
             char label[64];
             snprintf(label, sizeof label, "%s:", names && names[c] ? names[c] : "?");
             if (lo[c] <= hi[c]) printf("%-11s %.6g .. %.6g\n", label, lo[c], hi[c]);
             else printf("%-11s (no finite values)\n", label);
         }
+        if (shown < dim) printf("... %d more columns\n", (int)(dim - shown));
         printf("non-finite: %lld\n", (long long)nonfinite);
     }
     free(lo);
@@ -111,21 +120,51 @@ static int ends_with(const char *s, const char *suffix)
     return 1;
 }
 
+/* Voxels per batch item are printed for the first INFO_BATCHES items; the rest are summed up
+ * (how many more, how many of them empty), so a header's batch size never sets the output's
+ * length or the memory used. */
+#define INFO_BATCHES 16
+
 /* What info says about a tensor, from its host copy. */
 typedef struct tensor_stats {
-    int64_t *per_batch;          /* voxels per batch item                                    */
+    int64_t head[INFO_BATCHES];  /* voxels of batch items 0..INFO_BATCHES-1                  */
+    int64_t more, more_empty;    /* batch items after those, and how many of them are empty  */
     int32_t cmin[4], cmax[4];    /* coordinate bounds (b, z, y, x); valid when count > 0     */
     double fmin, fmax, fsum;     /* over the finite features                                 */
     int64_t nfinite, nonfinite;  /* features                                                 */
 } tensor_stats;
 
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* head[], more and more_empty from the batch column: O(count) memory whatever the batch size. */
+static int batch_counts(const char *cmd, const int32_t *coords, int64_t count, int32_t batch,
+                        tensor_stats *s)
+{
+    int32_t *tail = cli_xcalloc((size_t)(count > 0 ? count : 1), sizeof(int32_t));
+    if (!tail) return cli_error(cmd, "out of memory");
+    int64_t nt = 0, distinct = 0;
+    for (int64_t i = 0; i < count; i++) {
+        int32_t b = coords[i * 4];
+        if (b >= 0 && b < INFO_BATCHES) s->head[b]++;
+        else if (b >= INFO_BATCHES && b < batch) tail[nt++] = b;
+    }
+    qsort(tail, (size_t)nt, sizeof *tail, cmp_i32);
+    for (int64_t i = 0; i < nt; i++) distinct += i == 0 || tail[i] != tail[i - 1];
+    free(tail);
+    s->more = batch > INFO_BATCHES ? (int64_t)batch - INFO_BATCHES : 0;
+    s->more_empty = s->more - distinct;
+    return CLI_OK;
+}
+
 static int tensor_stats_compute(const char *cmd, const vc_tensor_info *ti,
                                 const vc_coords_info *ci, const int32_t *coords,
                                 const float *feats, tensor_stats *s)
 {
-    s->per_batch = cli_xcalloc((size_t)(ci->batch_size > 0 ? ci->batch_size : 1),
-                               sizeof(int64_t));
-    if (!s->per_batch) return cli_error(cmd, "out of memory");
+    if (batch_counts(cmd, coords, ti->count, ci->batch_size, s)) return CLI_FAIL;
     for (int a = 0; a < 4; a++) s->cmin[a] = s->cmax[a] = 0;
     for (int64_t i = 0; i < ti->count; i++) {
         for (int a = 0; a < 4; a++) {
@@ -133,7 +172,6 @@ static int tensor_stats_compute(const char *cmd, const vc_tensor_info *ti,
             if (i == 0 || v < s->cmin[a]) s->cmin[a] = v;
             if (i == 0 || v > s->cmax[a]) s->cmax[a] = v;
         }
-        if (coords[i * 4] >= 0 && coords[i * 4] < ci->batch_size) s->per_batch[coords[i * 4]]++;
     }
     s->fmin = INFINITY;
     s->fmax = -INFINITY;
@@ -164,9 +202,12 @@ static void print_tensor_json(const char *path, const vc_tensor_info *ti,
            (long long)ti->count, (long long)ti->channels, cli_dtype_name(ti->dtype));
     cli_print_int3_json(stdout, ci->spatial_shape);
     printf(", \"batch_size\": %d, \"voxels_per_batch\": [", ci->batch_size);
-    for (int32_t b = 0; b < ci->batch_size; b++)
-        printf("%s%lld", b ? ", " : "", (long long)s->per_batch[b]);
+    for (int32_t b = 0; b < ci->batch_size && b < INFO_BATCHES; b++)
+        printf("%s%lld", b ? ", " : "", (long long)s->head[b]);
     printf("]");
+    if (s->more)
+        printf(", \"more_batches\": %lld, \"more_batches_empty\": %lld", (long long)s->more,
+               (long long)s->more_empty);
     if (ti->count > 0)
         printf(", \"coord_min\": [%d, %d, %d, %d], \"coord_max\": [%d, %d, %d, %d]", s->cmin[0],
                s->cmin[1], s->cmin[2], s->cmin[3], s->cmax[0], s->cmax[1], s->cmax[2], s->cmax[3]);
@@ -192,7 +233,11 @@ static void print_tensor_text(const char *path, const vc_tensor_info *ti,
            ci->spatial_shape[1], ci->spatial_shape[2]);
     printf("batch size:    %d\n", ci->batch_size);
     printf("per batch:    ");
-    for (int32_t b = 0; b < ci->batch_size; b++) printf(" %lld", (long long)s->per_batch[b]);
+    for (int32_t b = 0; b < ci->batch_size && b < INFO_BATCHES; b++)
+        printf(" %lld", (long long)s->head[b]);
+    if (s->more)
+        printf(" ... %lld more batches, %lld empty", (long long)s->more,
+               (long long)s->more_empty);
     printf("\n");
     if (ti->count > 0)
         printf("coord bounds:  b %d..%d, z %d..%d, y %d..%d, x %d..%d\n", s->cmin[0], s->cmax[0],
@@ -224,7 +269,6 @@ static int info_tensor(const char *cmd, vc_context *ctx, const char *path, int j
     }
     free(coords);
     free(feats);
-    free(s.per_batch);
     vc_tensor_destroy(t);
     return rc;
 }
@@ -235,7 +279,8 @@ static int info_npy(const char *cmd, vc_context *ctx, const char *path, int json
     int rc = cli_read_npy(cmd, ctx, path, "cannot read", &a);
     if (rc) return rc;
     const char *dt = (unsigned)a.dtype <= VC_DTYPE_INT32 ? NPY_DTYPES[a.dtype] : "?";
-    int cloud = a.dtype == VC_DTYPE_FP32 && a.ndim == 2 && a.shape[1] >= 3;
+    int cloud = a.dtype == VC_DTYPE_FP32 && a.ndim == 2 && a.shape[1] >= 3 &&
+                a.shape[1] <= INFO_MAX_COLUMNS;
     if (json) {
         printf("{\"file\": ");
         cli_json_string(stdout, path);

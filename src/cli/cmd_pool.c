@@ -2,6 +2,7 @@
  * cmd_pool.c - voxconv pool: one sparse pooling layer over a kernel map (vc_pool_forward) to a
  * .vxt, or global pooling of every batch item (vc_global_pool) to a dense .npy.
  */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "cli.h"
@@ -27,6 +28,11 @@ static const char POOL_HELP[] =
     "  --json                  print a JSON summary\n"
     "  --backend auto|cpu|cuda context backend (default auto)\n";
 
+/* The dense output of --global may exceed this many bytes only when it has no more rows than
+ * the tensor has voxels (then it is no larger than the tensor's features): a batch size from
+ * a file header never makes a small file ask for gigabytes. */
+#define POOL_GLOBAL_FREE_BYTES ((int64_t)64 << 20)
+
 /* --global: every batch item to one row of a float32 [batch_size, C] .npy. */
 static int pool_global(const char *cmd, vc_context *ctx, const char *const pos[2], int pm,
                        const vc_tensor *in, int json)
@@ -36,7 +42,16 @@ static int pool_global(const char *cmd, vc_context *ctx, const char *const pos[2
     vc_tensor_get_info(in, &ii);
     vc_coords_get_info(ii.coords, &ici);
     int32_t b = ici.batch_size;
-    float *dense = cli_xcalloc((size_t)b * (size_t)ii.channels, sizeof(float));
+    /* b < 2^31 and channels <= 2^20 (the library's limit): no int64 overflow. */
+    int64_t elems = (int64_t)b * ii.channels, bytes = elems * (int64_t)sizeof(float);
+    if ((uint64_t)bytes > (uint64_t)SIZE_MAX ||
+        (bytes > POOL_GLOBAL_FREE_BYTES && (int64_t)b > ii.count))
+        return cli_error(cmd, "--global: batch size %d x %lld channels would be a %lld-row "
+                         "output for %lld voxels (over %lld MiB, an output may have at most as "
+                         "many rows as the tensor has voxels)", (int)b, (long long)ii.channels,
+                         (long long)b, (long long)ii.count,
+                         (long long)(POOL_GLOBAL_FREE_BYTES >> 20));
+    float *dense = cli_xcalloc((size_t)elems, sizeof(float));
     if (!dense) return cli_error(cmd, "out of memory");
     int rc = CLI_OK;
     vc_status st = vc_global_pool(ctx, (vc_pool_mode)pm, in, dense, VC_MEMORY_HOST);

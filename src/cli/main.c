@@ -40,7 +40,7 @@ static void usage(FILE *f)
             "1 when the work failed, 2 on a usage error; errors are one line on stderr.\n");
 }
 
-int main(int argc, char **argv)
+int cli_main(int argc, char **argv)
 {
     cli_signals_init();
     if (argc < 2) return cli_usage_error(NULL, "missing command (see voxconv --help)");
@@ -59,3 +59,7 @@ int main(int argc, char **argv)
         return cli_usage_error(NULL, "unknown option '%s' (see voxconv --help)", name);
     return cli_usage_error(NULL, "unknown command '%s' (see voxconv --help)", name);
 }
+
+#ifndef VOXCONV_CLI_PARSE_ONLY
+int main(int argc, char **argv) { return cli_main(argc, argv); }
+#endif

@@ -11,8 +11,11 @@
 
 #include "src/internal.h"
 
-/* Files larger than this are refused with VC_ERR_LIMIT before they are read. */
+/* Files larger than this are refused with VC_ERR_LIMIT before they are read (a regular file
+ * by its size, before any byte is read). */
 #define VC_IO_MAX_FILE ((int64_t)1 << 32)
+/* Largest .npy dimension: a larger one fits VC_IO_MAX_ALLOC only in an empty array. */
+#define VC_IO_MAX_DIM ((int64_t)1 << 32)
 /* No single array a reader allocates may exceed this many bytes (VC_ERR_LIMIT). */
 #define VC_IO_MAX_ALLOC ((int64_t)1 << 33)
 /* Most columns a point cloud may have, and most fields/properties a header may declare. */
@@ -126,7 +129,7 @@ int vc_tok(const char **s, const char *end, const char **tok, size_t *len);
 int vc_tok_eq(const char *tok, size_t len, const char *word);
 int vc_tok_ieq(const char *tok, size_t len, const char *word);
 
-/* Parses a whole token as a number (decimal, C locale syntax, "nan"/"inf" allowed for the
+/* Parses a whole token of any length as a number (decimal, C locale syntax, "nan"/"inf" for the
  * double). 0 on success, -1 if the token is not a number or does not fit. */
 int vc_parse_double(const char *tok, size_t len, double *out);
 int vc_parse_i64(const char *tok, size_t len, int64_t *out);

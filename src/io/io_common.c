@@ -2,11 +2,13 @@
  * checked writes through atomic outputs (output.c), messages naming file and place, element
  * loads, the text cursor and number parsing (never past the token), CRC-32, LZF decoding and
  * the point-cloud builder. Nothing here prints, aborts or exits. */
+#define _POSIX_C_SOURCE 200809L /* fstat, fileno */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "src/io/io.h"
 
@@ -33,7 +35,19 @@ vc_status vc_io_read_file(vc_context *ctx, const char *path, uint8_t **data, siz
     vc_io_src src = {ctx, path};
     FILE *f = fopen(path, "rb");
     if (!f) return vc_io_fail(&src, VC_ERR_IO, "cannot open for reading: %s", strerror(errno));
+    /* A regular file's size is known before anything is read: refuse one over the limit at
+     * once and allocate its size (+1 to see the end in one read). Pipes and devices grow the
+     * buffer as they are read, up to the same limit. */
     size_t cap = 1 << 16, n = 0;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) {
+        if ((int64_t)sb.st_size > VC_IO_MAX_FILE) {
+            fclose(f);
+            return vc_io_fail(&src, VC_ERR_LIMIT, "file of %lld bytes is larger than the limit "
+                              "of %lld bytes", (long long)sb.st_size, (long long)VC_IO_MAX_FILE);
+        }
+        cap = (size_t)sb.st_size + 1;
+    }
     uint8_t *buf = malloc(cap);
     if (!buf) {
         fclose(f);
@@ -277,8 +291,13 @@ int vc_tok_ieq(const char *tok, size_t len, const char *word)
 
 int vc_parse_double(const char *tok, size_t len, double *out)
 {
-    char buf[80];
-    if (len == 0 || len >= sizeof buf) return -1;
+    /* strtod needs a terminated string: copy the token (the stack for the usual short one, the
+     * heap for a long one, so a number of any length parses and nothing past it is read). */
+    char small[80], *buf = small;
+    if (len == 0) return -1;
+    if (len >= sizeof small) {
+        if (len == SIZE_MAX || !(buf = malloc(len + 1))) return -1;
+    }
     memcpy(buf, tok, len);
     buf[len] = 0;
     /* strtod also takes hex floats and leading spaces; tokens have no spaces, and hex is
@@ -286,8 +305,9 @@ int vc_parse_double(const char *tok, size_t len, double *out)
     char *end = NULL;
     errno = 0;
     double v = strtod(buf, &end);
-    if (end != buf + len) return -1;
-    if (errno == ERANGE && isinf(v)) return -1; /* overflow; underflow to 0 is fine */
+    int ok = end == buf + len && !(errno == ERANGE && isinf(v)); /* underflow to 0 is fine */
+    if (buf != small) free(buf);
+    if (!ok) return -1;
     *out = v;
     return 0;
 }

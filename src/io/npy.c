@@ -206,6 +206,10 @@ vc_status vc_io_read_npy(const vc_io_src *src, const uint8_t *p, size_t n, vc_ar
                           "converted)", d);
     int64_t elems = 1, bytes;
     for (int i = 0; i < h.ndim; i++)
+        if (h.shape[i] > VC_IO_MAX_DIM)
+            return vc_io_fail(src, VC_ERR_LIMIT, "shape dimension %d is %lld (at most %lld)", i,
+                              (long long)h.shape[i], (long long)VC_IO_MAX_DIM);
+    for (int i = 0; i < h.ndim; i++)
         if (vc_mul_overflow_i64(elems, h.shape[i], &elems))
             return vc_io_fail(src, VC_ERR_FORMAT, "shape product overflows");
     size_t data_at = pre + hlen;
