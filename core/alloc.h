@@ -62,12 +62,15 @@ void vc_engine_cache_free(vc_engine_cache *c);
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
 
-/* n elements of T (at least one) through a, for the .cu files. */
+/* n elements of T (at least one) through a, for the .cu files (C++ linkage even where this
+ * header is reached from inside an extern "C" block). */
+extern "C++" {
 template <typename T>
 static inline cudaError_t vc_dev_alloc_n(const vc_allocator *a, T **p, int64_t n, cudaStream_t s)
 {
     if (n < 1) n = 1;
     return (cudaError_t)vc_dev_alloc(a, (void **)p, (size_t)n * sizeof(T), s);
+}
 }
 #endif
 

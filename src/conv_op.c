@@ -150,7 +150,8 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_te
              * context's stream). */
             a.map_cache = (vc_kmap_data *)&map->data;
             if (s == VC_OK)
-                s = vc_ctx_err(ctx, vc_conv_gpu(&a, d.algo, d.allow_tf32, ctx->stream, &err),
+                s = vc_ctx_err(ctx, vc_conv_gpu(&a, d.algo, d.allow_tf32, &ctx->opts, ctx->stream,
+                                                &err),
                                &err);
             vc_mem_free(ctx, tmp_w, VC_MEMORY_DEVICE);
             vc_mem_free(ctx, tmp_b, VC_MEMORY_DEVICE);

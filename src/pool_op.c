@@ -70,7 +70,8 @@ vc_status vc_global_pool(vc_context *ctx, vc_pool_mode mode, const vc_tensor *in
 #ifdef VOXCONV_HAVE_CUDA
     else
         s = vc_global_pool_gpu(in->coords->data, in->coords->count, in->coords->batch_size, mode,
-                               in->data, in->dtype, in->channels, tmp, &ctx->opts, ctx->stream, &err);
+                               in->data, in->dtype, in->channels, tmp, &ctx->opts, ctx->stream,
+                               &err);
 #endif
     s = vc_ctx_err(ctx, s, &err);
     if (s == VC_OK) s = vc_mem_copy(ctx, dst, where, tmp, native, bytes);

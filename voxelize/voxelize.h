@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+struct CUstream_st;
+
 #include "core/alloc.h"
 #include "core/status.h"
 
@@ -22,6 +24,7 @@ typedef struct vc_voxels {
     int32_t shape[3];         /* z, y, x                                                       */
     int32_t batch_size;
     const struct vc_allocator *alloc; /* what the arrays came from; NULL: the defaults        */
+    struct CUstream_st *stream; /* device arrays: the stream their allocation is ordered on    */
 } vc_voxels;
 
 /* Checks the descriptor and computes the grid shape (z, y, x). */
