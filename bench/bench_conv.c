@@ -889,6 +889,7 @@ static void print_summary(void)
 
 int main(int argc, char **argv)
 {
+    g_opt.cache = vc_engine_cache_new(); /* the read-back block, as a context keeps it */
     g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
     if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
         g_opt.tile_order = 0; /* no tile orders built or used */

@@ -663,6 +663,7 @@ static int parse_only(char only[32], int *only_scene)
 
 int main(int argc, char **argv)
 {
+    g_opts.cache = vc_engine_cache_new(); /* the read-back block, as a context keeps it */
     if (!bench_have_device("bench_kmap")) return 77;
     int argi = 1;
     if (argc > 1 && atoi(argv[1]) > 0) {
