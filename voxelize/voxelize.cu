@@ -27,9 +27,10 @@
 //      bit-identical to the CPU; FIRST copies the first point's columns; COUNT the count.
 //      16-bit outputs use device twins of core/dtype.h's conversions (same bits).
 // Error paths may make one more blocking read (the offending point's batch index or coordinates
-// for the message). Temporaries are stream-ordered (cudaMallocAsync) and freed on every path;
-// the result arrays are cudaMalloc'ed. The function returns without waiting for the output
-// kernels: the result is ready in stream order.
+// for the message). Temporaries and the result arrays come from the options' allocator
+// (core/alloc.h; by default the device pool), stream ordered; temporaries are freed on every
+// path. The function returns without waiting for the output kernels: the result is ready in
+// stream order.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
