@@ -315,7 +315,7 @@ static int get_map(frame_state *fs, int lvl, int type, const int k[3], const int
         const level *li = &fs->lv[f->in_level];
         e->in_level = f->out_level;
         e->out_level = f->in_level;
-        if (vc_kmap_inverse_gpu(&f->m, li->shape, 1, g_s, &e->m, &err) != VC_OK) {
+        if (vc_kmap_inverse_gpu(&f->m, li->shape, 1, NULL, g_s, &e->m, &err) != VC_OK) {
             printf("inverse map: %s\n", err.msg);
             return -1;
         }
@@ -410,7 +410,7 @@ static vc_status run_layer(const vc_kmap_data *m, const buffers *b, int f, const
 {
     if (is_pool(l))
         return vc_pool_gpu(m, l->type == L_MAXPOOL ? VC_POOL_MAX : VC_POOL_AVG, b->in[f],
-                           VC_DTYPE_FP16, l->cin, b->out[f], g_s, err);
+                           VC_DTYPE_FP16, l->cin, b->out[f], NULL, g_s, err);
     vc_conv_args a = conv_args(m, b, f, l);
     return vc_conv_gpu(&a, algo, 0, &g_opt, g_s, err);
 }
@@ -711,7 +711,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
                 if (me->type == VC_MAP_INVERSE) {
                     const map_entry *fw = &fs[0].maps[me->fwd];
                     bench_timer_start(&bt);
-                    st = vc_kmap_inverse_gpu(&fw->m, fs[0].lv[fw->in_level].shape, 1, g_s, &m,
+                    st = vc_kmap_inverse_gpu(&fw->m, fs[0].lv[fw->in_level].shape, 1, NULL, g_s, &m,
                                              &err);
                     tm.total_ms = bench_timer_stop(&bt, NULL);
                 } else {
@@ -889,6 +889,7 @@ static void print_summary(void)
 
 int main(int argc, char **argv)
 {
+    g_opt.cache = vc_engine_cache_new(); /* the read-back block, as a context keeps it */
     g_impl_only = getenv("VC_BENCH_IMPLICIT_ONLY") && atoi(getenv("VC_BENCH_IMPLICIT_ONLY"));
     if (getenv("VC_BENCH_TILE_ORDER") && atoi(getenv("VC_BENCH_TILE_ORDER")) == 0)
         g_opt.tile_order = 0; /* no tile orders built or used */

@@ -107,7 +107,7 @@ static int load_scan(const char *arg, scene *s)
     vc_points p = {c.data, c.count, c.dim, NULL, VC_MEMORY_HOST};
     vc_voxels v;
     vc_err err = {{0}};
-    vc_status st = vc_voxelize_cpu(&d, &p, &v, NULL, &err);
+    vc_status st = vc_voxelize_cpu(&d, &p, NULL, &v, NULL, &err);
     vc_cloud_free(&c);
     if (st != VC_OK || v.n < 1) {
         fprintf(stderr, "bench_kmap: voxelizing %s: %s\n", path, err.msg);
@@ -663,6 +663,7 @@ static int parse_only(char only[32], int *only_scene)
 
 int main(int argc, char **argv)
 {
+    g_opts.cache = vc_engine_cache_new(); /* the read-back block, as a context keeps it */
     if (!bench_have_device("bench_kmap")) return 77;
     int argi = 1;
     if (argc > 1 && atoi(argv[1]) > 0) {

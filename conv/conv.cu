@@ -33,9 +33,10 @@
 // Weights in a dtype other than the features' are converted on the device into stream-ordered
 // scratch (the GEMM takes A and W in one dtype), and 16-bit features whose c_in is not a multiple
 // of 8 are widened with zero columns (with their weights, in the same launch) so the GEMM runs
-// 16-byte loads (gemm_operands). Scratch comes from the library's stream-ordered pool
-// (vc_device_pool_alloc), is freed with cudaFreeAsync on the caller's stream, and is released
-// on every path. The engine options (core/options.h) pick among kernels, never the algorithm.
+// 16-byte loads (gemm_operands). Scratch comes from the options' allocator (core/alloc.h; by
+// default the library's stream-ordered pool), is freed stream ordered on the caller's stream,
+// and is released on every path. The engine options (core/options.h) pick among kernels, never
+// the algorithm.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -232,9 +233,10 @@ vc_status gemm_once(const vc_gemm_args *g, cudaStream_t s, const char *what, vc_
 
 size_t dtype_bytes(vc_dtype t) { return t == VC_DTYPE_FP32 ? 4 : 2; }
 
-cudaError_t scratch(void **p, int64_t bytes, cudaStream_t s)
+// Stream-ordered scratch through the context's allocator (core/alloc.h; NULL: the pool).
+cudaError_t scratch(const vc_allocator *al, void **p, int64_t bytes, cudaStream_t s)
 {
-    return (cudaError_t)vc_device_pool_alloc(p, bytes, s);
+    return (cudaError_t)vc_dev_alloc(al, p, (size_t)bytes, s);
 }
 
 vc_gemm_act gemm_act(vc_activation a)
@@ -521,7 +523,8 @@ vc_status ggs_grouped(const vc_conv_args *a, const void *w, int tf32, const Epi 
         const int64_t al = 64;
         const int64_t n1 = (n_out + 1 + al - 1) / al * al, nr = (rows + al - 1) / al * al;
         idx_words = 2 * n1 + 2 * nr + P * words;
-        VC_CUDA_TRY(scratch(&idx, idx_words * 4, s), "allocating grouped GGS indices");
+        VC_CUDA_TRY(scratch(o.allocator, &idx, idx_words * 4, s),
+                    "allocating grouped GGS indices");
         cnt = (int32_t *)idx;
         rowptr = cnt + n1;
         gather_rows = rowptr + n1;
@@ -530,8 +533,9 @@ vc_status ggs_grouped(const vc_conv_args *a, const void *w, int tf32, const Epi 
     }
     VC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, cub_bytes, cnt, rowptr, n_out + 1, s),
                 "sizing the rowptr scan");
-    VC_CUDA_TRY(scratch(&cub_tmp, (int64_t)cub_bytes, s), "allocating the rowptr scan");
-    VC_CUDA_TRY(scratch((void **)&part, P * c_out * (int64_t)sizeof(float), s),
+    VC_CUDA_TRY(scratch(o.allocator, &cub_tmp, (int64_t)cub_bytes, s),
+                "allocating the rowptr scan");
+    VC_CUDA_TRY(scratch(o.allocator, (void **)&part, P * c_out * (int64_t)sizeof(float), s),
                 "allocating grouped GGS partial products");
     ggs_count_kernel<<<grid_for(n_out + 1), kThreads, 0, s>>>(m->masks, words, n_out, cnt);
     VC_CUDA_TRY(cudaGetLastError(), "grouped GGS count kernel");
@@ -564,9 +568,9 @@ vc_status ggs_grouped(const vc_conv_args *a, const void *w, int tf32, const Epi 
                                                                     epi);
     VC_CUDA_TRY(cudaGetLastError(), "grouped GGS reduction kernel");
 fail:
-    if (idx) cudaFreeAsync(idx, s);
-    if (cub_tmp) cudaFreeAsync(cub_tmp, s);
-    if (part) cudaFreeAsync(part, s);
+    vc_dev_free(o.allocator, idx, s);
+    vc_dev_free(o.allocator, cub_tmp, s);
+    vc_dev_free(o.allocator, part, s);
     return st;
 }
 
@@ -595,7 +599,7 @@ vc_status ggs_per_offset(const vc_conv_args *a, const void *w, int tf32, const E
             st = vc_fail(err, VC_ERR_INTERNAL, "conv: kernel map offsets decrease at %d", (int)k);
             goto fail;
         }
-    VC_CUDA_TRY(scratch((void **)&acc, n_out * c_out * (int64_t)sizeof(float), s),
+    VC_CUDA_TRY(scratch(o.allocator, (void **)&acc, n_out * c_out * (int64_t)sizeof(float), s),
                 "allocating the fp32 accumulator");
     VC_CUDA_TRY(cudaMemsetAsync(acc, 0, (size_t)(n_out * c_out) * sizeof(float), s),
                 "zeroing the accumulator");
@@ -622,7 +626,7 @@ vc_status ggs_per_offset(const vc_conv_args *a, const void *w, int tf32, const E
     epilogue_kernel<<<grid_for(n_out * c_out), kThreads, 0, s>>>(acc, n_out * c_out, epi);
     VC_CUDA_TRY(cudaGetLastError(), "epilogue kernel");
 fail:
-    if (acc) cudaFreeAsync(acc, s);
+    vc_dev_free(o.allocator, acc, s);
     return st;
 }
 
@@ -676,7 +680,8 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
         if (gs == VC_ERR_UNSUPPORTED && cfgs[j] >= 0 && o.gemm_config < 0) continue;
         if (gs != VC_OK) break;
         if (plan.groups > 1) {
-            VC_CUDA_TRY(scratch((void **)&part, (int64_t)plan.groups * n_out * c_out * 4, s),
+            VC_CUDA_TRY(scratch(o.allocator, (void **)&part,
+                                (int64_t)plan.groups * n_out * c_out * 4, s),
                         "allocating the tap split's partial sums");
             plan.args.partial = part;
         }
@@ -686,7 +691,7 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
     }
     if (gs != VC_OK) st = gemm_fail(err, gs, ge, "implicit GEMM");
 fail:
-    if (part) cudaFreeAsync(part, s);
+    vc_dev_free(o.allocator, part, s);
     return st;
 }
 
@@ -696,7 +701,8 @@ fail:
 // launch before a small first layer's GEMM is on its critical path), or weights in another
 // dtype than the features' converted. *scratch_out: the block to free.
 vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
-                        void **scratch_out, cudaStream_t s, vc_err *err)
+                        void **scratch_out, const vc_engine_options &o, cudaStream_t s,
+                        vc_err *err)
 {
     const vc_kmap_data *m = a->map;
     const int64_t c_in = a->c_in, c_out = a->c_out;
@@ -708,7 +714,7 @@ vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
     if (a->in_dtype != VC_DTYPE_FP32 && c_in % 8 != 0) {
         const int64_t cp = (c_in + 7) / 8 * 8, nw = c_out * (int64_t)K;
         const int64_t in_bytes = (m->n_in * cp * 2 + 255) / 256 * 256;
-        VC_CUDA_TRY(scratch(scratch_out, in_bytes + nw * cp * 2, s),
+        VC_CUDA_TRY(scratch(o.allocator, scratch_out, in_bytes + nw * cp * 2, s),
                     "allocating padded input and weights");
         void *w_pad = static_cast<char *>(*scratch_out) + in_bytes;
         pad_kernel<<<grid_for((m->n_in + nw) * (cp / 8)), kThreads, 0, s>>>(
@@ -720,7 +726,8 @@ vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
         *w = w_pad;
     } else if (a->w_dtype != a->in_dtype) {
         const int64_t nw = c_out * (int64_t)K * c_in;
-        VC_CUDA_TRY(scratch(scratch_out, nw * (int64_t)dtype_bytes(a->in_dtype), s),
+        VC_CUDA_TRY(scratch(o.allocator, scratch_out,
+                            nw * (int64_t)dtype_bytes(a->in_dtype), s),
                     "allocating converted weights");
         cast_kernel<<<grid_for(nw), kThreads, 0, s>>>(a->weights, (int)a->w_dtype, *scratch_out,
                                                       (int)a->in_dtype, nw);
@@ -779,7 +786,7 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         goto fail;
     }
     if (algo == VC_ALGO_AUTO) algo = vc_conv_gpu_plan(m, a->c_in, c_out, a->in_dtype, opt);
-    st = gemm_operands(a, &pa, &w, &ops, s, err);
+    st = gemm_operands(a, &pa, &w, &ops, o, s, err);
     if (st != VC_OK) goto fail;
     if (algo == VC_ALGO_IMPLICIT_GEMM)
         st = implicit_gemm(a, pa, w, tf32, o, s, err);
@@ -788,6 +795,6 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     else
         st = ggs_per_offset(&pa, w, tf32, epi, o, s, err);
 fail:
-    if (ops) cudaFreeAsync(ops, s);
+    vc_dev_free(o.allocator, ops, s);
     return st;
 }

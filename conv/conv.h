@@ -37,7 +37,7 @@ typedef struct vc_conv_args {
  * multiply by W_k, add into an fp32 accumulator [n_out, c_out]; then the epilogue
  * act(acc + bias + residual) converted to out_dtype. Deterministic: every output element sums its
  * offsets in k order and its input channels in order, whatever the thread count. */
-vc_status vc_conv_cpu(const vc_conv_args *a, vc_err *err);
+vc_status vc_conv_cpu(const vc_conv_args *a, const vc_engine_options *opt, vc_err *err);
 /* The checks of a's channels, dtypes, activation, buffers and sizes that the CPU and GPU
  * convolutions share (a and a->map non-NULL, the map's header already checked). */
 vc_status vc_conv_check_operands(const vc_conv_args *a, vc_err *err);

@@ -12,6 +12,7 @@
 
 #include "conv/conv.h"
 #include "core/dtype.h"
+#include "core/alloc.h"
 
 #define VC_CONV_BLOCK 64 /* pairs gathered and multiplied per block */
 
@@ -83,12 +84,12 @@ static vc_status check_args(const vc_conv_args *a, vc_err *err)
     return vc_conv_check_operands(a, err);
 }
 
-/* Allocates n floats, n > 0 (at least one element so NULL always means failure). */
-static float *alloc_f32(int64_t n)
+/* Allocates n floats through a, n > 0 (at least one element so NULL always means failure). */
+static float *alloc_f32(const vc_allocator *a, int64_t n)
 {
     if (n < 1) n = 1;
     if ((uint64_t)n > (uint64_t)SIZE_MAX / sizeof(float)) return NULL;
-    return (float *)malloc((size_t)n * sizeof(float));
+    return (float *)vc_host_alloc(a, (size_t)n * sizeof(float));
 }
 
 /* One block of up to VC_CONV_BLOCK pairs of offset k: gather, multiply, scatter-add. */
@@ -128,8 +129,9 @@ static inline float activate(float v, vc_activation act, float slope)
     return v;
 }
 
-vc_status vc_conv_cpu(const vc_conv_args *a, vc_err *err)
+vc_status vc_conv_cpu(const vc_conv_args *a, const vc_engine_options *opt, vc_err *err)
 {
+    const vc_allocator *al = vc_opt_allocator(opt);
     vc_status st = check_args(a, err);
     if (st != VC_OK) return st;
     const vc_kmap_data *m = a->map;
@@ -143,13 +145,13 @@ vc_status vc_conv_cpu(const vc_conv_args *a, vc_err *err)
     if (nt < 1) nt = 1;
 #endif
     /* Scratch first: nothing is written to a->out until every allocation has succeeded. */
-    float *acc = alloc_f32(n_out * c_out);
-    float *wt = alloc_f32((int64_t)K * c_in * c_out);
-    float *scratch = alloc_f32((int64_t)nt * VC_CONV_BLOCK * (c_in + c_out));
+    float *acc = alloc_f32(al, n_out * c_out);
+    float *wt = alloc_f32(al, (int64_t)K * c_in * c_out);
+    float *scratch = alloc_f32(al, (int64_t)nt * VC_CONV_BLOCK * (c_in + c_out));
     if (!acc || !wt || !scratch) {
-        free(acc);
-        free(wt);
-        free(scratch);
+        vc_host_free(al, acc);
+        vc_host_free(al, wt);
+        vc_host_free(al, scratch);
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
                        "conv: cannot allocate %lld floats of accumulator and weight scratch",
                        (long long)(n_out * c_out + (int64_t)K * c_in * c_out));
@@ -202,8 +204,8 @@ vc_status vc_conv_cpu(const vc_conv_args *a, vc_err *err)
             }
         }
     }
-    free(acc);
-    free(wt);
-    free(scratch);
+    vc_host_free(al, acc);
+    vc_host_free(al, wt);
+    vc_host_free(al, scratch);
     return VC_OK;
 }

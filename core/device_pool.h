@@ -3,8 +3,8 @@
  * cached, so that repeated map builds and per-call scratch do not go back to the driver after
  * the caller's synchronisations (as the device's default pool would). It is a thread-safe cache
  * of pool handles, not a switch: every context of the process shares it. Where the device has
- * no memory pools, allocations come from the device's default pool.
- * (Routing these allocations through the context's allocator is a later issue.) */
+ * no memory pools, allocations come from the device's default pool. The engine reaches it
+ * through core/alloc.h (vc_dev_alloc), which uses it when the context has no allocator. */
 #ifndef VC_CORE_DEVICE_POOL_H
 #define VC_CORE_DEVICE_POOL_H
 

@@ -3,11 +3,17 @@
  * choice does not fit). They replace process-wide switches, so two contexts on two threads can
  * run with different options. The defaults are what the planners pick; tests and benchmarks set
  * fields through vc_context_options() (src/internal.h) to reach every path and to A/B them in
- * one binary. Engine entry points take `const vc_engine_options *` (NULL = the defaults). */
+ * one binary. Engine entry points take `const vc_engine_options *` (NULL = the defaults).
+ * The struct also carries the context's memory source (allocator: every bulk array of the
+ * engine comes from it, core/alloc.h) and its cache (resources kept between calls, owned and
+ * freed by the context), not only kernel choices. */
 #ifndef VC_CORE_OPTIONS_H
 #define VC_CORE_OPTIONS_H
 
 #include <stdint.h>
+
+struct vc_allocator;
+struct vc_engine_cache;
 
 typedef struct vc_engine_options {
     /* Kernel maps: output discovery of STRIDED/DOWNSAMPLE/TRANSPOSED maps through a bitmap of
@@ -28,9 +34,15 @@ typedef struct vc_engine_options {
     /* GEMM: 1 lets a tap split run as thread-block clusters where the device allows; 0 forces
      * the two-pass split. */
     int32_t cluster_split;
+    /* Where bulk memory comes from (core/alloc.h); NULL: the library's defaults (malloc on the
+     * host, the device pool of core/device_pool.h on the GPU). */
+    const struct vc_allocator *allocator;
+    /* Per-context resources the engine keeps between calls, owned by the context; NULL: none
+     * kept (what they would hold is made and freed per call). */
+    struct vc_engine_cache *cache;
 } vc_engine_options;
 
-#define VC_ENGINE_OPTIONS_INIT {0, -1, 0, 1, 0, 1}
+#define VC_ENGINE_OPTIONS_INIT {0, -1, 0, 1, 0, 1, NULL, NULL}
 
 /* The defaults, for callers that have no context (tests of engine internals). */
 static inline vc_engine_options vc_engine_options_default(void)

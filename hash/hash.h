@@ -78,11 +78,13 @@ typedef struct vc_hash {
     int64_t capacity;  /* power of two                                                         */
     int64_t count;     /* keys stored                                                          */
     int32_t max_probe;
+    const struct vc_allocator *alloc; /* where keys/vals come from (core/alloc.h); NULL: malloc */
 } vc_hash;
 
-/* Allocates an empty table sized for `expected` keys. Returns VC_HASH_INSERTED (0) on success
- * or VC_HASH_NOMEM. */
-vc_hash_result vc_hash_init(vc_hash *h, int64_t expected);
+/* Allocates an empty table sized for `expected` keys through `alloc` (NULL: malloc), which the
+ * table keeps for its growth and free. Returns VC_HASH_INSERTED (0) on success or
+ * VC_HASH_NOMEM. */
+vc_hash_result vc_hash_init(vc_hash *h, int64_t expected, const struct vc_allocator *alloc);
 void vc_hash_free(vc_hash *h);
 /* Inserts key -> val unless present. Refuses (VC_HASH_PROBE_LIMIT) rather than exceed load 0.5. */
 vc_hash_result vc_hash_insert(vc_hash *h, uint64_t key, int32_t val, int32_t *existing);

@@ -8,6 +8,7 @@
  * VC_HASH_PROBE_LIMIT, as hash.h documents. The reserved key VC_HASH_EMPTY can never be stored:
  * vc_hash_insert refuses it with VC_HASH_NOT_FOUND and vc_hash_find never finds it. */
 #include "hash.h"
+#include "core/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,16 +60,17 @@ int64_t vc_hash_capacity_for(int64_t expected)
 }
 
 /* Allocates an empty table of exactly `capacity` slots (a power of two >= 16). */
-static vc_hash_result table_alloc(vc_hash *h, int64_t capacity, int32_t max_probe)
+static vc_hash_result table_alloc(vc_hash *h, int64_t capacity, int32_t max_probe,
+                                  const vc_allocator *a)
 {
     memset(h, 0, sizeof *h);
+    h->alloc = a;
     if (capacity < 16 || (capacity & (capacity - 1)) != 0) return VC_HASH_NOMEM;
     if ((uint64_t)capacity > SIZE_MAX / sizeof(uint64_t)) return VC_HASH_NOMEM;
-    uint64_t *keys = malloc((size_t)capacity * sizeof(uint64_t));
-    int32_t *vals = malloc((size_t)capacity * sizeof(int32_t));
+    uint64_t *keys = vc_host_alloc_n(a, (size_t)capacity, sizeof(uint64_t));
+    int32_t *vals = keys ? vc_host_alloc_n(a, (size_t)capacity, sizeof(int32_t)) : NULL;
     if (!keys || !vals) {
-        free(keys);
-        free(vals);
+        vc_host_free(a, keys);
         return VC_HASH_NOMEM;
     }
     memset(keys, 0xff, (size_t)capacity * sizeof(uint64_t)); /* every slot VC_HASH_EMPTY */
@@ -81,7 +83,7 @@ static vc_hash_result table_alloc(vc_hash *h, int64_t capacity, int32_t max_prob
     return VC_HASH_INSERTED;
 }
 
-vc_hash_result vc_hash_init(vc_hash *h, int64_t expected)
+vc_hash_result vc_hash_init(vc_hash *h, int64_t expected, const vc_allocator *alloc)
 {
     if (!h) return VC_HASH_NOMEM;
     int64_t cap = vc_hash_capacity_for(expected);
@@ -89,14 +91,14 @@ vc_hash_result vc_hash_init(vc_hash *h, int64_t expected)
         memset(h, 0, sizeof *h);
         return VC_HASH_NOMEM;
     }
-    return table_alloc(h, cap, VC_HASH_DEFAULT_MAX_PROBE);
+    return table_alloc(h, cap, VC_HASH_DEFAULT_MAX_PROBE, alloc);
 }
 
 void vc_hash_free(vc_hash *h)
 {
     if (!h) return;
-    free(h->keys);
-    free(h->vals);
+    vc_host_free(h->alloc, h->keys);
+    vc_host_free(h->alloc, h->vals);
     memset(h, 0, sizeof *h);
 }
 
@@ -161,7 +163,7 @@ vc_hash_result vc_hash_grow(vc_hash *h)
         if (cap > INT64_MAX / 2) return VC_HASH_NOMEM;
         cap *= 2;
         vc_hash t;
-        if (table_alloc(&t, cap, h->max_probe) != VC_HASH_INSERTED) return VC_HASH_NOMEM;
+        if (table_alloc(&t, cap, h->max_probe, h->alloc) != VC_HASH_INSERTED) return VC_HASH_NOMEM;
         int ok = 1;
         /* Reinsert in slot order: deterministic. */
         for (int64_t i = 0; i < h->capacity && ok; i++) {
@@ -169,8 +171,8 @@ vc_hash_result vc_hash_grow(vc_hash *h)
             if (vc_hash_insert(&t, h->keys[i], h->vals[i], NULL) != VC_HASH_INSERTED) ok = 0;
         }
         if (ok) {
-            free(h->keys);
-            free(h->vals);
+            vc_host_free(h->alloc, h->keys);
+            vc_host_free(h->alloc, h->vals);
             *h = t;
             return VC_HASH_INSERTED;
         }

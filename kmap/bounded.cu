@@ -6,13 +6,12 @@ using namespace kmap_gpu;
 
 namespace {
 
-template <typename T> cudaError_t dev_alloc_n(T **p, int64_t n)
+// n elements of T (at least one) through the map's allocator, ordered on the legacy stream
+// (create waits for it before returning, so any stream may use them).
+template <typename T> cudaError_t dev_alloc_n(const vc_allocator *a, T **p, int64_t n)
 {
-    if (n < 1) n = 1;
     *p = NULL;
-    cudaError_t e = cudaMalloc((void **)p, (size_t)n * sizeof(T));
-    if (e != cudaSuccess) *p = NULL;
-    return e;
+    return vc_dev_alloc_n(a, p, n, NULL);
 }
 
 // Output-table capacity of a bounded build: at least 8 x max_out slots, at most 1/8 full, near
@@ -91,6 +90,7 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     t.max_pairs = max_pairs;
     init_header(j, &t.map);
     t.opt = opt ? *opt : vc_engine_options_default();
+    t.map.alloc = t.opt.allocator;
     t.dense = dense_bits_for(j, &t.opt);
     Sizes z = bounded_sizes(j, &t);
     Bufs bf;
@@ -98,28 +98,28 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     cudaGetLastError();
     cudaError_t e = cub_bytes_for(&z);
     t.sort_bytes = z.cub_bytes;
-    if (e == cudaSuccess && j.new_out) e = dev_alloc_n(&t.map.out_coords, 4 * max_out);
-    if (e == cudaSuccess) e = dev_alloc_n(&t.map.out_in, n_entries);
-    if (e == cudaSuccess) e = dev_alloc_n(&t.map.offsets, (int64_t)j.K + 1);
-    if (e == cudaSuccess) e = dev_alloc_n(&t.map.in_rows, max_pairs);
-    if (e == cudaSuccess) e = dev_alloc_n(&t.map.out_rows, max_pairs);
-    if (e == cudaSuccess) e = dev_alloc_n(&t.map.masks, n_words);
-    if (e == cudaSuccess) e = dev_alloc_n(&t.map.perm, max_out);
+    if (e == cudaSuccess && j.new_out) e = dev_alloc_n(t.map.alloc, &t.map.out_coords, 4 * max_out);
+    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.out_in, n_entries);
+    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.offsets, (int64_t)j.K + 1);
+    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.in_rows, max_pairs);
+    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.out_rows, max_pairs);
+    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.masks, n_words);
+    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.perm, max_out);
     if (e == cudaSuccess) {
         t.workspace_bytes = carve(z, true, true, NULL, &bf);
-        e = cudaMalloc(&t.workspace, t.workspace_bytes);
-        if (e != cudaSuccess) t.workspace = NULL;
+        e = (cudaError_t)vc_dev_alloc(t.map.alloc, &t.workspace, t.workspace_bytes, NULL);
     }
     if (e == cudaSuccess) {
         carve(z, true, true, (char *)t.workspace, &bf);
         t.d_status = bf.scr;
         // Clear the status so that a check before any build reports nothing stale.
-        e = cudaMemset(t.d_status, 0, S_WORDS * sizeof(int64_t));
+        e = cudaMemsetAsync(t.d_status, 0, S_WORDS * sizeof(int64_t), NULL);
     }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(NULL);
     if (e != cudaSuccess) {
         st = vc_cuda_fail(err, e, kArea, "allocating the bounded map");
-        free_map_arrays(&t.map, false);
-        if (t.workspace) cudaFree(t.workspace);
+        free_map_arrays(&t.map);
+        vc_dev_free(t.map.alloc, t.workspace, NULL);
         return st;
     }
     t.map.n_in = 0;
@@ -174,7 +174,8 @@ extern "C" vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CU
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: not created");
     int64_t stat[S_WORDS];
     // THE synchronisation point of the bounded variant.
-    cudaError_t e = read_status(b->d_status, stat, (cudaStream_t)stream);
+    cudaError_t e = read_status(b->opt.cache, b->map.alloc, b->d_status, stat,
+                                (cudaStream_t)stream);
     if (e != cudaSuccess) return vc_cuda_fail(err, e, kArea, "reading the bounded map's status");
     b->map.n_in = b->last_n_in;
     b->map.n_out = stat[S_N_OUT];
@@ -201,8 +202,8 @@ extern "C" void vc_kmap_gpu_bounded_destroy(vc_kmap_gpu_bounded *b)
 {
     if (!b) return;
     if (b->workspace || b->map.out_in) cudaDeviceSynchronize();
-    free_map_arrays(&b->map, false);
-    if (b->workspace) cudaFree(b->workspace);
+    free_map_arrays(&b->map);
+    vc_dev_free(b->map.alloc, b->workspace, NULL);
     cudaGetLastError();
     memset(b, 0, sizeof *b);
 }

@@ -64,10 +64,10 @@ __global__ void inverse_kernel(const int32_t *fwd_out_in, int64_t n_entries, int
     }
 }
 
-// Stream-ordered scratch of `bytes` from the library's pool (core/device_pool.h).
-cudaError_t pool_bytes(void **p, size_t bytes, cudaStream_t s)
+// Stream-ordered scratch of `bytes` through the build's allocator (core/alloc.h).
+cudaError_t pool_bytes(const vc_allocator *a, void **p, size_t bytes, cudaStream_t s)
 {
-    return (cudaError_t)vc_device_pool_alloc(p, (int64_t)bytes, s);
+    return (cudaError_t)vc_dev_alloc(a, p, bytes, s);
 }
 
 } // namespace
@@ -141,7 +141,8 @@ cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream
 }
 
 // Copies the status block back: THE synchronisation point of a stage. Into a mapped pinned
-// block of the calling thread (made at its first read-back, kept for the process), written by
+// block of the context (made at its first read-back, kept in its engine cache and freed with
+// the context: vc_engine_cache_free; with no cache, none is made), written by
 // a one-block kernel queued behind the stage (status_kernel, overlapped with the stage's last
 // kernel): that read-back measured faster than a 64-byte copy, whose copy-engine round trip
 // follows the last kernel. Where no mapped block
@@ -149,23 +150,25 @@ cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream
 // staging buffer). release[0, n_release): workspaces to free, stream-ordered, once the status
 // is read, queued before the wait so that the host's tail after it is shorter; each entry is
 // NULL once its free is queued.
-cudaError_t read_status(const int64_t *scr, int64_t st[S_WORDS], cudaStream_t s,
-                        void **release, int n_release)
+cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int64_t *scr,
+                        int64_t st[S_WORDS], cudaStream_t s, void **release, int n_release)
 {
-    static thread_local int64_t *pinned = NULL, *mapped = NULL;
-    static thread_local bool tried = false;
-    if (!tried) {
-        tried = true;
+    if (cache && !cache->status_tried) {
+        cache->status_tried = 1;
         void *p = NULL, *d = NULL;
         if (cudaHostAlloc(&p, S_WORDS * sizeof(int64_t),
                           cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess) {
-            pinned = (int64_t *)p;
-            if (cudaHostGetDevicePointer(&d, p, 0) == cudaSuccess) mapped = (int64_t *)d;
+            cache->status_pinned = (int64_t *)p;
+            if (cudaHostGetDevicePointer(&d, p, 0) == cudaSuccess)
+                cache->status_mapped = (int64_t *)d;
         } else if (cudaMallocHost(&p, S_WORDS * sizeof(int64_t)) == cudaSuccess) {
-            pinned = (int64_t *)p; // no mapping (a device that cannot map host memory): copies
+            // no mapping (a device that cannot map host memory): copies
+            cache->status_pinned = (int64_t *)p;
         }
         cudaGetLastError();
     }
+    int64_t *pinned = cache ? cache->status_pinned : NULL;
+    int64_t *mapped = cache ? cache->status_mapped : NULL;
     int64_t *dst = pinned ? pinned : st;
     cudaError_t e = mapped ? launch_k(true, status_kernel, 1, 32, 0, s, scr, mapped)
                            : cudaMemcpyAsync(dst, scr, S_WORDS * sizeof(int64_t),
@@ -173,7 +176,7 @@ cudaError_t read_status(const int64_t *scr, int64_t st[S_WORDS], cudaStream_t s,
     if (e != cudaSuccess) return e;
     for (int i = 0; i < n_release; i++) {
         if (!release[i]) continue;
-        e = cudaFreeAsync(release[i], s);
+        e = (cudaError_t)vc_dev_free(a, release[i], s);
         release[i] = NULL;
         if (e != cudaSuccess) return e;
     }
@@ -212,17 +215,18 @@ vc_status input_error(const int64_t st[S_WORDS], const int32_t *d_in, int64_t n_
     return VC_OK;
 }
 
-void free_map_arrays(vc_kmap_data *m, bool pool)
+void free_map_arrays(vc_kmap_data *m)
 {
     void *p[8] = {m->out_coords, m->out_in, m->offsets, m->in_rows, m->out_rows, m->masks,
                   m->perm, m->tile_order};
     bool any = false;
     for (int i = 0; i < 8; i++) any = any || p[i];
     if (!any) return;
-    // Pool blocks are freed without an implicit synchronisation: wait for every user first.
-    if (pool) cudaDeviceSynchronize();
+    // Stream-ordered blocks (the pool's, an allocator's) are freed without an implicit
+    // synchronisation: wait for every user first, then free on the legacy stream.
+    cudaDeviceSynchronize();
     for (int i = 0; i < 8; i++)
-        if (p[i]) cudaFree(p[i]);
+        if (p[i]) vc_dev_free(m->alloc, p[i], NULL);
     cudaGetLastError();
     m->out_coords = m->out_in = m->in_rows = m->out_rows = m->perm = NULL;
     m->tile_order = NULL;
@@ -265,13 +269,14 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
     // out_in and the workspace first: the first three kernels are queued before the other
     // arrays are allocated, so the host's allocations overlap the GPU's work
     // instead of delaying its start.
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+    VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->out_in, n_entries, s), "allocating out_in");
     for (int attempt = 0;; attempt++) {
         if (z.cap_in == 0 || z.cap_in > INT64_MAX / 64) {
             st = vc_fail(err, VC_ERR_LIMIT, "kernel map: hash table too large");
             goto fail;
         }
-        VC_CUDA_TRY(pool_bytes(&ws, carve(z, true, true, NULL, &b), s), "allocating workspace");
+        VC_CUDA_TRY(pool_bytes(j.alloc, &ws, carve(z, true, true, NULL, &b), s),
+                    "allocating workspace");
         carve(z, true, true, (char *)ws, &b);
         EV(0);
         // out_in all -1 (one contiguous fill: clearing only the upper half in the insert
@@ -283,17 +288,19 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
         VC_CUDA_TRY(q_subm_lookup(j, z, b, m->out_in, s), "looking neighbours up");
         EV(3);
         if (!m->offsets) {
-            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->offsets, (int64_t)K + 1, s),
+            VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->offsets, (int64_t)K + 1, s),
                         "allocating offsets");
-            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->masks, n_words, s), "allocating masks");
-            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->perm, n, s), "allocating perm");
+            VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->masks, n_words, s), "allocating masks");
+            VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->perm, n, s), "allocating perm");
             // Pairs: at most n * K (sized without reading the count back).
-            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->in_rows, n_entries, s), "allocating in_rows");
-            VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_rows, n_entries, s), "allocating out_rows");
+            VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->in_rows, n_entries, s), "allocating in_rows");
+            VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->out_rows, n_entries, s),
+                        "allocating out_rows");
         }
         VC_CUDA_TRY(q_finish(j, b, m, n, true, n_entries, ev ? ev[4] : NULL, s), "pairs and masks");
         // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
-        VC_CUDA_TRY(read_status(b.scr, stat, s, &ws, 1), "reading the counts back");
+        VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s, &ws, 1),
+                    "reading the counts back");
         EV(5);
         st = input_error(stat, j.d_in, n, j.shape, j.batch, err);
         if (st != VC_OK) goto fail;
@@ -318,8 +325,8 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
     return VC_OK;
 
 fail:
-    if (ws) cudaFreeAsync(ws, s);
-    free_map_arrays(m, true);
+    vc_dev_free(j.alloc, ws, s);
+    free_map_arrays(m);
     return st;
 }
 
@@ -340,15 +347,17 @@ vc_status newout_collect(const Job &j, Sizes &z, Bufs &b, void **ws1, int64_t *n
             goto fail;
         }
         z.ucap = z.cap_out / 2;
-        if (*ws1) cudaFreeAsync(*ws1, s);
+        vc_dev_free(j.alloc, *ws1, s);
         *ws1 = NULL;
-        VC_CUDA_TRY(pool_bytes(ws1, carve(z, true, false, NULL, &b), s), "allocating workspace");
+        VC_CUDA_TRY(pool_bytes(j.alloc, ws1, carve(z, true, false, NULL, &b), s),
+                    "allocating workspace");
         carve(z, true, false, (char *)*ws1, &b);
         EV(0);
         VC_CUDA_TRY(q_prep(z, b, 0, s), "clearing the tables");
         VC_CUDA_TRY(q_insert(j, z, b, s), "inserting the keys");
         // SYNC POINT 1
-        VC_CUDA_TRY(read_status(b.scr, stat, s), "reading the output count back");
+        VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s),
+                    "reading the output count back");
         st = input_error(stat, j.d_in, j.n_in, j.shape, j.batch, err);
         if (st != VC_OK) goto fail;
         *n_out = stat[S_N_OUT];
@@ -441,30 +450,31 @@ vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_
     z.rows = n_out;
     VC_CUDA_TRY(cub_bytes_for(&z), "sizing the sorts");
     // What the output step needs first; the rest is allocated while the GPU runs it.
-    VC_CUDA_TRY(pool_bytes(&ws2, carve(z, false, true, NULL, &b), s), "allocating workspace");
+    VC_CUDA_TRY(pool_bytes(j.alloc, &ws2, carve(z, false, true, NULL, &b), s),
+                "allocating workspace");
     carve(z, false, true, (char *)ws2, &b);
     {
         // the key sort first: the output arrays are allocated while it runs
         const void *sorted = NULL;
         VC_CUDA_TRY(q_key_sort(z, b, true, s, &sorted), "sorting the output keys");
-        VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_coords, 4 * n_out, s),
+        VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->out_coords, 4 * n_out, s),
                     "allocating output coordinates");
-        VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_in, n_entries, s), "allocating out_in");
+        VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->out_in, n_entries, s), "allocating out_in");
         VC_CUDA_TRY(q_rank_scatter(j, z, b, m, n_out, true, sorted, ev ? ev[2] : NULL, s),
                     "output coordinates and out_in");
     }
     EV(3);
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->offsets, (int64_t)K + 1, s), "allocating offsets");
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->masks, n_words, s), "allocating masks");
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->perm, n_out, s), "allocating perm");
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->in_rows, pair_bound, s), "allocating in_rows");
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m->out_rows, pair_bound, s), "allocating out_rows");
+    VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->offsets, (int64_t)K + 1, s), "allocating offsets");
+    VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->masks, n_words, s), "allocating masks");
+    VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->perm, n_out, s), "allocating perm");
+    VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->in_rows, pair_bound, s), "allocating in_rows");
+    VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->out_rows, pair_bound, s), "allocating out_rows");
     VC_CUDA_TRY(q_finish(j, b, m, n_out, true, pair_bound, ev ? ev[4] : NULL, s),
                 "pairs and masks");
     // SYNC POINT 2: n_pairs and the flags.
     {
         void *rel[2] = {ws1, ws2};
-        const cudaError_t e = read_status(b.scr, stat, s, rel, 2);
+        const cudaError_t e = read_status(j.cache, j.alloc, b.scr, stat, s, rel, 2);
         ws1 = rel[0];
         ws2 = rel[1];
         VC_CUDA_TRY(e, "reading the counts back");
@@ -480,9 +490,9 @@ vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_
     return VC_OK;
 
 fail:
-    if (ws1) cudaFreeAsync(ws1, s);
-    if (ws2) cudaFreeAsync(ws2, s);
-    free_map_arrays(m, true);
+    vc_dev_free(j.alloc, ws1, s);
+    vc_dev_free(j.alloc, ws2, s);
+    free_map_arrays(m);
     return st;
 }
 
@@ -494,6 +504,8 @@ vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
     Job j;
     vc_status st = setup_job(&j, d_in, n_in, shape, batch_size, d, err);
     if (st != VC_OK) return st;
+    j.alloc = vc_opt_allocator(opt);
+    j.cache = opt ? opt->cache : NULL;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
     cudaEvent_t evs[6] = {0, 0, 0, 0, 0, 0};
     cudaEvent_t *ev = NULL;
@@ -509,6 +521,7 @@ vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
     }
     vc_kmap_data m;
     init_header(j, &m);
+    m.alloc = j.alloc;
     st = j.new_out ? newout_regular(j, opt, s, &m, ev, err) : subm_regular(j, s, &m, ev, err);
     if (st == VC_OK && timing) {
         cudaError_t e = cudaEventSynchronize(evs[5]);
@@ -519,7 +532,7 @@ vc_status build_impl(const int32_t *d_in, int64_t n_in, const int32_t shape[3],
         if (e == cudaSuccess) e = cudaEventElapsedTime(f[5], evs[0], evs[5]);
         if (e != cudaSuccess) {
             st = vc_cuda_fail(err, e, kArea, "timing");
-            free_map_arrays(&m, true);
+            free_map_arrays(&m);
         }
     }
     for (int i = 0; i < 6; i++)
@@ -556,8 +569,9 @@ extern "C" vc_status vc_kmap_build_gpu_timed(const int32_t *d_in_coords, int64_t
 }
 
 extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
-                                         int32_t fwd_in_batch_size, struct CUstream_st *stream,
-                                         vc_kmap_data *out, vc_err *err)
+                                         int32_t fwd_in_batch_size, const vc_engine_options *opt,
+                                         struct CUstream_st *stream, vc_kmap_data *out,
+                                         vc_err *err)
 {
     vc_kmap_data m;
     vc_status st = vc_kmap_inverse_header(fwd, fwd_in_shape, fwd_in_batch_size, &m, err);
@@ -569,6 +583,8 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     memset(&j, 0, sizeof j);
     j.K = K;
     j.words = m.mask_words;
+    j.alloc = m.alloc = vc_opt_allocator(opt);
+    j.cache = opt ? opt->cache : NULL;
     const int64_t n = m.n_out, fwd_entries = fwd->n_out * (int64_t)K;
     int64_t n_entries = 0, n_words = 0;
     int64_t stat[S_WORDS];
@@ -586,13 +602,14 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     z.K = K;
     z.words = j.words;
     VC_CUDA_TRY(cub_bytes_for(&z), "sizing the sorts");
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.out_in, n_entries, s), "allocating out_in");
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.offsets, (int64_t)K + 1, s), "allocating offsets");
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.masks, n_words, s), "allocating masks");
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.perm, n, s), "allocating perm");
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.in_rows, fwd->n_pairs, s), "allocating in_rows");
-    VC_CUDA_TRY(vc_device_pool_alloc_n(&m.out_rows, fwd->n_pairs, s), "allocating out_rows");
-    VC_CUDA_TRY(pool_bytes(&ws, carve(z, true, true, NULL, &b), s), "allocating workspace");
+    VC_CUDA_TRY(vc_dev_alloc_n(m.alloc, &m.out_in, n_entries, s), "allocating out_in");
+    VC_CUDA_TRY(vc_dev_alloc_n(m.alloc, &m.offsets, (int64_t)K + 1, s), "allocating offsets");
+    VC_CUDA_TRY(vc_dev_alloc_n(m.alloc, &m.masks, n_words, s), "allocating masks");
+    VC_CUDA_TRY(vc_dev_alloc_n(m.alloc, &m.perm, n, s), "allocating perm");
+    VC_CUDA_TRY(vc_dev_alloc_n(m.alloc, &m.in_rows, fwd->n_pairs, s), "allocating in_rows");
+    VC_CUDA_TRY(vc_dev_alloc_n(m.alloc, &m.out_rows, fwd->n_pairs, s), "allocating out_rows");
+    VC_CUDA_TRY(pool_bytes(j.alloc, &ws, carve(z, true, true, NULL, &b), s),
+                "allocating workspace");
     carve(z, true, true, (char *)ws, &b);
     VC_CUDA_TRY(q_prep(z, b, n, s, m.out_in, n_entries), "clearing the status and out_in");
     if (fwd_entries > 0) {
@@ -602,7 +619,7 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     }
     VC_CUDA_TRY(q_finish(j, b, &m, n, true, fwd->n_pairs, NULL, s), "pairs and masks");
     // SYNC POINT (the only one): n_pairs and the flags.
-    VC_CUDA_TRY(read_status(b.scr, stat, s), "reading the counts back");
+    VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s), "reading the counts back");
     if (stat[S_FLAGS] & VC_KMAP_GPU_F_BAD_ENTRY) {
         st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: a forward entry is not an input "
                      "row");
@@ -619,19 +636,19 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
         goto fail;
     }
     m.n_pairs = stat[S_N_PAIRS];
-    cudaFreeAsync(ws, s);
+    vc_dev_free(j.alloc, ws, s);
     *out = m;
     return VC_OK;
 
 fail:
-    if (ws) cudaFreeAsync(ws, s);
-    free_map_arrays(&m, true);
+    vc_dev_free(j.alloc, ws, s);
+    free_map_arrays(&m);
     return st;
 }
 
 extern "C" void vc_kmap_data_free_gpu(vc_kmap_data *m)
 {
     if (!m) return;
-    free_map_arrays(m, true);
+    free_map_arrays(m);
     memset(m, 0, sizeof *m);
 }

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "core/alloc.h"
 #include "core/status.h"
 
 #ifdef __cplusplus
@@ -41,6 +42,8 @@ typedef struct vc_kmap_data {
     int32_t *perm;            /* [n_out]                                                       */
     int64_t order_blocks;     /* tile order (vc_kmap_tile_order_cpu / _gpu), or 0 and NULL:     */
     int32_t *tile_order;      /* [order_blocks], see below                                      */
+    const struct vc_allocator *alloc; /* where the arrays come from and go back to (core/alloc.h;
+                                 NULL: malloc / the device pool); builders set it               */
 } vc_kmap_data;
 
 /* TILE ORDER: a schedule for the implicit GEMM, built on request after the map (by the GPU
@@ -70,14 +73,16 @@ vc_status vc_kmap_check_build(const int32_t *in_coords, int64_t n_in, const int3
 /* Builds a SUBM, STRIDED, DOWNSAMPLE or TRANSPOSED map over host coordinates [n_in, 4] (rows
  * distinct and inside shape/batch_size; a duplicate gives VC_ERR_DUPLICATE). */
 vc_status vc_kmap_build_cpu(const int32_t *in_coords, int64_t n_in, const int32_t shape[3],
-                            int32_t batch_size, const vc_map_desc *d, int num_threads,
-                            vc_kmap_data *out, vc_err *err);
+                            int32_t batch_size, const vc_map_desc *d,
+                            const vc_engine_options *opt, int num_threads, vc_kmap_data *out,
+                            vc_err *err);
 
 /* Builds the INVERSE of a STRIDED or DOWNSAMPLE map: inputs are fwd's outputs, outputs fwd's
  * inputs, out_in[q, k] = p where fwd has (q -> p at k). out_shape is the forward input shape,
  * which the caller passes. */
 vc_status vc_kmap_inverse_cpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
-                              int32_t fwd_in_batch_size, vc_kmap_data *out, vc_err *err);
+                              int32_t fwd_in_batch_size, const vc_engine_options *opt,
+                              vc_kmap_data *out, vc_err *err);
 
 /* The checks and the header (type, kernel parameters, shapes, counts, mask words) of the
  * INVERSE of fwd, shared by the CPU and GPU builders; *m is zeroed first, arrays left NULL. */

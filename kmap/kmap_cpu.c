@@ -17,13 +17,13 @@
 
 static const char *const axis_name[3] = {"z", "y", "x"};
 
-/* malloc of n elements of `size` bytes (at least one, so that success is never NULL); NULL on
- * failure or when the byte count does not fit size_t. */
-static void *alloc_n(int64_t n, size_t size)
+/* n elements of `size` bytes (at least one, so that success is never NULL) through the map's
+ * allocator; NULL on failure or when the byte count does not fit size_t. */
+static void *alloc_n(const vc_allocator *a, int64_t n, size_t size)
 {
     if (n < 1) n = 1;
     if ((uint64_t)n > SIZE_MAX / size) return NULL;
-    return malloc((size_t)n * size);
+    return vc_host_alloc(a, (size_t)n * size);
 }
 
 static int thread_count(int num_threads)
@@ -284,7 +284,7 @@ static vc_status kmap_insert_inputs(kmap_build *b, vc_err *err)
     const int32_t *in_coords = b->in_coords;
     const int64_t n_in = b->n_in;
     const int32_t *shape = b->shape;
-    if (vc_hash_init(&b->hin, n_in) != VC_HASH_INSERTED)
+    if (vc_hash_init(&b->hin, n_in, b->m.alloc) != VC_HASH_INSERTED)
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for a hash table of "
                        "%lld keys", (long long)n_in);
     for (int64_t i = 0; i < n_in; i++) {
@@ -314,7 +314,7 @@ static vc_status kmap_collect_out_keys(kmap_build *b, vc_err *err)
 {
     const vc_map_desc *d = b->d;
     const int64_t n_in = b->n_in;
-    if (vc_hash_init(&b->hout, n_in) != VC_HASH_INSERTED)
+    if (vc_hash_init(&b->hout, n_in, b->m.alloc) != VC_HASH_INSERTED)
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for a hash table "
                        "of %lld keys", (long long)n_in);
     for (int64_t i = 0; i < n_in; i++) {
@@ -347,10 +347,10 @@ static vc_status kmap_number_outputs(kmap_build *b, vc_err *err)
 {
     vc_kmap_data *m = &b->m;
     m->n_out = b->hout.count;
-    uint64_t *okeys = alloc_n(m->n_out, sizeof *okeys);
-    m->out_coords = alloc_n(m->n_out, 4 * sizeof(int32_t));
+    uint64_t *okeys = alloc_n(m->alloc, m->n_out, sizeof *okeys);
+    m->out_coords = alloc_n(m->alloc, m->n_out, 4 * sizeof(int32_t));
     if (!okeys || !m->out_coords) {
-        free(okeys);
+        vc_host_free(m->alloc, okeys);
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for %lld output "
                        "coordinates", (long long)m->n_out);
     }
@@ -366,7 +366,7 @@ static vc_status kmap_number_outputs(kmap_build *b, vc_err *err)
         if (hkeys[s] != VC_HASH_EMPTY)
             hvals[s] = (int32_t)lower_bound_u64(okeys, n_out, hkeys[s]);
     for (int64_t p = 0; p < n_out; p++) vc_key_unpack(&b->kout, okeys[p], m->out_coords + 4 * p);
-    free(okeys);
+    vc_host_free(m->alloc, okeys);
     return VC_OK;
 }
 
@@ -445,7 +445,7 @@ static vc_status kmap_fill_out_in(kmap_build *b, vc_err *err)
     if (vc_mul_overflow_i64(m->n_out, b->K, &n_entries))
         return vc_fail(err, VC_ERR_LIMIT, "kernel map: %lld outputs x %d offsets overflows",
                        (long long)m->n_out, (int)b->K);
-    m->out_in = alloc_n(n_entries, sizeof(int32_t));
+    m->out_in = alloc_n(m->alloc, n_entries, sizeof(int32_t));
     if (!m->out_in)
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for out_in [%lld, "
                        "%d]", (long long)m->n_out, (int)b->K);
@@ -459,8 +459,9 @@ static vc_status kmap_fill_out_in(kmap_build *b, vc_err *err)
 }
 
 vc_status vc_kmap_build_cpu(const int32_t *in_coords, int64_t n_in, const int32_t shape[3],
-                            int32_t batch_size, const vc_map_desc *d, int num_threads,
-                            vc_kmap_data *out, vc_err *err)
+                            int32_t batch_size, const vc_map_desc *d,
+                            const vc_engine_options *opt, int num_threads, vc_kmap_data *out,
+                            vc_err *err)
 {
     if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "kernel map: NULL argument");
     int32_t oshape[3];
@@ -469,6 +470,7 @@ vc_status vc_kmap_build_cpu(const int32_t *in_coords, int64_t n_in, const int32_
 
     kmap_build b;
     memset(&b, 0, sizeof b);
+    b.m.alloc = vc_opt_allocator(opt);
     b.in_coords = in_coords;
     b.n_in = n_in;
     b.shape = shape;
@@ -542,18 +544,20 @@ vc_status vc_kmap_inverse_header(const vc_kmap_data *fwd, const int32_t fwd_in_s
 }
 
 vc_status vc_kmap_inverse_cpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
-                              int32_t fwd_in_batch_size, vc_kmap_data *out, vc_err *err)
+                              int32_t fwd_in_batch_size, const vc_engine_options *opt,
+                              vc_kmap_data *out, vc_err *err)
 {
     vc_kmap_data m;
     vc_status hs = vc_kmap_inverse_header(fwd, fwd_in_shape, fwd_in_batch_size, &m, err);
     if (hs != VC_OK) return hs;
+    m.alloc = vc_opt_allocator(opt);
     if (!out) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: NULL argument");
     const int32_t K = m.volume;
     int64_t n_entries;
     if (vc_mul_overflow_i64(m.n_out, K, &n_entries))
         return vc_fail(err, VC_ERR_LIMIT, "inverse map: %lld outputs x %d offsets overflows",
                        (long long)m.n_out, (int)K);
-    m.out_in = alloc_n(n_entries, sizeof(int32_t));
+    m.out_in = alloc_n(m.alloc, n_entries, sizeof(int32_t));
     if (!m.out_in)
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "inverse map: out of memory for out_in "
                        "[%lld, %d]", (long long)m.n_out, (int)K);
@@ -633,11 +637,11 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
     int64_t n_words;
     if (vc_mul_overflow_i64(n, words, &n_words))
         return vc_fail(err, VC_ERR_LIMIT, "kernel map: mask array size overflows");
-    int64_t *offsets = calloc((size_t)K + 1, sizeof *offsets);
-    int64_t *pos = alloc_n(K, sizeof *pos);
-    uint32_t *masks = alloc_n(n_words, sizeof *masks);
-    int32_t *perm = alloc_n(n, sizeof *perm);
-    int32_t *tmp = alloc_n(n, sizeof *tmp);
+    int64_t *offsets = vc_host_calloc(m->alloc, (size_t)K + 1, sizeof *offsets);
+    int64_t *pos = alloc_n(m->alloc, K, sizeof *pos);
+    uint32_t *masks = alloc_n(m->alloc, n_words, sizeof *masks);
+    int32_t *perm = alloc_n(m->alloc, n, sizeof *perm);
+    int32_t *tmp = alloc_n(m->alloc, n, sizeof *tmp);
     int32_t *in_rows = NULL, *out_rows = NULL;
     if (!offsets || !pos || !masks || !perm || !tmp) goto oom;
 
@@ -654,8 +658,8 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
     }
     for (int32_t k = 0; k < K; k++) offsets[k + 1] += offsets[k];
     const int64_t n_pairs = offsets[K];
-    in_rows = alloc_n(n_pairs, sizeof *in_rows);
-    out_rows = alloc_n(n_pairs, sizeof *out_rows);
+    in_rows = alloc_n(m->alloc, n_pairs, sizeof *in_rows);
+    out_rows = alloc_n(m->alloc, n_pairs, sizeof *out_rows);
     if (!in_rows || !out_rows) goto oom;
     /* Pairs in output-row order within each offset. */
     memcpy(pos, offsets, (size_t)K * sizeof *pos);
@@ -669,14 +673,14 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
         }
     }
     sort_by_mask(perm, tmp, n, masks, words);
-    free(pos);
-    free(tmp);
+    vc_host_free(m->alloc, pos);
+    vc_host_free(m->alloc, tmp);
 
-    free(m->offsets);
-    free(m->in_rows);
-    free(m->out_rows);
-    free(m->masks);
-    free(m->perm);
+    vc_host_free(m->alloc, m->offsets);
+    vc_host_free(m->alloc, m->in_rows);
+    vc_host_free(m->alloc, m->out_rows);
+    vc_host_free(m->alloc, m->masks);
+    vc_host_free(m->alloc, m->perm);
     m->offsets = offsets;
     m->in_rows = in_rows;
     m->out_rows = out_rows;
@@ -687,13 +691,13 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
     return VC_OK;
 
 oom:
-    free(offsets);
-    free(pos);
-    free(masks);
-    free(perm);
-    free(tmp);
-    free(in_rows);
-    free(out_rows);
+    vc_host_free(m->alloc, offsets);
+    vc_host_free(m->alloc, pos);
+    vc_host_free(m->alloc, masks);
+    vc_host_free(m->alloc, perm);
+    vc_host_free(m->alloc, tmp);
+    vc_host_free(m->alloc, in_rows);
+    vc_host_free(m->alloc, out_rows);
     return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for the pair lists and "
                    "masks of %lld outputs", (long long)n);
 }
@@ -701,14 +705,14 @@ oom:
 void vc_kmap_data_free(vc_kmap_data *m)
 {
     if (!m) return;
-    free(m->out_coords);
-    free(m->out_in);
-    free(m->offsets);
-    free(m->in_rows);
-    free(m->out_rows);
-    free(m->masks);
-    free(m->perm);
-    free(m->tile_order);
+    vc_host_free(m->alloc, m->out_coords);
+    vc_host_free(m->alloc, m->out_in);
+    vc_host_free(m->alloc, m->offsets);
+    vc_host_free(m->alloc, m->in_rows);
+    vc_host_free(m->alloc, m->out_rows);
+    vc_host_free(m->alloc, m->masks);
+    vc_host_free(m->alloc, m->perm);
+    vc_host_free(m->alloc, m->tile_order);
     memset(m, 0, sizeof *m);
 }
 
@@ -716,18 +720,19 @@ vc_status vc_kmap_tile_order_cpu(vc_kmap_data *m, vc_err *err)
 {
     if (!m || m->n_out < 0 || (m->n_out > 0 && (!m->masks || !m->perm || m->mask_words < 1)))
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "tile order: map without masks or perm");
-    free(m->tile_order);
+    vc_host_free(m->alloc, m->tile_order);
     m->tile_order = NULL;
     m->order_blocks = 0;
     if (m->n_out == 0) return VC_OK;
     const int64_t blocks = (m->n_out + VC_KMAP_ORDER_ROWS - 1) / VC_KMAP_ORDER_ROWS;
     const int32_t words = m->mask_words, most = 32 * words; /* costs 0 .. most */
-    int32_t *order = alloc_n(blocks, sizeof *order), *cost = alloc_n(blocks, sizeof *cost);
-    int64_t *start = calloc((size_t)most + 2, sizeof *start);
+    int32_t *order = alloc_n(m->alloc, blocks, sizeof *order);
+    int32_t *cost = alloc_n(m->alloc, blocks, sizeof *cost);
+    int64_t *start = vc_host_calloc(m->alloc, (size_t)most + 2, sizeof *start);
     if (!order || !cost || !start) {
-        free(order);
-        free(cost);
-        free(start);
+        vc_host_free(m->alloc, order);
+        vc_host_free(m->alloc, cost);
+        vc_host_free(m->alloc, start);
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "tile order of %lld blocks",
                        (long long)blocks);
     }
@@ -745,8 +750,8 @@ vc_status vc_kmap_tile_order_cpu(vc_kmap_data *m, vc_err *err)
     }
     for (int32_t c = 0; c <= most; c++) start[c + 1] += start[c];
     for (int64_t b = 0; b < blocks; b++) order[start[most - cost[b]]++] = (int32_t)b;
-    free(cost);
-    free(start);
+    vc_host_free(m->alloc, cost);
+    vc_host_free(m->alloc, start);
     m->tile_order = order;
     m->order_blocks = blocks;
     return VC_OK;

@@ -16,9 +16,10 @@
  *      duplicate / range checks) and at the end (n_pairs, the flags).
  *    A hash table that overflows its probe bound (or an output table that passes load 0.5)
  *    costs one more round, rebuilt larger; that is rare and bounded. Failure paths may read one
- *    input row back to name it. Arrays come from the library's stream-ordered device pool
- *    (core/device_pool.h: no cudaMalloc per build); in_rows / out_rows are sized for an upper
- *    bound of the pair count (n_out * K for SUBM, n_in * t for the others, t = kernel offsets
+ *    input row back to name it. Arrays come from opt's allocator, by default the library's
+ *    stream-ordered device pool (core/alloc.h, core/device_pool.h: no cudaMalloc per build);
+ *    the map keeps the allocator (m->alloc) to free them; in_rows / out_rows are sized for an
+ *    upper bound of the pair count (n_out * K for SUBM, n_in * t for the others, t = kernel offsets
  *    one input can reach), of which n_pairs are used.
  *
  * 2. vc_kmap_gpu_bounded_*: caller-given bounds (max_in, max_out, max_pairs) size every array
@@ -124,8 +125,8 @@ vc_status vc_kmap_build_gpu_timed(const int32_t *d_in_coords, int64_t n_in,
  * by vc_kmap_build_gpu): inputs are fwd's outputs, outputs fwd's inputs. Same checks as
  * vc_kmap_inverse_cpu. Synchronises once. */
 vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t fwd_in_shape[3],
-                              int32_t fwd_in_batch_size, struct CUstream_st *stream,
-                              vc_kmap_data *out, vc_err *err);
+                              int32_t fwd_in_batch_size, const vc_engine_options *opt,
+                              struct CUstream_st *stream, vc_kmap_data *out, vc_err *err);
 
 /* Waits for the device, then frees the device arrays of a map built by vc_kmap_build_gpu or
  * vc_kmap_inverse_gpu and zeroes the struct; NULL is fine. */
@@ -133,7 +134,7 @@ void vc_kmap_data_free_gpu(vc_kmap_data *m);
 
 /* The tile order of kmap.h for a map on the device (vc_kmap_tile_order_cpu's twin, bit for
  * bit), replacing an earlier one (in place where the block count is the same). One kernel
- * launch on `stream` (the first time also an allocation from the library's pool, which holds
+ * launch on `stream` (the first time also an allocation through m->alloc, which holds
  * the kernel's scratch after the order, and a 4-byte memset); no host synchronisation. Not to
  * be run on one map from two streams at once. */
 vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st *stream, vc_err *err);
@@ -160,11 +161,12 @@ typedef struct vc_kmap_gpu_bounded {
     int64_t last_n_in;
 } vc_kmap_gpu_bounded;
 
-/* Allocates (cudaMalloc, once) the arrays and workspace of bounded builds of `d` over input sets
- * of at most max_in rows inside shape / batch_size. max_out >= 1 and max_pairs >= 1; for SUBM
- * n_out = n_in, so max_out must be >= max_in. opt (NULL: the defaults) is copied into b; its
- * kmap_dense fixes the output path of every build of b. Synchronous; *b is zeroed first and
- * stays zeroed on failure. */
+/* Allocates (once, through opt's allocator) the arrays and workspace of bounded builds of `d`
+ * over input sets of at most max_in rows inside shape / batch_size. max_out >= 1 and
+ * max_pairs >= 1; for SUBM n_out = n_in, so max_out must be >= max_in. opt (NULL: the
+ * defaults) is copied into b; its kmap_dense fixes the output path of every build of b, its
+ * allocator and cache serve b until destroyed. Synchronous; *b is zeroed first and stays
+ * zeroed on failure. */
 vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int32_t shape[3],
                                      int32_t batch_size, int64_t max_in, int64_t max_out,
                                      int64_t max_pairs, const vc_engine_options *opt,

@@ -480,6 +480,10 @@ struct Job {
     int32_t K, words;
     int32_t bits_in, bits_out;
     int64_t reach; // kernel offsets one input can reach at most
+    // Where the build's memory comes from and its context's cache (the read-back block); set
+    // by the entry points after setup_job (core/alloc.h; NULL: the defaults, none kept).
+    const vc_allocator *alloc;
+    vc_engine_cache *cache;
 };
 
 inline int32_t key_bits(const vc_keypack &kp) { return kp.shift[0] + kp.bits[0]; }
@@ -502,11 +506,12 @@ int32_t dense_bits_for(const Job &j, const vc_engine_options *opt);
 size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b);
 cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s,
                    int32_t *minus1 = NULL, int64_t n_minus1 = 0);
-cudaError_t read_status(const int64_t *scr, int64_t st[S_WORDS], cudaStream_t s,
-                        void **release = NULL, int n_release = 0);
+cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int64_t *scr,
+                        int64_t st[S_WORDS], cudaStream_t s, void **release = NULL,
+                        int n_release = 0);
 vc_status input_error(const int64_t st[S_WORDS], const int32_t *d_in, int64_t n_in,
                       const int32_t shape[3], int32_t batch_size, vc_err *err);
-void free_map_arrays(vc_kmap_data *m, bool pool);
+void free_map_arrays(vc_kmap_data *m);
 
 // discover.cu: the inserts (and the new-output types' output keys), SUBM's out_in, and the
 // new-output types' outputs and out_in.

@@ -113,13 +113,13 @@ __global__ void __launch_bounds__(kOrderThreads)
 
 } // namespace
 
-// Frees a map's tile order (a pool block, so the stream is waited on first: no implicit
-// synchronisation on free) and clears its fields.
+// Frees a map's tile order (a stream-ordered block of the map's allocator, so the stream is
+// waited on first: no implicit synchronisation on free) and clears its fields.
 static void drop_tile_order(vc_kmap_data *m, cudaStream_t s)
 {
     if (m->tile_order) {
         cudaStreamSynchronize(s);
-        cudaFree(m->tile_order);
+        vc_dev_free(m->alloc, m->tile_order, s);
     }
     cudaGetLastError();
     m->tile_order = NULL;
@@ -140,7 +140,7 @@ extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st 
         // rebuild in place; the ticket starts at 0 and the kernel leaves it at 0.
         drop_tile_order(m, s);
         if (blocks == 0) return VC_OK;
-        cudaError_t e = vc_device_pool_alloc_n(&m->tile_order, 2 * blocks + 1, s);
+        cudaError_t e = vc_dev_alloc_n(m->alloc, &m->tile_order, 2 * blocks + 1, s);
         if (e == cudaSuccess)
             e = cudaMemsetAsync(m->tile_order + 2 * blocks, 0, sizeof(int32_t), s);
         if (e != cudaSuccess) {

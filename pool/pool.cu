@@ -264,8 +264,10 @@ int is_float(vc_dtype t)
 
 extern "C" vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in,
                                  vc_dtype dtype, int64_t channels, void *out,
-                                 struct CUstream_st *stream, vc_err *err)
+                                 const vc_engine_options *opt, struct CUstream_st *stream,
+                                 vc_err *err)
 {
+    (void)opt; // allocates nothing
     vc_status st = vc_pool_check_args(map, mode, in, dtype, channels, out, err);
     if (st != VC_OK) return st;
     const int64_t n_in = map->n_in, n_out = map->n_out;
@@ -314,9 +316,11 @@ fail:
 extern "C" vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_t batch_size,
                                         vc_pool_mode mode, const void *in, vc_dtype dtype,
                                         int64_t channels, float *dst,
+                                        const vc_engine_options *opt,
                                         struct CUstream_st *stream, vc_err *err)
 {
     vc_status st = VC_OK;
+    const vc_allocator *al = vc_opt_allocator(opt);
     if (mode != VC_POOL_MAX && mode != VC_POOL_AVG)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "global pool: unknown mode %d", (int)mode);
     if (!is_float(dtype))
@@ -352,10 +356,10 @@ extern "C" vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_
                     "zeroing the result");
         goto fail;
     }
-    VC_CUDA_TRY(cudaMallocAsync((void **)&bad, sizeof(long long), s), "allocating the check flag");
+    VC_CUDA_TRY(vc_dev_alloc_n(al, &bad, 1, s), "allocating the check flag");
     VC_CUDA_TRY(cudaMemsetAsync(bad, 0x7f, sizeof(long long), s), "initialising the check flag");
     if (batch_size > 1)
-        VC_CUDA_TRY(cudaMallocAsync((void **)&keys, (size_t)n * sizeof(uint32_t), s),
+        VC_CUDA_TRY(vc_dev_alloc_n(al, &keys, n, s),
                     "allocating sort keys");
     batch_check_kernel<<<grid_for(n), kThreads, 0, s>>>(coords, n, batch_size, bad, keys);
     VC_CUDA_TRY(cudaGetLastError(), "batch check kernel");
@@ -375,17 +379,17 @@ extern "C" vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_
     if (batch_size > 1) {
         int end_bit = 1;
         while (end_bit < 32 && ((int64_t)1 << end_bit) < (int64_t)batch_size) end_bit++;
-        VC_CUDA_TRY(cudaMallocAsync((void **)&keys_sorted, (size_t)n * sizeof(uint32_t), s),
+        VC_CUDA_TRY(vc_dev_alloc_n(al, &keys_sorted, n, s),
                     "allocating sort keys");
-        VC_CUDA_TRY(cudaMallocAsync((void **)&rows, (size_t)n * sizeof(int32_t), s),
+        VC_CUDA_TRY(vc_dev_alloc_n(al, &rows, n, s),
                     "allocating sort values");
-        VC_CUDA_TRY(cudaMallocAsync((void **)&order, (size_t)n * sizeof(int32_t), s),
+        VC_CUDA_TRY(vc_dev_alloc_n(al, &order, n, s),
                     "allocating sort values");
         iota_kernel<<<grid_for(n), kThreads, 0, s>>>(rows, n);
         VC_CUDA_TRY(cudaGetLastError(), "iota kernel");
         VC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, keys, keys_sorted, rows, order,
                                                     (int)n, 0, end_bit, s), "batch sort");
-        VC_CUDA_TRY(cudaMallocAsync(&tmp, tmp_bytes ? tmp_bytes : 16, s),
+        VC_CUDA_TRY((cudaError_t)vc_dev_alloc(al, &tmp, tmp_bytes ? tmp_bytes : 16, s),
                     "allocating sort storage");
         VC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, keys, keys_sorted, rows, order,
                                                     (int)n, 0, end_bit, s), "batch sort");
@@ -400,13 +404,11 @@ extern "C" vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_
         if (sl < 1) sl = 1;
         slices = (int32_t)sl;
     }
-    VC_CUDA_TRY(cudaMallocAsync((void **)&seg, ((size_t)batch_size + 1) * sizeof(int64_t), s),
+    VC_CUDA_TRY(vc_dev_alloc_n(al, &seg, (int64_t)batch_size + 1, s),
                 "allocating segments");
-    VC_CUDA_TRY(cudaMallocAsync((void **)&part,
-                                (size_t)batch_size * slices * channels * sizeof(double),
-                                s), "allocating partial results");
-    VC_CUDA_TRY(cudaMallocAsync((void **)&part_cnt,
-                                (size_t)batch_size * slices * channels * sizeof(int64_t), s),
+    VC_CUDA_TRY(vc_dev_alloc_n(al, &part, (int64_t)batch_size * slices * channels, s),
+                "allocating partial results");
+    VC_CUDA_TRY(vc_dev_alloc_n(al, &part_cnt, (int64_t)batch_size * slices * channels, s),
                 "allocating partial counts");
     segments_kernel<<<grid_for((int64_t)batch_size + 1), kThreads, 0, s>>>(
         batch_size > 1 ? keys_sorted : NULL, n, batch_size, seg);
@@ -424,14 +426,14 @@ extern "C" vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_
     VC_CUDA_TRY(cudaGetLastError(), "global pool final kernel");
 
 fail:
-    if (bad) cudaFreeAsync(bad, s);
-    if (keys) cudaFreeAsync(keys, s);
-    if (keys_sorted) cudaFreeAsync(keys_sorted, s);
-    if (rows) cudaFreeAsync(rows, s);
-    if (order) cudaFreeAsync(order, s);
-    if (tmp) cudaFreeAsync(tmp, s);
-    if (seg) cudaFreeAsync(seg, s);
-    if (part) cudaFreeAsync(part, s);
-    if (part_cnt) cudaFreeAsync(part_cnt, s);
+    vc_dev_free(al, bad, s);
+    vc_dev_free(al, keys, s);
+    vc_dev_free(al, keys_sorted, s);
+    vc_dev_free(al, rows, s);
+    vc_dev_free(al, order, s);
+    vc_dev_free(al, tmp, s);
+    vc_dev_free(al, seg, s);
+    vc_dev_free(al, part, s);
+    vc_dev_free(al, part_cnt, s);
     return st;
 }

@@ -23,7 +23,7 @@ vc_status vc_pool_cpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in
 /* Global pooling into dst [batch_size, channels] fp32. */
 vc_status vc_global_pool_cpu(const int32_t *coords, int64_t n, int32_t batch_size,
                              vc_pool_mode mode, const void *in, vc_dtype dtype, int64_t channels,
-                             float *dst, vc_err *err);
+                             float *dst, const vc_engine_options *opt, vc_err *err);
 
 struct CUstream_st;
 
@@ -31,7 +31,8 @@ struct CUstream_st;
  * trusted (as built by vc_kmap_build_gpu); an entry outside [-1, n_in) is skipped, never read.
  * No host synchronisation. */
 vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in, vc_dtype dtype,
-                      int64_t channels, void *out, struct CUstream_st *stream, vc_err *err);
+                      int64_t channels, void *out, const vc_engine_options *opt,
+                      struct CUstream_st *stream, vc_err *err);
 
 /* Global pooling into dst [batch_size, channels] fp32 (device). Deterministic (no float
  * atomics). Synchronises once: the batch indices are checked on the device and the first bad
@@ -39,7 +40,8 @@ vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in
  * leaves dst as it was, as on the CPU. */
 vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_t batch_size,
                              vc_pool_mode mode, const void *in, vc_dtype dtype, int64_t channels,
-                             float *dst, struct CUstream_st *stream, vc_err *err);
+                             float *dst, const vc_engine_options *opt,
+                             struct CUstream_st *stream, vc_err *err);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 
 #include "pool/pool.h"
 #include "core/dtype.h"
+#include "core/alloc.h"
 
 vc_status vc_pool_check_args(const vc_kmap_data *map, vc_pool_mode mode, const void *in,
                              vc_dtype dtype, int64_t channels, const void *out, vc_err *err)
@@ -85,7 +86,7 @@ vc_status vc_pool_cpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in
 
 vc_status vc_global_pool_cpu(const int32_t *coords, int64_t n, int32_t batch_size,
                              vc_pool_mode mode, const void *in, vc_dtype dtype, int64_t channels,
-                             float *dst, vc_err *err)
+                             float *dst, const vc_engine_options *opt, vc_err *err)
 {
     if (mode != VC_POOL_MAX && mode != VC_POOL_AVG)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "global pool: unknown mode %d", (int)mode);
@@ -109,11 +110,12 @@ vc_status vc_global_pool_cpu(const int32_t *coords, int64_t n, int32_t batch_siz
                            (long long)i, (int)coords[i * 4], (int)batch_size);
 
     const int64_t nb = (int64_t)batch_size * channels;
-    double *sum = (double *)malloc((size_t)nb * sizeof(double));
-    int64_t *cnt = (int64_t *)calloc((size_t)batch_size, sizeof(int64_t));
+    const vc_allocator *al = vc_opt_allocator(opt);
+    double *sum = (double *)vc_host_alloc_n(al, (size_t)nb, sizeof(double));
+    int64_t *cnt = (int64_t *)vc_host_calloc(al, (size_t)batch_size, sizeof(int64_t));
     if (!sum || !cnt) {
-        free(sum);
-        free(cnt);
+        vc_host_free(al, sum);
+        vc_host_free(al, cnt);
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "global pool: cannot allocate %lld sums",
                        (long long)nb);
     }
@@ -139,7 +141,7 @@ vc_status vc_global_pool_cpu(const int32_t *coords, int64_t n, int32_t batch_siz
             else if (mode == VC_POOL_AVG) v /= (double)cnt[b];
             dst[b * channels + c] = (float)v;
         }
-    free(sum);
-    free(cnt);
+    vc_host_free(al, sum);
+    vc_host_free(al, cnt);
     return VC_OK;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "core/alloc.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -184,6 +185,12 @@ vc_status vc_context_create(const vc_context_desc *desc, vc_context **out)
     if (d.allocator) {
         ctx->allocator = *d.allocator;
         ctx->has_allocator = 1;
+        ctx->opts.allocator = &ctx->allocator; /* every bulk array of the engine (core/alloc.h) */
+    }
+    ctx->opts.cache = vc_engine_cache_new();
+    if (!ctx->opts.cache) {
+        free(ctx);
+        return vc_ctx_fail(NULL, VC_ERR_OUT_OF_MEMORY, "vc_context_create: out of memory");
     }
     ctx->next_id = 1;
     *out = ctx;
@@ -197,6 +204,7 @@ vc_status vc_context_destroy(vc_context *ctx)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT,
                            "vc_context_destroy: %lld coordinate sets, tensors or bounded maps "
                            "are still alive; destroy them first", (long long)ctx->live_handles);
+    vc_engine_cache_free(ctx->opts.cache);
     free(ctx);
     return VC_OK;
 }

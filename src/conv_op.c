@@ -128,7 +128,7 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_te
         conv_args(&a, ctx, &d, in, map, r);
         vc_err err = {{0}};
         if (ctx->backend == VC_BACKEND_CPU) {
-            s = vc_ctx_err(ctx, vc_conv_cpu(&a, &err), &err);
+            s = vc_ctx_err(ctx, vc_conv_cpu(&a, &ctx->opts, &err), &err);
         } else {
 #ifdef VOXCONV_HAVE_CUDA
             /* Host weights and bias travel to the device for this call (stream ordered). */

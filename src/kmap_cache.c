@@ -88,12 +88,12 @@ static vc_status build_inverse(vc_context *ctx, vc_coords *in, const vc_map_desc
         m->memory = fwd->memory;
 #ifdef VOXCONV_HAVE_CUDA
         if (fwd->memory == VC_MEMORY_DEVICE)
-            s = vc_kmap_inverse_gpu(&fwd->data, fwd->in->shape, fwd->in->batch_size, ctx->stream,
-                                    &m->data, &err);
+            s = vc_kmap_inverse_gpu(&fwd->data, fwd->in->shape, fwd->in->batch_size, &ctx->opts,
+                                    ctx->stream, &m->data, &err);
         else
 #endif
-            s = vc_kmap_inverse_cpu(&fwd->data, fwd->in->shape, fwd->in->batch_size, &m->data,
-                                    &err);
+            s = vc_kmap_inverse_cpu(&fwd->data, fwd->in->shape, fwd->in->batch_size, &ctx->opts,
+                                    &m->data, &err);
         if (s != VC_OK) {
             free(m);
             return vc_ctx_err(ctx, s, &err);
@@ -150,7 +150,7 @@ vc_status vc_kmap_build(vc_context *ctx, vc_coords *in, const vc_map_desc *desc,
     else
 #endif
         s = vc_kmap_build_cpu(in->data, in->count, in->shape, in->batch_size, &d,
-                              ctx->num_threads, &m->data, &err);
+                              &ctx->opts, ctx->num_threads, &m->data, &err);
     if (s != VC_OK) {
         free(m);
         return vc_ctx_err(ctx, s, &err);

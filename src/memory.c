@@ -1,10 +1,11 @@
-/* src/memory.c - memory in either place through the context: host malloc, or the caller's
- * allocator, or stream-ordered CUDA allocations for the device; synchronous copies between any
- * two places; device staging of caller arrays. */
+/* src/memory.c - memory in either place through the context's allocator (core/alloc.h: the
+ * caller's, else malloc and the library's stream-ordered device pool); synchronous copies
+ * between any two places; device staging of caller arrays. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "core/alloc.h"
 
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -12,14 +13,11 @@
 
 void *vc_mem_alloc(vc_context *ctx, size_t bytes, vc_memory where)
 {
-    if (bytes == 0) bytes = 1; /* a valid, distinct pointer even for empty arrays */
-    if (ctx->has_allocator) return ctx->allocator.alloc(ctx->allocator.user, bytes, where,
-                                                        ctx->stream);
-    if (where == VC_MEMORY_HOST) return malloc(bytes);
+    if (where == VC_MEMORY_HOST) return vc_host_alloc(ctx->opts.allocator, bytes);
 #ifdef VOXCONV_HAVE_CUDA
     /* Stream ordered: freeing never waits for the device (see vc_mem_free). */
     void *p = NULL;
-    if (cudaMallocAsync(&p, bytes, (cudaStream_t)ctx->stream) != cudaSuccess) {
+    if (vc_dev_alloc(ctx->opts.allocator, &p, bytes, ctx->stream) != (int)cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }
@@ -32,16 +30,12 @@ void *vc_mem_alloc(vc_context *ctx, size_t bytes, vc_memory where)
 void vc_mem_free(vc_context *ctx, void *p, vc_memory where)
 {
     if (!p) return;
-    if (ctx->has_allocator) {
-        ctx->allocator.free(ctx->allocator.user, p, where, ctx->stream);
-        return;
-    }
     if (where == VC_MEMORY_HOST) {
-        free(p);
+        vc_host_free(ctx->opts.allocator, p);
         return;
     }
 #ifdef VOXCONV_HAVE_CUDA
-    cudaFreeAsync(p, (cudaStream_t)ctx->stream);
+    vc_dev_free(ctx->opts.allocator, p, ctx->stream);
 #endif
 }
 

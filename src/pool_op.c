@@ -30,7 +30,7 @@ vc_status vc_pool_forward(vc_context *ctx, const vc_pool_desc *desc, const vc_te
 #ifdef VOXCONV_HAVE_CUDA
         else
             s = vc_pool_gpu(&map->data, d.mode, in->data, in->dtype, in->channels, r->data,
-                            ctx->stream, &err);
+                            &ctx->opts, ctx->stream, &err);
 #endif
         s = vc_ctx_err(ctx, s, &err);
     }
@@ -66,11 +66,12 @@ vc_status vc_global_pool(vc_context *ctx, vc_pool_mode mode, const vc_tensor *in
     if (!tmp) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     if (ctx->backend == VC_BACKEND_CPU)
         s = vc_global_pool_cpu(in->coords->data, in->coords->count, in->coords->batch_size, mode,
-                               in->data, in->dtype, in->channels, tmp, &err);
+                               in->data, in->dtype, in->channels, tmp, &ctx->opts, &err);
 #ifdef VOXCONV_HAVE_CUDA
     else
         s = vc_global_pool_gpu(in->coords->data, in->coords->count, in->coords->batch_size, mode,
-                               in->data, in->dtype, in->channels, tmp, ctx->stream, &err);
+                               in->data, in->dtype, in->channels, tmp, &ctx->opts, ctx->stream,
+                               &err);
 #endif
     s = vc_ctx_err(ctx, s, &err);
     if (s == VC_OK) s = vc_mem_copy(ctx, dst, where, tmp, native, bytes);

@@ -28,7 +28,7 @@ static vc_status voxelize_device(vc_context *ctx, const char *fn, const vc_voxel
                              (const void **)&p.batch, &tmp_batch);
     p.memory = VC_MEMORY_DEVICE;
     if (s == VC_OK)
-        s = vc_ctx_err(ctx, vc_voxelize_gpu(d, &p, ctx->stream, vox, st, &err), &err);
+        s = vc_ctx_err(ctx, vc_voxelize_gpu(d, &p, &ctx->opts, ctx->stream, vox, st, &err), &err);
     vc_mem_free(ctx, tmp_pts, VC_MEMORY_DEVICE);
     vc_mem_free(ctx, tmp_batch, VC_MEMORY_DEVICE);
     return s;
@@ -60,7 +60,7 @@ vc_status vc_voxelize(vc_context *ctx, const vc_voxelize_desc *desc, const vc_po
         s = voxelize_device(ctx, fn, &d, points, &vox, &st);
     else
 #endif
-        s = vc_ctx_err(ctx, vc_voxelize_cpu(&d, points, &vox, &st, &err), &err);
+        s = vc_ctx_err(ctx, vc_voxelize_cpu(&d, points, &ctx->opts, &vox, &st, &err), &err);
     if (s != VC_OK) return s;
 
     vc_coords *c = NULL;

@@ -27,9 +27,10 @@
 //      bit-identical to the CPU; FIRST copies the first point's columns; COUNT the count.
 //      16-bit outputs use device twins of core/dtype.h's conversions (same bits).
 // Error paths may make one more blocking read (the offending point's batch index or coordinates
-// for the message). Temporaries are stream-ordered (cudaMallocAsync) and freed on every path;
-// the result arrays are cudaMalloc'ed. The function returns without waiting for the output
-// kernels: the result is ready in stream order.
+// for the message). Temporaries and the result arrays come from the options' allocator
+// (core/alloc.h; by default the device pool), stream ordered; temporaries are freed on every
+// path. The function returns without waiting for the output kernels: the result is ready in
+// stream order.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -300,17 +301,18 @@ __global__ void features_kernel(const float *pts, int64_t dim, const int64_t *si
 
 const char kArea[] = "voxelize (GPU)"; // messages of VC_CUDA_TRY (core/cuda_check.cuh)
 
-// Stream-ordered temporaries, freed together.
+// Stream-ordered temporaries through the call's allocator (core/alloc.h), freed together.
 struct Temps {
     void *p[16];
     int n;
     cudaStream_t s;
+    const vc_allocator *a;
     cudaError_t alloc(void **out, int64_t bytes)
     {
         *out = NULL;
         if (n >= 16) return cudaErrorInvalidValue;
         if (bytes < 16) bytes = 16;
-        cudaError_t e = cudaMallocAsync(out, (size_t)bytes, s);
+        cudaError_t e = (cudaError_t)vc_dev_alloc(a, out, (size_t)bytes, s);
         if (e != cudaSuccess) {
             *out = NULL;
             return e;
@@ -320,7 +322,7 @@ struct Temps {
     }
     void free_all()
     {
-        for (int i = 0; i < n; i++) cudaFreeAsync(p[i], s);
+        for (int i = 0; i < n; i++) vc_dev_free(a, p[i], s);
         n = 0;
     }
 };
@@ -534,9 +536,11 @@ vc_status make_result(Pass &r, const vc_voxelize_desc *d, const vc_points *pts,
             return vc_fail(err, VC_ERR_LIMIT, "voxelize: %lld voxels x %lld channels overflows",
                            (long long)kept, (long long)channels);
         const size_t esize = d->dtype == VC_DTYPE_FP32 ? 4 : 2;
-        VC_CUDA_TRY(cudaMalloc((void **)&res->coords, (size_t)kept * 4 * sizeof(int32_t)),
+        VC_CUDA_TRY((cudaError_t)vc_dev_alloc(res->alloc, (void **)&res->coords,
+                                              (size_t)kept * 4 * sizeof(int32_t), s),
                     "allocating voxel coordinates");
-        VC_CUDA_TRY(cudaMalloc(&res->features, (size_t)feat_elems * esize),
+        VC_CUDA_TRY((cudaError_t)vc_dev_alloc(res->alloc, &res->features,
+                                              (size_t)feat_elems * esize, s),
                     "allocating voxel features");
         coords_kernel<<<grid_for(kept), kThreads, 0, s>>>(r.skey, r.start, r.krow, kept, kp,
                                                           res->coords);
@@ -553,8 +557,8 @@ fail:
 } // namespace
 
 extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points *pts,
-                                     struct CUstream_st *stream, vc_voxels *out,
-                                     vc_voxelize_stats *stats, vc_err *err)
+                                     const vc_engine_options *opt, struct CUstream_st *stream,
+                                     vc_voxels *out, vc_voxelize_stats *stats, vc_err *err)
 {
     // ---- argument checks: those of the CPU twin, in its order ----
     int32_t shape[3];
@@ -584,6 +588,8 @@ extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points 
             return keypack_fail(err, batch_size, shape);
         vc_voxels res;
         memset(&res, 0, sizeof res);
+        res.alloc = vc_opt_allocator(opt);
+        res.stream = stream;
         res.channels = channels;
         memcpy(res.shape, shape, sizeof res.shape);
         res.batch_size = batch_size;
@@ -621,8 +627,11 @@ extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points 
     Pass r;
     memset(&r, 0, sizeof r);
     r.t.s = s;
+    r.t.a = vc_opt_allocator(opt);
     vc_voxels res;
     memset(&res, 0, sizeof res);
+    res.alloc = r.t.a;
+    res.stream = stream;
     int32_t batch_size = 0;
     vc_keypack kp;
     st = run_points(r, d, pts, shape, kp1, make_keys, s, err);
@@ -650,7 +659,9 @@ extern "C" vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points 
 extern "C" void vc_voxels_free_gpu(vc_voxels *v)
 {
     if (!v) return;
-    cudaFree(v->coords);
-    cudaFree(v->features);
+    // Stream ordered on the stream that made them (its users are ordered on it).
+    vc_dev_free(v->alloc, v->coords, v->stream);
+    vc_dev_free(v->alloc, v->features, v->stream);
+    cudaGetLastError();
     memset(v, 0, sizeof *v);
 }

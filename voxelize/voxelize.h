@@ -5,13 +5,17 @@
 
 #include <stdint.h>
 
+struct CUstream_st;
+
+#include "core/alloc.h"
 #include "core/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Voxelization result (host arrays, malloc'ed). */
+/* Voxelization result: host arrays (vc_voxelize_cpu, free with vc_voxels_free) or device arrays
+ * (vc_voxelize_gpu, free with vc_voxels_free_gpu), from `alloc` (core/alloc.h). */
 typedef struct vc_voxels {
     int32_t *coords;          /* [n, 4]                                                        */
     void *features;           /* [n, channels] of desc->dtype                                  */
@@ -19,6 +23,8 @@ typedef struct vc_voxels {
     int64_t channels;
     int32_t shape[3];         /* z, y, x                                                       */
     int32_t batch_size;
+    const struct vc_allocator *alloc; /* what the arrays came from; NULL: the defaults        */
+    struct CUstream_st *stream; /* device arrays: the stream their allocation is ordered on    */
 } vc_voxels;
 
 /* Checks the descriptor and computes the grid shape (z, y, x). */
@@ -28,7 +34,8 @@ vc_status vc_voxelize_check(const vc_voxelize_desc *d, int32_t shape[3], vc_err 
 vc_status vc_voxelize_check_args(const vc_voxelize_desc *d, const vc_points *pts,
                                  const vc_voxels *out, vc_memory where, int32_t shape[3],
                                  int64_t *total_elems, vc_err *err);
-vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_voxels *out,
+vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts,
+                          const vc_engine_options *opt, vc_voxels *out,
                           vc_voxelize_stats *stats, vc_err *err);
 void vc_voxels_free(vc_voxels *v);
 

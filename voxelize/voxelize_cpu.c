@@ -42,6 +42,7 @@
 #include "voxelize/voxelize.h"
 #include "core/dtype.h"
 #include "hash/hash.h"
+#include "core/alloc.h"
 
 #define VC_VOX_MAX_SHAPE ((int64_t)1 << 30)
 
@@ -112,8 +113,8 @@ vc_status vc_voxelize_check(const vc_voxelize_desc *d, int32_t shape[3], vc_err 
 void vc_voxels_free(vc_voxels *v)
 {
     if (!v) return;
-    free(v->coords);
-    free(v->features);
+    vc_host_free(v->alloc, v->coords);
+    vc_host_free(v->alloc, v->features);
     memset(v, 0, sizeof *v);
 }
 
@@ -163,30 +164,31 @@ typedef struct vc_vox_work {
     uint64_t *tkey;   /* radix scratch                                                         */
     int32_t *tord;
     double *sums;     /* [kept, dim] for MEAN                                                  */
+    const vc_allocator *a; /* where every array of the call comes from (core/alloc.h)         */
 } vc_vox_work;
 
 static void vc_vox_work_free(vc_vox_work *w)
 {
-    free(w->pkey);
-    free(w->vid);
+    vc_host_free(w->a, w->pkey);
+    vc_host_free(w->a, w->vid);
     if (w->hash_live) vc_hash_free(&w->hash);
-    free(w->first);
-    free(w->npts);
-    free(w->vkey);
-    free(w->order);
-    free(w->tkey);
-    free(w->tord);
-    free(w->sums);
+    vc_host_free(w->a, w->first);
+    vc_host_free(w->a, w->npts);
+    vc_host_free(w->a, w->vkey);
+    vc_host_free(w->a, w->order);
+    vc_host_free(w->a, w->tkey);
+    vc_host_free(w->a, w->tord);
+    vc_host_free(w->a, w->sums);
 }
 
-/* malloc of n elements of `size` bytes with an overflow check; NULL for n == 0 is not an error
- * the callers see (they only call with n > 0). */
-static void *vc_alloc_n(int64_t n, size_t size)
+/* n elements of `size` bytes through a, with an overflow check; NULL for n == 0 is not an
+ * error the callers see (they only call with n > 0). */
+static void *vc_alloc_n(const vc_allocator *a, int64_t n, size_t size)
 {
     int64_t bytes;
     if (n <= 0) n = 1;
     if (vc_mul_overflow_i64(n, (int64_t)size, &bytes) || (uint64_t)bytes > SIZE_MAX) return NULL;
-    return malloc((size_t)bytes);
+    return vc_host_alloc(a, (size_t)bytes);
 }
 
 vc_status vc_voxelize_check_args(const vc_voxelize_desc *d, const vc_points *pts,
@@ -271,8 +273,8 @@ static vc_status vc_vox_point_keys(const vc_voxelize_desc *d, const vc_points *p
     int64_t n_nonfinite = 0, n_out_of_range = 0, n_valid = 0;
 
     if (n > 0) {
-        w->pkey = vc_alloc_n(n, sizeof *w->pkey);
-        w->vid = vc_alloc_n(n, sizeof *w->vid);
+        w->pkey = vc_alloc_n(w->a, n, sizeof *w->pkey);
+        w->vid = vc_alloc_n(w->a, n, sizeof *w->vid);
         if (!w->pkey || !w->vid)
             return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
                            "voxelize: out of memory for %lld points", (long long)n);
@@ -324,7 +326,7 @@ static vc_status vc_vox_group(vc_vox_work *w, int64_t n, int64_t n_valid, int64_
                               vc_err *err)
 {
     int64_t nvox = 0;
-    if (vc_hash_init(&w->hash, n_valid) != VC_HASH_INSERTED)
+    if (vc_hash_init(&w->hash, n_valid, w->a) != VC_HASH_INSERTED)
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
                        "voxelize: out of memory for a hash table of %lld keys",
                        (long long)n_valid);
@@ -368,15 +370,15 @@ static vc_status vc_vox_alloc_kept(const vc_voxelize_desc *d, int64_t kept, int6
     if (vc_mul_overflow_i64(kept, channels, &feat_elems))
         return vc_fail(err, VC_ERR_LIMIT, "voxelize: %lld voxels x %lld channels overflows",
                        (long long)kept, (long long)channels);
-    w->first = vc_alloc_n(kept, sizeof *w->first);
-    w->npts = vc_alloc_n(kept, sizeof *w->npts);
-    w->vkey = vc_alloc_n(kept, sizeof *w->vkey);
-    w->order = vc_alloc_n(kept, sizeof *w->order);
-    w->tkey = vc_alloc_n(kept, sizeof *w->tkey);
-    w->tord = vc_alloc_n(kept, sizeof *w->tord);
-    if (d->reduce == VC_REDUCE_MEAN) w->sums = vc_alloc_n(feat_elems, sizeof *w->sums);
-    res->coords = vc_alloc_n(kept * 4, sizeof *res->coords);
-    res->features = vc_alloc_n(feat_elems, d->dtype == VC_DTYPE_FP32 ? 4 : 2);
+    w->first = vc_alloc_n(w->a, kept, sizeof *w->first);
+    w->npts = vc_alloc_n(w->a, kept, sizeof *w->npts);
+    w->vkey = vc_alloc_n(w->a, kept, sizeof *w->vkey);
+    w->order = vc_alloc_n(w->a, kept, sizeof *w->order);
+    w->tkey = vc_alloc_n(w->a, kept, sizeof *w->tkey);
+    w->tord = vc_alloc_n(w->a, kept, sizeof *w->tord);
+    if (d->reduce == VC_REDUCE_MEAN) w->sums = vc_alloc_n(w->a, feat_elems, sizeof *w->sums);
+    res->coords = vc_alloc_n(w->a, kept * 4, sizeof *res->coords);
+    res->features = vc_alloc_n(w->a, feat_elems, d->dtype == VC_DTYPE_FP32 ? 4 : 2);
     if (!w->first || !w->npts || !w->vkey || !w->order || !w->tkey || !w->tord || !res->coords ||
         !res->features || (d->reduce == VC_REDUCE_MEAN && !w->sums))
         return vc_fail(err, VC_ERR_OUT_OF_MEMORY,
@@ -447,7 +449,8 @@ static int64_t vc_vox_write_rows(const vc_voxelize_desc *d, const float *P, int6
     return points_used;
 }
 
-vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_voxels *out,
+vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts,
+                          const vc_engine_options *opt, vc_voxels *out,
                           vc_voxelize_stats *stats, vc_err *err)
 {
     int32_t shape[3];
@@ -472,6 +475,7 @@ vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_vo
 
     vc_vox_work w;
     memset(&w, 0, sizeof w);
+    w.a = vc_opt_allocator(opt);
     vc_vox_tally tally;
     st = vc_vox_point_keys(d, pts, shape, &kp, &w, &tally, err);
     if (st != VC_OK) {
@@ -495,6 +499,7 @@ vc_status vc_voxelize_cpu(const vc_voxelize_desc *d, const vc_points *pts, vc_vo
 
     vc_voxels res;
     memset(&res, 0, sizeof res);
+    res.alloc = w.a;
     res.n = kept;
     res.channels = channels;
     memcpy(res.shape, shape, sizeof res.shape);

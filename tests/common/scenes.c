@@ -15,7 +15,7 @@ void scene_set_init(scene_set *s, int32_t batch, const int32_t shape[3], int64_t
     s->cap = expected > 16 ? expected : 16;
     s->limit = limit;
     s->rows = malloc((size_t)s->cap * 16);
-    vc_hash_init(&s->seen, s->cap);
+    vc_hash_init(&s->seen, s->cap, NULL);
     vc_keypack_init(&s->kp, batch, shape);
 }
 
@@ -339,5 +339,5 @@ vc_status scene_voxelize_padded(const vc_cloud *c, vc_voxels *out, vc_err *err)
     }
     vc_points pts = {c->data, c->count, c->dim, NULL, VC_MEMORY_HOST};
     memset(out, 0, sizeof *out);
-    return vc_voxelize_cpu(&vd, &pts, out, NULL, err);
+    return vc_voxelize_cpu(&vd, &pts, NULL, out, NULL, err);
 }

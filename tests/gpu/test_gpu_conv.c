@@ -108,7 +108,7 @@ static map_pair build_pair(const cloud *c, const int32_t *d_rows, const vc_map_d
     map_pair m;
     memset(&m, 0, sizeof m);
     vc_err ce = {{0}}, ge = {{0}};
-    vc_status cs = vc_kmap_build_cpu(c->rows, c->n, c->shape, c->batch, d, 0, &m.cpu, &ce);
+    vc_status cs = vc_kmap_build_cpu(c->rows, c->n, c->shape, c->batch, d, NULL, 0, &m.cpu, &ce);
     vc_status gs =
         vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, NULL, g_stream, &m.gpu, &ge);
     /* both may reject a kernel that does not fit a tiny grid; they must agree */
@@ -130,8 +130,8 @@ static map_pair inverse_pair(const map_pair *fwd, const cloud *c, const char *la
     map_pair m;
     memset(&m, 0, sizeof m);
     vc_err ce = {{0}}, ge = {{0}};
-    vc_status cs = vc_kmap_inverse_cpu(&fwd->cpu, c->shape, c->batch, &m.cpu, &ce);
-    vc_status gs = vc_kmap_inverse_gpu(&fwd->gpu, c->shape, c->batch, g_stream, &m.gpu, &ge);
+    vc_status cs = vc_kmap_inverse_cpu(&fwd->cpu, c->shape, c->batch, NULL, &m.cpu, &ce);
+    vc_status gs = vc_kmap_inverse_gpu(&fwd->gpu, c->shape, c->batch, NULL, g_stream, &m.gpu, &ge);
     CHECK_MSG(cs == VC_OK && gs == VC_OK, "%s: inverse: cpu %s (%s), gpu %s (%s)", label,
               vc_status_string(cs), ce.msg, vc_status_string(gs), ge.msg);
     if (cs != VC_OK || gs != VC_OK) {
@@ -227,7 +227,7 @@ static double run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng
         }
     }
     vc_err ce = {{0}}, ge = {{0}};
-    vc_status cs = vc_conv_cpu(&a, &ce);
+    vc_status cs = vc_conv_cpu(&a, NULL, &ce);
 
     void *in_d = to_device(in_h, (size_t)(n_in * o.c_in) * dsize(o.in_dt));
     void *w_d = to_device(w_h, (size_t)nw * dsize(o.w_dt));
@@ -564,9 +564,9 @@ static void bad_args(vc_rng *rng)
         CHECK(vc_conv_gpu(&b, VC_ALGO_AUTO, 0, &g_opt, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
         CHECK(vc_conv_gpu(&a, (vc_algo)9, 0, &g_opt, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
         CHECK(vc_conv_gpu(NULL, VC_ALGO_AUTO, 0, &g_opt, g_stream, &e) == VC_ERR_INVALID_ARGUMENT);
-        CHECK(vc_pool_gpu(&m.gpu, (vc_pool_mode)5, in_d, VC_DTYPE_FP32, 4, out_d, g_stream, &e) ==
+        CHECK(vc_pool_gpu(&m.gpu, (vc_pool_mode)5, in_d, VC_DTYPE_FP32, 4, out_d, NULL, g_stream, &e) ==
               VC_ERR_INVALID_ARGUMENT);
-        CHECK(vc_pool_gpu(&m.gpu, VC_POOL_MAX, in_d, VC_DTYPE_FP32, 0, out_d, g_stream, &e) ==
+        CHECK(vc_pool_gpu(&m.gpu, VC_POOL_MAX, in_d, VC_DTYPE_FP32, 0, out_d, NULL, g_stream, &e) ==
               VC_ERR_INVALID_ARGUMENT);
         CHECK(vc_conv_gpu(&a, VC_ALGO_AUTO, 0, &g_opt, g_stream, &e) == VC_OK);
         CUDA_OK(cudaStreamSynchronize(g_stream));
@@ -710,7 +710,7 @@ static void run_pool(const char *label, const map_pair *m, vc_pool_mode mode, vc
     void *in_d = to_device(in_h, (size_t)(n_in * C) * dsize(dt));
     void *out_d = to_device(NULL, (size_t)(n_out * C + 1) * dsize(dt));
     CUDA_OK(cudaMemsetAsync(out_d, 0xff, (size_t)(n_out * C + 1) * dsize(dt), g_stream));
-    vc_status gs = vc_pool_gpu(&m->gpu, mode, in_d, dt, C, out_d, g_stream, &ge);
+    vc_status gs = vc_pool_gpu(&m->gpu, mode, in_d, dt, C, out_d, NULL, g_stream, &ge);
     CUDA_OK(cudaStreamSynchronize(g_stream));
     CHECK_MSG(cs == gs, "%s: cpu %s (%s), gpu %s (%s)", lab, vc_status_string(cs), ce.msg,
               vc_status_string(gs), ge.msg);
@@ -752,12 +752,12 @@ static void run_global(const char *label, const cloud *c, int32_t batch, vc_pool
             vc_store_f32(in_h, dt, i, NAN);
     float *dc = malloc((size_t)nb * 4), *dg = malloc((size_t)nb * 4);
     vc_err ce = {{0}}, ge = {{0}};
-    vc_status cs = vc_global_pool_cpu(rows, n, batch, mode, in_h, dt, C, dc, &ce);
+    vc_status cs = vc_global_pool_cpu(rows, n, batch, mode, in_h, dt, C, dc, NULL, &ce);
     int32_t *rows_d = to_device(rows, (size_t)n * 16);
     void *in_d = to_device(in_h, (size_t)(n * C) * dsize(dt));
     float *dst_d = to_device(NULL, (size_t)nb * 4);
     CUDA_OK(cudaMemset(dst_d, 0xff, (size_t)nb * 4));
-    vc_status gs = vc_global_pool_gpu(rows_d, n, batch, mode, in_d, dt, C, dst_d, g_stream, &ge);
+    vc_status gs = vc_global_pool_gpu(rows_d, n, batch, mode, in_d, dt, C, dst_d, NULL, g_stream, &ge);
     CUDA_OK(cudaStreamSynchronize(g_stream));
     CHECK_MSG(cs == gs, "%s: cpu %s (%s), gpu %s (%s)", lab, vc_status_string(cs), ce.msg,
               vc_status_string(gs), ge.msg);
@@ -771,7 +771,7 @@ static void run_global(const char *label, const cloud *c, int32_t batch, vc_pool
         cmp_pool(lab, dg, dc, nb, mode == VC_POOL_MAX, 1e-6);
         /* determinism: a second run gives the same bits */
         float *dg2 = malloc((size_t)nb * 4);
-        CHECK(vc_global_pool_gpu(rows_d, n, batch, mode, in_d, dt, C, dst_d, g_stream, &ge) ==
+        CHECK(vc_global_pool_gpu(rows_d, n, batch, mode, in_d, dt, C, dst_d, NULL, g_stream, &ge) ==
               VC_OK);
         CUDA_OK(cudaMemcpy(dg2, dst_d, (size_t)nb * 4, cudaMemcpyDeviceToHost));
         CHECK_MSG(memcmp(dg, dg2, (size_t)nb * 4) == 0, "%s: two runs differ", lab);

@@ -128,7 +128,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
     int64_t max_out = 1, max_pairs = 1;
     for (int f = 0; f < NFRAMES; f++) {
         vc_err ce = {{0}};
-        vc_status cs = vc_kmap_build_cpu(frames[f], n, shape, batch, d, 0, &cm[f], &ce);
+        vc_status cs = vc_kmap_build_cpu(frames[f], n, shape, batch, d, NULL, 0, &cm[f], &ce);
         CHECK_MSG(cs == VC_OK, "%s: cpu frame %d: %s", label, f, ce.msg);
         if (cs != VC_OK) goto done;
         if (cm[f].n_out > max_out) max_out = cm[f].n_out;

@@ -71,7 +71,7 @@ static void test_hash(vc_rng *rng, int64_t n, int64_t range, int32_t max_probe, 
         queries[i] = i < n ? keys[i] : (uint64_t)vc_rng_int(rng, 2 * range);
     /* the CPU reference: the first index of each key wins, as atomicMin does */
     vc_hash ref;
-    CHECK(vc_hash_init(&ref, n) == VC_HASH_INSERTED);
+    CHECK(vc_hash_init(&ref, n, NULL) == VC_HASH_INSERTED);
     int64_t dups = 0, first_dup = -1, valid = 0;
     for (int64_t i = 0; i < n; i++) {
         if (keys[i] == VC_HASH_EMPTY) continue;
@@ -210,7 +210,7 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
     memset(&gm, 0, sizeof gm);
     memset(&gm2, 0, sizeof gm2);
     vc_err ce = {{0}}, ge = {{0}};
-    vc_status cs = vc_kmap_build_cpu(c->rows, c->n, c->shape, c->batch, d, 0, &cm, &ce);
+    vc_status cs = vc_kmap_build_cpu(c->rows, c->n, c->shape, c->batch, d, NULL, 0, &cm, &ce);
     dirty_device();
     vc_status gs =
         vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, &g_opts, g_stream, &gm, &ge);
@@ -240,9 +240,9 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
         vc_kmap_data ci, gi;
         memset(&ci, 0, sizeof ci);
         memset(&gi, 0, sizeof gi);
-        cs = vc_kmap_inverse_cpu(&cm, c->shape, c->batch, &ci, &ce);
+        cs = vc_kmap_inverse_cpu(&cm, c->shape, c->batch, NULL, &ci, &ce);
         dirty_device();
-        gs = vc_kmap_inverse_gpu(&gm, c->shape, c->batch, g_stream, &gi, &ge);
+        gs = vc_kmap_inverse_gpu(&gm, c->shape, c->batch, NULL, g_stream, &gi, &ge);
         CHECK_MSG(cs == gs, "%s inverse: cpu %s (%s), gpu %s (%s)", label, vc_status_string(cs),
                   ce.msg, vc_status_string(gs), ge.msg);
         if (cs == VC_OK && gs == VC_OK) {
@@ -356,7 +356,7 @@ static void test_bad_rows(vc_rng *rng)
             memset(&cm, 0, sizeof cm);
             memset(&gm, 0, sizeof gm);
             vc_err ce = {{0}}, ge = {{0}};
-            vc_status cs = vc_kmap_build_cpu(rows, n, shape, 2, &ds[j], 0, &cm, &ce);
+            vc_status cs = vc_kmap_build_cpu(rows, n, shape, 2, &ds[j], NULL, 0, &cm, &ce);
             vc_status gs = vc_kmap_build_gpu(d, n, shape, 2, &ds[j], &g_opts, g_stream, &gm, &ge);
             CHECK_MSG(cs == gs && cs != VC_OK, "bad rows variant %d: cpu %s (%s), gpu %s (%s)",
                       variant, vc_status_string(cs), ce.msg, vc_status_string(gs), ge.msg);

@@ -103,7 +103,7 @@ static void gpu_voxelize(const vc_voxelize_desc *d, const float *pts, int64_t n,
     vc_voxelize_stats st_before = st;
     cudaStream_t s = default_stream ? (cudaStream_t)0 : g_stream;
     double t0 = now_ms();
-    r->st = vc_voxelize_gpu(d, &p, s, &out, &st, &r->err);
+    r->st = vc_voxelize_gpu(d, &p, NULL, s, &out, &st, &r->err);
     CUDA_OK(cudaStreamSynchronize(s));
     r->ms = now_ms() - t0;
     if (r->st != VC_OK) {
@@ -243,7 +243,7 @@ static int64_t run_case_opt(const char *what, const vc_voxelize_desc *d, const f
     vc_voxelize_stats cst;
     memset(&cst, 0, sizeof cst);
     vc_err cerr = {{0}};
-    vc_status cs = vc_voxelize_cpu(d, &p, &cv, &cst, &cerr);
+    vc_status cs = vc_voxelize_cpu(d, &p, NULL, &cv, &cst, &cerr);
     gpu_run g;
     gpu_voxelize(d, pts, n, dim, batch, default_stream, &g);
     compare(what, d, cs, &cerr, &cv, &cst, &g);
@@ -654,17 +654,17 @@ static void test_small_and_bad(void)
     };
     for (size_t i = 0; i < sizeof bp / sizeof *bp; i++) {
         err.msg[0] = 0;
-        vc_status s = vc_voxelize_gpu(&d, &bp[i].p, g_stream, &out, &st, &err);
+        vc_status s = vc_voxelize_gpu(&d, &bp[i].p, NULL, g_stream, &out, &st, &err);
         CHECK_MSG(s == bp[i].want && err.msg[0] != 0, "%s: status %d (%s), want %d",
                   bp[i].what, (int)s, err.msg, (int)bp[i].want);
     }
     vc_points ok = make_points(dp, 2, 3, NULL, VC_MEMORY_DEVICE);
-    CHECK(vc_voxelize_gpu(&d, NULL, g_stream, &out, &st, &err) == VC_ERR_INVALID_ARGUMENT);
-    CHECK(vc_voxelize_gpu(NULL, &ok, g_stream, &out, &st, &err) == VC_ERR_INVALID_ARGUMENT);
-    CHECK(vc_voxelize_gpu(&d, &ok, g_stream, NULL, &st, &err) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_voxelize_gpu(&d, NULL, NULL, g_stream, &out, &st, &err) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_voxelize_gpu(NULL, &ok, NULL, g_stream, &out, &st, &err) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_voxelize_gpu(&d, &ok, NULL, g_stream, NULL, &st, &err) == VC_ERR_INVALID_ARGUMENT);
     CHECK(memcmp(&out, &before, sizeof out) == 0 && memcmp(&st, &st_before, sizeof st) == 0);
     /* stats and err may be NULL */
-    CHECK(vc_voxelize_gpu(&d, &ok, g_stream, &out, NULL, NULL) == VC_OK && out.n == 1);
+    CHECK(vc_voxelize_gpu(&d, &ok, NULL, g_stream, &out, NULL, NULL) == VC_OK && out.n == 1);
     vc_voxels_free_gpu(&out);
     vc_voxels_free_gpu(NULL);
     cudaFree(dp);

@@ -136,7 +136,7 @@ static void test_collisions(void)
 {
     /* Keys that share one home slot in a 16-slot table: linear probing must place them all. */
     vc_hash h;
-    CHECK(vc_hash_init(&h, 0) == VC_HASH_INSERTED);
+    CHECK(vc_hash_init(&h, 0, NULL) == VC_HASH_INSERTED);
     CHECK(h.capacity == 16 && h.count == 0 && h.max_probe == VC_HASH_DEFAULT_MAX_PROBE);
     uint64_t same[8];
     int32_t vals[8];
@@ -168,7 +168,7 @@ static void test_collisions(void)
     vc_hash_free(NULL);
 
     /* Many keys into a tiny table through insert_grow: forced growth many times. */
-    CHECK(vc_hash_init(&h, 1) == VC_HASH_INSERTED);
+    CHECK(vc_hash_init(&h, 1, NULL) == VC_HASH_INSERTED);
     enum { M = 20000 };
     uint64_t *keys = malloc(M * sizeof *keys);
     int32_t *vv = malloc(M * sizeof *vv);
@@ -198,7 +198,7 @@ static void test_collisions(void)
 static void test_duplicates(void)
 {
     vc_hash h;
-    CHECK(vc_hash_init(&h, 4) == VC_HASH_INSERTED);
+    CHECK(vc_hash_init(&h, 4, NULL) == VC_HASH_INSERTED);
     CHECK(vc_hash_insert(&h, 42, 7, NULL) == VC_HASH_INSERTED);
     int32_t ex = -1;
     CHECK(vc_hash_insert(&h, 42, 9, &ex) == VC_HASH_EXISTS);
@@ -222,7 +222,7 @@ static void test_duplicates(void)
 static void test_probe_limit(void)
 {
     vc_hash h;
-    CHECK(vc_hash_init(&h, 8) == VC_HASH_INSERTED);
+    CHECK(vc_hash_init(&h, 8, NULL) == VC_HASH_INSERTED);
     h.max_probe = 1;
     int32_t stuck = -1;
     uint64_t keys[64];
@@ -266,7 +266,7 @@ static void test_probe_limit(void)
     vc_hash_free(&h);
 
     /* A full table with no probe bound to speak of never loops: the bound ends the walk. */
-    CHECK(vc_hash_init(&h, 8) == VC_HASH_INSERTED);
+    CHECK(vc_hash_init(&h, 8, NULL) == VC_HASH_INSERTED);
     for (int i = 0; i < 8; i++) CHECK(vc_hash_insert(&h, (uint64_t)i, i, NULL) == VC_HASH_INSERTED);
     for (int64_t s = 0; s < h.capacity; s++)
         if (h.keys[s] == VC_HASH_EMPTY) h.keys[s] = 100000u + (uint64_t)s; /* fill every slot */
@@ -335,7 +335,7 @@ static void test_random_million(vc_rng *rng)
         oracle[i].key = keys[i];
         oracle[i].first = i;
     }
-    CHECK(vc_hash_init(&h, 1000) == VC_HASH_INSERTED); /* grows ~10 times */
+    CHECK(vc_hash_init(&h, 1000, NULL) == VC_HASH_INSERTED); /* grows ~10 times */
     for (int i = 0; i < N; i++) {
         exist[i] = -1;
         res[i] = vc_hash_insert_grow(&h, keys[i], i, &exist[i]);

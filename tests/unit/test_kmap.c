@@ -418,7 +418,7 @@ static void run_case(const char *what, const int32_t *in, int64_t n, const int32
     vc_err err = {{0}};
     memset(&m1, 0, sizeof m1);
     memset(&m2, 0, sizeof m2);
-    vc_status s1 = vc_kmap_build_cpu(in, n, shape, batch, d, 1, &m1, &err);
+    vc_status s1 = vc_kmap_build_cpu(in, n, shape, batch, d, NULL, 1, &m1, &err);
     char desc[256];
     snprintf(desc, sizeof desc, "%s %s n=%lld shape %dx%dx%d batch %d kernel %dx%dx%d "
              "stride %d,%d,%d pad %d,%d,%d dil %d,%d,%d", what, type_name(d->type), (long long)n,
@@ -442,12 +442,12 @@ static void run_case(const char *what, const int32_t *in, int64_t n, const int32
     int bad = check_against(&m1, &o, d, n, batch);
     CHECK_MSG(bad == 0, "%s: %d differences from the oracle (n_out %lld vs %lld)", desc, bad,
               (long long)m1.n_out, (long long)o.n_out);
-    vc_status s2 = vc_kmap_build_cpu(in, n, shape, batch, d, 2, &m2, &err);
+    vc_status s2 = vc_kmap_build_cpu(in, n, shape, batch, d, NULL, 2, &m2, &err);
     CHECK_MSG(s2 == VC_OK && maps_equal(&m1, &m2), "%s: 1 and 2 threads differ", desc);
     if (d->type == VC_MAP_STRIDED || d->type == VC_MAP_DOWNSAMPLE) {
         vc_kmap_data inv;
         memset(&inv, 0, sizeof inv);
-        vc_status si = vc_kmap_inverse_cpu(&m1, shape, batch, &inv, &err);
+        vc_status si = vc_kmap_inverse_cpu(&m1, shape, batch, NULL, &inv, &err);
         CHECK_MSG(si == VC_OK, "%s: inverse status %d (%s)", desc, (int)si, err.msg);
         if (si == VC_OK) {
             int bi = check_inverse(&inv, &m1, shape, batch);
@@ -552,7 +552,7 @@ static void test_n0(void)
     vc_kmap_data m;
     vc_err err = {{0}};
     memset(&m, 0, sizeof m);
-    CHECK(vc_kmap_build_cpu(NULL, 0, shape, 1, &d, 0, &m, &err) == VC_OK);
+    CHECK(vc_kmap_build_cpu(NULL, 0, shape, 1, &d, NULL, 0, &m, &err) == VC_OK);
     CHECK(m.n_out == 0 && m.n_pairs == 0 && m.offsets != NULL && m.volume == 27);
     int zeros = 1;
     for (int k = 0; k <= 27 && m.offsets; k++) zeros &= m.offsets[k] == 0;
@@ -617,7 +617,7 @@ static void test_errors(void)
         vc_map_desc d = mkdesc_zyx(types[t], 3, 3, 3, 2, 0, 1);
         m = sentinel;
         err.msg[0] = 0;
-        CHECK(vc_kmap_build_cpu(in, 5, shape, 2, &d, 1, &m, &err) == VC_ERR_DUPLICATE);
+        CHECK(vc_kmap_build_cpu(in, 5, shape, 2, &d, NULL, 1, &m, &err) == VC_ERR_DUPLICATE);
         CHECK_MSG(strstr(err.msg, "2 and 4") != NULL, "message: %s", err.msg);
         CHECK(memcmp(&m, &sentinel, sizeof m) == 0);
     }
@@ -625,7 +625,7 @@ static void test_errors(void)
     {
         vc_map_desc d = mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1);
         memset(&m, 0, sizeof m);
-        CHECK(vc_kmap_build_cpu(in, 4, shape, 2, &d, 1, &m, &err) == VC_OK);
+        CHECK(vc_kmap_build_cpu(in, 4, shape, 2, &d, NULL, 1, &m, &err) == VC_OK);
         vc_kmap_data_free(&m);
     }
     /* out of range rows */
@@ -635,7 +635,7 @@ static void test_errors(void)
         vc_map_desc d = mkdesc_zyx(types[i % 4], 3, 3, 3, 1, 0, 1);
         int32_t two[8] = {0, 1, 1, 1, oor[i][0], oor[i][1], oor[i][2], oor[i][3]};
         m = sentinel;
-        CHECK(vc_kmap_build_cpu(two, 2, shape, 2, &d, 1, &m, &err) == VC_ERR_OUT_OF_RANGE);
+        CHECK(vc_kmap_build_cpu(two, 2, shape, 2, &d, NULL, 1, &m, &err) == VC_ERR_OUT_OF_RANGE);
         CHECK(memcmp(&m, &sentinel, sizeof m) == 0);
     }
     /* bad descriptors */
@@ -660,7 +660,7 @@ static void test_errors(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         m = sentinel;
         err.msg[0] = 0;
-        vc_status s = vc_kmap_build_cpu(in, 4, shape, 2, &bad[i].d, 1, &m, &err);
+        vc_status s = vc_kmap_build_cpu(in, 4, shape, 2, &bad[i].d, NULL, 1, &m, &err);
         CHECK_MSG(s == VC_ERR_INVALID_ARGUMENT, "bad descriptor %zu: status %d", i, (int)s);
         CHECK_MSG(strstr(err.msg, bad[i].field) != NULL, "bad descriptor %zu: message '%s' "
                   "does not name '%s'", i, err.msg, bad[i].field);
@@ -672,31 +672,31 @@ static void test_errors(void)
     /* bad arguments */
     vc_map_desc d = mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1);
     m = sentinel;
-    CHECK(vc_kmap_build_cpu(NULL, 3, shape, 1, &d, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
-    CHECK(vc_kmap_build_cpu(in, -1, shape, 1, &d, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
-    CHECK(vc_kmap_build_cpu(in, 4, shape, 0, &d, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
-    CHECK(vc_kmap_build_cpu(in, 4, shape, 2, NULL, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
-    CHECK(vc_kmap_build_cpu(in, 4, shape, 2, &d, 1, NULL, &err) == VC_ERR_INVALID_ARGUMENT);
-    CHECK(vc_kmap_build_cpu(in, VC_MAX_ROWS + 1, shape, 2, &d, 1, &m, &err) == VC_ERR_LIMIT);
+    CHECK(vc_kmap_build_cpu(NULL, 3, shape, 1, &d, NULL, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_build_cpu(in, -1, shape, 1, &d, NULL, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_build_cpu(in, 4, shape, 0, &d, NULL, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_build_cpu(in, 4, shape, 2, NULL, NULL, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_build_cpu(in, 4, shape, 2, &d, NULL, 1, NULL, &err) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_build_cpu(in, VC_MAX_ROWS + 1, shape, 2, &d, NULL, 1, &m, &err) == VC_ERR_LIMIT);
     const int32_t zero_shape[3] = {5, 0, 6};
-    CHECK(vc_kmap_build_cpu(in, 4, zero_shape, 2, &d, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_build_cpu(in, 4, zero_shape, 2, &d, NULL, 1, &m, &err) == VC_ERR_INVALID_ARGUMENT);
     /* a shape that does not pack into 63 bits */
     const int32_t huge[3] = {INT32_MAX, INT32_MAX, INT32_MAX};
-    CHECK(vc_kmap_build_cpu(in, 4, huge, 2, &d, 1, &m, &err) == VC_ERR_OUT_OF_RANGE);
+    CHECK(vc_kmap_build_cpu(in, 4, huge, 2, &d, NULL, 1, &m, &err) == VC_ERR_OUT_OF_RANGE);
     /* an output shape past int32 */
     vc_map_desc dt = mkdesc_zyx(VC_MAP_TRANSPOSED, 3, 3, 3, 1 << 20, 0, 1);
-    CHECK(vc_kmap_build_cpu(in, 4, (const int32_t[3]){4096, 4, 4}, 2, &dt, 1, &m, &err) ==
+    CHECK(vc_kmap_build_cpu(in, 4, (const int32_t[3]){4096, 4, 4}, 2, &dt, NULL, 1, &m, &err) ==
           VC_ERR_LIMIT);
     CHECK(memcmp(&m, &sentinel, sizeof m) == 0);
     /* NULL err is allowed */
-    CHECK(vc_kmap_build_cpu(in, 5, shape, 2, &d, 1, &m, NULL) == VC_ERR_DUPLICATE);
+    CHECK(vc_kmap_build_cpu(in, 5, shape, 2, &d, NULL, 1, &m, NULL) == VC_ERR_DUPLICATE);
 
     /* inverse of a map that is neither STRIDED nor DOWNSAMPLE */
     vc_kmap_data sub;
     memset(&sub, 0, sizeof sub);
-    CHECK(vc_kmap_build_cpu(in, 4, shape, 2, &d, 1, &sub, &err) == VC_OK);
+    CHECK(vc_kmap_build_cpu(in, 4, shape, 2, &d, NULL, 1, &sub, &err) == VC_OK);
     m = sentinel;
-    CHECK(vc_kmap_inverse_cpu(&sub, shape, 2, &m, &err) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_inverse_cpu(&sub, shape, 2, NULL, &m, &err) == VC_ERR_INVALID_ARGUMENT);
     CHECK(memcmp(&m, &sentinel, sizeof m) == 0);
     vc_kmap_data_free(&sub);
 }
@@ -740,8 +740,8 @@ static void test_large(vc_rng *rng)
         vc_err err;
         memset(&a, 0, sizeof a);
         memset(&b, 0, sizeof b);
-        CHECK(vc_kmap_build_cpu(in, n, shape, batch, &ds[t], 1, &a, &err) == VC_OK);
-        CHECK(vc_kmap_build_cpu(in, n, shape, batch, &ds[t], 2, &b, &err) == VC_OK);
+        CHECK(vc_kmap_build_cpu(in, n, shape, batch, &ds[t], NULL, 1, &a, &err) == VC_OK);
+        CHECK(vc_kmap_build_cpu(in, n, shape, batch, &ds[t], NULL, 2, &b, &err) == VC_OK);
         CHECK_MSG(maps_equal(&a, &b), "large %s: 1 and 2 threads differ", type_name(ds[t].type));
         CHECK(check_derived(&a) == 0);
         /* sampled rows against the oracle's per-site lookup */

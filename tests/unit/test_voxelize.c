@@ -238,7 +238,7 @@ static void run_case(const char *what, const vc_voxelize_desc *d, const float *p
     vc_voxelize_stats gs;
     memset(&gs, 0xab, sizeof gs);
     vc_err err = {{0}};
-    vc_status s = vc_voxelize_cpu(d, &p, &got, &gs, &err);
+    vc_status s = vc_voxelize_cpu(d, &p, NULL, &got, &gs, &err);
     CHECK_MSG(s == VC_OK, "%s: status %d (%s)", what, (int)s, err.msg);
     if (s != VC_OK) return;
     orc_result ref;
@@ -330,7 +330,7 @@ static void test_nonfinite(vc_rng *rng)
     vc_voxelize_stats st_before = st;
     vc_err err = {{0}};
     d.nonfinite = VC_NONFINITE_ERROR;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     char want[64];
     snprintf(want, sizeof want, "point %lld ", (long long)first_bad);
     CHECK_MSG(strstr(err.msg, want) != NULL, "message '%s' should name %s", err.msg, want);
@@ -341,14 +341,14 @@ static void test_nonfinite(vc_rng *rng)
     d.nonfinite = VC_NONFINITE_SKIP;
     float one[4] = {1.0f, 1.0f, 1.0f, NAN};
     p = make_points(one, 1, 4, NULL, VC_MEMORY_HOST);
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.n == 1 && st.points_nonfinite == 0 && isnan(((float *)out.features)[3]));
     vc_voxels_free(&out);
 
     /* All points non-finite. */
     float allbad[6] = {NAN, 0, 0, 0, INFINITY, 0};
     p = make_points(allbad, 2, 3, NULL, VC_MEMORY_HOST);
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.n == 0 && st.points_nonfinite == 2 && st.points_used == 0 && out.batch_size == 1);
     vc_voxels_free(&out);
     free(pts);
@@ -373,7 +373,7 @@ static void test_boundaries(void)
     vc_voxels out;
     vc_voxelize_stats st;
     vc_err err = {{0}};
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.shape[0] == 4 && out.shape[1] == 4 && out.shape[2] == 4);
     CHECK(st.points_out_of_range == 4 && st.points_used == 4);
     CHECK(out.n == 3);
@@ -394,7 +394,7 @@ static void test_boundaries(void)
         -0.3f, -0.1f, -0.1f, /* x index 3, y 5, z 1                              */
     };
     p = make_points(pts2, 2, 3, NULL, VC_MEMORY_HOST);
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.shape[0] == 2 && out.shape[1] == 6 && out.shape[2] == 4);
     CHECK(out.n == 1 && st.points_out_of_range == 1);
     if (out.n == 1) {
@@ -410,7 +410,7 @@ static void test_boundaries(void)
     d = make_desc(0.1f, 0.1f, 0.1f, range3, VC_REDUCE_COUNT);
     const float pts3[3] = {0x1.4cccccp+0f, 0.05f, 0.05f};
     p = make_points(pts3, 1, 3, NULL, VC_MEMORY_HOST);
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.n == 1 && out.coords && out.coords[3] == 12);
     vc_voxels_free(&out);
 }
@@ -432,7 +432,7 @@ static void test_duplicates(void)
         vc_voxels out;
         vc_voxelize_stats st;
         vc_err err = {{0}};
-        CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+        CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
         CHECK(out.n == 1 && st.points_used == 100 && st.voxels_total == 1);
         if (out.n == 1) {
             const int32_t want[4] = {0, 5, 4, 3};
@@ -467,7 +467,7 @@ static void test_cap(void)
     vc_voxelize_stats st;
     vc_err err = {{0}};
     d.max_voxels = 2;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.n == 2 && st.voxels_total == 4 && st.voxels_kept == 2 && st.points_used == 4);
     if (out.n == 2) {
         const int32_t want[8] = {0, 0, 0, 2, 0, 0, 0, 3};
@@ -477,11 +477,11 @@ static void test_cap(void)
     }
     vc_voxels_free(&out);
     d.max_voxels = 4; /* exactly the total: no voxel dropped */
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.n == 4 && st.points_used == 7);
     vc_voxels_free(&out);
     d.max_voxels = 100;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.n == 4 && st.voxels_kept == 4);
     vc_voxels_free(&out);
 }
@@ -495,14 +495,14 @@ static void test_small(void)
     vc_voxels out;
     vc_voxelize_stats st;
     vc_err err = {{0}};
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.n == 0 && out.channels == 4 && out.batch_size == 1);
     CHECK(out.shape[0] == 10 && out.shape[1] == 10 && out.shape[2] == 10);
     CHECK(st.points_in == 0 && st.points_used == 0 && st.voxels_total == 0 &&
           st.voxels_kept == 0 && st.points_out_of_range == 0 && st.points_nonfinite == 0);
     vc_voxels_free(&out);
     d.batch_size = 3;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, NULL, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, NULL, &err), VC_OK);
     CHECK(out.n == 0 && out.batch_size == 3);
     vc_voxels_free(&out);
 
@@ -510,7 +510,7 @@ static void test_small(void)
     const int32_t b5 = 5;
     d.batch_size = 0;
     p = make_points(one, 1, 4, &b5, VC_MEMORY_HOST);
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.n == 1 && out.batch_size == 6 && st.points_used == 1);
     if (out.n == 1) {
         CHECK(out.coords[0] == 5 && out.coords[1] == 9 && out.coords[2] == 2 &&
@@ -524,7 +524,7 @@ static void test_small(void)
     const float two[6] = {0.5f, 0.5f, 0.5f, 5.0f, 0.5f, 0.5f};
     const int32_t bb[2] = {0, 4};
     p = make_points(two, 2, 3, bb, VC_MEMORY_HOST);
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     CHECK(out.n == 1 && out.batch_size == 5 && st.points_out_of_range == 1);
     vc_voxels_free(&out);
 }
@@ -542,7 +542,7 @@ static void test_half(void)
         vc_points p = make_points(pts, 3, 4, NULL, VC_MEMORY_HOST);
         vc_voxels out;
         vc_err err = {{0}};
-        CHECK_VS(vc_voxelize_cpu(&d, &p, &out, NULL, &err), VC_OK);
+        CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, NULL, &err), VC_OK);
         CHECK(out.n == 2);
         if (out.n == 2) {
             const uint16_t *h = out.features;
@@ -604,7 +604,7 @@ static void test_bad(void)
         CHECK_MSG(s == descs[i].want, "desc %zu: check gave %d (%s)", i, (int)s, err.msg);
         CHECK_MSG(err.msg[0] != 0, "desc %zu: no message", i);
         CHECK(shape[0] == -5 && shape[1] == -5 && shape[2] == -5);
-        s = vc_voxelize_cpu(&d, &p, &out, &st, &err);
+        s = vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err);
         CHECK_MSG(s == descs[i].want, "desc %zu: cpu gave %d (%s)", i, (int)s, err.msg);
     }
     /* 2^30 is the largest allowed extent per axis; three of them do not pack into 63 bits */
@@ -613,67 +613,67 @@ static void test_bad(void)
         vc_voxelize_desc d = make_desc(1.0f, 1.0f, 1.0f, big, VC_REDUCE_MEAN);
         CHECK_VS(vc_voxelize_check(&d, shape, &err), VC_OK);
         CHECK(shape[0] == 1073741824 && shape[1] == 1073741824 && shape[2] == 1073741824);
-        CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_ERR_OUT_OF_RANGE);
+        CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_ERR_OUT_OF_RANGE);
     }
 
     vc_voxelize_desc good = make_desc(0.1f, 0.1f, 0.1f, range, VC_REDUCE_MEAN);
     vc_voxelize_desc d = good;
     d.reduce = (vc_reduce)3;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     d = good;
     d.reduce = (vc_reduce)-1;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     d = good;
     d.nonfinite = (vc_nonfinite)2;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     d = good;
     d.max_voxels = -1;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     d = good;
     d.batch_size = -2;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     d = good;
     d.dtype = VC_DTYPE_INT32;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     d = good;
     d.dtype = (vc_dtype)9;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     d = good;
     d.struct_size = 8;
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
-    CHECK_VS(vc_voxelize_cpu(NULL, &p, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
-    CHECK_VS(vc_voxelize_cpu(&good, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(NULL, &p, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&good, NULL, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
 
     /* bad points */
     vc_points q = p;
     q.dim = 2;
-    CHECK_VS(vc_voxelize_cpu(&good, &q, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&good, &q, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     q = p;
     q.count = -1;
-    CHECK_VS(vc_voxelize_cpu(&good, &q, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&good, &q, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     q = p;
     q.data = NULL;
-    CHECK_VS(vc_voxelize_cpu(&good, &q, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&good, &q, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     q = p;
     q.memory = VC_MEMORY_DEVICE;
-    CHECK_VS(vc_voxelize_cpu(&good, &q, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&good, &q, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     q = p;
     q.count = INT64_MAX / 2;
-    CHECK_VS(vc_voxelize_cpu(&good, &q, &out, &st, &err), VC_ERR_LIMIT);
+    CHECK_VS(vc_voxelize_cpu(&good, &q, NULL, &out, &st, &err), VC_ERR_LIMIT);
     q = p;
     q.batch = batch_neg;
-    CHECK_VS(vc_voxelize_cpu(&good, &q, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
+    CHECK_VS(vc_voxelize_cpu(&good, &q, NULL, &out, &st, &err), VC_ERR_INVALID_ARGUMENT);
     CHECK_MSG(strstr(err.msg, "point 1 ") != NULL, "message '%s'", err.msg);
     d = good;
     d.batch_size = 2;
     q.batch = batch_big;
-    CHECK_VS(vc_voxelize_cpu(&d, &q, &out, &st, &err), VC_ERR_OUT_OF_RANGE);
+    CHECK_VS(vc_voxelize_cpu(&d, &q, NULL, &out, &st, &err), VC_ERR_OUT_OF_RANGE);
     CHECK_MSG(strstr(err.msg, "point 1 ") != NULL, "message '%s'", err.msg);
     /* none of the failures above wrote the outputs */
     CHECK(memcmp(&st, &st_before, sizeof st) == 0);
     CHECK(memcmp(&out, &before, sizeof out) == 0);
     d.batch_size = 3;
-    CHECK_VS(vc_voxelize_cpu(&d, &q, &out, NULL, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &q, NULL, &out, NULL, &err), VC_OK);
     CHECK(out.batch_size == 3 && out.n == 2);
     vc_voxels_free(&out);
     vc_voxels_free(NULL);
@@ -727,7 +727,7 @@ static void test_large(vc_rng *rng)
     vc_voxelize_stats st;
     vc_err err = {{0}};
     clock_t t0 = clock();
-    CHECK_VS(vc_voxelize_cpu(&d, &p, &out, &st, &err), VC_OK);
+    CHECK_VS(vc_voxelize_cpu(&d, &p, NULL, &out, &st, &err), VC_OK);
     double sec = (double)(clock() - t0) / CLOCKS_PER_SEC;
     printf("1M points: %lld voxels in %.3f s (CPU time)\n", (long long)out.n, sec);
     CHECK(st.points_in == n && st.points_used + st.points_out_of_range == n);
