@@ -255,11 +255,6 @@ __global__ void global_final_kernel(const double *part, const int64_t *part_cnt,
     }
 }
 
-int is_float(vc_dtype t)
-{
-    return t == VC_DTYPE_FP32 || t == VC_DTYPE_FP16 || t == VC_DTYPE_BF16;
-}
-
 } // namespace
 
 extern "C" vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in,
@@ -321,22 +316,11 @@ extern "C" vc_status vc_global_pool_gpu(const int32_t *coords, int64_t n, int32_
 {
     vc_status st = VC_OK;
     const vc_allocator *al = vc_opt_allocator(opt);
-    if (mode != VC_POOL_MAX && mode != VC_POOL_AVG)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "global pool: unknown mode %d", (int)mode);
-    if (!is_float(dtype))
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                       "global pool: dtype must be fp32, fp16 or bf16");
-    if (channels < 1 || channels > VC_MAX_CHANNELS || batch_size < 1 || n < 0)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                       "global pool: bad sizes (rows %lld, batch %d, channels %lld)",
-                       (long long)n, (int)batch_size, (long long)channels);
-    int64_t t;
-    if (vc_mul_overflow_i64(n, channels, &t) || vc_mul_overflow_i64(batch_size, channels, &t) ||
-        n > VC_MAX_ROWS || (int64_t)batch_size * ((channels + kTileC - 1) / kTileC) > INT32_MAX)
+    st = vc_global_pool_check_args(coords, n, batch_size, mode, in, dtype, channels, dst, err);
+    if (st != VC_OK) return st;
+    // the device's own limits: rows index int32 arrays, and the grid holds every (batch, tile)
+    if (n > VC_MAX_ROWS || (int64_t)batch_size * ((channels + kTileC - 1) / kTileC) > INT32_MAX)
         return vc_fail(err, VC_ERR_LIMIT, "global pool: sizes overflow");
-    if (!dst || (n > 0 && (!coords || !in)))
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
-                       "global pool: NULL coordinates, input or output");
     cudaStream_t s = stream;
     cudaGetLastError();
     long long *bad = NULL;

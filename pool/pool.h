@@ -20,6 +20,11 @@ vc_status vc_pool_check_args(const vc_kmap_data *map, vc_pool_mode mode, const v
 vc_status vc_pool_cpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in, vc_dtype dtype,
                       int64_t channels, void *out, int num_threads, vc_err *err);
 
+/* The argument checks the CPU and GPU global pooling share (mode, dtype, sizes and their
+ * overflow, the buffers), in that order. */
+vc_status vc_global_pool_check_args(const int32_t *coords, int64_t n, int32_t batch_size,
+                                    vc_pool_mode mode, const void *in, vc_dtype dtype,
+                                    int64_t channels, const float *dst, vc_err *err);
 /* Global pooling into dst [batch_size, channels] fp32. */
 vc_status vc_global_pool_cpu(const int32_t *coords, int64_t n, int32_t batch_size,
                              vc_pool_mode mode, const void *in, vc_dtype dtype, int64_t channels,

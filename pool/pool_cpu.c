@@ -84,9 +84,9 @@ vc_status vc_pool_cpu(const vc_kmap_data *map, vc_pool_mode mode, const void *in
     return VC_OK;
 }
 
-vc_status vc_global_pool_cpu(const int32_t *coords, int64_t n, int32_t batch_size,
-                             vc_pool_mode mode, const void *in, vc_dtype dtype, int64_t channels,
-                             float *dst, const vc_engine_options *opt, vc_err *err)
+vc_status vc_global_pool_check_args(const int32_t *coords, int64_t n, int32_t batch_size,
+                                    vc_pool_mode mode, const void *in, vc_dtype dtype,
+                                    int64_t channels, const float *dst, vc_err *err)
 {
     if (mode != VC_POOL_MAX && mode != VC_POOL_AVG)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "global pool: unknown mode %d", (int)mode);
@@ -103,6 +103,16 @@ vc_status vc_global_pool_cpu(const int32_t *coords, int64_t n, int32_t batch_siz
     if (!dst || (n > 0 && (!coords || !in)))
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT,
                        "global pool: NULL coordinates, input or output");
+    return VC_OK;
+}
+
+vc_status vc_global_pool_cpu(const int32_t *coords, int64_t n, int32_t batch_size,
+                             vc_pool_mode mode, const void *in, vc_dtype dtype, int64_t channels,
+                             float *dst, const vc_engine_options *opt, vc_err *err)
+{
+    vc_status st = vc_global_pool_check_args(coords, n, batch_size, mode, in, dtype, channels,
+                                             dst, err);
+    if (st != VC_OK) return st;
     for (int64_t i = 0; i < n; i++)
         if (coords[i * 4] < 0 || coords[i * 4] >= batch_size)
             return vc_fail(err, VC_ERR_OUT_OF_RANGE,
