@@ -397,7 +397,7 @@ static vc_conv_args conv_args(const vc_kmap_data *m, const buffers *b, int f, co
     a.w_dtype = VC_DTYPE_FP16;
     a.bias = b->bias;
     a.act = VC_ACT_RELU;
-    /* as the library's conv does (src/ops.c): the implicit GEMM may add a tile order to the map
+    /* as the library's conv does (src/conv_op.c): the implicit GEMM may add a tile order to the map
      * (kmap/kmap.h), built in the warm-up runs, one for each frame's map */
     a.map_cache = (vc_kmap_data *)m;
     return a;

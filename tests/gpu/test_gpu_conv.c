@@ -241,7 +241,7 @@ static double run_conv(const char *label, const map_pair *m, conv_opts o, vc_rng
     g.bias = bias_d;
     g.residual = res_d;
     g.out = out_d;
-    /* The first run lets the implicit GEMM build the map's tile order (as src/ops.c does; taken
+    /* The first run lets the implicit GEMM build the map's tile order (as src/conv_op.c does; taken
      * whatever the waves here: g_opt.force_order), the second runs without one
      * (a schedule only): the same bits. */
     g.map_cache = (vc_kmap_data *)&m->gpu; /* the test's own map, which the GEMM may extend */
