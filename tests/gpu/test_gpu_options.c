@@ -14,6 +14,7 @@
 #include "voxconv.h"
 
 #ifdef VOXCONV_HAVE_CUDA
+#include "core/dtype.h"
 #include "gemm/gemm.h"
 #include "src/internal.h"
 
@@ -25,19 +26,6 @@ typedef struct scene {
     uint16_t *feats;          /* [n, kChannels] fp16 bits                                    */
     uint16_t *weights;        /* [kChannels, 27, kChannels] fp16 bits                        */
 } scene;
-
-static uint16_t half_bits(float f)
-{
-    /* f in (-1, 1): round to nearest even through the public cast on a host tensor would need
-     * a context; this simple conversion is exact for the values made below (multiples of
-     * 2^-8), so it needs no rounding. */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    const uint32_t sign = (u >> 16) & 0x8000u;
-    if (f == 0.0f) return (uint16_t)sign;
-    int32_t e = (int32_t)((u >> 23) & 0xff) - 127 + 15;
-    return (uint16_t)(sign | (uint32_t)e << 10 | ((u >> 13) & 0x3ff));
-}
 
 static void make_scene(scene *s, vc_rng *rng)
 {
@@ -58,10 +46,10 @@ static void make_scene(scene *s, vc_rng *rng)
     free(taken);
     s->feats = malloc((size_t)(s->n * kChannels) * 2);
     for (int64_t i = 0; i < s->n * kChannels; i++)
-        s->feats[i] = half_bits((float)(vc_rng_int(rng, 255) - 127) / 256.0f);
+        s->feats[i] = vc_f32_to_f16((float)(vc_rng_int(rng, 255) - 127) / 256.0f);
     s->weights = malloc((size_t)kChannels * 27 * kChannels * 2);
     for (int64_t i = 0; i < (int64_t)kChannels * 27 * kChannels; i++)
-        s->weights[i] = half_bits((float)(vc_rng_int(rng, 63) - 31) / 256.0f);
+        s->weights[i] = vc_f32_to_f16((float)(vc_rng_int(rng, 63) - 31) / 256.0f);
 }
 
 /* One subm k3 fp16 conv of the scene on ctx; the output's fp16 bits into out ([n, kChannels]).
@@ -90,20 +78,6 @@ static vc_status run_conv(vc_context *ctx, const scene *s, uint16_t *out)
     return st;
 }
 
-static float half_to_float(uint16_t h)
-{
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    uint32_t u;
-    if (e == 0) {
-        float f = (float)m / 16777216.0f; /* subnormal: m * 2^-24 */
-        return sign ? -f : f;
-    }
-    u = sign | (e - 15 + 127) << 23 | m << 13;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 typedef struct worker {
     const scene *s;
     const uint16_t *ref;      /* the default options' output bits                             */
@@ -128,7 +102,7 @@ static void *work(void *arg)
     uint16_t *out = malloc(elems * 2);
     double *ref = malloc(elems * sizeof(double));
     float *got = malloc(elems * 4);
-    for (size_t i = 0; i < elems; i++) ref[i] = half_to_float(w->ref[i]);
+    for (size_t i = 0; i < elems; i++) ref[i] = vc_f16_to_f32(w->ref[i]);
     vc_engine_options *o = vc_context_options(ctx);
     for (int round = 0; round < kRounds; round++) {
         for (int32_t cfg = -1; cfg < w->n_configs; cfg++) {
@@ -155,7 +129,7 @@ static void *work(void *arg)
             if (!w->forcing) {
                 if (memcmp(out, w->ref, elems * 2) != 0) w->bit_mismatches++;
             } else {
-                for (size_t i = 0; i < elems; i++) got[i] = half_to_float(out[i]);
+                for (size_t i = 0; i < elems; i++) got[i] = vc_f16_to_f32(out[i]);
                 if (!(vc_rel_err(got, ref, (int64_t)elems) <= 1e-2)) w->tol_failures++;
             }
         }
