@@ -16,7 +16,8 @@
  * (GGS's internal read-back of the pair counts included), L2 flushed (a 256 MB memset) before
  * every run and the 3 frames rotated; useful TFLOP/s = 2 * pairs * Cin * Cout / time; GB/s =
  * the fewest bytes (input features, output features, weights, out_in, all once) / time; the
- * floor = max(FLOPs / 650 TFLOP/s mma.sync peak, bytes / 3.0 TB/s) (H100 SXM rates). The outputs of
+ * floor = max(FLOPs / PEAK_FLOPS, bytes / PEAK_BYTES) (the H100 rates of docs/benchmarks.md,
+ * Floors). The outputs of
  * frame 0 of both GGS variants are compared with the implicit GEMM's (relative Frobenius, the
  * larger difference is printed) as a sanity check.
  * Map builds are timed apart (vc_kmap_build_gpu_timed, median), with the tile order

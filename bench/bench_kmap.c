@@ -3,8 +3,8 @@
  *   - hash insert and lookup of 1M and 10M random keys, in both slot layouts (16-byte slots for
  *     62-bit keys, packed 8-byte slots for 31-bit keys): the insert call (with its read-back),
  *     the insert kernel alone (vc_hash_gpu_insert_async), the lookup; each beside its floor:
- *     bytes over ~3.0 TB/s or random sectors (one per key) over the rate that the table's size
- *     allows (measured on an H100: 135 G/s up to 24 MB, 99 at 32 MB, 53 at 64 MB, 31.6 from HBM);
+ *     bytes over the copy bandwidth or random sectors (one per key) over the rate that the
+ *     table's size allows (sector_rate; the rates and their source: docs/benchmarks.md, Floors);
  *   - map builds (subm k3, strided k3 s2 p1, downsample k2 s2) on synthetic scenes - a spinning
  *     128-beam LiDAR over a ground plane and a few walls (~100k voxels, SECOND grid
  *     41x1600x1408) and an indoor room of surfaces (~300k voxels) - and on the scans given on
@@ -52,7 +52,8 @@ enum { MODE_STAGED = 1, MODE_CALL = 2, MODE_GRAPH = 4 };
 static int g_modes = MODE_STAGED | MODE_CALL | MODE_GRAPH;
 
 
-/* Random 32-byte sectors per second that a table of `bytes` allows (measured on an H100, see above). */
+/* Random 32-byte sectors per second that a table of `bytes` allows on an H100: a step function
+ * of where the table lives (the fast half of L2, all of it, HBM); docs/benchmarks.md, Floors. */
 static double sector_rate(double bytes)
 {
     const double mb = bytes / (1 << 20);
