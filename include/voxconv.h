@@ -768,6 +768,11 @@ typedef struct vc_net_output {
  * the shape is 0. */
 VC_API vc_status vc_net_output_count(const vc_net *net, int32_t *count);
 VC_API vc_status vc_net_get_output(const vc_net *net, int32_t index, vc_net_output *out);
+/* Copies a DENSE output of the last run (its whole array, `bytes` = the product of its shape
+ * times its dtype's size: VC_ERR_CAPACITY when smaller) to dst, host or device per `where`.
+ * Synchronises on the CUDA backend. */
+VC_API vc_status vc_net_copy_output(vc_net *net, int32_t index, void *dst, size_t bytes,
+                                    vc_memory where);
 /* VC_ERR_INVALID_ARGUMENT when no output has that name. */
 VC_API vc_status vc_net_find_output(const vc_net *net, const char *name, int32_t *index);
 

@@ -123,7 +123,7 @@ static vc_status load_conv(wsrc *w, const vc_model *m, int32_t i, int folded, vc
     /* He-like scale over the taps a sparse site typically has (surfaces fill about a third of
      * a 3x3x3 neighbourhood): activations stay O(1) through deep stacks. */
     double taps = K < 9 ? (double)K : 9.0;
-    float a = (float)sqrt(6.0 / (taps * (double)L->in_channels));
+    float a = (float)sqrt(3.0 / (taps * (double)L->in_channels));
     if (s == VC_OK) s = take_named(w, L->name, "weight", 5, shape, P->weights, -a, a);
     if (s == VC_OK && (L->bias || folded)) {
         s = alloc_f(w->ctx, &P->bias, L->channels);
