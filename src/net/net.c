@@ -15,12 +15,15 @@
 #include "core/dtype.h"
 #include "src/net/net_internal.h"
 
+#define NO_RESIDUAL (-2) /* VC_NET_INPUT is -1: the net's input may be a residual */
+
 typedef struct net_step {
     int32_t head, last;       /* first and last layer of the step                              */
     int32_t members[4];       /* its layers: head, then what it took (bn, add, activation)      */
     int32_t n_members;
     int32_t bn;               /* conv: the BN folded into it, or -1                             */
-    int32_t residual;         /* conv: the slot added before the activation, or -1 (none)       */
+    int32_t residual;         /* conv: the result added before the activation (a layer or
+                                 VC_NET_INPUT), or NO_RESIDUAL                                 */
     vc_activation act;
     float slope;
     char op[64];
@@ -104,7 +107,8 @@ static net_step plan_step(const vc_model *m, int32_t i, char *taken)
     memset(&s, 0, sizeof s);
     s.head = s.last = i;
     s.members[s.n_members++] = i;
-    s.bn = s.residual = -1;
+    s.bn = -1;
+    s.residual = NO_RESIDUAL;
     s.slope = 0.01f;
     const vc_net_layer *L = &m->layers[i];
     snprintf(s.op, sizeof s.op, "%s", vc_nop_name(L->op));
@@ -418,7 +422,7 @@ static vc_status run_conv(vc_net *net, net_step *st, const vc_tensor *in, vc_ten
     cd.bias = net->ls[i].bias;
     cd.activation = st->act;
     cd.leaky_slope = st->slope;
-    cd.residual = st->residual == -1 ? NULL : slot_of(net, st->residual);
+    cd.residual = st->residual == NO_RESIDUAL ? NULL : slot_of(net, st->residual);
     cd.out_dtype = net->dtype;
     cd.algo = net->algo;
     return vc_conv_forward(net->ctx, &cd, in, out);

@@ -652,6 +652,38 @@ static void test_api(vc_rng *rng)
     free(text);
 }
 
+/* A residual add of the net's own input (fused as the conv's residual). */
+static void test_input_residual(vc_rng *rng, const vc_tensor *in)
+{
+    const int32_t shape[3] = {21, 64, 64};
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"format\": \"voxconv-model\", \"version\": 1, \"input\": {\"channels\": 4, "
+             "\"spatial_shape\": [%d, %d, %d]}, \"layers\": [{\"op\": \"subm\", \"name\": \"c\", "
+             "\"out_channels\": 4, \"kernel\": 3}, {\"op\": \"batchnorm\", \"name\": \"b\"}, "
+             "{\"op\": \"add\", \"inputs\": [\"#1\", \"input\"]}, {\"op\": \"relu\", \"id\": \"y\"}], "
+             "\"outputs\": {\"y\": \"y\"}}", shape[0], shape[1], shape[2]);
+    pstore p = {0};
+    const int k3[3] = {3, 3, 3};
+    pst_conv(&p, rng, "c", 4, k3, 4, 0);
+    pst_bn(&p, rng, "b", 4);
+    size_t wn;
+    uint8_t *w = pst_serialize(&p, NULL, &wn);
+    vc_net *net = make_net(text, w, wn, VC_OK, NULL, "input residual");
+    if (net) {
+        CHECK_OK(ctx, vc_net_run(net, in));
+        vc_tensor *y = conv(&p, in, VC_MAP_SUBM, 3, 1, 0, NULL, "c", "b", 1e-5f, 4, 0, VC_ACT_RELU, 0, in);
+        same_sparse(net, "y", y, "input residual");
+        vc_tensor_destroy(y);
+        int32_t ns = 0;
+        CHECK_OK(ctx, vc_net_step_count(net, &ns));
+        CHECK(ns == 1);
+    }
+    vc_net_destroy(net);
+    free(w);
+    pst_free(&p);
+}
+
 int main(void)
 {
     vc_rng rng = vc_test_rng("test_net");
@@ -665,6 +697,7 @@ int main(void)
     const int32_t syn_shape[3] = {21, 64, 64};
     test_models(&rng, syn, syn_shape, "synthetic");
     test_bf16_weights(&rng, syn);
+    test_input_residual(&rng, syn);
     vc_tensor_destroy(syn);
     vc_tensor *scan = scan_input();
     if (scan) {
