@@ -321,11 +321,7 @@ int main(void)
     printf("SKIP: this build has no CUDA backend\n");
     return 77;
 #else
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("SKIP: no usable CUDA device\n");
-        return 77;
-    }
+    if (!gpu_usable()) return 77;
     g_small = getenv("VC_SANITIZE") != NULL;
     vc_rng rng = vc_test_rng("test_gpu_tensor_ops");
     CUDA_OK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
