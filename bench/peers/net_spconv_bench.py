@@ -10,8 +10,8 @@ benchmark (bench/peers/run_net_spconv runs it on the GPU machine; bench/net_comp
    octomap_scan.bin: KITTI-range frames for the detection backbones, with a zero 5th feature
    (the sweep time lag) for the nuScenes input; bun0.pcd at the model's 2 cm and
    table_scene_lms400.pcd at 5 mm for the U-Net) and a synthetic LiDAR sweep of about 100k voxels
-   on the KITTI grid (`voxconv synth` where the CLI has it, else the deterministic generator
-   below).
+   (the points of `voxconv synth lidar`, KITTI and nuScenes grids, where the CLI has it; else
+   the deterministic generator below, KITTI grid), voxelized without the model's voxel cap.
 2. Per model: the module (bench/peers/net_modules.py, laid out as the original), random weights
    (seeded) with BatchNorm statistics calibrated on the model's first scene (non-trivial:
    net_modules.calibrate_bn), saved as DIR/weights/MODEL.safetensors (the state_dict as
@@ -83,6 +83,23 @@ def synth_lidar_points(seed=1, beams=128, steps=3000):
     return np.concatenate([p, inten], 1).astype(np.float32)
 
 
+def synth_sweeps(vc, sd):
+    """{grid: points .bin} of the synthetic sweep: `voxconv synth lidar` (bench_conv's scene) on
+    the KITTI and nuScenes grids where the CLI has it, else the generator above (KITTI only)."""
+    out = {}
+    for grid in ("kitti", "nuscenes"):
+        p = os.path.join(sd, "synth_%s.bin" % grid)
+        try:
+            run([vc, "synth", "lidar", p, "--grid", grid])
+            out[grid] = p
+        except RuntimeError as e:
+            print("voxconv synth: %s" % e, file=sys.stderr)
+    if "kitti" not in out:
+        out["kitti"] = os.path.join(sd, "synth_python.bin")
+        synth_lidar_points().tofile(out["kitti"])
+    return out
+
+
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -90,7 +107,7 @@ def run(cmd):
     return r.stdout
 
 
-def voxelize(vc, points, out, vox, load_dim, use_dim, fmt=None):
+def voxelize(vc, points, out, vox, load_dim, use_dim):
     cmd = [vc, "voxelize", points, out, "--voxel-size", ",".join(map(str, vox["voxel_size"])),
            "--range=" + ",".join(map(str, vox["range"])), "--reduce", vox.get("reduce", "mean"),
            "--max-voxels", str(vox.get("max_voxels", 0)), "--json"]
@@ -109,37 +126,29 @@ def prepare_scenes(vc, work, data):
     descs = {f: json.load(open(os.path.join(ROOT, "models", f)))
              for f in sorted(os.listdir(os.path.join(ROOT, "models"))) if f.endswith(".json")}
     # 5-float copies (zero time lag) of the 4-float scans, for the nuScenes input
-    five = {}
-    for s in ("vlp16", "octomap_scan"):
-        p = np.fromfile(os.path.join(data, s + ".bin"), dtype="<f4").reshape(-1, 4)
-        five[s] = os.path.join(sd, s + "_5.bin")
-        np.concatenate([p, np.zeros((len(p), 1), "<f4")], 1).tofile(five[s])
-    synth = os.path.join(sd, "synth_lidar.bin")
-    synth_vxt = os.path.join(sd, "synth_cli.vxt")
-    has_synth = subprocess.run([vc, "synth", "--help"], capture_output=True).returncode == 0
-    if has_synth:
-        try:
-            run([vc, "synth", "lidar", synth_vxt, "--seed", "1", "--voxels", "100000"])
-        except RuntimeError as e:
-            print("voxconv synth failed (%s); using the Python generator" % e, file=sys.stderr)
-            has_synth = False
-    synth_lidar_points().tofile(synth)
+    def five(src, name):
+        p = np.fromfile(src, dtype="<f4").reshape(-1, 4)
+        out = os.path.join(sd, name + "_5.bin")
+        np.concatenate([p, np.zeros((len(p), 1), "<f4")], 1).tofile(out)
+        return out
+    synth = synth_sweeps(vc, sd)
     out = {}
     for f, desc in descs.items():
         vox, base, c = desc["input"].get("voxelize"), f[:-5], desc["input"]["channels"]
         scenes = []
         if desc["name"].startswith("Voxel"):
-            for s in ("vlp16", "octomap_scan", "synth"):
-                if s == "synth" and "nuscenes" in f:
-                    continue  # the synthetic sweep is laid out on the KITTI grid
-                if s == "synth" and has_synth:
-                    scenes.append(dict(name="synth", vxt=synth_vxt, points=None))
-                    continue
-                pts = synth if s == "synth" else (five[s] if c == 5 else
-                                                  os.path.join(data, s + ".bin"))
+            grid = "nuscenes" if "nuscenes" in f else "kitti"
+            srcs = [("vlp16", os.path.join(data, "vlp16.bin")),
+                    ("octomap_scan", os.path.join(data, "octomap_scan.bin"))]
+            if synth.get(grid):
+                srcs.append(("synth", synth[grid]))
+            for s, pts in srcs:
+                if c == 5:
+                    pts = five(pts, "%s_%s" % (s, grid))
                 ld = 5 if c == 5 else None
-                # the synthetic sweep is voxelized without the model's cap of 40000 voxels (it
-                # is the ~100k-voxel benchmark scene), so it has no points-included frame
+                # the synthetic sweep is voxelized without the model's cap (40000 voxels on
+                # KITTI): it is the ~100k-voxel benchmark scene; so it has no points-included
+                # frame (the model's cap would apply there)
                 v = voxelize(vc, pts, os.path.join(sd, "%s_%s.vxt" % (base, s)),
                              dict(vox, max_voxels=0) if s == "synth" else vox, ld, None)
                 scenes.append(dict(name=s, vxt=v, points=None if s == "synth" else
@@ -159,7 +168,8 @@ def prepare_scenes(vc, work, data):
 
 
 def fit_channels(feats, c):
-    """A CLI-synthesised scene's features cut or zero-padded to the model's channels."""
+    """A scene's features cut or zero-padded to the model's channels (a guard: the scenes above
+    are voxelized with the model's columns)."""
     if feats.shape[1] >= c:
         return feats[:, :c]
     return np.concatenate([feats, np.zeros((len(feats), c - feats.shape[1]), feats.dtype)], 1)
