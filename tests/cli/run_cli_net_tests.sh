@@ -55,6 +55,7 @@ error three_args "expected MODEL WEIGHTS IN OUT_DIR" "$VOX" run "$M" x.bin "$W/o
 error seed_args "expected MODEL IN OUT_DIR" "$VOX" run "$M" w.st x.bin "$W/o" --random-weights 1 "${CPU[@]}"
 error bad_seed "random-weights" "$VOX" run "$M" x.bin "$W/o" --random-weights x1 "${CPU[@]}"
 error bad_dtype "--dtype" "$VOX" run "$M" x.bin "$W/o" --random-weights 1 --dtype fp64 "${CPU[@]}"
+error bad_runs "--runs" "$VOX" run "$M" x.bin "$W/o" --random-weights 1 --runs 0 "${CPU[@]}"
 error bad_option "--nope" "$VOX" run "$M" x.bin "$W/o" --random-weights 1 --nope "${CPU[@]}"
 error no_model "cannot open model" "$VOX" run "$W/none.json" x.bin "$W/o" --random-weights 1 "${CPU[@]}"
 error bad_model "not valid JSON" "$VOX" run "$W/bad.json" x.bin "$W/o" --random-weights 1 "${CPU[@]}"
@@ -80,11 +81,11 @@ else
   # the BEV: [1, 128 * 2, 200, 176] float32 ('<f4'), the .npy header says so
   if head -c 128 "$W/a/spatial_features.npy" | grep -q "'shape': (1, 256, 200, 176)"; then
     pass bev_shape; else fail bev_shape "$(head -c 128 "$W/a/spatial_features.npy" | tr -d '\0')"; fi
-  ok run_again "$VOX" run "$M" --random-weights 7 "$SCAN" "$W/b" "${CPU[@]}" --profile --json
+  ok run_again "$VOX" run "$M" --random-weights 7 "$SCAN" "$W/b" "${CPU[@]}" --profile --json --runs 2
   same=1
   for f in "${outs[@]}"; do cmp -s "$W/a/$f" "$W/b/$f" || same=0; done
   if [[ $same == 1 ]]; then pass deterministic; else fail deterministic "second run differs"; fi
-  if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["outputs"]) == 6 and len(d["steps"]) == 22 and d["total_ms"] > 0' "$W/run_again.out" 2>"$W/json.err"
+  if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["outputs"]) == 6 and len(d["steps"]) == 22 and d["total_ms"] > 0 and d["runs"] == 2 and d["frame_ms"] > 0' "$W/run_again.out" 2>"$W/json.err"
   then pass json_profile; else fail json_profile "$(head -c 300 "$W/json.err")"; fi
   ok voxelize "$VOX" voxelize "$SCAN" "$W/scan.vxt" --voxel-size 0.05,0.05,0.1 \
     --range 0,-40,-3,70.4,40,1 --max-voxels 40000 "${CPU[@]}"
