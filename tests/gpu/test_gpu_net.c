@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "core/dtype.h"
+#include "gpu_testutil.h"
 
 static vc_context *cpu, *gpu;
 static int g_quick;
@@ -203,11 +204,7 @@ static void test_checkpoint(vc_rng *rng)
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("test_gpu_net: no CUDA device, skipped\n");
-        return 77;
-    }
+    if (!gpu_usable()) return 77;
     vc_rng rng = vc_test_rng("test_gpu_net");
     g_quick = getenv("VC_SANITIZE") != NULL;
     vc_context_desc d = VC_CONTEXT_DESC_INIT;
