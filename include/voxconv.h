@@ -135,11 +135,18 @@ typedef struct vc_context_desc {
     struct CUstream_st *stream;     /* CUDA stream, NULL = the legacy default stream           */
     int32_t num_threads;            /* CPU threads, 0 = OpenMP's default                       */
     const vc_allocator *allocator;  /* NULL = the context's own allocator; copied at create    */
+    const char *tune_cache;         /* a tuning cache file (vc_tune_cache_save) for the
+                                       convolution planner to consult, or NULL. One that cannot
+                                       be read, or is corrupt, stale (another library version) or
+                                       foreign (another GPU, CUDA or driver) is ignored, and
+                                       vc_context_warning says why; creation still succeeds    */
 } vc_context_desc;
 
-#define VC_CONTEXT_DESC_INIT {sizeof(vc_context_desc), VC_BACKEND_AUTO, 0, NULL, 0, NULL}
+#define VC_CONTEXT_DESC_INIT {sizeof(vc_context_desc), VC_BACKEND_AUTO, 0, NULL, 0, NULL, NULL}
 
-/* Creates a context. `desc` may be NULL (all defaults). On failure *out is left unchanged. */
+/* Creates a context. `desc` may be NULL (all defaults); a desc whose struct_size is that of an
+ * earlier, shorter vc_context_desc (from `num_threads` on) is read up to its size, the later
+ * fields taking their defaults. On failure *out is left unchanged. */
 VC_API vc_status vc_context_create(const vc_context_desc *desc, vc_context **out);
 /* Destroys a context. Handles created on it must be destroyed first: their count is checked
  * and VC_ERR_INVALID_ARGUMENT is returned (and nothing freed) while any remain. NULL is OK. */
@@ -150,6 +157,10 @@ VC_API vc_status vc_context_backend(const vc_context *ctx, vc_backend *out);
  * on the context. NULL ctx gives the message of the last failed vc_context_create on this
  * thread, valid until the next failed vc_context_create on this thread. */
 VC_API const char *vc_context_last_error(const vc_context *ctx);
+/* The context's warning: why the tune cache named at creation was ignored, as one line, or ""
+ * when none. Kept for the context's life (other calls do not clear it); static to the context.
+ * The library never prints it: a caller that wants it shown prints it. */
+VC_API const char *vc_context_warning(const vc_context *ctx);
 /* Sets the stream later calls are ordered on (CUDA backend; ignored by CPU). */
 VC_API vc_status vc_context_set_stream(vc_context *ctx, struct CUstream_st *stream);
 /* Waits for all work queued on the context's stream. Synchronises. */
@@ -514,6 +525,62 @@ typedef struct vc_conv_desc {
 VC_API vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc,
                                  const vc_tensor *in, vc_tensor **out);
 
+/* What the last vc_conv_forward (or vc_conv_tune) on a context ran on the CUDA backend. */
+typedef struct vc_conv_plan_info {
+    vc_algo algo;             /* never AUTO; VC_ALGO_AUTO only before any GPU convolution     */
+    const char *config;       /* the implicit GEMM's configuration ("f16_64x64x32_s4"), static
+                                 storage; "" for the other algorithms, a layer that ran no GEMM
+                                 and the CPU backend                                            */
+    int32_t split;            /* tap-split groups (1: none)                                     */
+    int32_t tuned;            /* 1: the choice came from the context's tune cache               */
+} vc_conv_plan_info;
+
+VC_API vc_status vc_context_last_conv_plan(const vc_context *ctx, vc_conv_plan_info *out);
+
+/* Tuning (CUDA backend; docs/bench.md). The planner picks each layer's GEMM configuration and
+ * tap split by rules; tuning times every compiled choice for a layer on the GPU at hand and
+ * keeps the fastest for the layer's bucket (C_in, C_out, math, map type, kernel volume, output
+ * count and taps per output, by octave: docs/bench.md) in the context's tune table, which the
+ * planner then consults for every layer of that bucket. vc_tune_cache_save writes the table,
+ * keyed by the GPU, its SM count, the CUDA runtime and driver and the library version, and a
+ * context created with vc_context_desc.tune_cache loads it. Results may differ in their last
+ * bits between two choices (docs/bench.md says how far); for one cache they are deterministic. */
+typedef struct vc_tune_options {
+    uint32_t struct_size;
+    int32_t runs;             /* timed launches a choice (their median), 1..64; default 5      */
+    float margin;             /* a choice replaces the planner's only when faster by more than
+                                 this fraction, in the sweep and in a confirming round;
+                                 0 .. 0.5, default 0.03                                        */
+} vc_tune_options;
+
+#define VC_TUNE_OPTIONS_INIT {sizeof(vc_tune_options), 5, 0.03f}
+
+typedef struct vc_tune_report {
+    int32_t candidates;       /* choices timed, the planner's included (1: nothing to choose:
+                                 exact fp32, or a layer with no pairs)                          */
+    int32_t changed;          /* 1: the layer's bucket now overrides the planner               */
+    int32_t stored;           /* 1: the bucket was put into the context's table               */
+    char planner[64];         /* the planner's choice, "CONFIG/GROUPS" ("" where no GEMM ran) */
+    char tuned[64];           /* the kept choice (the planner's where it stayed)               */
+    double planner_ms;        /* medians of the confirming round where there was one          */
+    double tuned_ms;
+} vc_tune_report;
+
+/* Times the layer `desc` on `in` (as vc_conv_forward would run it, with the implicit GEMM)
+ * under the planner's choice and every compiled GEMM configuration and tap split of its dtype,
+ * and puts the result into the context's tune table for the layer's bucket (replacing an
+ * earlier entry of that bucket); later convolutions on the context use it. The layer's output
+ * is discarded. Takes seconds for large layers; synchronises after every launch. The CPU
+ * backend has nothing to tune: VC_ERR_UNSUPPORTED. `opts` NULL = VC_TUNE_OPTIONS_INIT. */
+VC_API vc_status vc_conv_tune(vc_context *ctx, const vc_conv_desc *desc, const vc_tensor *in,
+                              const vc_tune_options *opts, vc_tune_report *report);
+/* Buckets in the context's tune table (loaded or tuned). */
+VC_API vc_status vc_tune_cache_count(const vc_context *ctx, int32_t *count);
+/* Writes the context's tune table as a cache file (JSON, docs/formats.md), keyed by this
+ * context's device; atomically, as every file the library writes (vc_tune_cache_save_output
+ * writes into an open output). CUDA backend only (VC_ERR_UNSUPPORTED on the CPU). */
+VC_API vc_status vc_tune_cache_save(vc_context *ctx, const char *path);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Pooling                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
@@ -658,6 +725,8 @@ VC_API vc_status vc_array_free(vc_array *array);
 VC_API vc_status vc_tensor_save(vc_context *ctx, const vc_tensor *tensor, const char *path);
 /* The same into an open output (once), which the caller then publishes or discards. */
 VC_API vc_status vc_tensor_save_output(vc_context *ctx, const vc_tensor *tensor, vc_output *out);
+/* vc_tune_cache_save into an open output (once), which the caller then publishes. */
+VC_API vc_status vc_tune_cache_save_output(vc_context *ctx, vc_output *out);
 /* Loads a .vxt file into a new coordinate set and tensor on the context. */
 VC_API vc_status vc_tensor_load(vc_context *ctx, const char *path, vc_tensor **out);
 VC_API vc_status vc_tensor_load_memory(vc_context *ctx, const void *bytes, size_t size,
