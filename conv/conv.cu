@@ -805,6 +805,24 @@ extern "C" vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64
     return VC_ALGO_IMPLICIT_GEMM;
 }
 
+// What implicit_gemm would try first for this layer (the same configuration list and tap
+// split, over the channels gemm_operands widens 16-bit features to), without launching.
+extern "C" void vc_conv_gpu_describe(const vc_kmap_data *m, int64_t c_in, int64_t c_out,
+                                     vc_dtype dt, const vc_engine_options *opt,
+                                     const char **config, int32_t *tap_split)
+{
+    const vc_engine_options o = opt ? *opt : vc_engine_options_default();
+    const int64_t cp = dt != VC_DTYPE_FP32 && c_in % 8 ? (c_in + 7) / 8 * 8 : c_in;
+    const bool dense = m->type == VC_MAP_SUBM && m->volume == 1 && m->n_in == m->n_out;
+    int32_t cfgs[4];
+    implicit_configs(m->n_out, cp, c_out, m->volume, dense, dt, cfgs);
+    if (o.gemm_config >= 0) cfgs[0] = o.gemm_config;
+    const vc_gemm_config *t = NULL;
+    const int32_t n = vc_gemm_configs(&t);
+    *config = cfgs[0] >= 0 && cfgs[0] < n ? t[cfgs[0]].name : "gemm default";
+    *tap_split = tap_splits(m, cp, cfgs[0], dt, o);
+}
+
 extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
                                  const vc_engine_options *opt, struct CUstream_st *stream,
                                  vc_err *err)

@@ -610,6 +610,118 @@ VC_API vc_status vc_global_pool(vc_context *ctx, vc_pool_mode mode, const vc_ten
                                 float *dst, vc_memory where);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Synthetic scenes                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Deterministic scenes for benchmarks and tests: one description gives the same bytes on every
+ * run (on one platform: the LiDAR rays use the C library's cos and sin). They are the scenes of
+ * the benchmark programs and the tests (docs/bench.md). */
+typedef enum vc_synth_kind {
+    VC_SYNTH_LIDAR = 0,   /* one sweep of a 128-beam spinning LiDAR 1.73 m above the ground among
+                             buildings, walls and 35 parked cars: 6144 azimuth steps, returns
+                             out to 80 m (~100k voxels on the KITTI grid)                      */
+    VC_SYNTH_INDOOR = 1,  /* a 10 x 8 x 3 m room at 3 cm as a depth camera sees its surfaces:
+                             floor, ceiling with gaps, four walls, eight boxes (shape
+                             100 x 267 x 334, ~320k voxels); its own grid                      */
+    VC_SYNTH_UNIFORM = 2  /* distinct voxels drawn uniformly over the grid (default 100000)   */
+} vc_synth_kind;
+
+typedef enum vc_synth_grid {
+    VC_SYNTH_GRID_KITTI = 0,   /* SECOND / KITTI: 0.05 x 0.05 x 0.1 m over x [0, 70.4),
+                                  y [-40, 40), z [-3, 1); shape 41 x 1600 x 1408               */
+    VC_SYNTH_GRID_NUSCENES = 1 /* CenterPoint nuScenes: 0.075 x 0.075 x 0.2 m over x, y
+                                  [-54, 54), z [-5, 3); shape 40 x 1440 x 1440                 */
+} vc_synth_grid;
+
+typedef struct vc_synth_desc {
+    uint32_t struct_size;
+    vc_synth_kind kind;
+    uint64_t seed;            /* the generator's state; 0 = 0x5eed5eed12345 (bench_conv's)     */
+    int64_t voxels;           /* 0 = the kind's own size; else the size to aim at: UNIFORM
+                                 exactly (at most a quarter of the grid), LIDAR through the
+                                 azimuth steps, INDOOR through the room's size (both within a
+                                 few percent where the geometry allows; 1..2^28)               */
+    int32_t frame;            /* 0..255: frame f continues the draws of frames 0..f-1 (the
+                                 LiDAR also turns 0.0007 rad a frame)                          */
+    vc_synth_grid grid;       /* LIDAR and UNIFORM                                             */
+    int32_t channels;         /* features of vc_synth_voxels, uniform in [-1, 1) from their
+                                 own draws (the geometry does not depend on them); 1..1024    */
+} vc_synth_desc;
+
+#define VC_SYNTH_DESC_INIT                                                                     \
+    {sizeof(vc_synth_desc), VC_SYNTH_LIDAR, 0, 0, 0, VC_SYNTH_GRID_KITTI, 4}
+
+/* A scene as a tensor of fp32 features on a new coordinate set (batch size 1; rows in the
+ * generator's order, distinct). */
+VC_API vc_status vc_synth_voxels(vc_context *ctx, const vc_synth_desc *desc, vc_tensor **out);
+struct vc_cloud; /* under Files */
+/* A scene as points x, y, z, intensity (float32, metres): LIDAR every return of the sweep in the
+ * sensor frame (intensity 1 / (1 + range / 10)); INDOOR and UNIFORM the centres of the voxels of
+ * vc_synth_voxels (intensity 0). Free with vc_cloud_free. */
+VC_API vc_status vc_synth_points(vc_context *ctx, const vc_synth_desc *desc,
+                                 struct vc_cloud *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Benchmarking: timers, the planner's choice, floors                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A timer of the work queued on a context. CUDA: two events on the context's stream, so a time
+ * is the device's between the two marks, without the host's launch and synchronisation
+ * latency that a host clock around a synchronised call would add (tens of microseconds, as
+ * much as a small layer takes). CPU: the host's monotonic clock (CPU calls return when their
+ * work is done). voxconv bench and the benchmark programs time with it. */
+typedef struct vc_timer vc_timer;
+
+VC_API vc_status vc_timer_create(vc_context *ctx, vc_timer **out);
+/* Marks the start (queues an event on the context's stream, or reads the clock). */
+VC_API vc_status vc_timer_start(vc_timer *timer);
+/* Marks the end, waits for it and sets *ms to the milliseconds since the start. Synchronises. */
+VC_API vc_status vc_timer_stop(vc_timer *timer, double *ms);
+/* Evicts the caches before a timed run: CUDA queues a 256 MB memset (more than any L2) on the
+ * context's stream; CPU writes a 256 MB host buffer. The buffer is allocated on first use. */
+VC_API vc_status vc_timer_flush_cache(vc_timer *timer);
+VC_API vc_status vc_timer_destroy(vc_timer *timer);
+
+/* What vc_conv_forward with VC_ALGO_AUTO runs for a layer on this context. */
+typedef struct vc_conv_plan_info {
+    vc_algo algo;             /* CUDA: the planner's algorithm (never AUTO); CPU: AUTO (the
+                                 CPU twin runs one algorithm)                                  */
+    char config[64];          /* the implicit GEMM's first tile configuration for the layer
+                                 (gemm/gemm.h names; a later one runs only where it does not
+                                 fit), "" for the others, "cpu" on a CPU context             */
+    int32_t tap_split;        /* implicit GEMM: 0 none, N > 0 that many groups, -N up to N
+                                 groups as the device's SM count allows                        */
+} vc_conv_plan_info;
+
+/* The plan of a layer of desc (out_channels, allow_tf32; desc->algo is ignored) over `map`
+ * with input features of `in_dtype` and desc->in_channels channels (> 0). Does not launch. */
+VC_API vc_status vc_conv_plan(vc_context *ctx, const vc_conv_desc *desc, const vc_kmap *map,
+                              vc_dtype in_dtype, vc_conv_plan_info *out);
+
+/* The floor model of docs/benchmarks.md ("Floors"): the least time a layer can take. */
+typedef struct vc_layer_floor {
+    double flops;             /* useful work: 2 x pairs x C_in x C_out (0 for pooling)        */
+    double bytes;             /* the fewest a layer moves: input and output features, weights,
+                                 out_in (int32 [n_out, K]), each once                          */
+    double peak_flops;        /* the rates behind ms (FLOP/s, bytes/s); 0 where the device or
+                                 the dtype has none on record                                   */
+    double peak_bytes;
+    double ms;                /* max(flops / peak_flops, bytes / peak_bytes) in ms; 0 where a
+                                 rate it needs is unknown                                       */
+} vc_layer_floor;
+
+/* The floor of a convolution (pool 0) or pooling (pool 1) layer over `map`, C_in to C_out
+ * channels of `dtype` (allow_tf32: fp32 on tensor cores). Rates on record: an H100 (CUDA
+ * context, device name containing "H100"): 650 TFLOP/s for fp16 and bf16 (mma.sync m16n8k16
+ * from registers), 3.0 TB/s; other devices, fp32 and tf32 have none (give your own to
+ * vc_layer_floor_rates). */
+VC_API vc_status vc_layer_floor_get(vc_context *ctx, const vc_kmap *map, int64_t c_in,
+                                    int64_t c_out, vc_dtype dtype, int32_t allow_tf32,
+                                    int32_t pool, vc_layer_floor *out);
+/* Recomputes f->ms with the rates given (either 0: that term is left out). */
+VC_API vc_status vc_layer_floor_rates(vc_layer_floor *f, double peak_flops, double peak_bytes);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Files                                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 

@@ -191,5 +191,13 @@ int cmd_voxelize(int argc, char **argv);
 int cmd_conv(int argc, char **argv);
 int cmd_pool(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* ---- synthetic scenes (cmd_synth.c) ------------------------------------------------------- */
+
+extern const char *const CLI_SYNTH_KINDS[]; /* lidar indoor uniform */
+/* "KIND" or "KIND:N" (N voxels to aim at) into d->kind and d->voxels. */
+int cli_parse_synth(const char *cmd, const char *flag, const char *text, vc_synth_desc *d);
 
 #endif /* VOXCONV_CLI_H */

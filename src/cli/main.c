@@ -19,6 +19,8 @@ static const command COMMANDS[] = {
     {"conv", cmd_conv, "run one sparse convolution layer on a .vxt tensor"},
     {"pool", cmd_pool, "run one sparse pooling layer (or global pooling) on a .vxt tensor"},
     {"export", cmd_export, "write a .vxt tensor as NumPy coords/feats .npy files"},
+    {"synth", cmd_synth, "write a deterministic synthetic scene (.vxt voxels or points)"},
+    {"bench", cmd_bench, "time layers (flags, a suite file) on a scene, with floors"},
 };
 #define NCOMMANDS ((int)(sizeof COMMANDS / sizeof COMMANDS[0]))
 

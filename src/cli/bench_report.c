@@ -1,0 +1,1 @@
+/* bench_report.c - the reports of voxconv bench (being written). */
