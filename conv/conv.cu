@@ -805,22 +805,29 @@ extern "C" vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64
     return VC_ALGO_IMPLICIT_GEMM;
 }
 
-// What implicit_gemm would try first for this layer (the same configuration list and tap
-// split, over the channels gemm_operands widens 16-bit features to), without launching.
+// What implicit_gemm would try first for this layer (its first candidate, over the channels
+// gemm_operands widens 16-bit features to), without launching.
 extern "C" void vc_conv_gpu_describe(const vc_kmap_data *m, int64_t c_in, int64_t c_out,
-                                     vc_dtype dt, const vc_engine_options *opt,
-                                     const char **config, int32_t *tap_split)
+                                     vc_dtype dt, int tf32, const vc_engine_options *opt,
+                                     const char **config, int32_t *tap_split, int32_t *tuned)
 {
     const vc_engine_options o = opt ? *opt : vc_engine_options_default();
-    const int64_t cp = dt != VC_DTYPE_FP32 && c_in % 8 ? (c_in + 7) / 8 * 8 : c_in;
+    vc_conv_args a;
+    memset(&a, 0, sizeof a);
+    a.map = m;
+    a.in_dtype = dt;
+    a.c_in = c_in;
+    a.c_out = c_out;
+    vc_conv_args pa = a;
+    pa.c_in = dt != VC_DTYPE_FP32 && c_in % 8 ? (c_in + 7) / 8 * 8 : c_in;
     const bool dense = m->type == VC_MAP_SUBM && m->volume == 1 && m->n_in == m->n_out;
-    int32_t cfgs[4];
-    implicit_configs(m->n_out, cp, c_out, m->volume, dense, dt, cfgs);
-    if (o.gemm_config >= 0) cfgs[0] = o.gemm_config;
+    Candidate c[5];
+    implicit_candidates(&a, pa, dense, tf32, o, c);
     const vc_gemm_config *t = NULL;
     const int32_t n = vc_gemm_configs(&t);
-    *config = cfgs[0] >= 0 && cfgs[0] < n ? t[cfgs[0]].name : "gemm default";
-    *tap_split = tap_splits(m, cp, cfgs[0], dt, o);
+    *config = c[0].cfg >= 0 && c[0].cfg < n ? t[c[0].cfg].name : "gemm default";
+    *tap_split = c[0].splits;
+    *tuned = c[0].tuned ? 1 : 0;
 }
 
 extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,

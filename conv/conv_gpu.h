@@ -67,10 +67,11 @@ vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out, v
 
 /* The implicit GEMM's first tile configuration for the layer (a gemm/gemm.h name, or "gemm
  * default" where gemm/ picks, as for fp32) and its tap split (tap_splits: 0 none, N > 0 forced
- * groups, -N up to N as the device allows). Launches nothing. */
+ * groups, -N up to N as the device allows): the tune table's choice where opt has one for the
+ * layer's bucket (*tuned 1), else the planner's rules. Launches nothing. */
 void vc_conv_gpu_describe(const vc_kmap_data *map, int64_t c_in, int64_t c_out, vc_dtype dtype,
-                          const vc_engine_options *opt, const char **config,
-                          int32_t *tap_split);
+                          int tf32, const vc_engine_options *opt, const char **config,
+                          int32_t *tap_split, int32_t *tuned);
 
 #ifdef __cplusplus
 }

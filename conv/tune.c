@@ -1,5 +1,6 @@
 /* conv/tune.c - buckets and the tuning table (conv/tune.h). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,17 @@ int vc_tune_key_of(const vc_kmap_data *m, int64_t c_in, int64_t c_out, vc_dtype 
     k.taps_x2 = mean < 1.0 ? 0 : (int32_t)floor(2.0 * log2(mean));
     *out = k;
     return 0;
+}
+
+void vc_tune_key_text(const vc_tune_key *k, char *buf, size_t len)
+{
+    static const char *const math[] = {"fp32", "fp16", "bf16", "tf32"};
+    static const char *const maps[] = {"subm", "strided", "downsample", "inverse", "transposed"};
+    snprintf(buf, len, "%s %s K%d %d->%d out 2^%d taps 2^%d%s",
+             k->math >= 0 && k->math < 4 ? math[k->math] : "?",
+             k->map_type >= 0 && k->map_type < 5 ? maps[k->map_type] : "?", (int)k->volume,
+             (int)k->c_in, (int)k->c_out, (int)k->out_log2, (int)(k->taps_x2 / 2),
+             k->taps_x2 % 2 ? ".5" : "");
 }
 
 int vc_tune_key_equal(const vc_tune_key *a, const vc_tune_key *b)

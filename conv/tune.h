@@ -20,6 +20,7 @@
 #ifndef VC_CONV_TUNE_H
 #define VC_CONV_TUNE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kmap/kmap.h"
@@ -61,6 +62,9 @@ typedef struct vc_tune_table {
  * where the layer has no bucket (no outputs or no pairs; channels past 2^31 - 1). */
 int vc_tune_key_of(const vc_kmap_data *m, int64_t c_in, int64_t c_out, vc_dtype dtype, int tf32,
                    vc_tune_key *out);
+/* The bucket as text: "fp16 subm K27 32->32 out 2^17 taps 2^2.5" (the map type by its
+ * vc_map_type value's name). */
+void vc_tune_key_text(const vc_tune_key *k, char *buf, size_t len);
 /* 1 when a and b are the same bucket. */
 int vc_tune_key_equal(const vc_tune_key *a, const vc_tune_key *b);
 /* The entry of bucket k, or NULL (t may be NULL). */

@@ -525,18 +525,6 @@ typedef struct vc_conv_desc {
 VC_API vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc,
                                  const vc_tensor *in, vc_tensor **out);
 
-/* What the last vc_conv_forward (or vc_conv_tune) on a context ran on the CUDA backend. */
-typedef struct vc_conv_plan_info {
-    vc_algo algo;             /* never AUTO; VC_ALGO_AUTO only before any GPU convolution     */
-    const char *config;       /* the implicit GEMM's configuration ("f16_64x64x32_s4"), static
-                                 storage; "" for the other algorithms, a layer that ran no GEMM
-                                 and the CPU backend                                            */
-    int32_t split;            /* tap-split groups (1: none)                                     */
-    int32_t tuned;            /* 1: the choice came from the context's tune cache               */
-} vc_conv_plan_info;
-
-VC_API vc_status vc_context_last_conv_plan(const vc_context *ctx, vc_conv_plan_info *out);
-
 /* Tuning (CUDA backend; docs/bench.md). The planner picks each layer's GEMM configuration and
  * tap split by rules; tuning times every compiled choice for a layer on the GPU at hand and
  * keeps the fastest for the layer's bucket (C_in, C_out, math, map type, kernel volume, output
@@ -551,15 +539,20 @@ typedef struct vc_tune_options {
     float margin;             /* a choice replaces the planner's only when faster by more than
                                  this fraction, in the sweep and in a confirming round;
                                  0 .. 0.5, default 0.03                                        */
+    int32_t skip_known;       /* 1: a layer whose bucket the table holds already is not timed
+                                 again (report->known = 1); default 0: timed, and replaced     */
 } vc_tune_options;
 
-#define VC_TUNE_OPTIONS_INIT {sizeof(vc_tune_options), 5, 0.03f}
+#define VC_TUNE_OPTIONS_INIT {sizeof(vc_tune_options), 5, 0.03f, 0}
 
 typedef struct vc_tune_report {
     int32_t candidates;       /* choices timed, the planner's included (1: nothing to choose:
                                  exact fp32, or a layer with no pairs)                          */
     int32_t changed;          /* 1: the layer's bucket now overrides the planner               */
     int32_t stored;           /* 1: the bucket was put into the context's table               */
+    int32_t known;            /* 1: skipped, its bucket was in the table (skip_known)          */
+    char bucket[96];          /* the layer's bucket, as text ("fp16 subm K27 32->32 out 2^17
+                                 taps 2^2.5"); "" for a layer that has none (no pairs)        */
     char planner[64];         /* the planner's choice, "CONFIG/GROUPS" ("" where no GEMM ran) */
     char tuned[64];           /* the kept choice (the planner's where it stayed)               */
     double planner_ms;        /* medians of the confirming round where there was one          */
@@ -691,6 +684,8 @@ typedef struct vc_conv_plan_info {
                                  fit), "" for the others, "cpu" on a CPU context             */
     int32_t tap_split;        /* implicit GEMM: 0 none, N > 0 that many groups, -N up to N
                                  groups as the device's SM count allows                        */
+    int32_t tuned;            /* 1: config and tap_split come from the context's tune cache
+                                 (vc_context_desc.tune_cache, vc_conv_tune)                    */
 } vc_conv_plan_info;
 
 /* The plan of a layer of desc (out_channels, allow_tf32; desc->algo is ignored) over `map`

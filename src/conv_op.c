@@ -12,6 +12,7 @@
 
 #ifdef VOXCONV_HAVE_CUDA
 #include "conv/conv_gpu.h"
+#include "core/elementwise.h"
 #include "gemm/gemm.h"
 #endif
 
@@ -232,14 +233,39 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_conv_desc *desc, const vc_tenso
     conv_call c;
     vc_status s = conv_begin(ctx, fn, desc, in, &c);
     if (s != VC_OK) return s;
+    vc_tune_key key;
+    const int has_key = vc_tune_key_of(&c.map->data, in->channels, c.d.out_channels, in->dtype,
+                                       c.d.allow_tf32, &key) == 0;
+    if (has_key) vc_tune_key_text(&key, rep.bucket, sizeof rep.bucket);
+    if (has_key && o.skip_known && vc_tune_find(&ctx->tune, &key)) {
+        rep.known = 1;
+        conv_end(ctx, &c, 0);
+        if (report) *report = rep;
+        return VC_OK;
+    }
 #ifdef VOXCONV_HAVE_CUDA
     vc_err err = {{0}};
     vc_conv_tune_result res;
+    void *w_cast = NULL;
     s = conv_stage(ctx, fn, in, &c);
+    /* Weights in another dtype than the features are converted once here, not in every timed
+     * launch: what is timed is the layer's GEMM, whatever dtype a caller keeps weights in. */
+    if (s == VC_OK && c.a.w_dtype != c.a.in_dtype) {
+        const int64_t nw = c.d.out_channels * c.map->data.volume * in->channels;
+        w_cast = vc_mem_alloc(ctx, (size_t)nw * vc_dtype_size(in->dtype), VC_MEMORY_DEVICE);
+        if (!w_cast) s = vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of device memory", fn);
+        else
+            s = vc_ctx_err(ctx, vc_cuda_cast(c.a.weights, c.a.w_dtype, w_cast, in->dtype, nw,
+                                             ctx->stream, &err),
+                           &err);
+        c.a.weights = w_cast;
+        c.a.w_dtype = in->dtype;
+    }
     if (s == VC_OK)
         s = vc_ctx_err(ctx, vc_conv_gpu_tune(&c.a, c.d.allow_tf32, &ctx->opts, o.runs, o.margin,
                                              ctx->stream, &res, &err),
                        &err);
+    vc_mem_free(ctx, w_cast, VC_MEMORY_DEVICE);
     vc_tune_entry e;
     memset(&e, 0, sizeof e);
     if (s == VC_OK) {
@@ -255,9 +281,8 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_conv_desc *desc, const vc_tenso
         e.ms_planner = res.planner_ms;
         e.ms_tuned = rep.tuned_ms;
         /* A bucket where nothing was chosen among (exact fp32, no pairs) is not stored. */
-        if (res.candidates > 1 &&
-            vc_tune_key_of(&c.map->data, in->channels, c.d.out_channels, in->dtype,
-                           c.d.allow_tf32, &e.key) == 0) {
+        e.key = key;
+        if (res.candidates > 1 && has_key) {
             if (vc_tune_put(&ctx->tune, &e) != 0)
                 s = vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
             else

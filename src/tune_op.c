@@ -1,6 +1,6 @@
 /* src/tune_op.c - the context's tune table and its cache file (src/tune_cache.h): the identity
  * of the context's device, loading a cache at creation (one warning, never a failure), saving
- * one, and the record of what the last GPU convolution ran. vc_conv_tune is in conv_op.c. */
+ * one. vc_conv_tune is in conv_op.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,20 +164,4 @@ vc_status vc_tune_cache_save(vc_context *ctx, const char *path)
         return st;
     }
     return vc_output_publish(ctx, out);
-}
-
-vc_status vc_context_last_conv_plan(const vc_context *ctx, vc_conv_plan_info *out)
-{
-    if (!ctx || !out) return VC_ERR_INVALID_ARGUMENT;
-    memset(out, 0, sizeof *out);
-    out->algo = (vc_algo)ctx->choice.algo;
-    out->config = "";
-    out->split = ctx->choice.groups;
-    out->tuned = ctx->choice.tuned;
-#ifdef VOXCONV_HAVE_CUDA
-    const vc_gemm_config *t = NULL;
-    if (ctx->choice.config >= 0 && ctx->choice.config < vc_gemm_configs(&t))
-        out->config = t[ctx->choice.config].name;
-#endif
-    return VC_OK;
 }
