@@ -21,6 +21,7 @@ static const command COMMANDS[] = {
     {"export", cmd_export, "write a .vxt tensor as NumPy coords/feats .npy files"},
     {"synth", cmd_synth, "write a deterministic synthetic scene (.vxt voxels or points)"},
     {"bench", cmd_bench, "time layers (flags, a suite file) on a scene, with floors"},
+    {"tune", cmd_tune, "time every GEMM configuration of a suite's layers; write a tune cache"},
 };
 #define NCOMMANDS ((int)(sizeof COMMANDS / sizeof COMMANDS[0]))
 
