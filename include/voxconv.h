@@ -525,14 +525,14 @@ typedef struct vc_conv_desc {
 VC_API vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc,
                                  const vc_tensor *in, vc_tensor **out);
 
-/* Tuning (CUDA backend; docs/bench.md). The planner picks each layer's GEMM configuration and
+/* Tuning (CUDA backend; docs/tune.md). The planner picks each layer's GEMM configuration and
  * tap split by rules; tuning times every compiled choice for a layer on the GPU at hand and
  * keeps the fastest for the layer's bucket (C_in, C_out, math, map type, kernel volume, output
- * count and taps per output, by octave: docs/bench.md) in the context's tune table, which the
+ * count and taps per output, by octave: docs/tune.md) in the context's tune table, which the
  * planner then consults for every layer of that bucket. vc_tune_cache_save writes the table,
  * keyed by the GPU, its SM count, the CUDA runtime and driver and the library version, and a
  * context created with vc_context_desc.tune_cache loads it. Results may differ in their last
- * bits between two choices (docs/bench.md says how far); for one cache they are deterministic. */
+ * bits between two choices (docs/tune.md says how far); for one cache they are deterministic. */
 typedef struct vc_tune_options {
     uint32_t struct_size;
     int32_t runs;             /* timed launches a choice (their median), 1..64; default 5      */

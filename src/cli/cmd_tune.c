@@ -2,7 +2,7 @@
  * cmd_tune.c - voxconv tune: times every compiled GEMM configuration and tap split of each
  * convolution layer of the given suites on the given scenes (vc_conv_tune), and writes the
  * fastest per layer bucket as a tune cache (vc_tune_cache_save_output) for --tune-cache.
- * docs/bench.md describes the buckets and what tuning can change.
+ * docs/tune.md describes the buckets and what tuning can change.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -23,7 +23,7 @@ static const char TUNE_HELP[] =
     "Times every compiled GEMM configuration and tap split of each convolution layer of the\n"
     "suites, on each scene, on the GPU at hand, and writes the fastest choice of each layer\n"
     "bucket (math, map type, kernel volume, C_in, C_out, outputs and taps per output by\n"
-    "octave; docs/bench.md) where it beats the planner's, as a tune cache keyed by the GPU,\n"
+    "octave; docs/tune.md) where it beats the planner's, as a tune cache keyed by the GPU,\n"
     "its SM count, the CUDA runtime and driver and the library version. Give the cache to\n"
     "conv or bench with --tune-cache. A layer whose bucket an earlier layer tuned is not timed\n"
     "again. Pooling layers are not tuned. The CPU backend has nothing to tune: tune says so,\n"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_tune_tests.sh - the tune cache at the CLI, on the CPU backend (docs/bench.md):
+# run_tune_tests.sh - the tune cache at the CLI, on the CPU backend (docs/tune.md):
 #  - `voxconv tune` on a CPU context says it has nothing to tune, writes nothing, exits 0 (and
 #    still refuses bad arguments with one line);
 #  - `voxconv conv --tune-cache` with a corrupt, truncated, empty, stale, foreign, missing or
