@@ -88,6 +88,7 @@ static void unregister_temp(int slot)
 static vc_status write_one(vc_context *ctx, const cli_output *w, vc_output *o)
 {
     if (w->tensor) return vc_tensor_save_output(ctx, w->tensor, o);
+    if (w->text) return vc_output_write_bytes(ctx, o, w->text, w->text_len);
     return vc_npy_write_output(ctx, o, &w->array);
 }
 
