@@ -675,6 +675,9 @@ VC_API vc_status vc_timer_stop(vc_timer *timer, double *ms);
 VC_API vc_status vc_timer_flush_cache(vc_timer *timer);
 VC_API vc_status vc_timer_destroy(vc_timer *timer);
 
+/* The context's device as a report names it: the GPU's name, or "cpu". */
+VC_API vc_status vc_context_device_name(const vc_context *ctx, char *buf, size_t len);
+
 /* What vc_conv_forward with VC_ALGO_AUTO runs for a layer on this context. */
 typedef struct vc_conv_plan_info {
     vc_algo algo;             /* CUDA: the planner's algorithm (never AUTO); CPU: AUTO (the
@@ -748,6 +751,11 @@ VC_API vc_status vc_output_temp_path(const vc_output *out, const char **path);
 VC_API vc_status vc_output_publish(vc_context *ctx, vc_output *out);
 /* Removes the temporary and frees `out` (NULL is OK); the target is untouched. */
 VC_API vc_status vc_output_discard(vc_output *out);
+/* Writes `size` bytes as the whole content of an open output (once), which the caller then
+ * publishes or discards: the atomic writer for files voxconv does not format itself (the CSV,
+ * JSON and SVG reports of voxconv bench). */
+VC_API vc_status vc_output_write_bytes(vc_context *ctx, vc_output *out, const void *data,
+                                       size_t size);
 
 /* Point clouds read from files live in host memory owned by the library. */
 typedef struct vc_cloud {

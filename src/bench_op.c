@@ -2,6 +2,7 @@
  * the API: timers on the context's stream (vc_timer_*), the planner's choice for a layer
  * (vc_conv_plan) and the floor model (vc_layer_floor_get, core/floor.h). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -131,6 +132,18 @@ vc_status vc_timer_destroy(vc_timer *t)
     if (t->flush) vc_mem_free(t->ctx, t->flush, vc_ctx_native(t->ctx));
     t->ctx->live_handles--;
     free(t);
+    return VC_OK;
+}
+
+vc_status vc_context_device_name(const vc_context *ctx, char *buf, size_t len)
+{
+    if (!ctx || !buf || len == 0) return VC_ERR_INVALID_ARGUMENT;
+    snprintf(buf, len, "cpu");
+#ifdef VOXCONV_HAVE_CUDA
+    struct cudaDeviceProp p;
+    if (ctx->backend == VC_BACKEND_CUDA && cudaGetDeviceProperties(&p, ctx->device) == cudaSuccess)
+        snprintf(buf, len, "%s", p.name);
+#endif
     return VC_OK;
 }
 

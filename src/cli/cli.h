@@ -117,11 +117,14 @@ int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data
 vc_array cli_array(void *data, vc_dtype dtype, int ndim, const int64_t *shape);
 /* ---- output files and signals (outputs.c) ------------------------------------------------ */
 
-/* One file a command writes: a tensor as .vxt (tensor non-NULL), else `array` as .npy. */
+/* One file a command writes: a tensor as .vxt (tensor non-NULL), text (text non-NULL: a report
+ * of text_len bytes), else `array` as .npy. */
 typedef struct cli_output {
     const char *path;
     const vc_tensor *tensor;
     vc_array array;
+    const char *text;
+    size_t text_len;
 } cli_output;
 #define CLI_MAX_OUTPUTS 4
 

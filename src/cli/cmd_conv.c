@@ -348,8 +348,8 @@ static int conv_layer(const char *cmd, vc_context *ctx, const conv_opts *o, cons
     /* OUT.vxt and --save-weights: both published, or neither. */
     const int32_t *k = p->md.kernel;
     int64_t shape[5] = {p->c_out, k[0], k[1], k[2], ii.channels};
-    cli_output outs[2] = {{out_path, r->out, {0}},
-                          {o->savew, NULL, cli_array(r->w, r->wdt, 5, shape)}};
+    cli_output outs[2] = {{out_path, r->out, {0}, NULL, 0},
+                          {o->savew, NULL, cli_array(r->w, r->wdt, 5, shape), NULL, 0}};
     return cli_write_outputs(cmd, ctx, outs, o->savew ? 2 : 1);
 }
 

@@ -136,7 +136,7 @@ vc_array cli_array(void *data, vc_dtype dtype, int ndim, const int64_t *shape)
 int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data,
                   vc_dtype dtype, int ndim, const int64_t *shape)
 {
-    cli_output o = {path, NULL, cli_array(data, dtype, ndim, shape)};
+    cli_output o = {path, NULL, cli_array(data, dtype, ndim, shape), NULL, 0};
     return cli_write_outputs(cmd, ctx, &o, 1);
 }
 

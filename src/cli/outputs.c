@@ -89,6 +89,7 @@ static vc_status write_one(vc_context *ctx, const cli_output *w, vc_output *o, i
 {
     if (tune) return vc_tune_cache_save_output(ctx, o);
     if (w->tensor) return vc_tensor_save_output(ctx, w->tensor, o);
+    if (w->text) return vc_output_write_bytes(ctx, o, w->text, w->text_len);
     return vc_npy_write_output(ctx, o, &w->array);
 }
 
