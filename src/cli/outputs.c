@@ -129,7 +129,7 @@ int cli_write_outputs(const char *cmd, vc_context *ctx, const cli_output *outs, 
 
 int cli_write_tune_cache(const char *cmd, vc_context *ctx, const char *path)
 {
-    const cli_output one = {path, NULL, {0}};
+    const cli_output one = {path, NULL, {0}, NULL, 0};
     return write_outputs(cmd, ctx, &one, 1, 1);
 }
 
