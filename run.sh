@@ -25,6 +25,7 @@ deps() {
     command -v cc >/dev/null || want+=(build-essential)
     command -v clang >/dev/null || want+=(clang)
     command -v python3 >/dev/null || want+=(python3)
+    [ -f /usr/include/cjson/cJSON.h ] || want+=(libcjson-dev) # the CLI's JSON reader
     command -v apt-get >/dev/null && command -v dpkg >/dev/null || true
     # cJSON parses the network descriptions and safetensors headers (cmake/cjson.cmake)
     [ -f /usr/include/cjson/cJSON.h ] || want+=(libcjson-dev)
