@@ -256,6 +256,57 @@ VC_API vc_status vc_tensor_check_finite(vc_context *ctx, vc_tensor *tensor,
                                         vc_nonfinite_policy policy, int64_t *count);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Tensor operations                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The activation applied to a result in fp32 (convolutions, vc_tensor_add, vc_tensor_affine):
+ * RELU max(v, 0), LEAKY_RELU v for v >= 0 and v * slope below. */
+typedef enum vc_activation {
+    VC_ACT_NONE = 0,
+    VC_ACT_RELU = 1,
+    VC_ACT_LEAKY_RELU = 2
+} vc_activation;
+
+/* The operations below take tensors of one context and give the same bits on the CPU and the
+ * CUDA backend: their arithmetic is fp32 (a product and a sum are rounded apart, never fused),
+ * stored in the tensor's dtype rounding to nearest even; their activations are v < 0 ? 0 : v
+ * and v < 0 ? v * slope : v (a NaN stays NaN). On the CUDA backend they only queue
+ * work on the context's stream (no synchronisation) except where a comment says otherwise. */
+
+/* *out = a new tensor whose channels are the parts' channels side by side, in order: row i is
+ * parts[0] row i, then parts[1] row i, ... `count` >= 1 parts, all on the same coordinate set
+ * (the same vc_coords, pointer equal: VC_ERR_SHAPE_MISMATCH otherwise) and of one dtype (the
+ * result's); total channels at most 2^20 (VC_ERR_LIMIT). */
+VC_API vc_status vc_tensor_concat(vc_context *ctx, const vc_tensor *const *parts, int32_t count,
+                                  vc_tensor **out);
+/* *out = act(a + b) elementwise, a new tensor on their coordinate set; a and b must share the
+ * coordinate set (pointer equal), the channel count and the dtype (VC_ERR_SHAPE_MISMATCH
+ * otherwise). `slope` is LeakyReLU's (ignored by the other activations). */
+VC_API vc_status vc_tensor_add(vc_context *ctx, const vc_tensor *a, const vc_tensor *b,
+                               vc_activation act, float slope, vc_tensor **out);
+/* In place, per channel c of every row: x = act(x * scale[c] + shift[c]) (the product rounded
+ * to fp32, then the sum). scale and shift are fp32 [channels] in `where` memory; either may be
+ * NULL, meaning no multiply (scale 1) or no add (shift 0): with both NULL it is a plain
+ * activation, and -0 stays -0. On the CUDA backend, scale or shift in host memory is copied to
+ * the device for the call, which synchronises; device arrays make it queue work only. */
+VC_API vc_status vc_tensor_affine(vc_context *ctx, vc_tensor *t, const float *scale,
+                                  const float *shift, vc_memory where, vc_activation act,
+                                  float slope);
+/* Sparse to dense: writes the dense [B, C, D, H, W] array of `dtype` (fp32, fp16 or bf16) at
+ * dst (host or device, per `where`), with B = the coordinate set's batch size, C = the
+ * tensor's channels, (D, H, W) = its spatial shape (z, y, x): element
+ * [b, c, z, y, x] = t[row (b, z, y, x), c] converted to `dtype`, and 0 where no row is. The
+ * same bytes are OpenPCDet's HeightCompression input viewed as [B, C*D, H, W].
+ * `capacity`: dst's size in elements; VC_ERR_CAPACITY when it is below B*C*D*H*W (dst is then
+ * untouched), VC_ERR_LIMIT when that product overflows int64. dst may be NULL only when the
+ * product is 0. The set's rows must be distinct (every set voxconv builds is; duplicates are
+ * not checked: the element then holds one of their rows). Deterministic. On the CUDA backend
+ * a device dst only queues work (a fill and a scatter); a host dst is staged in device memory
+ * and copied back, which synchronises. */
+VC_API vc_status vc_tensor_to_dense(vc_context *ctx, const vc_tensor *t, void *dst,
+                                    int64_t capacity, vc_dtype dtype, vc_memory where);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Voxelization                                                                                */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -456,12 +507,6 @@ VC_API vc_status vc_kmap_bounded_destroy(vc_kmap_bounded *map);
 /* ------------------------------------------------------------------------------------------ */
 /* Convolution                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
-
-typedef enum vc_activation {
-    VC_ACT_NONE = 0,
-    VC_ACT_RELU = 1,
-    VC_ACT_LEAKY_RELU = 2
-} vc_activation;
 
 /* CUDA backend (the CPU backend runs one algorithm whatever this says):
  * IMPLICIT_GEMM: output-stationary, the gathers in the GEMM's main loop, fused epilogue; no
