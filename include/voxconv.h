@@ -708,6 +708,87 @@ VC_API vc_status vc_tensor_load(vc_context *ctx, const char *path, vc_tensor **o
 VC_API vc_status vc_tensor_load_memory(vc_context *ctx, const void *bytes, size_t size,
                                        vc_tensor **out);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Networks                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A network: a model description (JSON, docs/networks.md) bound to its weights (safetensors,
+ * the PyTorch state_dict names; BatchNorm folded into the preceding conv at create), its weights
+ * uploaded once in the net's dtype to the context's memory. Runs frame after frame; every kernel
+ * map of a frame is built once and shared by the layers that use it. */
+typedef struct vc_net vc_net;
+
+typedef struct vc_net_desc {
+    uint32_t struct_size;
+    const char *model_path;    /* JSON description file, or NULL and:                          */
+    const char *model_json;    /* the description's text (NUL-terminated)                      */
+    const char *weights_path;  /* safetensors file, or NULL and:                               */
+    const void *weights_data;  /* safetensors bytes in memory (weights_size of them), or NULL
+                                  with random_weights set                                       */
+    size_t weights_size;
+    int32_t random_weights;    /* 1: deterministic random weights from `seed` (BN stats too)   */
+    uint64_t seed;
+    vc_dtype dtype;            /* feature dtype the layers run in; -1 = fp16 on CUDA, fp32 on
+                                  CPU                                                           */
+    vc_algo algo;              /* passed to every conv                                         */
+} vc_net_desc;
+
+#define VC_NET_DESC_INIT                                                                       \
+    {sizeof(vc_net_desc), NULL, NULL, NULL, NULL, 0, 0, 0, (vc_dtype)-1, VC_ALGO_AUTO}
+
+/* Parses the description, binds and checks the weights (a missing, extra, mis-shaped or
+ * non-finite tensor is an error naming it) and uploads them. On failure *out is unchanged and
+ * nothing is left allocated. Synchronises on the CUDA backend (the weight upload). */
+VC_API vc_status vc_net_create(vc_context *ctx, const vc_net_desc *desc, vc_net **out);
+/* Frees the net, its weights and its outputs. NULL is OK. */
+VC_API vc_status vc_net_destroy(vc_net *net);
+/* Runs one frame on a voxel tensor (channels = the description's input channels; its coordinate
+ * set's spatial shape may be smaller than the description's, then it is placed in the
+ * description's shape; any dtype: cast to the net's). Outputs stay valid until the next run or
+ * destroy. Synchronises on the CUDA backend (once per kernel map built, and for dense outputs
+ * of global pooling). */
+VC_API vc_status vc_net_run(vc_net *net, const vc_tensor *in);
+/* Voxelizes points per the description's "voxelize" block (VC_ERR_INVALID_ARGUMENT without
+ * one), then runs. */
+VC_API vc_status vc_net_run_points(vc_net *net, const vc_points *points);
+
+typedef enum vc_net_output_kind { VC_NET_SPARSE = 0, VC_NET_DENSE = 1 } vc_net_output_kind;
+
+typedef struct vc_net_output {
+    const char *name;
+    vc_net_output_kind kind;
+    const vc_tensor *tensor;   /* SPARSE: borrowed until the next run / destroy                */
+    const void *data;          /* DENSE: borrowed, in the context's memory                      */
+    vc_dtype dtype;            /* DENSE                                                        */
+    int32_t ndim;              /* DENSE: 2 (global pool), 4 (bev) or 5 (bcdhw)                 */
+    int64_t shape[5];
+} vc_net_output;
+
+/* Named outputs, in the description's order. Before the first run, tensor and data are NULL and
+ * the shape is 0. */
+VC_API vc_status vc_net_output_count(const vc_net *net, int32_t *count);
+VC_API vc_status vc_net_get_output(const vc_net *net, int32_t index, vc_net_output *out);
+/* Copies a DENSE output of the last run (its whole array, `bytes` = the product of its shape
+ * times its dtype's size: VC_ERR_CAPACITY when smaller) to dst, host or device per `where`.
+ * Synchronises on the CUDA backend. */
+VC_API vc_status vc_net_copy_output(vc_net *net, int32_t index, void *dst, size_t bytes,
+                                    vc_memory where);
+/* VC_ERR_INVALID_ARGUMENT when no output has that name. */
+VC_API vc_status vc_net_find_output(const vc_net *net, const char *name, int32_t *index);
+
+/* Profiling: when on, the next runs time every step (CUDA events / host clock; adds syncs). */
+typedef struct vc_net_step_info {
+    const char *name;          /* layer id                                                     */
+    const char *op;
+    int64_t voxels_in, voxels_out, pairs;
+    double ms;                 /* last run; the map build of a conv is timed apart:            */
+    double map_ms;
+} vc_net_step_info;
+
+VC_API vc_status vc_net_set_profiling(vc_net *net, int32_t on);
+VC_API vc_status vc_net_step_count(const vc_net *net, int32_t *count);
+VC_API vc_status vc_net_get_step(const vc_net *net, int32_t index, vc_net_step_info *out);
+
 #ifdef __cplusplus
 }
 #endif

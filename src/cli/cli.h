@@ -118,7 +118,7 @@ typedef struct cli_output {
     const vc_tensor *tensor;
     vc_array array;
 } cli_output;
-#define CLI_MAX_OUTPUTS 4
+#define CLI_MAX_OUTPUTS 64 /* voxconv run writes one file per named output */
 
 /* Ignores SIGXFSZ; SIGINT/SIGTERM/SIGHUP remove the registered temporaries, then kill. */
 void cli_signals_init(void);
@@ -191,5 +191,6 @@ int cmd_voxelize(int argc, char **argv);
 int cmd_conv(int argc, char **argv);
 int cmd_pool(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif /* VOXCONV_CLI_H */

@@ -19,6 +19,7 @@ static const command COMMANDS[] = {
     {"conv", cmd_conv, "run one sparse convolution layer on a .vxt tensor"},
     {"pool", cmd_pool, "run one sparse pooling layer (or global pooling) on a .vxt tensor"},
     {"export", cmd_export, "write a .vxt tensor as NumPy coords/feats .npy files"},
+    {"run", cmd_run, "run a network (model description + weights) on points or a .vxt"},
 };
 #define NCOMMANDS ((int)(sizeof COMMANDS / sizeof COMMANDS[0]))
 
