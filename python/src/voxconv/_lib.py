@@ -219,6 +219,7 @@ _PROTOTYPES = {
     "vc_net_output_count": [_P, POINTER(c_int32)],
     "vc_net_get_output": [_P, c_int32, POINTER(NetOutput)],
     "vc_net_find_output": [_P, c_char_p, POINTER(c_int32)],
+    "vc_net_copy_output": [_P, c_int32, _P, c_size_t, c_int],
     "vc_net_set_profiling": [_P, c_int32],
     "vc_net_step_count": [_P, POINTER(c_int32)],
     "vc_net_get_step": [_P, c_int32, POINTER(NetStepInfo)],

@@ -142,25 +142,9 @@ def dense_of(t, ctx, like, layout="bcdhw", dtype=None):
     out = empty(ctx, shape, dtype, like)
     if out.size == 0 if like == "numpy" else out.numel() == 0:
         return out
-    if ctx.lib.vc_tensor_to_dense is None:
-        return _dense_fallback(t, out, like, (b, c, d, h, w))
     ov = C.view(out, "output")
     ctx.call("vc_tensor_to_dense", ctypes.c_void_p(t.ptr), ctypes.c_void_p(ov.ptr),
              int(np.prod(shape)), C.vc_dtype(dtype), ctx.memory)
-    return out
-
-
-def _dense_fallback(t, out, like, shape5):
-    """Scatter in the caller's framework, for a library without vc_tensor_to_dense."""
-    f = t.features(like)
-    c = t.coords.to(like)
-    o5 = out.reshape(shape5)
-    o5[...] = 0
-    if like == "torch":
-        c = c.long()
-        o5.permute(0, 2, 3, 4, 1)[c[:, 0], c[:, 1], c[:, 2], c[:, 3]] = f.to(out.dtype)
-    else:
-        o5.transpose(0, 2, 3, 4, 1)[c[:, 0], c[:, 1], c[:, 2], c[:, 3]] = f
     return out
 
 

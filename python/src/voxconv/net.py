@@ -3,10 +3,12 @@ by frame through the C library's vc_net_* API."""
 import ctypes
 import os
 
+import numpy as np
+
 from . import _core as C
 from . import _dlpack
 from . import _lib as L
-from ._sparse import Coords, Tensor, export, sparse_input
+from ._sparse import Coords, empty, export, sparse_input
 
 _KIND_SPARSE, _KIND_DENSE = 0, 1
 
@@ -110,24 +112,39 @@ class Net:
             if o.kind == _KIND_SPARSE:
                 res[name] = self._sparse(o, like, copy)
             else:
-                shape = tuple(o.shape[k] for k in range(o.ndim))
-                res[name] = self._borrowed(o.data, C.dtype_name(o.dtype), shape, like, copy)
+                res[name] = self._dense(i, o, like, copy)
         return res
 
     def _sparse(self, o, like, copy):
         info = L.TensorInfo()
         self.ctx.plain("vc_tensor_get_info", ctypes.c_void_p(o.tensor), ctypes.byref(info))
         coords = Coords.borrow(self.ctx, info.coords)  # refcounted: survives the next run
-        feats = self._borrowed(info.data, C.dtype_name(info.dtype),
-                               (info.count, info.channels), like, copy)
+        dtype, shape = C.dtype_name(info.dtype), (info.count, info.channels)
+        if not copy:
+            return self._borrowed(info.data, dtype, shape, like), coords.to(like)
+        feats = empty(self.ctx, shape, dtype, like)
+        if info.count:
+            self.ctx.call("vc_tensor_copy_out", ctypes.c_void_p(o.tensor),
+                          ctypes.c_void_p(C.view(feats, "output").ptr), info.dtype,
+                          self.ctx.memory)
         return feats, coords.to(like)
 
-    def _borrowed(self, ptr, dtype, shape, like, copy):
+    def _dense(self, i, o, like, copy):
+        dtype, shape = C.dtype_name(o.dtype), tuple(o.shape[k] for k in range(o.ndim))
+        if not copy:
+            return self._borrowed(o.data, dtype, shape, like)
+        out = empty(self.ctx, shape, dtype, like)
+        nbytes = int(np.prod(shape)) * np.dtype(dtype if dtype != "bfloat16" else "u2").itemsize
+        if nbytes:
+            self.ctx.call_on("vc_net_copy_output", ctypes.c_void_p(self.handle.ptr), i,
+                             ctypes.c_void_p(C.view(out, "output").ptr), nbytes,
+                             self.ctx.memory)
+        return out
+
+    def _borrowed(self, ptr, dtype, shape, like):
+        """A view of the net's buffer (valid until the next run; keeps the net alive)."""
         exp = _dlpack.Exported(ptr, dtype, shape, self.ctx.dl_device, self.handle)
-        arr = export(self.ctx, exp, shape, dtype, like)
-        if copy:
-            arr = arr.clone() if like == "torch" else arr.copy()
-        return arr
+        return export(self.ctx, exp, shape, dtype, like)
 
     # ---- profiling -----------------------------------------------------------------------
     def set_profiling(self, on=True):
