@@ -156,10 +156,13 @@ def load(import_line, name="pcdet_backbones_alt"):
     src_path = os.environ.get("VOXCONV_PCDET_SOURCE") or __file__
     with open(src_path) as fh:
         src = fh.read()
-    old = PCDET_IMPORT if PCDET_IMPORT in src else IMPORT
-    if src.count(old) != 1:
-        raise RuntimeError(f"{src_path}: expected the import line {old!r} once")
+    lines = src.split("\n")
+    hits = [i for i, line in enumerate(lines) if line.strip() in (IMPORT, PCDET_IMPORT)]
+    if len(hits) != 1:
+        raise RuntimeError(f"{src_path}: expected one import line {IMPORT!r} or "
+                           f"{PCDET_IMPORT!r}, found {len(hits)}")
+    lines[hits[0]] = import_line
     mod = types.ModuleType(name)
     mod.__file__ = src_path
-    exec(compile(src.replace(old, import_line), src_path, "exec"), mod.__dict__)
+    exec(compile("\n".join(lines), src_path, "exec"), mod.__dict__)
     return mod

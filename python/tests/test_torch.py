@@ -174,6 +174,8 @@ def test_pcdet_backbone_against_reference(torch, scan, name):
     grid = np.array([shape[2], shape[1], shape[0]])
     mv = _randomize(torch, getattr(vc_mod, name)({}, 4, grid), 7)
     mr = getattr(ref_mod, name)({}, 4, grid).eval()
+    assert type(mr.conv_input[0]).__module__ == "ref_spconv"
+    assert type(mv.conv_input[0]).__module__ == "voxconv.spconv"
     mr.load_state_dict(mv.state_dict())
     with torch.no_grad():
         bv = mv({"voxel_features": f, "voxel_coords": c, "batch_size": 1})
