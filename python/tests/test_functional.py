@@ -200,3 +200,29 @@ def test_readonly_input(sparse, rng):
     a, _ = voxconv.conv(fr, cr, w, SHAPE, batch_size=2)
     b, _ = voxconv.conv(f, c, w, SHAPE, batch_size=2)
     np.testing.assert_array_equal(a, b)
+
+
+def test_threads_share_the_package(sparse, rng):
+    """Calls from several threads on one default context serialise on its lock."""
+    import threading
+    f, c = sparse
+    ws = [rng.standard_normal((8, 3, 3, 3, 4)).astype(np.float32) for _ in range(4)]
+    want = [voxconv.conv(f, c, w, SHAPE, type="strided", stride=2, batch_size=2)[0] for w in ws]
+    got, errors = [None] * 4, []
+
+    def work(i):
+        try:
+            for _ in range(5):
+                got[i] = voxconv.conv(f, c, ws[i], SHAPE, type="strided", stride=2,
+                                      batch_size=2)[0]
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
