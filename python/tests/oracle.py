@@ -89,6 +89,7 @@ def kernel_map(coords, shape, type, kernel, stride=(1, 1, 1), padding=(0, 0, 0),
     for k, rows, p in cand:
         orow = _lookup(sk, order, _keys(p, out_shape))
         m = orow >= 0
+        assert len(np.unique(orow[m])) == m.sum(), "an output has two inputs at one offset"
         pairs.append((k, rows[m], orow[m]))
     return out_coords, tuple(int(v) for v in out_shape), pairs
 
@@ -109,8 +110,8 @@ def conv(feats, coords, weights, shape, type="subm", stride=1, padding=0, dilati
         out_coords, out_shape, pairs = kernel_map(coords, shape, type, kernel, t3(stride),
                                                   t3(padding), t3(dilation))
     out = np.zeros((len(out_coords), co))
-    for k, i, o in pairs:
-        np.add.at(out, o, f[i] @ wk[:, k, :].T)
+    for k, i, o in pairs:  # within one offset an output has at most one input: no repeats in o
+        out[o] += f[i] @ wk[:, k, :].T
     if bias is not None:
         out += np.asarray(bias, np.float64)
     return out, out_coords, out_shape
@@ -126,12 +127,12 @@ def pool(feats, coords, shape, kernel, stride, padding=0, dilation=1, type="stri
     if mode == "max":
         out = np.full((n, c), -np.inf)
         for _, i, o in pairs:
-            np.maximum.at(out, o, f[i])
+            out[o] = np.maximum(out[o], f[i])
     else:
         out, cnt = np.zeros((n, c)), np.zeros(n)
         for _, i, o in pairs:
-            np.add.at(out, o, f[i])
-            np.add.at(cnt, o, 1)
+            out[o] += f[i]
+            cnt[o] += 1
         out /= np.maximum(cnt, 1)[:, None]
     return out, out_coords, out_shape
 
