@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+import oracle  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DATA = os.path.join(ROOT, "datasets", "data")
 SEED = int(os.environ.get("VOXCONV_TEST_SEED", "20261127"))
@@ -32,13 +34,7 @@ def random_sparse(rng, n=400, shape=(12, 14, 16), channels=4, batch_size=2, dtyp
     """n distinct coordinates (batch, z, y, x) sorted, and features."""
     total = batch_size * shape[0] * shape[1] * shape[2]
     keys = np.sort(rng.choice(total, size=min(n, total), replace=False))
-    x = keys % shape[2]
-    r = keys // shape[2]
-    y = r % shape[1]
-    r //= shape[1]
-    z = r % shape[0]
-    b = r // shape[0]
-    coords = np.stack([b, z, y, x], 1).astype(np.int32)
+    coords = oracle.unkey(keys, shape)
     feats = rng.standard_normal((len(keys), channels)).astype(dtype)
     return feats, coords
 

@@ -11,7 +11,7 @@ def _keys(coords, shape):
     return ((c[:, 0] * shape[0] + c[:, 1]) * shape[1] + c[:, 2]) * shape[2] + c[:, 3]
 
 
-def _unkey(keys, shape):
+def unkey(keys, shape):
     x = keys % shape[2]
     r = keys // shape[2]
     y = r % shape[1]
@@ -81,7 +81,7 @@ def kernel_map(coords, shape, type, kernel, stride=(1, 1, 1), padding=(0, 0, 0),
         if type == "downsample":  # outputs are exactly the floor(q / stride) of the inputs
             allp = np.concatenate([coords[:, :1], coords[:, 1:] // stride], 1)
         keys = np.unique(_keys(allp, out_shape))
-        out_coords = _unkey(keys, out_shape)
+        out_coords = unkey(keys, out_shape)
     ok_ = _keys(out_coords, out_shape)
     order = np.argsort(ok_, kind="stable")
     sk = ok_[order]
@@ -161,7 +161,7 @@ def voxelize(points, voxel_size, rng, reduce="mean"):
         feats = np.zeros((len(uk), p.shape[1]))
         np.add.at(feats, inv, pts)
         feats /= np.bincount(inv, minlength=len(uk))[:, None]
-    return feats, _unkey(uk, shape), shape
+    return feats, unkey(uk, shape), shape
 
 
 def dense(feats, coords, shape, batch_size):

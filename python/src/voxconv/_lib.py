@@ -123,52 +123,36 @@ class NetStepInfo(Structure):
                 ("map_ms", c_double)]
 
 
-def map_desc():
-    d = MapDesc()
-    d.struct_size = ctypes.sizeof(MapDesc)
-    d.type = MAP_SUBM
-    d.kernel[:] = (3, 3, 3)
-    d.stride[:] = (1, 1, 1)
-    d.padding[:] = (0, 0, 0)
-    d.dilation[:] = (1, 1, 1)
+def _desc(cls, **fields):
+    """A struct_size-versioned desc with the header's *_INIT defaults given as fields."""
+    d = cls()
+    d.struct_size = ctypes.sizeof(cls)
+    for name, value in fields.items():
+        setattr(d, name, value)
     return d
+
+
+def map_desc():
+    return _desc(MapDesc, type=MAP_SUBM, kernel=(c_int32 * 3)(3, 3, 3),
+                 stride=(c_int32 * 3)(1, 1, 1), dilation=(c_int32 * 3)(1, 1, 1))
 
 
 def conv_desc():
-    d = ConvDesc()
-    d.struct_size = ctypes.sizeof(ConvDesc)
-    d.map = map_desc()
-    d.weight_dtype = DTYPE_FP32
-    d.weight_memory = MEMORY_HOST
-    d.leaky_slope = 0.01
-    d.out_dtype = -1
-    d.algo = ALGO_AUTO
-    return d
+    return _desc(ConvDesc, map=map_desc(), weight_dtype=DTYPE_FP32, weight_memory=MEMORY_HOST,
+                 leaky_slope=0.01, out_dtype=-1, algo=ALGO_AUTO)
 
 
 def pool_desc():
-    d = PoolDesc()
-    d.struct_size = ctypes.sizeof(PoolDesc)
-    d.map = map_desc()
-    d.mode = POOL_MAX
-    return d
+    return _desc(PoolDesc, map=map_desc(), mode=POOL_MAX)
 
 
 def voxelize_desc():
-    d = VoxelizeDesc()
-    d.struct_size = ctypes.sizeof(VoxelizeDesc)
-    d.voxel_size[:] = (0.1, 0.1, 0.1)
-    d.reduce = REDUCE["mean"]
-    d.dtype = DTYPE_FP32
-    return d
+    return _desc(VoxelizeDesc, voxel_size=(c_float * 3)(0.1, 0.1, 0.1), reduce=REDUCE["mean"],
+                 dtype=DTYPE_FP32)
 
 
 def net_desc():
-    d = NetDesc()
-    d.struct_size = ctypes.sizeof(NetDesc)
-    d.dtype = -1
-    d.algo = ALGO_AUTO
-    return d
+    return _desc(NetDesc, dtype=-1, algo=ALGO_AUTO)
 
 
 _P = c_void_p

@@ -24,15 +24,8 @@ def triple(v, what, minimum):
     return t
 
 
-class Coords:
-    """A vc_coords handle, with the array it was made from (kept alive and unchanged while the
-    handle lives: the handle wraps it)."""
-
-    def __init__(self, handle, spatial_shape, batch_size, array=None):
-        self.handle = handle
-        self.spatial_shape = tuple(int(s) for s in spatial_shape)
-        self.batch_size = int(batch_size)
-        self.array = array
+class _Owner:
+    """Holds one Handle; its context and raw pointer."""
 
     @property
     def ctx(self):
@@ -41,6 +34,17 @@ class Coords:
     @property
     def ptr(self):
         return self.handle.ptr
+
+
+class Coords(_Owner):
+    """A vc_coords handle, with the array it was made from (kept alive and unchanged while the
+    handle lives: the handle wraps it)."""
+
+    def __init__(self, handle, spatial_shape, batch_size, array=None):
+        self.handle = handle
+        self.spatial_shape = tuple(int(s) for s in spatial_shape)
+        self.batch_size = int(batch_size)
+        self.array = array
 
     @staticmethod
     def wrap(ctx, view, array, spatial_shape, batch_size):
@@ -91,20 +95,12 @@ def empty(ctx, shape, dtype, like):
     return np.empty(shape, dtype=dtype)
 
 
-class Tensor:
+class Tensor(_Owner):
     """A vc_tensor handle (features on a Coords)."""
 
     def __init__(self, handle, coords):
         self.handle = handle
         self.coords = coords
-
-    @property
-    def ctx(self):
-        return self.handle.ctx
-
-    @property
-    def ptr(self):
-        return self.handle.ptr
 
     @staticmethod
     def wrap(ctx, view, coords):

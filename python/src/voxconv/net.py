@@ -91,24 +91,27 @@ class Net:
         return f"cuda:{ctx.device}" if ctx.backend == L.BACKEND_CUDA else "cpu"
 
     # ---- outputs -------------------------------------------------------------------------
-    def output_names(self):
+    def _records(self, count_fn, get_fn, cls):
+        """Every record of an indexed net query (outputs, steps) as ctypes structs."""
+        net = ctypes.c_void_p(self.handle.ptr)
         n = ctypes.c_int32()
-        self.ctx.call_on("vc_net_output_count", ctypes.c_void_p(self.handle.ptr), ctypes.byref(n))
-        names = []
-        for i in range(n.value):
-            o = L.NetOutput()
-            self.ctx.call_on("vc_net_get_output", ctypes.c_void_p(self.handle.ptr), i,
-                          ctypes.byref(o))
-            names.append(o.name.decode())
-        return names
+        self.ctx.call_on(count_fn, net, ctypes.byref(n))
+        recs = [cls() for _ in range(n.value)]
+        for i, r in enumerate(recs):
+            self.ctx.call_on(get_fn, net, i, ctypes.byref(r))
+        return recs
+
+    def _outputs(self):
+        return self._records("vc_net_output_count", "vc_net_get_output", L.NetOutput)
+
+    def output_names(self):
+        return [o.name.decode() for o in self._outputs()]
 
     def outputs(self, like="numpy", copy=True):
         """The last run's outputs. copy=False gives views valid only until the next run."""
         res = {}
-        for i, name in enumerate(self.output_names()):
-            o = L.NetOutput()
-            self.ctx.call_on("vc_net_get_output", ctypes.c_void_p(self.handle.ptr), i,
-                          ctypes.byref(o))
+        for i, o in enumerate(self._outputs()):
+            name = o.name.decode()
             if o.kind == _KIND_SPARSE:
                 res[name] = self._sparse(o, like, copy)
             else:
@@ -148,18 +151,12 @@ class Net:
 
     # ---- profiling -----------------------------------------------------------------------
     def set_profiling(self, on=True):
-        self.ctx.call_on("vc_net_set_profiling", ctypes.c_void_p(self.handle.ptr), 1 if on else 0)
+        self.ctx.call_on("vc_net_set_profiling", ctypes.c_void_p(self.handle.ptr),
+                         1 if on else 0)
 
     def steps(self):
         """Per-step timings of the last profiled run: a list of dicts."""
-        n = ctypes.c_int32()
-        self.ctx.call_on("vc_net_step_count", ctypes.c_void_p(self.handle.ptr), ctypes.byref(n))
-        out = []
-        for i in range(n.value):
-            s = L.NetStepInfo()
-            self.ctx.call_on("vc_net_get_step", ctypes.c_void_p(self.handle.ptr), i,
-                          ctypes.byref(s))
-            out.append({"name": s.name.decode(), "op": s.op.decode(), "voxels_in": s.voxels_in,
-                        "voxels_out": s.voxels_out, "pairs": s.pairs, "ms": s.ms,
-                        "map_ms": s.map_ms})
-        return out
+        keys = [f for f, _ in L.NetStepInfo._fields_]
+        return [{k: (v.decode() if isinstance(v, bytes) else v)
+                 for k, v in ((k, getattr(st, k)) for k in keys)}
+                for st in self._records("vc_net_step_count", "vc_net_get_step", L.NetStepInfo)]

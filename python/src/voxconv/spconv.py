@@ -239,25 +239,23 @@ def _record_key(input, t, ctx, map_desc, key, kernel_size):
     return kmap
 
 
-class SubMConv3d(SparseConvolution):
+def _conv3d(name, doc, **flags):
+    """A spconv 3-D conv class: SparseConvolution with ndim 3 and `flags` fixed."""
+
     def __init__(self, in_channels, out_channels, kernel_size=3, stride=1, padding=0,
                  dilation=1, groups=1, bias=True, indice_key=None, algo=None, **kw):
-        super().__init__(3, in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, subm=True, indice_key=indice_key, algo=algo, **kw)
+        SparseConvolution.__init__(self, 3, in_channels, out_channels, kernel_size, stride,
+                                   padding, dilation, groups, bias, indice_key=indice_key,
+                                   algo=algo, **flags, **kw)
+
+    return type(name, (SparseConvolution,), {"__init__": __init__, "__doc__": doc,
+                                               "__module__": __name__})
 
 
-class SparseConv3d(SparseConvolution):
-    def __init__(self, in_channels, out_channels, kernel_size=3, stride=1, padding=0,
-                 dilation=1, groups=1, bias=True, indice_key=None, algo=None, **kw):
-        super().__init__(3, in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, indice_key=indice_key, algo=algo, **kw)
-
-
-class SparseConvTranspose3d(SparseConvolution):
-    def __init__(self, in_channels, out_channels, kernel_size=3, stride=1, padding=0,
-                 dilation=1, groups=1, bias=True, indice_key=None, algo=None, **kw):
-        super().__init__(3, in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, transposed=True, indice_key=indice_key, algo=algo, **kw)
+SubMConv3d = _conv3d("SubMConv3d", "spconv's SubMConv3d (outputs = inputs).", subm=True)
+SparseConv3d = _conv3d("SparseConv3d", "spconv's SparseConv3d (strided).")
+SparseConvTranspose3d = _conv3d("SparseConvTranspose3d", "spconv's SparseConvTranspose3d.",
+                                transposed=True)
 
 
 class SparseInverseConv3d(SparseConvolution):
