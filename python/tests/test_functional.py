@@ -226,3 +226,27 @@ def test_threads_share_the_package(sparse, rng):
     assert not errors
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+class _Producer:
+    """A DLPack producer that is not NumPy: forwards to an array it hides."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, stream=None, **kw):
+        return self._a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_any_dlpack_producer(sparse, rng):
+    f, c = sparse
+    w = rng.standard_normal((8, 3, 3, 3, 4)).astype(np.float32)
+    a, ac = voxconv.conv(_Producer(f), _Producer(c), _Producer(w), SHAPE, type="strided",
+                         stride=2, batch_size=2)
+    b, bc = voxconv.conv(f, c, w, SHAPE, type="strided", stride=2, batch_size=2)
+    assert isinstance(a, np.ndarray)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(ac, bc)

@@ -49,6 +49,12 @@ def test_random_weights_and_points(scan):
     again = net.run(vf, vc, (41, 1600, 1408))
     np.testing.assert_array_equal(again["encoded_spconv_tensor"][0], f)
     np.testing.assert_array_equal(again["spatial_features"], out["spatial_features"])
+    # copies survive the next run; copy=False views are the net's own buffers
+    view = net.run(vf, vc, (41, 1600, 1408), copy=False)["encoded_spconv_tensor"][0]
+    assert not view.flags.owndata
+    np.testing.assert_array_equal(view, f)
+    net.run(vf[:100].copy(), vc[:100].copy(), (41, 1600, 1408))
+    np.testing.assert_array_equal(again["encoded_spconv_tensor"][0], f)
     net.set_profiling(True)
     net.run(vf, vc, (41, 1600, 1408))
     steps = net.steps()

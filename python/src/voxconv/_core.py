@@ -284,20 +284,22 @@ def dtype_name(code):
 
 
 # ---- outputs -------------------------------------------------------------------------------
-def to_framework(exported, like, shape, dtype):
-    """An owned array of the caller's framework (`like`: 'torch' or 'numpy') from an Exported."""
+def to_framework(exported, like):
+    """An array of the caller's framework ('torch', 'cupy' or 'numpy') over an Exported (no
+    copy: the array owns the exported buffer)."""
     if like == "torch":
-        t = torch_module()
-        if exported is None:
-            dev = "cpu"
-            return t.empty(shape, dtype=getattr(t, dtype), device=dev)
-        return t.from_dlpack(exported)
-    if exported is None:
-        return np.empty(shape, dtype=dtype)
-    if dtype == "bfloat16":
-        raise TypeError("voxconv: NumPy has no bfloat16; use fp32/fp16 features or torch")
+        return torch_module().from_dlpack(exported)
+    if like == "cupy":
+        return sys.modules["cupy"].from_dlpack(exported)
     return np.from_dlpack(exported)
 
 
 def framework_of(x):
-    return "torch" if is_torch(x) else "numpy"
+    """'torch' for torch tensors, 'cupy' for CuPy arrays, else 'numpy' (results of NumPy and
+    of other host DLPack producers are NumPy arrays)."""
+    if is_torch(x):
+        return "torch"
+    cp = sys.modules.get("cupy")
+    if cp is not None and isinstance(x, cp.ndarray):
+        return "cupy"
+    return "numpy"

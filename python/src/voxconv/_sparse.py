@@ -1,6 +1,7 @@
 """Sparse tensors over voxconv handles: wrapping caller arrays without a copy, and exporting the
 library's results as arrays that own their memory."""
 import ctypes
+import sys
 
 import numpy as np
 
@@ -79,20 +80,35 @@ class Coords(_Owner):
 
 
 def export(ctx, exp, shape, dtype, like):
-    """An array of framework `like` ('torch' / 'numpy') over an Exported (no copy)."""
+    """An array of framework `like` over an Exported (no copy)."""
     if 0 in shape:
         return empty(ctx, shape, dtype, like)
-    return C.to_framework(exp, like, shape, dtype)
+    if like == "numpy" and ctx.backend == L.BACKEND_CUDA:
+        raise TypeError("voxconv: device results need a framework with device arrays "
+                        "(torch, cupy)")
+    if like == "numpy" and dtype == "bfloat16":
+        raise TypeError("voxconv: NumPy has no bfloat16; use fp32 / fp16 or torch tensors")
+    return C.to_framework(exp, like)
 
 
 def empty(ctx, shape, dtype, like):
+    """A new array of framework `like` on the context's device."""
     if like == "torch":
         t = C.torch_module()
         dev = f"cuda:{ctx.device}" if ctx.backend == L.BACKEND_CUDA else "cpu"
         return t.empty(shape, dtype=getattr(t, dtype), device=dev)
+    if like == "cupy":
+        cp = sys.modules["cupy"]
+        with cp.cuda.Device(ctx.device):
+            return cp.empty(shape, dtype=dtype)
     if ctx.backend == L.BACKEND_CUDA:
-        raise TypeError("voxconv: device results need a framework with CUDA arrays (torch)")
+        raise TypeError("voxconv: device results need a framework with device arrays "
+                        "(torch, cupy)")
     return np.empty(shape, dtype=dtype)
+
+
+def numel(a):
+    return a.numel() if hasattr(a, "numel") else a.size
 
 
 class Tensor(_Owner):

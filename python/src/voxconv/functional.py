@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _core as C
 from . import _lib as L
-from ._sparse import FEATURE_DTYPES, Coords, Tensor, empty, sparse_input, triple, views
+from ._sparse import FEATURE_DTYPES, Tensor, empty, numel, sparse_input, triple
 
 _ACTS = {None: L.ACT_NONE, "none": L.ACT_NONE, "relu": L.ACT_RELU,
          "leaky_relu": L.ACT_LEAKY_RELU}
@@ -140,7 +140,7 @@ def dense_of(t, ctx, like, layout="bcdhw", dtype=None):
     if layout not in ("bcdhw", "bev"):
         raise ValueError(f"voxconv: layout must be 'bcdhw' or 'bev', not {layout!r}")
     out = empty(ctx, shape, dtype, like)
-    if out.size == 0 if like == "numpy" else out.numel() == 0:
+    if numel(out) == 0:
         return out
     ov = C.view(out, "output")
     ctx.call("vc_tensor_to_dense", ctypes.c_void_p(t.ptr), ctypes.c_void_p(ov.ptr),
