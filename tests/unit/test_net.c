@@ -684,6 +684,84 @@ static void test_input_residual(vc_rng *rng, const vc_tensor *in)
     pst_free(&p);
 }
 
+/* Argument errors of a run and of the outputs; fp16 and bf16 nets near the fp32 one. */
+static void test_run_errors(vc_rng *rng, const vc_tensor *in)
+{
+    const int32_t shape[3] = {21, 64, 64}, small[3] = {8, 64, 64};
+    char *text = net_model_text(NET_RES_MODEL, shape, NULL);
+    char *text_small = net_model_text(NET_RES_MODEL, small, NULL);
+    vc_net_desc d = VC_NET_DESC_INIT;
+    d.model_json = text;
+    d.random_weights = 1;
+    d.seed = 5;
+    vc_net *net = NULL, *tiny = NULL;
+    CHECK_OK(ctx, vc_net_create(ctx, &d, &net));
+    d.model_json = text_small;
+    CHECK_OK(ctx, vc_net_create(ctx, &d, &tiny));
+    if (!net || !tiny) return;
+    float pt[8] = {0};
+    vc_points pp = {pt, 2, 4, NULL, VC_MEMORY_HOST};
+    CHECK_STATUS(ctx, vc_net_run_points(net, &pp), VC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vc_context_last_error(ctx), "no \"voxelize\" block") != NULL);
+    CHECK_STATUS(ctx, vc_net_run(tiny, in), VC_ERR_SHAPE_MISMATCH); /* 21 high into 8 */
+    CHECK(strstr(vc_context_last_error(ctx), "exceeds") != NULL);
+    vc_tensor *wide = NULL;
+    const vc_tensor *parts[2] = {in, in};
+    CHECK_OK(ctx, vc_tensor_concat(ctx, parts, 2, &wide));
+    CHECK_STATUS(ctx, vc_net_run(net, wide), VC_ERR_SHAPE_MISMATCH); /* 8 channels, not 4 */
+    CHECK_STATUS(ctx, vc_net_run(net, NULL), VC_ERR_INVALID_ARGUMENT);
+    vc_tensor_destroy(wide);
+    int32_t bev = -1, blk = -1;
+    float one;
+    CHECK_OK(ctx, vc_net_find_output(net, "bev", &bev));
+    CHECK_OK(ctx, vc_net_find_output(net, "block", &blk));
+    CHECK_STATUS(ctx, vc_net_copy_output(net, bev, &one, 4, VC_MEMORY_HOST),
+                 VC_ERR_INVALID_ARGUMENT); /* not run yet */
+    CHECK_OK(ctx, vc_net_run(net, in));
+    CHECK_STATUS(ctx, vc_net_copy_output(net, bev, &one, 4, VC_MEMORY_HOST), VC_ERR_CAPACITY);
+    CHECK_STATUS(ctx, vc_net_copy_output(net, blk, &one, 4, VC_MEMORY_HOST),
+                 VC_ERR_INVALID_ARGUMENT); /* sparse */
+    CHECK_STATUS(ctx, vc_net_get_output(net, 0, NULL), VC_ERR_INVALID_ARGUMENT);
+    /* the same seed in fp16 and bf16: near the fp32 net */
+    vc_net_output o32;
+    CHECK_OK(ctx, vc_net_get_output(net, blk, &o32));
+    int32_t *c32;
+    float *f32;
+    int64_t n32, ch;
+    net_host(ctx, o32.tensor, &c32, &f32, &n32, &ch);
+    double *ref = malloc((size_t)(n32 * ch) * sizeof(double));
+    for (int64_t i = 0; i < n32 * ch; i++) ref[i] = f32[i];
+    const vc_dtype dts[2] = {VC_DTYPE_FP16, VC_DTYPE_BF16};
+    const double tol[2] = {1e-2, 5e-2};
+    for (int k = 0; k < 2; k++) {
+        vc_net *h = NULL;
+        d.model_json = text;
+        d.dtype = dts[k];
+        CHECK_OK(ctx, vc_net_create(ctx, &d, &h));
+        if (!h) continue;
+        CHECK_OK(ctx, vc_net_run(h, in));
+        vc_net_output o;
+        CHECK_OK(ctx, vc_net_get_output(h, blk, &o));
+        vc_tensor_info ti;
+        vc_tensor_get_info(o.tensor, &ti);
+        CHECK(ti.dtype == dts[k]);
+        int32_t *c;
+        float *f;
+        int64_t n, c2;
+        net_host(ctx, o.tensor, &c, &f, &n, &c2);
+        double e = n == n32 ? vc_rel_err(f, ref, n * c2) : INFINITY;
+        printf("%s net vs fp32: relative error %.2e\n", k ? "bf16" : "fp16", e);
+        CHECK_MSG(e < tol[k], "%s net: relative error %.3g", k ? "bf16" : "fp16", e);
+        free(c), free(f);
+        vc_net_destroy(h);
+    }
+    free(c32), free(f32), free(ref);
+    (void)rng;
+    vc_net_destroy(net);
+    vc_net_destroy(tiny);
+    free(text), free(text_small);
+}
+
 int main(void)
 {
     vc_rng rng = vc_test_rng("test_net");
@@ -698,6 +776,7 @@ int main(void)
     test_models(&rng, syn, syn_shape, "synthetic");
     test_bf16_weights(&rng, syn);
     test_input_residual(&rng, syn);
+    test_run_errors(&rng, syn);
     vc_tensor_destroy(syn);
     vc_tensor *scan = scan_input();
     if (scan) {
