@@ -20,6 +20,17 @@ static vc_context *ctx;
 
 /* ---- the layers one at a time, weights folded here ------------------------------------------ */
 
+/* A BatchNorm's four tensors from the store. */
+static void bn_params(pstore *p, const char *bn, const float **g, const float **be,
+                      const float **mu, const float **var)
+{
+    char n[128];
+    snprintf(n, sizeof n, "%s.weight", bn), *g = pst_get(p, n);
+    snprintf(n, sizeof n, "%s.bias", bn), *be = pst_get(p, n);
+    snprintf(n, sizeof n, "%s.running_mean", bn), *mu = pst_get(p, n);
+    snprintf(n, sizeof n, "%s.running_var", bn), *var = pst_get(p, n);
+}
+
 /* W' = W * s, b' = (b - mean) * s + beta, s = gamma / sqrtf(var + eps): docs/networks.md. */
 static void fold(pstore *p, const char *conv, const char *bn, float eps, int64_t out,
                  int64_t per_out, int has_bias, float **w, float **b)
@@ -35,10 +46,7 @@ static void fold(pstore *p, const char *conv, const char *bn, float eps, int64_t
     }
     if (!bn) return;
     const float *g, *be, *mu, *var;
-    snprintf(n, sizeof n, "%s.weight", bn), g = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.bias", bn), be = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_mean", bn), mu = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_var", bn), var = pst_get(p, n);
+    bn_params(p, bn, &g, &be, &mu, &var);
     for (int64_t o = 0; o < out; o++) {
         float s = g[o] / sqrtf(var[o] + eps);
         for (int64_t j = 0; j < per_out; j++) (*w)[o * per_out + j] *= s;
@@ -81,15 +89,11 @@ static vc_tensor *conv(pstore *p, const vc_tensor *in, vc_map_type type, int k, 
 static vc_tensor *affine(pstore *p, const vc_tensor *in, const char *bn, float eps,
                          vc_activation act)
 {
-    char n[128];
     vc_tensor_info ti;
     vc_tensor_get_info(in, &ti);
     float *sc = malloc((size_t)ti.channels * 4), *sh = malloc((size_t)ti.channels * 4);
     const float *g, *be, *mu, *var;
-    snprintf(n, sizeof n, "%s.weight", bn), g = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.bias", bn), be = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_mean", bn), mu = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_var", bn), var = pst_get(p, n);
+    bn_params(p, bn, &g, &be, &mu, &var);
     for (int64_t c = 0; c < ti.channels; c++) {
         sc[c] = g[c] / sqrtf(var[c] + eps);
         sh[c] = be[c] - mu[c] * sc[c];
@@ -264,12 +268,8 @@ static float *raw_conv(pstore *p, const vc_tensor *in, vc_map_type type, int str
 /* In place on host rows: BN (x - mean) / sqrt(var + eps) * gamma + beta in double. */
 static void host_bn(pstore *p, const char *bn, double eps, float *x, int64_t rows, int64_t c)
 {
-    char n[128];
     const float *g, *be, *mu, *var;
-    snprintf(n, sizeof n, "%s.weight", bn), g = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.bias", bn), be = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_mean", bn), mu = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_var", bn), var = pst_get(p, n);
+    bn_params(p, bn, &g, &be, &mu, &var);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t k = 0; k < c; k++) {
             double v = ((double)x[r * c + k] - mu[k]) / sqrt((double)var[k] + eps) * g[k] + be[k];
@@ -349,6 +349,19 @@ static void check_res_unfused(vc_net *net, pstore *p, const vc_tensor *in0, cons
 }
 
 /* ---- nets, inputs ------------------------------------------------------------------------ */
+
+/* A net of the description `text` with random weights from `seed`, fp32 unless `dtype` says. */
+static vc_net *random_net(const char *text, uint64_t seed, vc_dtype dtype)
+{
+    vc_net_desc d = VC_NET_DESC_INIT;
+    d.model_json = text;
+    d.random_weights = 1;
+    d.seed = seed;
+    d.dtype = dtype;
+    vc_net *net = NULL;
+    CHECK_OK(ctx, vc_net_create(ctx, &d, &net));
+    return net;
+}
 
 static vc_net *make_net(const char *model, const uint8_t *w, size_t wn, vc_status want,
                         const char *needle, const char *what)
@@ -600,13 +613,7 @@ static void test_api(vc_rng *rng)
     char *text = net_model_text(NET_RES_MODEL, shape,
                                 ", \"voxelize\": {\"voxel_size\": [0.2, 0.2, 0.2], \"range\": "
                                 "[-20, -20, -2, 20, 20, 2], \"use_dim\": 4}");
-    vc_net_desc d = VC_NET_DESC_INIT;
-    d.model_json = text;
-    d.random_weights = 1;
-    d.seed = 42;
-    vc_net *a = NULL, *b = NULL;
-    CHECK_OK(ctx, vc_net_create(ctx, &d, &a));
-    CHECK_OK(ctx, vc_net_create(ctx, &d, &b));
+    vc_net *a = random_net(text, 42, VC_DTYPE_FP32), *b = random_net(text, 42, VC_DTYPE_FP32);
     int32_t n = 0, idx = -1;
     vc_net_output o;
     CHECK_OK(ctx, vc_net_output_count(a, &n));
@@ -690,14 +697,7 @@ static void test_run_errors(vc_rng *rng, const vc_tensor *in)
     const int32_t shape[3] = {21, 64, 64}, small[3] = {8, 64, 64};
     char *text = net_model_text(NET_RES_MODEL, shape, NULL);
     char *text_small = net_model_text(NET_RES_MODEL, small, NULL);
-    vc_net_desc d = VC_NET_DESC_INIT;
-    d.model_json = text;
-    d.random_weights = 1;
-    d.seed = 5;
-    vc_net *net = NULL, *tiny = NULL;
-    CHECK_OK(ctx, vc_net_create(ctx, &d, &net));
-    d.model_json = text_small;
-    CHECK_OK(ctx, vc_net_create(ctx, &d, &tiny));
+    vc_net *net = random_net(text, 5, VC_DTYPE_FP32), *tiny = random_net(text_small, 5, VC_DTYPE_FP32);
     if (!net || !tiny) return;
     float pt[8] = {0};
     vc_points pp = {pt, 2, 4, NULL, VC_MEMORY_HOST};
@@ -734,10 +734,7 @@ static void test_run_errors(vc_rng *rng, const vc_tensor *in)
     const vc_dtype dts[2] = {VC_DTYPE_FP16, VC_DTYPE_BF16};
     const double tol[2] = {1e-2, 5e-2};
     for (int k = 0; k < 2; k++) {
-        vc_net *h = NULL;
-        d.model_json = text;
-        d.dtype = dts[k];
-        CHECK_OK(ctx, vc_net_create(ctx, &d, &h));
+        vc_net *h = random_net(text, 5, dts[k]);
         if (!h) continue;
         CHECK_OK(ctx, vc_net_run(h, in));
         vc_net_output o;
