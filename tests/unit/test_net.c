@@ -20,6 +20,17 @@ static vc_context *ctx;
 
 /* ---- the layers one at a time, weights folded here ------------------------------------------ */
 
+/* A BatchNorm's four tensors from the store. */
+static void bn_params(pstore *p, const char *bn, const float **g, const float **be,
+                      const float **mu, const float **var)
+{
+    char n[128];
+    snprintf(n, sizeof n, "%s.weight", bn), *g = pst_get(p, n);
+    snprintf(n, sizeof n, "%s.bias", bn), *be = pst_get(p, n);
+    snprintf(n, sizeof n, "%s.running_mean", bn), *mu = pst_get(p, n);
+    snprintf(n, sizeof n, "%s.running_var", bn), *var = pst_get(p, n);
+}
+
 /* W' = W * s, b' = (b - mean) * s + beta, s = gamma / sqrtf(var + eps): docs/networks.md. */
 static void fold(pstore *p, const char *conv, const char *bn, float eps, int64_t out,
                  int64_t per_out, int has_bias, float **w, float **b)
@@ -35,10 +46,7 @@ static void fold(pstore *p, const char *conv, const char *bn, float eps, int64_t
     }
     if (!bn) return;
     const float *g, *be, *mu, *var;
-    snprintf(n, sizeof n, "%s.weight", bn), g = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.bias", bn), be = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_mean", bn), mu = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_var", bn), var = pst_get(p, n);
+    bn_params(p, bn, &g, &be, &mu, &var);
     for (int64_t o = 0; o < out; o++) {
         float s = g[o] / sqrtf(var[o] + eps);
         for (int64_t j = 0; j < per_out; j++) (*w)[o * per_out + j] *= s;
@@ -81,15 +89,11 @@ static vc_tensor *conv(pstore *p, const vc_tensor *in, vc_map_type type, int k, 
 static vc_tensor *affine(pstore *p, const vc_tensor *in, const char *bn, float eps,
                          vc_activation act)
 {
-    char n[128];
     vc_tensor_info ti;
     vc_tensor_get_info(in, &ti);
     float *sc = malloc((size_t)ti.channels * 4), *sh = malloc((size_t)ti.channels * 4);
     const float *g, *be, *mu, *var;
-    snprintf(n, sizeof n, "%s.weight", bn), g = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.bias", bn), be = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_mean", bn), mu = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_var", bn), var = pst_get(p, n);
+    bn_params(p, bn, &g, &be, &mu, &var);
     for (int64_t c = 0; c < ti.channels; c++) {
         sc[c] = g[c] / sqrtf(var[c] + eps);
         sh[c] = be[c] - mu[c] * sc[c];
@@ -264,12 +268,8 @@ static float *raw_conv(pstore *p, const vc_tensor *in, vc_map_type type, int str
 /* In place on host rows: BN (x - mean) / sqrt(var + eps) * gamma + beta in double. */
 static void host_bn(pstore *p, const char *bn, double eps, float *x, int64_t rows, int64_t c)
 {
-    char n[128];
     const float *g, *be, *mu, *var;
-    snprintf(n, sizeof n, "%s.weight", bn), g = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.bias", bn), be = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_mean", bn), mu = pst_get(p, n);
-    snprintf(n, sizeof n, "%s.running_var", bn), var = pst_get(p, n);
+    bn_params(p, bn, &g, &be, &mu, &var);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t k = 0; k < c; k++) {
             double v = ((double)x[r * c + k] - mu[k]) / sqrt((double)var[k] + eps) * g[k] + be[k];
@@ -349,6 +349,19 @@ static void check_res_unfused(vc_net *net, pstore *p, const vc_tensor *in0, cons
 }
 
 /* ---- nets, inputs ------------------------------------------------------------------------ */
+
+/* A net of the description `text` with random weights from `seed`, fp32 unless `dtype` says. */
+static vc_net *random_net(const char *text, uint64_t seed, vc_dtype dtype)
+{
+    vc_net_desc d = VC_NET_DESC_INIT;
+    d.model_json = text;
+    d.random_weights = 1;
+    d.seed = seed;
+    d.dtype = dtype;
+    vc_net *net = NULL;
+    CHECK_OK(ctx, vc_net_create(ctx, &d, &net));
+    return net;
+}
 
 static vc_net *make_net(const char *model, const uint8_t *w, size_t wn, vc_status want,
                         const char *needle, const char *what)
@@ -600,13 +613,7 @@ static void test_api(vc_rng *rng)
     char *text = net_model_text(NET_RES_MODEL, shape,
                                 ", \"voxelize\": {\"voxel_size\": [0.2, 0.2, 0.2], \"range\": "
                                 "[-20, -20, -2, 20, 20, 2], \"use_dim\": 4}");
-    vc_net_desc d = VC_NET_DESC_INIT;
-    d.model_json = text;
-    d.random_weights = 1;
-    d.seed = 42;
-    vc_net *a = NULL, *b = NULL;
-    CHECK_OK(ctx, vc_net_create(ctx, &d, &a));
-    CHECK_OK(ctx, vc_net_create(ctx, &d, &b));
+    vc_net *a = random_net(text, 42, VC_DTYPE_FP32), *b = random_net(text, 42, VC_DTYPE_FP32);
     int32_t n = 0, idx = -1;
     vc_net_output o;
     CHECK_OK(ctx, vc_net_output_count(a, &n));
@@ -684,6 +691,74 @@ static void test_input_residual(vc_rng *rng, const vc_tensor *in)
     pst_free(&p);
 }
 
+/* Argument errors of a run and of the outputs; fp16 and bf16 nets near the fp32 one. */
+static void test_run_errors(vc_rng *rng, const vc_tensor *in)
+{
+    const int32_t shape[3] = {21, 64, 64}, small[3] = {8, 64, 64};
+    char *text = net_model_text(NET_RES_MODEL, shape, NULL);
+    char *text_small = net_model_text(NET_RES_MODEL, small, NULL);
+    vc_net *net = random_net(text, 5, VC_DTYPE_FP32), *tiny = random_net(text_small, 5, VC_DTYPE_FP32);
+    if (!net || !tiny) return;
+    float pt[8] = {0};
+    vc_points pp = {pt, 2, 4, NULL, VC_MEMORY_HOST};
+    CHECK_STATUS(ctx, vc_net_run_points(net, &pp), VC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vc_context_last_error(ctx), "no \"voxelize\" block") != NULL);
+    CHECK_STATUS(ctx, vc_net_run(tiny, in), VC_ERR_SHAPE_MISMATCH); /* 21 high into 8 */
+    CHECK(strstr(vc_context_last_error(ctx), "exceeds") != NULL);
+    vc_tensor *wide = NULL;
+    const vc_tensor *parts[2] = {in, in};
+    CHECK_OK(ctx, vc_tensor_concat(ctx, parts, 2, &wide));
+    CHECK_STATUS(ctx, vc_net_run(net, wide), VC_ERR_SHAPE_MISMATCH); /* 8 channels, not 4 */
+    CHECK_STATUS(ctx, vc_net_run(net, NULL), VC_ERR_INVALID_ARGUMENT);
+    vc_tensor_destroy(wide);
+    int32_t bev = -1, blk = -1;
+    float one;
+    CHECK_OK(ctx, vc_net_find_output(net, "bev", &bev));
+    CHECK_OK(ctx, vc_net_find_output(net, "block", &blk));
+    CHECK_STATUS(ctx, vc_net_copy_output(net, bev, &one, 4, VC_MEMORY_HOST),
+                 VC_ERR_INVALID_ARGUMENT); /* not run yet */
+    CHECK_OK(ctx, vc_net_run(net, in));
+    CHECK_STATUS(ctx, vc_net_copy_output(net, bev, &one, 4, VC_MEMORY_HOST), VC_ERR_CAPACITY);
+    CHECK_STATUS(ctx, vc_net_copy_output(net, blk, &one, 4, VC_MEMORY_HOST),
+                 VC_ERR_INVALID_ARGUMENT); /* sparse */
+    CHECK_STATUS(ctx, vc_net_get_output(net, 0, NULL), VC_ERR_INVALID_ARGUMENT);
+    /* the same seed in fp16 and bf16: near the fp32 net */
+    vc_net_output o32;
+    CHECK_OK(ctx, vc_net_get_output(net, blk, &o32));
+    int32_t *c32;
+    float *f32;
+    int64_t n32, ch;
+    net_host(ctx, o32.tensor, &c32, &f32, &n32, &ch);
+    double *ref = malloc((size_t)(n32 * ch) * sizeof(double));
+    for (int64_t i = 0; i < n32 * ch; i++) ref[i] = f32[i];
+    const vc_dtype dts[2] = {VC_DTYPE_FP16, VC_DTYPE_BF16};
+    const double tol[2] = {1e-2, 5e-2};
+    for (int k = 0; k < 2; k++) {
+        vc_net *h = random_net(text, 5, dts[k]);
+        if (!h) continue;
+        CHECK_OK(ctx, vc_net_run(h, in));
+        vc_net_output o;
+        CHECK_OK(ctx, vc_net_get_output(h, blk, &o));
+        vc_tensor_info ti;
+        vc_tensor_get_info(o.tensor, &ti);
+        CHECK(ti.dtype == dts[k]);
+        int32_t *c;
+        float *f;
+        int64_t n, c2;
+        net_host(ctx, o.tensor, &c, &f, &n, &c2);
+        double e = n == n32 ? vc_rel_err(f, ref, n * c2) : INFINITY;
+        printf("%s net vs fp32: relative error %.2e\n", k ? "bf16" : "fp16", e);
+        CHECK_MSG(e < tol[k], "%s net: relative error %.3g", k ? "bf16" : "fp16", e);
+        free(c), free(f);
+        vc_net_destroy(h);
+    }
+    free(c32), free(f32), free(ref);
+    (void)rng;
+    vc_net_destroy(net);
+    vc_net_destroy(tiny);
+    free(text), free(text_small);
+}
+
 int main(void)
 {
     vc_rng rng = vc_test_rng("test_net");
@@ -698,6 +773,7 @@ int main(void)
     test_models(&rng, syn, syn_shape, "synthetic");
     test_bf16_weights(&rng, syn);
     test_input_residual(&rng, syn);
+    test_run_errors(&rng, syn);
     vc_tensor_destroy(syn);
     vc_tensor *scan = scan_input();
     if (scan) {
