@@ -91,7 +91,7 @@ static int is_act(const vc_net_layer *L)
 static int32_t take_act(const vc_model *m, int32_t cur, char *taken, net_step *s)
 {
     int32_t r = only_reader(m, cur);
-    if (r < 0 || !is_act(&m->layers[r])) return cur;
+    if (r < 0 || taken[r] || !is_act(&m->layers[r])) return cur;
     taken[r] = 1;
     s->members[s->n_members++] = r;
     s->act = m->layers[r].op == VC_NOP_RELU ? VC_ACT_RELU : VC_ACT_LEAKY_RELU;
@@ -114,7 +114,7 @@ static net_step plan_step(const vc_model *m, int32_t i, char *taken)
     snprintf(s.op, sizeof s.op, "%s", vc_nop_name(L->op));
     if (vc_nop_is_conv(L->op)) {
         int32_t cur = i, r = only_reader(m, cur);
-        if (r >= 0 && m->layers[r].op == VC_NOP_BATCHNORM) {
+        if (r >= 0 && !taken[r] && m->layers[r].op == VC_NOP_BATCHNORM) {
             taken[r] = 1;
             s.members[s.n_members++] = r;
             s.bn = r;
@@ -122,7 +122,10 @@ static net_step plan_step(const vc_model *m, int32_t i, char *taken)
             strncat(s.op, "+bn", sizeof s.op - strlen(s.op) - 1);
         }
         r = only_reader(m, cur);
-        if (r >= 0 && m->layers[r].op == VC_NOP_ADD) {
+        /* An add both of whose inputs are conv results is fused into the first conv planned;
+         * the other conv's step then ends at its own result (taken[] keeps it from fusing the
+         * add a second time). */
+        if (r >= 0 && !taken[r] && m->layers[r].op == VC_NOP_ADD) {
             const int32_t *in = m->layers[r].inputs;
             int32_t other = in[0] == cur ? in[1] : in[0];
             if (other != cur) {

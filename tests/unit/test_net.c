@@ -691,6 +691,48 @@ static void test_input_residual(vc_rng *rng, const vc_tensor *in)
     pst_free(&p);
 }
 
+/* An add of two conv+BN results: fused into the first conv planned, once (it was once fused
+ * into both, the first with no residual yet, and leaked a result every run). */
+static void test_two_conv_add(vc_rng *rng, const vc_tensor *in)
+{
+    const int32_t shape[3] = {21, 64, 64};
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"format\": \"voxconv-model\", \"version\": 1, \"input\": {\"channels\": 4, "
+             "\"spatial_shape\": [%d, %d, %d]}, \"layers\": [{\"op\": \"subm\", \"name\": \"c\", "
+             "\"out_channels\": 8, \"kernel\": 3}, {\"op\": \"batchnorm\", \"id\": \"cb\", "
+             "\"name\": \"cb\"}, {\"op\": \"subm\", \"input\": \"input\", \"name\": \"p\", "
+             "\"out_channels\": 8, \"kernel\": 3}, {\"op\": \"batchnorm\", \"id\": \"pb\", "
+             "\"name\": \"pb\"}, {\"op\": \"add\", \"inputs\": [\"cb\", \"pb\"]}, "
+             "{\"op\": \"relu\", \"id\": \"y\"}], \"outputs\": {\"y\": \"y\"}}",
+             shape[0], shape[1], shape[2]);
+    pstore p = {0};
+    const int k3[3] = {3, 3, 3};
+    pst_conv(&p, rng, "c", 8, k3, 4, 0);
+    pst_bn(&p, rng, "cb", 8);
+    pst_conv(&p, rng, "p", 8, k3, 4, 0);
+    pst_bn(&p, rng, "pb", 8);
+    size_t wn;
+    uint8_t *w = pst_serialize(&p, NULL, &wn);
+    vc_net *net = make_net(text, w, wn, VC_OK, NULL, "two-conv add");
+    for (int run = 0; net && run < 2; run++) {
+        CHECK_OK(ctx, vc_net_run(net, in));
+        vc_tensor *yp = conv(&p, in, VC_MAP_SUBM, 3, 1, 0, NULL, "p", "pb", 1e-5f, 8, 0,
+                             VC_ACT_NONE, 0, NULL);
+        vc_tensor *y = conv(&p, in, VC_MAP_SUBM, 3, 1, 0, NULL, "c", "cb", 1e-5f, 8, 0,
+                            VC_ACT_RELU, 0, yp);
+        same_sparse(net, "y", y, "two-conv add");
+        vc_tensor_destroy(y);
+        vc_tensor_destroy(yp);
+        int32_t ns = 0;
+        CHECK_OK(ctx, vc_net_step_count(net, &ns));
+        CHECK_MSG(ns == 2, "two-conv add: %d steps, expected 2", ns);
+    }
+    vc_net_destroy(net);
+    free(w);
+    pst_free(&p);
+}
+
 /* Argument errors of a run and of the outputs; fp16 and bf16 nets near the fp32 one. */
 static void test_run_errors(vc_rng *rng, const vc_tensor *in)
 {
@@ -773,6 +815,7 @@ int main(void)
     test_models(&rng, syn, syn_shape, "synthetic");
     test_bf16_weights(&rng, syn);
     test_input_residual(&rng, syn);
+    test_two_conv_add(&rng, syn);
     test_run_errors(&rng, syn);
     vc_tensor_destroy(syn);
     vc_tensor *scan = scan_input();
