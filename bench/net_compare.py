@@ -149,10 +149,6 @@ def compare_entry(e, vc, extra):
     rc, js, err, cmd = run_voxconv(vc, e["model_json"], e["weights"], e["input_vxt"], ours_dir,
                                    extra)
     note = ""
-    if rc != 0 and "num_batches_tracked" in err:
-        note = "weights without num_batches_tracked (voxconv refused them: %s)" % err[:120]
-        w = e["weights"].replace(".safetensors", ".nocounters.safetensors")
-        rc, js, err, cmd = run_voxconv(vc, e["model_json"], w, e["input_vxt"], ours_dir, extra)
     row = dict(model=e["model"], scene=e["scene"], voxels=e["voxels"], cmd=cmd, rc=rc,
                stderr=err[-2000:], note=note, voxconv_json=js,
                spconv={k: {kk: v[kk] for kk in ("median_ms", "p10_ms", "p90_ms")} |
@@ -167,6 +163,13 @@ def compare_entry(e, vc, extra):
                            e["spconv"]["fp32"]["dir"])
             for n, i in e["spconv"]["fp32"]["outputs"].items()]
     row.update(outputs=outs, ok=all(o["ok"] for o in outs))
+    if e.get("state_dict") and e.get("first_scene_of_model", True):
+        # the state_dict as PyTorch saves it (num_batches_tracked included) must load as it is
+        rc3, _, err3, _ = run_voxconv(vc, e["model_json"], e["state_dict"], e["input_vxt"],
+                                      os.path.join(base, "voxconv_state_dict"), extra)
+        row["state_dict_loads"] = rc3 == 0
+        if rc3:
+            row["note"] = "the raw state_dict does not load: %s" % err3[-200:]
     if e.get("points"):
         rc2, js2, err2, cmd2 = run_voxconv(vc, e["model_json"], e["weights"], e["points"]["path"],
                                            os.path.join(base, "voxconv_points"), extra,
