@@ -7,10 +7,12 @@ DIR is bench/peers/net_spconv_bench.py's work folder: its manifest.json lists, p
 scene), the model description, the safetensors weights, the input .vxt both engines read and
 spconv's outputs (fp16 and fp32) and per-frame times. For each, this runs
 
-  voxconv run MODEL WEIGHTS IN.vxt DIR/out/MODEL/SCENE/voxconv --json --profile [--args]
+  voxconv run MODEL WEIGHTS IN.vxt DIR/out/MODEL/SCENE/voxconv --json --runs N [--args]
 
-(and, where the scene has points and the model a voxelize block, once more on the points, for the
-time with voxelization included), then compares each named output with spconv's:
+(--runs where the CLI has it: the median frame time, `frame_ms`), once more with --profile for the
+per-step table (its totals are reported apart: profiling adds a synchronisation per step), and,
+where the scene has points and the model a voxelize block, once more on the points, for the
+time with voxelization included; then it compares each named output with spconv's:
 - sparse outputs: the coordinate sets must be identical (compared sorted by b, z, y, x);
 - features, and dense outputs: the largest |voxconv - spconv fp32| relative to the largest
   |spconv fp32| must stay within max(3 x spconv fp16's own such error, 2e-2) -- voxconv runs in
@@ -18,8 +20,8 @@ time with voxelization included), then compares each named output with spconv's:
   what rounding alone gives.
 Times: spconv's median per-frame wall time (net_spconv_bench.py: fresh SparseConvTensor, maps
 rebuilt, synchronised) beside the time voxconv's --json reports (the first of frame_ms, run_ms,
-median_ms, wall_ms, total_ms, ms found, named in the table), and the layer/map totals of its
---profile steps where present. Needs NumPy only. Exit status 1 if any output differs."""
+median_ms, wall_ms, total_ms, ms found, named under the table), and the layer/map totals of its
+--profile steps. Needs NumPy only. Exit status 1 if any output differs."""
 import argparse
 import json
 import os
@@ -73,9 +75,13 @@ def profile_totals(obj):
     return None
 
 
-def run_voxconv(vc, model, weights, inp, outdir, extra, points=None):
+def run_voxconv(vc, model, weights, inp, outdir, extra, points=None, profile=False, runs=0):
     os.makedirs(outdir, exist_ok=True)
-    cmd = [vc, "run", model, weights, inp, outdir, "--json", "--profile"] + extra
+    cmd = [vc, "run", model, weights, inp, outdir, "--json"] + extra
+    if profile:
+        cmd.append("--profile")
+    if runs:
+        cmd += ["--runs", str(runs)]
     if points and points.get("load_dim"):
         cmd += ["--load-dim", str(points["load_dim"])]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -139,20 +145,17 @@ def compare_output(name, info, ours_dir, sp16_dir, sp32_dir):
     tol = max(3 * e_sp16, REL_FLOOR)
     finite = bool(np.isfinite(fo).all())
     res.update(rel_err=e_ours, spconv16_rel_err=e_sp16, tol=tol, ok=finite and e_ours <= tol,
-               why="" if finite else "non-finite values")
+               why="non-finite values" if not finite else
+               "" if e_ours <= tol else "rel. err %.3g > tol %.3g" % (e_ours, tol))
     return res
 
 
-def compare_entry(e, vc, extra):
+def compare_entry(e, vc, extra, runs):
     base = os.path.dirname(e["spconv"]["fp32"]["dir"])
     ours_dir = os.path.join(base, "voxconv")
     rc, js, err, cmd = run_voxconv(vc, e["model_json"], e["weights"], e["input_vxt"], ours_dir,
-                                   extra)
+                                   extra, runs=runs)
     note = ""
-    if rc != 0 and "num_batches_tracked" in err:
-        note = "weights without num_batches_tracked (voxconv refused them: %s)" % err[:120]
-        w = e["weights"].replace(".safetensors", ".nocounters.safetensors")
-        rc, js, err, cmd = run_voxconv(vc, e["model_json"], w, e["input_vxt"], ours_dir, extra)
     row = dict(model=e["model"], scene=e["scene"], voxels=e["voxels"], cmd=cmd, rc=rc,
                stderr=err[-2000:], note=note, voxconv_json=js,
                spconv={k: {kk: v[kk] for kk in ("median_ms", "p10_ms", "p90_ms")} |
@@ -162,15 +165,25 @@ def compare_entry(e, vc, extra):
         row.update(ok=False, outputs=[])
         return row
     row["time_key"], row["voxconv_ms"] = find_ms(js)
-    row["profile"] = profile_totals(js)
+    rcp, jsp, _, _ = run_voxconv(vc, e["model_json"], e["weights"], e["input_vxt"],
+                                 os.path.join(base, "voxconv_profile"), extra, profile=True)
+    row["profile"] = profile_totals(jsp) if rcp == 0 else None
+    row["profile_json"] = jsp
     outs = [compare_output(n, i, ours_dir, e["spconv"].get("fp16", e["spconv"]["fp32"])["dir"],
                            e["spconv"]["fp32"]["dir"])
             for n, i in e["spconv"]["fp32"]["outputs"].items()]
     row.update(outputs=outs, ok=all(o["ok"] for o in outs))
+    if e.get("state_dict") and e.get("first_scene_of_model", True):
+        # the state_dict as PyTorch saves it (num_batches_tracked included) must load as it is
+        rc3, _, err3, _ = run_voxconv(vc, e["model_json"], e["state_dict"], e["input_vxt"],
+                                      os.path.join(base, "voxconv_state_dict"), extra)
+        row["state_dict_loads"] = rc3 == 0
+        if rc3:
+            row["note"] = "the raw state_dict does not load: %s" % err3[-200:]
     if e.get("points"):
         rc2, js2, err2, cmd2 = run_voxconv(vc, e["model_json"], e["weights"], e["points"]["path"],
                                            os.path.join(base, "voxconv_points"), extra,
-                                           e["points"])
+                                           e["points"], runs=runs)
         row["points_run"] = dict(rc=rc2, cmd=cmd2, stderr=err2[-500:])
         if rc2 == 0:
             row["points_run"]["time_key"], row["voxconv_points_ms"] = find_ms(js2)
@@ -201,6 +214,10 @@ def markdown(rows):
             if worst else "-"))
     keys = sorted({r.get("time_key") for r in rows if r.get("time_key")})
     out.append("")
+    out.append("voxconv --profile totals (one profiled frame, a sync per step): " + "; ".join(
+        "%s/%s layers %.3f ms, maps %.3f ms" % (r["model"][:-5], r["scene"],
+                                                r["profile"]["layers_ms"], r["profile"]["maps_ms"])
+        for r in rows if r.get("profile")))
     out.append("voxconv time from its --json key(s): %s" % (", ".join(keys) or "none found"))
     return "\n".join(out) + "\n"
 
@@ -212,11 +229,15 @@ def main():
     ap.add_argument("--md")
     ap.add_argument("--json")
     ap.add_argument("--args", default="", help="extra arguments for every `voxconv run`")
+    ap.add_argument("--runs", type=int, default=20,
+                    help="voxconv run --runs N (the median frame time) where the CLI has it")
     a = ap.parse_args()
+    helptext = subprocess.run([a.voxconv, "run", "--help"], capture_output=True, text=True)
+    runs = a.runs if "--runs" in helptext.stdout + helptext.stderr else 0
     manifest = json.load(open(os.path.join(a.work, "manifest.json")))
     rows = []
     for e in manifest:
-        r = compare_entry(e, a.voxconv, a.args.split())
+        r = compare_entry(e, a.voxconv, a.args.split(), runs)
         rows.append(r)
         print(json.dumps({k: r.get(k) for k in ("model", "scene", "voxels", "ok", "rc",
                                                 "voxconv_ms", "voxconv_points_ms", "note")}),
@@ -225,8 +246,7 @@ def main():
             print("  %s\n  %s" % (r["cmd"], r["stderr"][-400:]), flush=True)
         for o in r.get("outputs", []):
             if not o["ok"]:
-                print("  MISMATCH %s: %s" % (o["name"], o.get("why") or
-                      "rel. err %.3g > tol %.3g" % (o["rel_err"], o["tol"])), flush=True)
+                print("  MISMATCH %s: %s" % (o["name"], o["why"]), flush=True)
     md = markdown(rows)
     print(md)
     if a.md:

@@ -3,7 +3,7 @@
 
   spconv_to_safetensors.py CKPT.pth OUT.safetensors [--prefix P] [--dtype fp32|fp16|bf16|keep]
                            [--model models/NAME.json] [--layout auto|spconv2|spconv1]
-                           [--keep-counters] [--unsafe-load]
+                           [--keep-counters] [--no-1x1-fix] [--unsafe-load]
 
 CKPT is a full OpenPCDet checkpoint ({'model_state': ...}, the backbone under 'backbone_3d.'),
 a Pointcept one ({'state_dict': ...}, under 'backbone.' or 'module.backbone.'), or a plain
@@ -16,8 +16,13 @@ needs present with its shape, nothing else, all finite; errors name the tensor. 
 must be in spconv 2.x layout [out, kz, ky, kx, in]; spconv 1.x checkpoints (OpenPCDet models
 trained before spconv 2) hold [kz, ky, kx, in, out]: --layout spconv1 transposes them, and
 --layout auto (the default) does so for the 5-D tensors whose shape only fits that way when
---model is given. The .pth is read with torch.load(weights_only=True); --unsafe-load allows
-arbitrary pickles (only for files you trust). Needs PyTorch and safetensors."""
+--model is given. spconv 2.x computes its 1x1x1 convolutions with the weight's bytes read as
+[in, out] (spconv issue #450): the 1x1x1 weights of a spconv 2.x checkpoint are rewritten so that
+voxconv, which reads every weight as [out, kz, ky, kx, in], computes what spconv computed
+(--no-1x1-fix keeps them as they are: for weights trained with the standard reading; with
+--model, 1x1x1 convs of stride > 1, which spconv runs the standard way, are left alone).
+The .pth is read with torch.load(weights_only=True); --unsafe-load allows arbitrary pickles
+(only for files you trust). Needs PyTorch and safetensors."""
 import argparse
 import json
 import os
@@ -53,7 +58,29 @@ def select(sd, prefix):
     return out, prefix
 
 
-def convert(sd, dtype, keep_counters, layout, want):
+def fix_1x1(t):
+    """spconv 2.x runs a 1x1x1 convolution (kernel 1, stride 1: Pointcept's proj and final
+    layers, any pointwise SubMConv3d / SparseConv3d) as features @ weight.view(in, out): the
+    [out, 1, 1, 1, in] tensor's bytes read as an [in, out] matrix, not transposed (spconv issue
+    #450, unchanged in 2.3.8). A network trained with spconv 2.x learned its 1x1 weights under
+    that reading; this rewrites such a weight so that the standard reading ([out, ..., in], as
+    voxconv and every other kernel size use) computes the same function."""
+    out, cin = t.shape[0], t.shape[-1]
+    return t.reshape(cin, out).t().reshape(t.shape).contiguous()
+
+
+def strided_weights(desc):
+    """Weight names of the description's convs with a stride other than 1."""
+    names = set()
+    for layer in desc["layers"]:
+        st = layer.get("stride", 1)
+        if layer["op"] in model_desc.CONV_OPS and any(
+                v != 1 for v in (st if isinstance(st, list) else [st])):
+            names.add(layer["name"] + ".weight")
+    return names
+
+
+def convert(sd, dtype, keep_counters, layout, want, spconv_1x1=True, strided=()):
     out, notes = {}, []
     for name, t in sd.items():
         if not torch.is_tensor(t):
@@ -66,8 +93,10 @@ def convert(sd, dtype, keep_counters, layout, want):
                 tuple(t.permute(4, 0, 1, 2, 3).shape) == tuple(want[name]) and \
                 tuple(t.shape) != tuple(want[name])
             if layout == "spconv1" or (layout == "auto" and spconv1_fits):
-                t = t.permute(4, 0, 1, 2, 3)
+                t = t.permute(4, 0, 1, 2, 3)  # spconv 1.x's own 1x1 path read [in, out] right
                 notes.append(name)
+            elif spconv_1x1 and tuple(t.shape[1:4]) == (1, 1, 1) and name not in strided:
+                t = fix_1x1(t)
         if t.is_floating_point() and dtype != "keep":
             t = t.to(DTYPES[dtype])
         out[name] = t.contiguous()
@@ -102,19 +131,22 @@ def main(argv=None):
     ap.add_argument("--model")
     ap.add_argument("--layout", choices=["auto", "spconv2", "spconv1"], default="auto")
     ap.add_argument("--keep-counters", action="store_true")
+    ap.add_argument("--no-1x1-fix", action="store_true")
     ap.add_argument("--unsafe-load", action="store_true")
     a = ap.parse_args(argv)
     try:
         ckpt = torch.load(a.ckpt, map_location="cpu", weights_only=not a.unsafe_load)
     except Exception as e:  # noqa: BLE001  (torch raises several kinds)
-        raise SystemExit("%s: cannot load: %s%s" % (a.ckpt, str(e).splitlines()[0],
+        raise SystemExit("%s: cannot load: %s%s" % (a.ckpt, (str(e).splitlines() or [repr(e)])[0],
                          "" if a.unsafe_load else " (a trusted file may need --unsafe-load)"))
     sd, prefix = select(state_dict_of(ckpt), a.prefix)
-    want = None
+    want, strided = None, set()
     if a.model:
         with open(a.model) as f:
-            want = dict(model_desc.params(json.load(f)))
-    tensors, transposed = convert(sd, a.dtype, a.keep_counters, a.layout, want)
+            desc = json.load(f)
+        want, strided = dict(model_desc.params(desc)), strided_weights(desc)
+    tensors, transposed = convert(sd, a.dtype, a.keep_counters, a.layout, want,
+                                  not a.no_1x1_fix, strided)
     if want is not None:
         errs = check(tensors, want)
         if errs:

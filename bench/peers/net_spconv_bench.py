@@ -14,9 +14,10 @@ benchmark (bench/peers/run_net_spconv runs it on the GPU machine; bench/net_comp
    the deterministic generator below, KITTI grid), voxelized without the model's voxel cap.
 2. Per model: the module (bench/peers/net_modules.py, laid out as the original), random weights
    (seeded) with BatchNorm statistics calibrated on the model's first scene (non-trivial:
-   net_modules.calibrate_bn), saved as DIR/weights/MODEL.safetensors (the state_dict as
-   OpenPCDet / Pointcept would save it, num_batches_tracked included) and
-   MODEL.nocounters.safetensors.
+   net_modules.calibrate_bn), saved as DIR/weights/MODEL.state_dict.safetensors (the
+   state_dict as OpenPCDet / Pointcept would save it, num_batches_tracked included) and as
+   MODEL.safetensors, what tools/spconv_to_safetensors.py makes of it (what voxconv loads: the
+   1x1x1 weights rewritten for spconv 2.x's reading of them, counters dropped).
 3. Per (model, scene, dtype fp16 and fp32): eval-mode forward, each named output written under
    DIR/out/MODEL/SCENE/spconv_DTYPE/ (sparse: NAME.coords.npy int32 [N, 4] b z y x,
    NAME.feats.npy float32; dense: NAME.npy float32), and the per-frame wall time: a fresh
@@ -44,7 +45,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, HERE)
 import net_modules as nm  # noqa: E402
-import vxt  # noqa: E402  (tools/, on the path through net_modules)
+import spconv_to_safetensors as s2s  # noqa: E402  (tools/, on the path through net_modules)
+import vxt  # noqa: E402
 
 SEED = 20261127
 WARMUP = 5
@@ -253,10 +255,13 @@ def bench_model(f, desc, scenes, work, runs, device):
     os.makedirs(wd, exist_ok=True)
     sd = {k: v.detach().float().cpu().contiguous() if v.is_floating_point() else v.cpu()
           for k, v in model.state_dict().items()}
+    raw = os.path.join(wd, f[:-5] + ".state_dict.safetensors")
+    save_file(sd, raw)  # as `save_file(model.state_dict(), path)` gives it
+    # what voxconv loads: the converter's output (spconv's 1x1x1 weights rewritten, counters
+    # dropped), the file a user makes from a checkpoint
     weights = os.path.join(wd, f[:-5] + ".safetensors")
-    save_file(sd, weights)
-    save_file({k: v for k, v in sd.items() if not k.endswith("num_batches_tracked")},
-              os.path.join(wd, f[:-5] + ".nocounters.safetensors"))
+    conv_sd, _ = s2s.convert(sd, "fp32", False, "spconv2", None, True, s2s.strided_weights(desc))
+    save_file(conv_sd, weights)
     if device == "cpu":
         nm.cpu_workarounds(model)  # a CPU trial of this script; timings are the GPU's business
     copies = {"fp16": copy.deepcopy(model).half().eval(), "fp32": model.eval()}
@@ -269,6 +274,7 @@ def bench_model(f, desc, scenes, work, runs, device):
             vxt.write(sc["vxt"], d["coords"], feats, d["shape"], d["batch"])
         coords_dev = torch.as_tensor(d["coords"]).to(device)
         entry = dict(model=f, model_json=os.path.join(ROOT, "models", f), weights=weights,
+                     state_dict=raw, first_scene_of_model=not entries,
                      scene=sc["name"], input_vxt=sc["vxt"], points=sc["points"],
                      voxels=int(len(d["coords"])), spconv={})
         pts = load_points(sc["points"]) if desc["input"].get("voxelize") else None

@@ -103,6 +103,21 @@ def main():
     check("Pointcept checkpoint: module.backbone. stripped, bf16", rc == 0 and
           got["final.bias"].dtype == torch.bfloat16 and len(got) == len(model_desc.params(
               json.load(open(os.path.join(ROOT, "models", "spunet_indoor.json"))))))
+    # spconv 2.x computes a 1x1x1 conv as x @ weight.view(in, out) (spconv issue #450); the
+    # converted weight, read the standard way ([out, 1, 1, 1, in]), must compute the same
+    raw = un["dec.0.block0.proj.0.weight"]  # [96, 1, 1, 1, 128]
+    x = torch.randn(50, 128, generator=gen)
+    spconv_y = x @ raw.view(128, 96)
+    ours_y = x @ got["dec.0.block0.proj.0.weight"].float()[:, 0, 0, 0, :].t()
+    naive_y = x @ raw[:, 0, 0, 0, :].t()  # the raw weight read the standard way: not the same
+    rel = lambda a: float((a - spconv_y).abs().max() / spconv_y.abs().max())
+    check("1x1x1 weights rewritten to spconv 2.x's function",
+          rel(ours_y) < 2e-2 and rel(naive_y) > 0.5 and
+          torch.equal(got["conv_input.0.weight"], un["conv_input.0.weight"].bfloat16()))
+    rc, _ = run([ckpt, out, "--no-1x1-fix"])
+    got = load_file(out) if rc == 0 else {}
+    check("--no-1x1-fix keeps them", rc == 0 and torch.equal(got["final.weight"],
+                                                             un["final.weight"]))
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
     return 0 if passed == len(results) else 1
