@@ -33,6 +33,27 @@ static void triple(const int32_t v[3], char *buf, size_t len)
     else snprintf(buf, len, "%d,%d,%d", (int)v[0], (int)v[1], (int)v[2]);
 }
 
+/* The texts of a layer's row: kernel, stride, padding, dilation, and the floor and the ratio
+ * to it (`none` where there are no rates). */
+typedef struct row_text {
+    char k[24], s[24], p[24], d[24], floor[32], ratio[32];
+} row_text;
+
+static void row_text_of(const cli_layer *l, const bench_layer *b, const char *none,
+                        row_text *t)
+{
+    triple(l->kernel, t->k, sizeof t->k);
+    triple(l->stride, t->s, sizeof t->s);
+    triple(l->padding, t->p, sizeof t->p);
+    triple(l->dilation, t->d, sizeof t->d);
+    snprintf(t->floor, sizeof t->floor, "%s", none);
+    snprintf(t->ratio, sizeof t->ratio, "%s", none);
+    if (b->floor.ms > 0) {
+        snprintf(t->floor, sizeof t->floor, "%.6g", b->floor.ms);
+        snprintf(t->ratio, sizeof t->ratio, "%.4g", b->t.median / b->floor.ms);
+    }
+}
+
 /* Useful TFLOP/s and GB/s (the floor's bytes) at time ms. */
 static double tflops(const bench_layer *l) { return l->floor.flops / (l->t.median * 1e-3) * 1e-12; }
 static double gbps(const bench_layer *l) { return l->floor.bytes / (l->t.median * 1e-3) * 1e-9; }
@@ -66,20 +87,15 @@ void bench_print_table(FILE *f, const bench_run *r)
     for (int i = 0; i < s->n; i++) {
         const cli_layer *l = &s->layers[i];
         const bench_layer *b = &r->layers[i];
-        char k[24], st[24], p[24], algo[96], fl[32] = "-", ratio[32] = "-";
-        triple(l->kernel, k, sizeof k);
-        triple(l->stride, st, sizeof st);
-        triple(l->padding, p, sizeof p);
+        char algo[96];
+        row_text t;
+        row_text_of(l, b, "-", &t);
         algo_text(b, algo, sizeof algo);
-        if (b->floor.ms > 0) {
-            snprintf(fl, sizeof fl, "%.4f", b->floor.ms);
-            snprintf(ratio, sizeof ratio, "%.1f", b->t.median / b->floor.ms);
-        }
         fprintf(f, "| %s%s | %s | %s | %s | %s | %lld->%lld | %lld | %lld | %lld | %.4f | %.4f |"
                 " %.4f | %.3g | %.3g | %s | %s | %s |\n", l->name, b->dup_of >= 0 ? " (=)" : "",
-                CLI_LAYER_TYPES[l->type], k, st, p, (long long)l->cin, (long long)l->cout,
+                CLI_LAYER_TYPES[l->type], t.k, t.s, t.p, (long long)l->cin, (long long)l->cout,
                 (long long)b->n_in, (long long)b->n_out, (long long)b->pairs, b->t.median,
-                b->t.p10, b->t.p90, tflops(b), gbps(b), fl, ratio, algo);
+                b->t.p10, b->t.p90, tflops(b), gbps(b), t.floor, t.ratio, algo);
     }
     fprintf(f, "\nmap builds (vc_kmap_build on a fresh copy of the input level, timed apart):\n\n");
     fprintf(f, "| map | first layer | type | k | s | voxels in | voxels out | pairs | median ms |"
@@ -110,20 +126,13 @@ void bench_write_csv(FILE *f, const bench_run *r)
     for (int i = 0; i < s->n; i++) {
         const cli_layer *l = &s->layers[i];
         const bench_layer *b = &r->layers[i];
-        char k[24], st[24], p[24], d[24], fl[32] = "", ratio[32] = "";
-        triple(l->kernel, k, sizeof k);
-        triple(l->stride, st, sizeof st);
-        triple(l->padding, p, sizeof p);
-        triple(l->dilation, d, sizeof d);
-        if (b->floor.ms > 0) {
-            snprintf(fl, sizeof fl, "%.6g", b->floor.ms);
-            snprintf(ratio, sizeof ratio, "%.4g", b->t.median / b->floor.ms);
-        }
+        row_text t;
+        row_text_of(l, b, "", &t);
         fprintf(f, "\"%s\",%d,\"%s\",%s,\"%s\",\"%s\",\"%s\",\"%s\",%lld,%lld,%lld,%lld,%lld,"
                 "%.6g,%.6g,%.6g,%.4g,%.4g,%s,%s,%s,\"%s\",%d,%d,%s,%s,\"%s\"\n", s->name, i,
-                l->name, CLI_LAYER_TYPES[l->type], k, st, p, d, (long long)l->cin,
+                l->name, CLI_LAYER_TYPES[l->type], t.k, t.s, t.p, t.d, (long long)l->cin,
                 (long long)l->cout, (long long)b->n_in, (long long)b->n_out, (long long)b->pairs,
-                b->t.median, b->t.p10, b->t.p90, tflops(b), gbps(b), fl, ratio,
+                b->t.median, b->t.p10, b->t.p90, tflops(b), gbps(b), t.floor, t.ratio,
                 bench_algo_name(b->plan.algo), b->plan.config, (int)b->plan.tap_split,
                 b->dup_of, r->dtype, r->backend, r->device);
     }
@@ -132,6 +141,19 @@ void bench_write_csv(FILE *f, const bench_run *r)
 static void json_int3(FILE *f, const char *key, const int32_t v[3])
 {
     fprintf(f, "\"%s\": [%d, %d, %d]", key, (int)v[0], (int)v[1], (int)v[2]);
+}
+
+/* "kernel": [..], "stride": [..], "padding": [..], "dilation": [..] */
+static void json_geometry(FILE *f, const int32_t k[3], const int32_t s[3], const int32_t p[3],
+                          const int32_t d[3])
+{
+    json_int3(f, "kernel", k);
+    fprintf(f, ", ");
+    json_int3(f, "stride", s);
+    fprintf(f, ", ");
+    json_int3(f, "padding", p);
+    fprintf(f, ", ");
+    json_int3(f, "dilation", d);
 }
 
 static void json_stats(FILE *f, const bench_stats *t)
@@ -147,13 +169,7 @@ static void json_layer(FILE *f, const bench_run *r, int i)
     fprintf(f, "    {\"index\": %d, \"name\": ", i);
     cli_json_string(f, l->name);
     fprintf(f, ", \"type\": \"%s\", ", CLI_LAYER_TYPES[l->type]);
-    json_int3(f, "kernel", l->kernel);
-    fprintf(f, ", ");
-    json_int3(f, "stride", l->stride);
-    fprintf(f, ", ");
-    json_int3(f, "padding", l->padding);
-    fprintf(f, ", ");
-    json_int3(f, "dilation", l->dilation);
+    json_geometry(f, l->kernel, l->stride, l->padding, l->dilation);
     fprintf(f, ", \"cin\": %lld, \"cout\": %lld, \"voxels_in\": %lld, \"voxels_out\": %lld, "
             "\"pairs\": %lld, ", (long long)l->cin, (long long)l->cout, (long long)b->n_in,
             (long long)b->n_out, (long long)b->pairs);
@@ -194,13 +210,7 @@ void bench_write_json(FILE *f, const bench_run *r)
         const bench_map *b = &r->maps[m];
         fprintf(f, "    {\"index\": %d, \"first_layer\": %d, \"type\": \"%s\", ", m,
                 b->first_layer, map_type_name(b->type));
-        json_int3(f, "kernel", b->kernel);
-        fprintf(f, ", ");
-        json_int3(f, "stride", b->stride);
-        fprintf(f, ", ");
-        json_int3(f, "padding", b->padding);
-        fprintf(f, ", ");
-        json_int3(f, "dilation", b->dilation);
+        json_geometry(f, b->kernel, b->stride, b->padding, b->dilation);
         fprintf(f, ", \"voxels_in\": %lld, \"voxels_out\": %lld, \"pairs\": %lld, ",
                 (long long)b->n_in, (long long)b->n_out, (long long)b->pairs);
         json_stats(f, &b->t);

@@ -10,49 +10,8 @@
 # Prints PASS/FAIL per case and "N passed, N failed"; exit 0 when none failed.
 set -u
 
-if [[ $# -ne 4 ]]; then
-  echo "usage: $0 VOXCONV TESTS_CLI_DIR WORK_DIR PROJECT_SOURCE_DIR" >&2
-  exit 2
-fi
-VOX="$1"
-[[ "$VOX" == /* ]] || VOX="$PWD/$VOX"
-DIR="$(cd "$2" && pwd)"
-W="$3"
-SRC="$(cd "$4" && pwd)"
-mkdir -p "$W" && W="$(cd "$W" && pwd)"
-rm -rf "${W:?}"/*
-cd "$DIR" || exit 2
-
-npass=0
-nfail=0
-pass() { echo "PASS: $1"; npass=$((npass + 1)); }
-fail() { echo "FAIL: $1${2:+: $2}"; nfail=$((nfail + 1)); }
-run() {
-  local name="$1"; shift
-  "$@" >"$W/$name.out" 2>"$W/$name.err"
-  echo $? >"$W/$name.rc"
-}
-ok() {
-  local name="$1"; shift
-  run "$name" "$@"
-  if [[ "$(cat "$W/$name.rc")" == 0 ]]; then pass "$name"; else
-    fail "$name" "exit $(cat "$W/$name.rc"): $(head -c 300 "$W/$name.err")"; fi
-}
-# error NAME PATTERN CMD... : non-zero exit below 126, one stderr line "voxconv ..." matching
-# PATTERN, nothing on stdout.
-error() {
-  local name="$1" pattern="$2"; shift 2
-  run "$name" "$@"
-  local rc lines; rc="$(cat "$W/$name.rc")"; lines="$(wc -l <"$W/$name.err")"
-  if [[ "$rc" == 0 || "$rc" -ge 126 ]]; then fail "$name" "exit $rc"; return; fi
-  if [[ "$lines" != 1 ]]; then fail "$name" "$lines stderr lines: $(head -c 300 "$W/$name.err")"
-    return; fi
-  if ! grep -qE -- "^voxconv bench: .*$pattern" "$W/$name.err"; then
-    fail "$name" "stderr does not match /$pattern/: $(cat "$W/$name.err")"; return; fi
-  if [[ -s "$W/$name.out" ]]; then fail "$name" "unexpected stdout"; return; fi
-  pass "$name"
-}
-same() { if cmp -s "$2" "$3"; then pass "$1"; else fail "$1" "$2 and $3 differ"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+W="$WORK"
 differ() { if cmp -s "$2" "$3"; then fail "$1" "$2 and $3 are identical"; else pass "$1"; fi; }
 CPU=(--backend cpu)
 
@@ -72,27 +31,20 @@ for spec in "lidar vxt --voxels 20000" "lidar bin --frame 1" "indoor vxt --voxel
   ok "synth_${tag}_a" "$VOX" synth "$kind" "$W/$tag.a.$ext" --seed 7 $opts "${CPU[@]}"
   ok "synth_${tag}_b" "$VOX" synth "$kind" "$W/$tag.b.$ext" --seed 7 $opts "${CPU[@]}"
   ok "synth_${tag}_c" "$VOX" synth "$kind" "$W/$tag.c.$ext" --seed 8 $opts "${CPU[@]}"
-  same "synth_${tag}_deterministic" "$W/$tag.a.$ext" "$W/$tag.b.$ext"
+  same_file "synth_${tag}_deterministic" "$W/$tag.a.$ext" "$W/$tag.b.$ext"
   differ "synth_${tag}_seed_matters" "$W/$tag.a.$ext" "$W/$tag.c.$ext"
 done
 run synth_json "$VOX" synth uniform "$W/u.vxt" --voxels 1000 --json "${CPU[@]}"
 if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["voxels"] == 1000' \
      "$W/synth_json.out" 2>"$W/synth_json.py"; then pass synth_json
 else fail synth_json "$(cat "$W/synth_json.py" "$W/synth_json.out")"; fi
-error_synth() {
-  local name="$1" pattern="$2"; shift 2
-  run "$name" "$@"
-  if [[ "$(cat "$W/$name.rc")" != 0 && "$(wc -l <"$W/$name.err")" == 1 ]] &&
-     grep -qE -- "^voxconv synth: .*$pattern" "$W/$name.err"; then pass "$name"
-  else fail "$name" "exit $(cat "$W/$name.rc"): $(cat "$W/$name.err")"; fi
-}
-error_synth err_synth_kind "KIND: expected lidar" "$VOX" synth moon "$W/x.vxt"
-error_synth err_synth_out "OUT: expected a .vxt" "$VOX" synth lidar "$W/x.pcd"
-error_synth err_synth_grid "indoor has its own" "$VOX" synth indoor "$W/x.vxt" --grid kitti
-error_synth err_synth_dense "quarter of the grid" "$VOX" synth uniform "$W/x.vxt" \
+error err_synth_kind "KIND: expected lidar" "$VOX" synth moon "$W/x.vxt"
+error err_synth_out "OUT: expected a .vxt" "$VOX" synth lidar "$W/x.pcd"
+error err_synth_grid "indoor has its own" "$VOX" synth indoor "$W/x.vxt" --grid kitti
+error err_synth_dense "quarter of the grid" "$VOX" synth uniform "$W/x.vxt" \
   --voxels 100000 --grid kitti --frame 0 --channels 1 --seed 1 --backend cpu \
   --voxels 268435456
-error_synth err_synth_dir "cannot write" "$VOX" synth lidar "$W/no/such/dir/x.vxt" "${CPU[@]}"
+error err_synth_dir "cannot write" "$VOX" synth lidar "$W/no/such/dir/x.vxt" "${CPU[@]}"
 
 # ---- bench: a small generated scene ----------------------------------------------------------
 LAYERS=(--layer "subm 3 1 0 8 16" --layer "strided 3 2 1 16 16" --layer "subm 3 1 0 16 16"
