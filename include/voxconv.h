@@ -135,11 +135,18 @@ typedef struct vc_context_desc {
     struct CUstream_st *stream;     /* CUDA stream, NULL = the legacy default stream           */
     int32_t num_threads;            /* CPU threads, 0 = OpenMP's default                       */
     const vc_allocator *allocator;  /* NULL = the context's own allocator; copied at create    */
+    const char *tune_cache;         /* a tuning cache file (vc_tune_cache_save) for the
+                                       convolution planner to consult, or NULL. One that cannot
+                                       be read, or is corrupt, stale (another library version) or
+                                       foreign (another GPU, CUDA or driver) is ignored, and
+                                       vc_context_warning says why; creation still succeeds    */
 } vc_context_desc;
 
-#define VC_CONTEXT_DESC_INIT {sizeof(vc_context_desc), VC_BACKEND_AUTO, 0, NULL, 0, NULL}
+#define VC_CONTEXT_DESC_INIT {sizeof(vc_context_desc), VC_BACKEND_AUTO, 0, NULL, 0, NULL, NULL}
 
-/* Creates a context. `desc` may be NULL (all defaults). On failure *out is left unchanged. */
+/* Creates a context. `desc` may be NULL (all defaults); a desc whose struct_size is that of an
+ * earlier, shorter vc_context_desc (from `num_threads` on) is read up to its size, the later
+ * fields taking their defaults. On failure *out is left unchanged. */
 VC_API vc_status vc_context_create(const vc_context_desc *desc, vc_context **out);
 /* Destroys a context. Handles created on it must be destroyed first: their count is checked
  * and VC_ERR_INVALID_ARGUMENT is returned (and nothing freed) while any remain. NULL is OK. */
@@ -150,6 +157,10 @@ VC_API vc_status vc_context_backend(const vc_context *ctx, vc_backend *out);
  * on the context. NULL ctx gives the message of the last failed vc_context_create on this
  * thread, valid until the next failed vc_context_create on this thread. */
 VC_API const char *vc_context_last_error(const vc_context *ctx);
+/* The context's warning: why the tune cache named at creation was ignored, as one line, or ""
+ * when none. Kept for the context's life (other calls do not clear it); static to the context.
+ * The library never prints it: a caller that wants it shown prints it. */
+VC_API const char *vc_context_warning(const vc_context *ctx);
 /* Sets the stream later calls are ordered on (CUDA backend; ignored by CPU). */
 VC_API vc_status vc_context_set_stream(vc_context *ctx, struct CUstream_st *stream);
 /* Waits for all work queued on the context's stream. Synchronises. */
@@ -254,6 +265,57 @@ typedef enum vc_nonfinite_policy {
  * `policy`. Synchronises on the CUDA backend (the count is read back). */
 VC_API vc_status vc_tensor_check_finite(vc_context *ctx, vc_tensor *tensor,
                                         vc_nonfinite_policy policy, int64_t *count);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tensor operations                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The activation applied to a result in fp32 (convolutions, vc_tensor_add, vc_tensor_affine):
+ * RELU max(v, 0), LEAKY_RELU v for v >= 0 and v * slope below. */
+typedef enum vc_activation {
+    VC_ACT_NONE = 0,
+    VC_ACT_RELU = 1,
+    VC_ACT_LEAKY_RELU = 2
+} vc_activation;
+
+/* The operations below take tensors of one context and give the same bits on the CPU and the
+ * CUDA backend: their arithmetic is fp32 (a product and a sum are rounded apart, never fused),
+ * stored in the tensor's dtype rounding to nearest even; their activations are v < 0 ? 0 : v
+ * and v < 0 ? v * slope : v (a NaN stays NaN). On the CUDA backend they only queue
+ * work on the context's stream (no synchronisation) except where a comment says otherwise. */
+
+/* *out = a new tensor whose channels are the parts' channels side by side, in order: row i is
+ * parts[0] row i, then parts[1] row i, ... `count` >= 1 parts, all on the same coordinate set
+ * (the same vc_coords, pointer equal: VC_ERR_SHAPE_MISMATCH otherwise) and of one dtype (the
+ * result's); total channels at most 2^20 (VC_ERR_LIMIT). */
+VC_API vc_status vc_tensor_concat(vc_context *ctx, const vc_tensor *const *parts, int32_t count,
+                                  vc_tensor **out);
+/* *out = act(a + b) elementwise, a new tensor on their coordinate set; a and b must share the
+ * coordinate set (pointer equal), the channel count and the dtype (VC_ERR_SHAPE_MISMATCH
+ * otherwise). `slope` is LeakyReLU's (ignored by the other activations). */
+VC_API vc_status vc_tensor_add(vc_context *ctx, const vc_tensor *a, const vc_tensor *b,
+                               vc_activation act, float slope, vc_tensor **out);
+/* In place, per channel c of every row: x = act(x * scale[c] + shift[c]) (the product rounded
+ * to fp32, then the sum). scale and shift are fp32 [channels] in `where` memory; either may be
+ * NULL, meaning no multiply (scale 1) or no add (shift 0): with both NULL it is a plain
+ * activation, and -0 stays -0. On the CUDA backend, scale or shift in host memory is copied to
+ * the device for the call, which synchronises; device arrays make it queue work only. */
+VC_API vc_status vc_tensor_affine(vc_context *ctx, vc_tensor *t, const float *scale,
+                                  const float *shift, vc_memory where, vc_activation act,
+                                  float slope);
+/* Sparse to dense: writes the dense [B, C, D, H, W] array of `dtype` (fp32, fp16 or bf16) at
+ * dst (host or device, per `where`), with B = the coordinate set's batch size, C = the
+ * tensor's channels, (D, H, W) = its spatial shape (z, y, x): element
+ * [b, c, z, y, x] = t[row (b, z, y, x), c] converted to `dtype`, and 0 where no row is. The
+ * same bytes are OpenPCDet's HeightCompression input viewed as [B, C*D, H, W].
+ * `capacity`: dst's size in elements; VC_ERR_CAPACITY when it is below B*C*D*H*W (dst is then
+ * untouched), VC_ERR_LIMIT when that product overflows int64. dst may be NULL only when the
+ * product is 0. The set's rows must be distinct (every set voxconv builds is; duplicates are
+ * not checked: the element then holds one of their rows). Deterministic. On the CUDA backend
+ * a device dst only queues work (a fill and a scatter); a host dst is staged in device memory
+ * and copied back, which synchronises. */
+VC_API vc_status vc_tensor_to_dense(vc_context *ctx, const vc_tensor *t, void *dst,
+                                    int64_t capacity, vc_dtype dtype, vc_memory where);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Voxelization                                                                                */
@@ -457,12 +519,6 @@ VC_API vc_status vc_kmap_bounded_destroy(vc_kmap_bounded *map);
 /* Convolution                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef enum vc_activation {
-    VC_ACT_NONE = 0,
-    VC_ACT_RELU = 1,
-    VC_ACT_LEAKY_RELU = 2
-} vc_activation;
-
 /* CUDA backend (the CPU backend runs one algorithm whatever this says):
  * IMPLICIT_GEMM: output-stationary, the gathers in the GEMM's main loop, fused epilogue; no
  *   synchronisation. The planner (AUTO) picks it for every layer measured (docs/benchmarks.md).
@@ -513,6 +569,55 @@ typedef struct vc_conv_desc {
  * counts are read back); otherwise it only queues work. */
 VC_API vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc,
                                  const vc_tensor *in, vc_tensor **out);
+
+/* Tuning (CUDA backend; docs/tune.md). The planner picks each layer's GEMM configuration and
+ * tap split by rules; tuning times every compiled choice for a layer on the GPU at hand and
+ * keeps the fastest for the layer's bucket (C_in, C_out, math, map type, kernel volume, output
+ * count and taps per output, by octave: docs/tune.md) in the context's tune table, which the
+ * planner then consults for every layer of that bucket. vc_tune_cache_save writes the table,
+ * keyed by the GPU, its SM count, the CUDA runtime and driver and the library version, and a
+ * context created with vc_context_desc.tune_cache loads it. Results may differ in their last
+ * bits between two choices (docs/tune.md says how far); for one cache they are deterministic. */
+typedef struct vc_tune_options {
+    uint32_t struct_size;
+    int32_t runs;             /* timed launches a choice (their median), 1..64; default 5      */
+    float margin;             /* a choice replaces the planner's only when faster by more than
+                                 this fraction, in the sweep and in a confirming round;
+                                 0 .. 0.5, default 0.03                                        */
+    int32_t skip_known;       /* 1: a layer whose bucket the table holds already is not timed
+                                 again (report->known = 1); default 0: timed, and replaced     */
+} vc_tune_options;
+
+#define VC_TUNE_OPTIONS_INIT {sizeof(vc_tune_options), 5, 0.03f, 0}
+
+typedef struct vc_tune_report {
+    int32_t candidates;       /* choices timed, the planner's included (1: nothing to choose:
+                                 exact fp32, or a layer with no pairs)                          */
+    int32_t changed;          /* 1: the layer's bucket now overrides the planner               */
+    int32_t stored;           /* 1: the bucket was put into the context's table               */
+    int32_t known;            /* 1: skipped, its bucket was in the table (skip_known)          */
+    char bucket[96];          /* the layer's bucket, as text ("fp16 subm K27 32->32 out 2^17
+                                 taps 2^2.5"); "" for a layer that has none (no pairs)        */
+    char planner[64];         /* the planner's choice, "CONFIG/GROUPS" ("" where no GEMM ran) */
+    char tuned[64];           /* the kept choice (the planner's where it stayed)               */
+    double planner_ms;        /* medians of the confirming round where there was one          */
+    double tuned_ms;
+} vc_tune_report;
+
+/* Times the layer `desc` on `in` (as vc_conv_forward would run it, with the implicit GEMM)
+ * under the planner's choice and every compiled GEMM configuration and tap split of its dtype,
+ * and puts the result into the context's tune table for the layer's bucket (replacing an
+ * earlier entry of that bucket); later convolutions on the context use it. The layer's output
+ * is discarded. Takes seconds for large layers; synchronises after every launch. The CPU
+ * backend has nothing to tune: VC_ERR_UNSUPPORTED. `opts` NULL = VC_TUNE_OPTIONS_INIT. */
+VC_API vc_status vc_conv_tune(vc_context *ctx, const vc_conv_desc *desc, const vc_tensor *in,
+                              const vc_tune_options *opts, vc_tune_report *report);
+/* Buckets in the context's tune table (loaded or tuned). */
+VC_API vc_status vc_tune_cache_count(const vc_context *ctx, int32_t *count);
+/* Writes the context's tune table as a cache file (JSON, docs/formats.md), keyed by this
+ * context's device; atomically, as every file the library writes (vc_tune_cache_save_output
+ * writes into an open output). CUDA backend only (VC_ERR_UNSUPPORTED on the CPU). */
+VC_API vc_status vc_tune_cache_save(vc_context *ctx, const char *path);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Pooling                                                                                     */
@@ -627,6 +732,8 @@ typedef struct vc_conv_plan_info {
                                  fit), "" for the others, "cpu" on a CPU context             */
     int32_t tap_split;        /* implicit GEMM: 0 none, N > 0 that many groups, -N up to N
                                  groups as the device's SM count allows                        */
+    int32_t tuned;            /* 1: config and tap_split come from the context's tune cache
+                                 (vc_context_desc.tune_cache, vc_conv_tune)                    */
 } vc_conv_plan_info;
 
 /* The plan of a layer of desc (out_channels, allow_tf32; desc->algo is ignored) over `map`
@@ -778,10 +885,93 @@ VC_API vc_status vc_array_free(vc_array *array);
 VC_API vc_status vc_tensor_save(vc_context *ctx, const vc_tensor *tensor, const char *path);
 /* The same into an open output (once), which the caller then publishes or discards. */
 VC_API vc_status vc_tensor_save_output(vc_context *ctx, const vc_tensor *tensor, vc_output *out);
+/* vc_tune_cache_save into an open output (once), which the caller then publishes. */
+VC_API vc_status vc_tune_cache_save_output(vc_context *ctx, vc_output *out);
 /* Loads a .vxt file into a new coordinate set and tensor on the context. */
 VC_API vc_status vc_tensor_load(vc_context *ctx, const char *path, vc_tensor **out);
 VC_API vc_status vc_tensor_load_memory(vc_context *ctx, const void *bytes, size_t size,
                                        vc_tensor **out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Networks                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A network: a model description (JSON, docs/networks.md) bound to its weights (safetensors,
+ * the PyTorch state_dict names; BatchNorm folded into the preceding conv at create), its weights
+ * uploaded once in the net's dtype to the context's memory. Runs frame after frame; every kernel
+ * map of a frame is built once and shared by the layers that use it. */
+typedef struct vc_net vc_net;
+
+typedef struct vc_net_desc {
+    uint32_t struct_size;
+    const char *model_path;    /* JSON description file, or NULL and:                          */
+    const char *model_json;    /* the description's text (NUL-terminated)                      */
+    const char *weights_path;  /* safetensors file, or NULL and:                               */
+    const void *weights_data;  /* safetensors bytes in memory (weights_size of them), or NULL
+                                  with random_weights set                                       */
+    size_t weights_size;
+    int32_t random_weights;    /* 1: deterministic random weights from `seed` (BN stats too)   */
+    uint64_t seed;
+    vc_dtype dtype;            /* feature dtype the layers run in; -1 = fp16 on CUDA, fp32 on
+                                  CPU                                                           */
+    vc_algo algo;              /* passed to every conv                                         */
+} vc_net_desc;
+
+#define VC_NET_DESC_INIT                                                                       \
+    {sizeof(vc_net_desc), NULL, NULL, NULL, NULL, 0, 0, 0, (vc_dtype)-1, VC_ALGO_AUTO}
+
+/* Parses the description, binds and checks the weights (a missing, extra, mis-shaped or
+ * non-finite tensor is an error naming it) and uploads them. On failure *out is unchanged and
+ * nothing is left allocated. Synchronises on the CUDA backend (the weight upload). */
+VC_API vc_status vc_net_create(vc_context *ctx, const vc_net_desc *desc, vc_net **out);
+/* Frees the net, its weights and its outputs. NULL is OK. */
+VC_API vc_status vc_net_destroy(vc_net *net);
+/* Runs one frame on a voxel tensor (channels = the description's input channels; its coordinate
+ * set's spatial shape may be smaller than the description's, then it is placed in the
+ * description's shape; any dtype: cast to the net's). Outputs stay valid until the next run or
+ * destroy. Synchronises on the CUDA backend (once per kernel map built, and for dense outputs
+ * of global pooling). */
+VC_API vc_status vc_net_run(vc_net *net, const vc_tensor *in);
+/* Voxelizes points per the description's "voxelize" block (VC_ERR_INVALID_ARGUMENT without
+ * one), then runs. */
+VC_API vc_status vc_net_run_points(vc_net *net, const vc_points *points);
+
+typedef enum vc_net_output_kind { VC_NET_SPARSE = 0, VC_NET_DENSE = 1 } vc_net_output_kind;
+
+typedef struct vc_net_output {
+    const char *name;
+    vc_net_output_kind kind;
+    const vc_tensor *tensor;   /* SPARSE: borrowed until the next run / destroy                */
+    const void *data;          /* DENSE: borrowed, in the context's memory                      */
+    vc_dtype dtype;            /* DENSE                                                        */
+    int32_t ndim;              /* DENSE: 2 (global pool), 4 (bev) or 5 (bcdhw)                 */
+    int64_t shape[5];
+} vc_net_output;
+
+/* Named outputs, in the description's order. Before the first run, tensor and data are NULL and
+ * the shape is 0. */
+VC_API vc_status vc_net_output_count(const vc_net *net, int32_t *count);
+VC_API vc_status vc_net_get_output(const vc_net *net, int32_t index, vc_net_output *out);
+/* Copies a DENSE output of the last run (its whole array, `bytes` = the product of its shape
+ * times its dtype's size: VC_ERR_CAPACITY when smaller) to dst, host or device per `where`.
+ * Synchronises on the CUDA backend. */
+VC_API vc_status vc_net_copy_output(vc_net *net, int32_t index, void *dst, size_t bytes,
+                                    vc_memory where);
+/* VC_ERR_INVALID_ARGUMENT when no output has that name. */
+VC_API vc_status vc_net_find_output(const vc_net *net, const char *name, int32_t *index);
+
+/* Profiling: when on, the next runs time every step (CUDA events / host clock; adds syncs). */
+typedef struct vc_net_step_info {
+    const char *name;          /* layer id                                                     */
+    const char *op;
+    int64_t voxels_in, voxels_out, pairs;
+    double ms;                 /* last run; the map build of a conv is timed apart:            */
+    double map_ms;
+} vc_net_step_info;
+
+VC_API vc_status vc_net_set_profiling(vc_net *net, int32_t on);
+VC_API vc_status vc_net_step_count(const vc_net *net, int32_t *count);
+VC_API vc_status vc_net_get_step(const vc_net *net, int32_t index, vc_net_step_info *out);
 
 #ifdef __cplusplus
 }

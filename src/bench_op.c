@@ -191,8 +191,8 @@ vc_status vc_conv_plan(vc_context *ctx, const vc_conv_desc *desc, const vc_kmap 
     out->algo = vc_conv_gpu_plan(&map->data, d.in_channels, d.out_channels, dt, &ctx->opts);
     if (out->algo == VC_ALGO_IMPLICIT_GEMM) {
         const char *name = "";
-        vc_conv_gpu_describe(&map->data, d.in_channels, d.out_channels, dt, &ctx->opts, &name,
-                             &out->tap_split);
+        vc_conv_gpu_describe(&map->data, d.in_channels, d.out_channels, dt, d.allow_tf32,
+                             &ctx->opts, &name, &out->tap_split, &out->tuned);
         snprintf(out->config, sizeof out->config, "%s", name);
     }
 #endif

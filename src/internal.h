@@ -11,6 +11,7 @@
 #include "core/elementwise.h"
 #include "core/options.h"
 #include "core/status.h"
+#include "conv/tune.h"
 #include "kmap/kmap.h"
 
 struct vc_context {
@@ -21,6 +22,9 @@ struct vc_context {
     vc_allocator allocator;
     int has_allocator;
     vc_engine_options opts;    /* per-context engine choices (core/options.h)                  */
+    vc_tune_table tune;        /* tuned choices (conv/tune.h): opts.tune points here            */
+    vc_conv_choice choice;     /* what the last GPU convolution ran: opts.choice points here    */
+    char warning[512];         /* vc_context_warning: why the tune cache was ignored, or ""    */
     vc_err err;
     int64_t live_handles;      /* coordinate sets and tensors not yet destroyed               */
     uint64_t next_id;
@@ -72,6 +76,12 @@ struct vc_tensor {
  * Set them between calls, never while a call on the context runs. */
 vc_engine_options *vc_context_options(vc_context *ctx);
 
+/* ---- the tune cache (tune_op.c) ------------------------------------------------------------ */
+
+/* Loads the tune cache at `path` into ctx->tune at creation; a cache that cannot be read or is
+ * corrupt, stale or foreign leaves the table empty and says why in ctx->warning. Never fails. */
+void vc_tune_cache_load(vc_context *ctx, const char *path);
+
 /* Records a message on ctx (if not NULL) and returns status. */
 vc_status vc_ctx_fail(vc_context *ctx, vc_status status, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -102,6 +112,10 @@ vc_status vc_mem_to_device(vc_context *ctx, const void *p, vc_memory where, size
 vc_status vc_coords_trusted(vc_context *ctx, const int32_t *src, vc_memory where, int64_t count,
                             const int32_t shape[3], int32_t batch_size, vc_coords **out);
 
+/* A new tensor on `coords` whose features (in the context's memory) are not initialised: for
+ * operations that write every element. Checks as vc_tensor_create does, messages naming fn. */
+vc_status vc_tensor_alloc(vc_context *ctx, const char *fn, vc_coords *coords, int64_t channels,
+                          vc_dtype dtype, vc_tensor **out);
 /* A tensor argument of an operation: not NULL, of this context. */
 vc_status vc_tensor_check(vc_context *ctx, const char *fn, const char *what, const vc_tensor *t);
 

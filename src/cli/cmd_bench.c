@@ -58,6 +58,7 @@ static const char BENCH_HELP[] =
     "                          two results side by side\n"
     "  --voxel-size X,Y,Z      voxel size of a point-file scene (default 0.05,0.05,0.1)\n"
     CLI_READ_OPTIONS_HELP
+    "  --tune-cache FILE       the planner's tuned choices (voxconv tune --out)\n"
     "  --backend auto|cpu|cuda context backend (default auto)\n";
 
 typedef struct bench_opts {
@@ -781,7 +782,7 @@ int cmd_bench(int argc, char **argv)
     char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
     if (!rest) return cli_error(cmd, "out of memory");
     int nrest = 0, done = 0, npos = 0;
-    const char *pos[2] = {NULL, NULL}, *backend = NULL;
+    const char *pos[2] = {NULL, NULL}, *backend = NULL, *tune_cache = NULL;
     cli_opt opts[] = {{"--suite", &o.suite, NULL},     {"--dilation", &o.dilation, NULL},
                       {"--synth", &o.synth, NULL},     {"--seed", &o.seed, NULL},
                       {"--grid", &o.grid, NULL},       {"--dtype", &o.dtype, NULL},
@@ -790,7 +791,8 @@ int cmd_bench(int argc, char **argv)
                       {"--csv", &o.csv, NULL},         {"--json", &o.json, NULL},
                       {"--plot", &o.plot, NULL},       {"--peak", &o.peak, NULL},
                       {"--voxel-size", &o.vsize, NULL}, {"--flush-l2", NULL, &o.flush},
-                      {"--compare", NULL, &o.compare}, CLI_READ_OPTIONS(o.read)};
+                      {"--compare", NULL, &o.compare}, {"--tune-cache", &tune_cache, NULL},
+                      CLI_READ_OPTIONS(o.read)};
     int rc = take_layers(cmd, argc, argv, &o, rest, &nrest);
     if (rc == CLI_OK)
         rc = cli_parse_command(cmd, nrest, rest, opts, (int)(sizeof opts / sizeof opts[0]), pos,
@@ -803,7 +805,7 @@ int cmd_bench(int argc, char **argv)
     if (rc == CLI_OK && !done && !o.compare && o.n_layers) rc = parse_specs(cmd, &o, &suite);
     if (rc == CLI_OK && !done && !o.compare) rc = cli_parse_read_opts(cmd, &o.read);
     vc_context *ctx = NULL;
-    if (rc == CLI_OK && !done) rc = cli_open_context(cmd, backend, &ctx);
+    if (rc == CLI_OK && !done) rc = cli_open_context_tuned(cmd, backend, tune_cache, &ctx);
     if (rc == CLI_OK && !done) {
         if (o.compare) rc = bench_compare(cmd, ctx, pos[0], pos[1], o.plot);
         else rc = bench_on(cmd, ctx, &o, pos[0], &c, &suite);
