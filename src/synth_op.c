@@ -165,7 +165,8 @@ vc_status vc_synth_voxels(vc_context *ctx, const vc_synth_desc *desc, vc_tensor 
     for (size_t i = 0; i < elems; i++) feat[i] = vc_rng_float(&fr);
     vc_coords *c = NULL;
     s = vc_coords_create(ctx, rows, n, VC_MEMORY_HOST, sc.g.shape, 1, &c);
-    if (s == VC_OK) s = vc_tensor_create(ctx, c, d.channels, VC_DTYPE_FP32, feat, VC_MEMORY_HOST, out);
+    if (s == VC_OK)
+        s = vc_tensor_create(ctx, c, d.channels, VC_DTYPE_FP32, feat, VC_MEMORY_HOST, out);
     vc_coords_destroy(c); /* the tensor holds its own reference */
     free(rows);
     free(feat);

@@ -214,7 +214,8 @@ static cJSON *load_result(const char *path, const cJSON **layers, char *err, siz
     cJSON *doc = cJSON_Parse(text);
     free(text);
     *layers = doc ? cJSON_GetObjectItemCaseSensitive(doc, "layers") : NULL;
-    if (!cJSON_IsArray(*layers) || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "total"))) {
+    const cJSON *total = doc ? cJSON_GetObjectItemCaseSensitive(doc, "total") : NULL;
+    if (!cJSON_IsArray(*layers) || !cJSON_IsObject(total)) {
         snprintf(err, errlen, "'%s' is not a voxconv bench JSON result (%s)", path,
                  doc ? "no \"layers\" array or \"total\" object" : "not JSON");
         cJSON_Delete(doc);

@@ -81,8 +81,8 @@ void bench_print_table(FILE *f, const bench_run *r)
     fprintf(f, "%s (%s), %s, algo %s; median, p10, p90 of %d runs after %d warm-up%s\n\n",
             r->device, r->backend, r->dtype, r->algo, r->runs, r->warmup,
             r->flush ? ", caches flushed before each run" : "");
-    fprintf(f, "| layer | type | k | s | p | cin->cout | voxels in | voxels out | pairs | median ms |"
-            " p10 ms | p90 ms | TFLOP/s | GB/s | floor ms | x floor | algorithm |\n");
+    fprintf(f, "| layer | type | k | s | p | cin->cout | voxels in | voxels out | pairs |"
+            " median ms | p10 ms | p90 ms | TFLOP/s | GB/s | floor ms | x floor | algorithm |\n");
     fprintf(f, "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (int i = 0; i < s->n; i++) {
         const cli_layer *l = &s->layers[i];

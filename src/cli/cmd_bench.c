@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "suite_levels.h"
 
 static const char *const BENCH_DTYPES[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const BENCH_ALGOS[] = {"auto", "implicit", "ggs", "grouped", NULL};
@@ -87,8 +88,7 @@ typedef struct bench_state {
     vc_context *ctx;
     const cli_suite *s;
     const bench_cfg *c;
-    vc_coords **level;           /* [n_levels], one reference each                         */
-    vc_kmap **map_of;            /* per layer, a user reference                            */
+    cli_suite_levels lv;         /* every layer's map, every level's coordinates           */
     vc_tensor **in, **w, **bias; /* per layer (NULL for repeats: they use dup_of's)        */
     vc_timer *timer;
     double t_start;              /* progress: the host clock at the start                  */
@@ -297,25 +297,11 @@ static int load_scene(const char *cmd, vc_context *ctx, const char *path, const 
 
 /* ---- maps -------------------------------------------------------------------------------- */
 
-static vc_map_type map_type(cli_layer_type t)
-{
-    switch (t) {
-    case CLI_LAYER_SUBM: return VC_MAP_SUBM;
-    case CLI_LAYER_STRIDED: return VC_MAP_STRIDED;
-    case CLI_LAYER_INVERSE: return VC_MAP_INVERSE;
-    case CLI_LAYER_TRANSPOSED: return VC_MAP_TRANSPOSED;
-    default: return VC_MAP_DOWNSAMPLE; /* downsample and the pools (Minkowski semantics) */
-    }
-}
-
+/* A layer's map description (INVERSE: over `inverse_of`). */
 static vc_map_desc layer_map_desc(const cli_layer *l, const vc_kmap *inverse_of)
 {
-    vc_map_desc d = VC_MAP_DESC_INIT;
-    d.type = map_type(l->type);
-    memcpy(d.kernel, l->kernel, sizeof d.kernel);
-    memcpy(d.stride, l->stride, sizeof d.stride);
-    memcpy(d.padding, l->padding, sizeof d.padding);
-    memcpy(d.dilation, l->dilation, sizeof d.dilation);
+    vc_map_desc d;
+    cli_layer_map_desc(l, &d);
     d.inverse_of = inverse_of;
     return d;
 }
@@ -328,27 +314,18 @@ static void layer_label(const cli_layer *l, char *buf, size_t len)
     snprintf(buf, len, "layer %s (%s)", l->name, spec);
 }
 
-/* Builds every layer's map (the context caches them: repeats share one) and the levels. */
-static int build_maps(const char *cmd, bench_state *st, bench_run *run)
+/* Every layer's map and the levels (suite_levels.c; the context caches maps: repeats share
+ * one), the distinct maps and the repeated layers into run. */
+static int build_maps(const char *cmd, bench_state *st, vc_coords *scene, bench_run *run)
 {
     const cli_suite *s = st->s;
-    for (int i = 0; i < s->n; i++) {
+    int rc = cli_suite_levels_build(cmd, st->ctx, s, scene, &st->lv);
+    for (int i = 0; rc == CLI_OK && i < s->n; i++) {
         const cli_layer *l = &s->layers[i];
-        vc_map_desc d = layer_map_desc(l, l->forward >= 0 ? st->map_of[l->forward] : NULL);
-        vc_status r = vc_kmap_build(st->ctx, st->level[l->in_level], &d, &st->map_of[i]);
-        if (r != VC_OK) {
-            char what[256];
-            layer_label(l, what, sizeof what);
-            return cli_vc_error(cmd, st->ctx, r, what);
-        }
         vc_kmap_info mi;
-        vc_kmap_get_info(st->map_of[i], &mi);
-        if (!st->level[l->out_level]) {
-            vc_coords_retain(mi.out_coords);
-            st->level[l->out_level] = mi.out_coords;
-        }
+        vc_kmap_get_info(st->lv.maps[i], &mi);
         int m = 0;
-        while (m < run->n_maps && st->map_of[run->maps[m].first_layer] != st->map_of[i]) m++;
+        while (m < run->n_maps && st->lv.maps[run->maps[m].first_layer] != st->lv.maps[i]) m++;
         if (m == run->n_maps) {
             bench_map *bm = &run->maps[run->n_maps++];
             bm->type = mi.type;
@@ -372,7 +349,7 @@ static int build_maps(const char *cmd, bench_state *st, bench_run *run)
                 s->layers[j].cin == l->cin && s->layers[j].cout == l->cout)
                 bl->dup_of = j;
     }
-    return CLI_OK;
+    return rc;
 }
 
 /* ---- timing ------------------------------------------------------------------------------ */
@@ -403,7 +380,7 @@ static vc_status run_layer(bench_state *st, int i, const bench_run *run)
     vc_status r;
     if (cli_layer_is_pool(l)) {
         vc_pool_desc p = VC_POOL_DESC_INIT;
-        p.kmap = st->map_of[i];
+        p.kmap = st->lv.maps[i];
         p.mode = l->type == CLI_LAYER_MAXPOOL ? VC_POOL_MAX : VC_POOL_AVG;
         r = vc_pool_forward(st->ctx, &p, st->in[o], &out);
     } else {
@@ -411,7 +388,7 @@ static vc_status run_layer(bench_state *st, int i, const bench_run *run)
         vc_tensor_get_info(st->w[o], &w);
         vc_tensor_get_info(st->bias[o], &b);
         vc_conv_desc d = VC_CONV_DESC_INIT;
-        d.kmap = st->map_of[i];
+        d.kmap = st->lv.maps[i];
         d.in_channels = l->cin;
         d.out_channels = l->cout;
         d.weights = w.data;
@@ -457,7 +434,7 @@ static vc_status build_once(bench_state *st, int i, double *ms)
     const cli_layer *l = &st->s->layers[i];
     const cli_layer *src = l->forward >= 0 ? &st->s->layers[l->forward] : l;
     vc_coords_info ci;
-    vc_coords_get_info(st->level[src->in_level], &ci);
+    vc_coords_get_info(st->lv.levels[src->in_level], &ci);
     vc_coords *copy = NULL;
     vc_kmap *fwd = NULL, *m = NULL;
     vc_status r = vc_coords_create(st->ctx, ci.data, ci.count, ci.memory, ci.spatial_shape,
@@ -574,8 +551,8 @@ static int make_operands(const char *cmd, bench_state *st, const bench_run *run)
         const cli_layer *l = &st->s->layers[i];
         if (run->layers[i].dup_of >= 0) continue;
         const int64_t K = (int64_t)l->kernel[0] * l->kernel[1] * l->kernel[2];
-        vc_status r = random_tensor(st->ctx, st->level[l->in_level], l->cin, st->c->dtype, 1.0f,
-                                    11 + (uint64_t)i, &st->in[i]);
+        vc_status r = random_tensor(st->ctx, st->lv.levels[l->in_level], l->cin, st->c->dtype,
+                                    1.0f, 11 + (uint64_t)i, &st->in[i]);
         if (r == VC_OK && !cli_layer_is_pool(l))
             r = device_array(st->ctx, l->cout * K, l->cin, st->c->dtype,
                              (float)(1.0 / sqrt((double)K * (double)l->cin)), 1000 + (uint64_t)i,
@@ -599,7 +576,7 @@ static vc_status describe_layer(bench_state *st, int i, bench_layer *bl)
 {
     const cli_layer *l = &st->s->layers[i];
     const int pool = cli_layer_is_pool(l);
-    vc_status r = vc_layer_floor_get(st->ctx, st->map_of[i], l->cin, l->cout, st->c->dtype,
+    vc_status r = vc_layer_floor_get(st->ctx, st->lv.maps[i], l->cin, l->cout, st->c->dtype,
                                      st->c->tf32, pool, &bl->floor);
     if (r == VC_OK && st->c->have_peak)
         r = vc_layer_floor_rates(&bl->floor, st->c->peak[0], st->c->peak[1]);
@@ -612,7 +589,7 @@ static vc_status describe_layer(bench_state *st, int i, bench_layer *bl)
     d.in_channels = l->cin;
     d.out_channels = l->cout;
     d.allow_tf32 = st->c->tf32;
-    r = vc_conv_plan(st->ctx, &d, st->map_of[i], st->c->dtype, &bl->plan);
+    r = vc_conv_plan(st->ctx, &d, st->lv.maps[i], st->c->dtype, &bl->plan);
     if (r == VC_OK && st->c->algo != VC_ALGO_AUTO) { /* forced */
         vc_backend b = VC_BACKEND_CPU;
         vc_context_backend(st->ctx, &b);
@@ -667,21 +644,18 @@ static void state_free(bench_state *st)
         if (st->in) vc_tensor_destroy(st->in[i]);
         if (st->w) vc_tensor_destroy(st->w[i]);
         if (st->bias) vc_tensor_destroy(st->bias[i]);
-        if (st->map_of) vc_kmap_destroy(st->map_of[i]);
     }
-    for (int i = 0; st->level && i < st->s->n_levels; i++) vc_coords_destroy(st->level[i]);
+    cli_suite_levels_free(&st->lv);
     vc_timer_destroy(st->timer);
     free(st->in);
     free(st->w);
     free(st->bias);
-    free(st->map_of);
-    free(st->level);
 }
 
 /* Maps, map builds, operands, layers and the whole suite, into run. */
-static int bench_all(const char *cmd, bench_state *st, bench_run *run)
+static int bench_all(const char *cmd, bench_state *st, vc_coords *scene, bench_run *run)
 {
-    int rc = build_maps(cmd, st, run);
+    int rc = build_maps(cmd, st, scene, run);
     if (rc == CLI_OK) rc = time_maps(cmd, st, run);
     if (rc == CLI_OK) rc = make_operands(cmd, st, run);
     if (rc == CLI_OK) rc = time_layers(cmd, st, run);
@@ -723,18 +697,18 @@ static int bench_on(const char *cmd, vc_context *ctx, const bench_opts *o, const
     size_t n = (size_t)suite->n;
     run.layers = calloc(n, sizeof *run.layers);
     run.maps = calloc(n, sizeof *run.maps);
-    st.level = calloc((size_t)suite->n_levels, sizeof *st.level);
-    st.map_of = calloc(n, sizeof *st.map_of);
     st.in = calloc(n, sizeof *st.in);
     st.w = calloc(n, sizeof *st.w);
     st.bias = calloc(n, sizeof *st.bias);
     int rc = CLI_OK;
-    if (!run.layers || !run.maps || !st.level || !st.map_of || !st.in || !st.w || !st.bias)
+    if (!run.layers || !run.maps || !st.in || !st.w || !st.bias)
         rc = cli_error(cmd, "out of memory");
     vc_status r = rc ? VC_OK : vc_timer_create(ctx, &st.timer);
     if (r != VC_OK) rc = cli_vc_error(cmd, ctx, r, "cannot create a timer");
-    if (rc == CLI_OK) rc = load_scene(cmd, ctx, scene, c, &o->read, &st.level[0], &run);
-    if (rc == CLI_OK) rc = bench_all(cmd, &st, &run);
+    vc_coords *coords = NULL;
+    if (rc == CLI_OK) rc = load_scene(cmd, ctx, scene, c, &o->read, &coords, &run);
+    if (rc == CLI_OK) rc = bench_all(cmd, &st, coords, &run);
+    vc_coords_destroy(coords);
     state_free(&st);
     if (rc == CLI_OK) {
         int to_stdout = (o->csv && !strcmp(o->csv, "-")) || (o->json && !strcmp(o->json, "-"));
