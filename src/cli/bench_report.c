@@ -11,6 +11,22 @@
 
 #include "bench.h"
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+bench_stats bench_stats_of(double *v, int n)
+{
+    bench_stats s;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    s.p10 = v[(int)floor(0.1 * (n - 1) + 0.5)];
+    s.p90 = v[(int)floor(0.9 * (n - 1) + 0.5)];
+    return s;
+}
+
 const char *bench_algo_name(vc_algo a)
 {
     switch (a) {
@@ -73,9 +89,35 @@ static void algo_text(const bench_layer *l, char *buf, size_t len)
              l->plan.config, split);
 }
 
+/* --model: one row per step of the network, then the frame. */
+static void print_steps(FILE *f, const bench_run *r)
+{
+    const cli_suite *s = r->suite;
+    fprintf(f, "# voxconv bench: model %s, %d steps on %s\n", s->name, s->n, r->scene);
+    fprintf(f, "%s (%s), %s, algo %s; median, p10, p90 of %d runs after %d warm-up%s; steps "
+            "profiled (synchronised between steps), the frame not\n\n", r->device, r->backend,
+            r->dtype, r->algo, r->runs, r->warmup,
+            r->flush ? ", caches flushed before each run" : "");
+    fprintf(f, "| step | op | voxels in | voxels out | pairs | median ms | p10 ms | p90 ms |"
+            " map ms |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int i = 0; i < s->n; i++) {
+        const bench_layer *b = &r->layers[i];
+        fprintf(f, "| %s | %s | %lld | %lld | %lld | %.4f | %.4f | %.4f | %.4f |\n",
+                s->layers[i].name, b->plan.config, (long long)b->n_in, (long long)b->n_out,
+                (long long)b->pairs, b->t.median, b->t.p10, b->t.p90, b->map_ms);
+    }
+    fprintf(f, "\nwhole network: %d steps, sum of step medians %.4f ms (map builds %.4f ms); "
+            "frame %.4f ms (p10 %.4f, p90 %.4f)\n", s->n, r->sum_ms, r->sum_maps_ms,
+            r->network.median, r->network.p10, r->network.p90);
+}
+
 void bench_print_table(FILE *f, const bench_run *r)
 {
     const cli_suite *s = r->suite;
+    if (r->model) {
+        print_steps(f, r);
+        return;
+    }
     fprintf(f, "# voxconv bench: %s, %d layers on %s (%lld voxels, %dx%dx%d)\n", s->name, s->n,
             r->scene, (long long)r->voxels, r->shape[0], r->shape[1], r->shape[2]);
     fprintf(f, "%s (%s), %s, algo %s; median, p10, p90 of %d runs after %d warm-up%s\n\n",
@@ -117,9 +159,27 @@ void bench_print_table(FILE *f, const bench_run *r)
             r->network.median, r->network.p10, r->network.p90, r->sum_maps_ms);
 }
 
+static void csv_steps(FILE *f, const bench_run *r)
+{
+    const cli_suite *s = r->suite;
+    fprintf(f, "model,index,step,op,voxels_in,voxels_out,pairs,median_ms,p10_ms,p90_ms,map_ms,"
+            "dtype,backend,device\n");
+    for (int i = 0; i < s->n; i++) {
+        const bench_layer *b = &r->layers[i];
+        fprintf(f, "\"%s\",%d,\"%s\",%s,%lld,%lld,%lld,%.6g,%.6g,%.6g,%.6g,%s,%s,\"%s\"\n",
+                s->name, i, s->layers[i].name, b->plan.config, (long long)b->n_in,
+                (long long)b->n_out, (long long)b->pairs, b->t.median, b->t.p10, b->t.p90,
+                b->map_ms, r->dtype, r->backend, r->device);
+    }
+}
+
 void bench_write_csv(FILE *f, const bench_run *r)
 {
     const cli_suite *s = r->suite;
+    if (r->model) {
+        csv_steps(f, r);
+        return;
+    }
     fprintf(f, "suite,index,layer,type,kernel,stride,padding,dilation,cin,cout,voxels_in,"
             "voxels_out,pairs,median_ms,p10_ms,p90_ms,tflops,gbps,floor_ms,floor_ratio,algo,"
             "config,tap_split,repeat_of,dtype,backend,device\n");
@@ -168,6 +228,15 @@ static void json_layer(FILE *f, const bench_run *r, int i)
     const bench_layer *b = &r->layers[i];
     fprintf(f, "    {\"index\": %d, \"name\": ", i);
     cli_json_string(f, l->name);
+    if (r->model) { /* a network's step: no geometry, channels or floor */
+        fprintf(f, ", \"type\": ");
+        cli_json_string(f, b->plan.config);
+        fprintf(f, ", \"voxels_in\": %lld, \"voxels_out\": %lld, \"pairs\": %lld, ",
+                (long long)b->n_in, (long long)b->n_out, (long long)b->pairs);
+        json_stats(f, &b->t);
+        fprintf(f, ", \"map_ms\": %.6g, \"floor_ms\": null}", b->map_ms);
+        return;
+    }
     fprintf(f, ", \"type\": \"%s\", ", CLI_LAYER_TYPES[l->type]);
     json_geometry(f, l->kernel, l->stride, l->padding, l->dilation);
     fprintf(f, ", \"cin\": %lld, \"cout\": %lld, \"voxels_in\": %lld, \"voxels_out\": %lld, "
@@ -198,7 +267,7 @@ void bench_write_json(FILE *f, const bench_run *r)
     cli_json_string(f, r->scene);
     fprintf(f, ", \"voxels\": %lld, ", (long long)r->voxels);
     json_int3(f, "spatial_shape", r->shape);
-    fprintf(f, "},\n  \"suite\": ");
+    fprintf(f, "},\n  \"%s\": ", r->model ? "model" : "suite");
     cli_json_string(f, r->suite->name);
     fprintf(f, ",\n  \"layers\": [\n");
     for (int i = 0; i < r->suite->n; i++) {
@@ -269,4 +338,12 @@ int bench_write_outputs(const char *cmd, vc_context *ctx, const bench_run *r, co
     if (rc == CLI_OK && n > 0) rc = cli_write_outputs(cmd, ctx, outs, n);
     for (int k = 0; k < 3; k++) free(texts[k]);
     return rc;
+}
+
+int bench_report_all(const char *cmd, vc_context *ctx, const bench_run *r, const char *csv,
+                     const char *json, const char *plot)
+{
+    int to_stdout = (csv && !strcmp(csv, "-")) || (json && !strcmp(json, "-"));
+    bench_print_table(to_stdout ? stderr : stdout, r);
+    return bench_write_outputs(cmd, ctx, r, csv, json, plot);
 }

@@ -29,7 +29,8 @@ static const char *const GRIDS[] = {"kitti", "nuscenes", NULL};
 #define MAX_LAYER_SPECS 256
 
 static const char BENCH_HELP[] =
-    "usage: voxconv bench SCENE|--synth KIND[:N] (--layer SPEC ... | --suite FILE) [options]\n"
+    "usage: voxconv bench SCENE|--synth KIND[:N] (--layer SPEC ... | --suite FILE |\n"
+    "                     --model FILE.json) [options]\n"
     "       voxconv bench --plot OUT.svg --compare A.json B.json\n"
     "\n"
     "Times sparse convolution and pooling layers on a scene: per layer the voxels in and out,\n"
@@ -45,6 +46,10 @@ static const char BENCH_HELP[] =
     "                          TYPE subm|strided|downsample|inverse|transposed|maxpool|avgpool;\n"
     "                          K, S, P, D one number or z,y,x\n"
     "  --suite FILE            the layers of a suite file (datasets/layers/*.txt)\n"
+    "  --model FILE.json       a whole network (models/*.json, docs/networks.md) instead: the\n"
+    "                          frame timed, then each step profiled; a point scene or --synth\n"
+    "                          is voxelized by the model; --weights W.safetensors or\n"
+    "                          --random-weights SEED (default 1)\n"
     "  --dilation D            the dilation of --layer specs that give none (default 1)\n"
     "  --dtype fp32|tf32|fp16|bf16   features and weights (default fp16 on CUDA, fp32 on CPU;\n"
     "                          tf32: fp32 data on tensor cores)\n"
@@ -64,7 +69,7 @@ static const char BENCH_HELP[] =
 
 typedef struct bench_opts {
     const char *suite, *dilation, *synth, *seed, *grid, *dtype, *algo, *backend, *runs;
-    const char *warmup, *csv, *json, *plot, *peak, *vsize;
+    const char *warmup, *csv, *json, *plot, *peak, *vsize, *model, *weights, *net_seed;
     int flush, compare;
     const char *layers[MAX_LAYER_SPECS];
     int n_layers;
@@ -81,6 +86,7 @@ typedef struct bench_cfg {
     vc_synth_desc synth;
     int use_synth;
     float vsize[3];
+    uint64_t net_seed; /* --random-weights (default 1) */
 } bench_cfg;
 
 /* Everything a run holds on the context. */
@@ -186,6 +192,10 @@ static int parse_cfg(const char *cmd, const bench_opts *o, bench_cfg *c)
     for (int a = 0; a < 3; a++)
         if (!(c->vsize[a] > 0))
             return cli_usage_error(cmd, "--voxel-size: sizes must be > 0, got '%s'", o->vsize);
+    c->net_seed = 1;
+    if (o->net_seed && cli_parse_u64(cmd, "--random-weights", o->net_seed, &c->net_seed))
+        return CLI_USAGE;
+    if (o->model && c->tf32) return cli_usage_error(cmd, "--dtype tf32: not with --model");
     return CLI_OK;
 }
 
@@ -354,23 +364,6 @@ static int build_maps(const char *cmd, bench_state *st, vc_coords *scene, bench_
 
 /* ---- timing ------------------------------------------------------------------------------ */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median (the mean of the middle two for an even count), p10 and p90 (nearest rank). */
-static bench_stats stats_of(double *v, int n)
-{
-    bench_stats s;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    s.p10 = v[(int)floor(0.1 * (n - 1) + 0.5)];
-    s.p90 = v[(int)floor(0.9 * (n - 1) + 0.5)];
-    return s;
-}
-
 /* One call of layer i (a repeat runs on its original's operands); the output is destroyed. */
 static vc_status run_layer(bench_state *st, int i, const bench_run *run)
 {
@@ -421,7 +414,7 @@ static vc_status time_calls(bench_state *st, int i, const bench_run *run, bench_
         if (r == VC_OK) r = vc_timer_stop(st->timer, &ms);
         if (k >= 0) v[k] = ms;
     }
-    if (r == VC_OK) *out = stats_of(v, st->c->runs);
+    if (r == VC_OK) *out = bench_stats_of(v, st->c->runs);
     free(v);
     return r;
 }
@@ -473,7 +466,7 @@ static int time_maps(const char *cmd, bench_state *st, bench_run *run)
             if (k >= 0) v[k] = ms;
         }
         if (r == VC_OK) {
-            run->maps[m].t = stats_of(v, st->c->runs);
+            run->maps[m].t = bench_stats_of(v, st->c->runs);
             run->sum_maps_ms += run->maps[m].t.median;
         } else {
             char what[256];
@@ -668,6 +661,35 @@ static int bench_all(const char *cmd, bench_state *st, vc_coords *scene, bench_r
 
 /* The run on an open context: the scene, the suite (from the specs or the file), the timings,
  * the reports. */
+/* The settings of a run (the dtype's default is the backend's: fp16 on CUDA, fp32 on CPU). */
+static void run_settings(vc_context *ctx, const bench_opts *o, bench_cfg *c, bench_run *run)
+{
+    memset(run, 0, sizeof *run);
+    vc_backend b = VC_BACKEND_CPU;
+    vc_context_backend(ctx, &b);
+    if (!c->dtype_set && b == VC_BACKEND_CUDA) c->dtype = VC_DTYPE_FP16;
+    vc_context_device_name(ctx, run->device, sizeof run->device);
+    run->backend = b == VC_BACKEND_CUDA ? "cuda" : "cpu";
+    run->dtype = c->tf32 ? "tf32" : cli_dtype_name(c->dtype);
+    run->algo = o->algo ? o->algo : "auto";
+    run->runs = c->runs;
+    run->warmup = c->warmup;
+    run->flush = o->flush;
+}
+
+/* --model: a whole network on the scene (bench_net.c). */
+static int bench_model_on(const char *cmd, vc_context *ctx, const bench_opts *o,
+                          const char *scene, bench_cfg *c)
+{
+    bench_run run;
+    run_settings(ctx, o, c, &run);
+    run.model = 1;
+    const bench_model_opts m = {o->model, o->weights, scene,
+                                c->use_synth ? &c->synth : NULL, &o->read, c->net_seed,
+                                c->dtype, c->algo, o->csv, o->json, o->plot};
+    return bench_model(cmd, ctx, &m, &run);
+}
+
 static int bench_on(const char *cmd, vc_context *ctx, const bench_opts *o, const char *scene,
                     bench_cfg *c, cli_suite *suite)
 {
@@ -675,19 +697,9 @@ static int bench_on(const char *cmd, vc_context *ctx, const bench_opts *o, const
     if (o->suite && cli_suite_read(o->suite, suite, err, sizeof err))
         return cli_error(cmd, "--suite: %s", err);
     bench_run run;
-    memset(&run, 0, sizeof run);
+    run_settings(ctx, o, c, &run);
     bench_state st;
     memset(&st, 0, sizeof st);
-    vc_backend b = VC_BACKEND_CPU;
-    vc_context_backend(ctx, &b);
-    if (!c->dtype_set && b == VC_BACKEND_CUDA) c->dtype = VC_DTYPE_FP16;
-    vc_context_device_name(ctx, run.device, sizeof run.device);
-    run.backend = b == VC_BACKEND_CUDA ? "cuda" : "cpu";
-    run.dtype = c->tf32 ? "tf32" : cli_dtype_name(c->dtype);
-    run.algo = o->algo ? o->algo : "auto";
-    run.runs = c->runs;
-    run.warmup = c->warmup;
-    run.flush = o->flush;
     run.suite = suite;
     run.floor_known = 1;
     st.ctx = ctx;
@@ -710,11 +722,7 @@ static int bench_on(const char *cmd, vc_context *ctx, const bench_opts *o, const
     if (rc == CLI_OK) rc = bench_all(cmd, &st, coords, &run);
     vc_coords_destroy(coords);
     state_free(&st);
-    if (rc == CLI_OK) {
-        int to_stdout = (o->csv && !strcmp(o->csv, "-")) || (o->json && !strcmp(o->json, "-"));
-        bench_print_table(to_stdout ? stderr : stdout, &run);
-        rc = bench_write_outputs(cmd, ctx, &run, o->csv, o->json, o->plot);
-    }
+    if (rc == CLI_OK) rc = bench_report_all(cmd, ctx, &run, o->csv, o->json, o->plot);
     free(run.layers);
     free(run.maps);
     return rc;
@@ -736,9 +744,16 @@ static int check_args(const char *cmd, const bench_opts *o, int npos)
                                    "or other output");
         return CLI_OK;
     }
+    if ((o->weights || o->net_seed) && !o->model)
+        return cli_usage_error(cmd, "%s: only with --model",
+                               o->weights ? "--weights" : "--random-weights");
+    if (o->model && (o->n_layers || o->suite))
+        return cli_usage_error(cmd, "give --model, --layer specs or --suite, one of them");
+    if (o->model && o->weights && o->net_seed)
+        return cli_usage_error(cmd, "give --weights or --random-weights, not both");
     if (o->n_layers && o->suite)
         return cli_usage_error(cmd, "give --layer specs or --suite, not both");
-    if (!o->n_layers && !o->suite)
+    if (!o->model && !o->n_layers && !o->suite)
         return cli_usage_error(cmd, "no layers: give --layer \"TYPE K S P CIN COUT\" or --suite "
                                "FILE (see voxconv bench --help)");
     if (o->synth && npos != 0)
@@ -766,6 +781,8 @@ int cmd_bench(int argc, char **argv)
                       {"--plot", &o.plot, NULL},       {"--peak", &o.peak, NULL},
                       {"--voxel-size", &o.vsize, NULL}, {"--flush-l2", NULL, &o.flush},
                       {"--compare", NULL, &o.compare}, {"--tune-cache", &tune_cache, NULL},
+                      {"--model", &o.model, NULL},     {"--weights", &o.weights, NULL},
+                      {"--random-weights", &o.net_seed, NULL},
                       CLI_READ_OPTIONS(o.read)};
     int rc = take_layers(cmd, argc, argv, &o, rest, &nrest);
     if (rc == CLI_OK)
@@ -782,6 +799,7 @@ int cmd_bench(int argc, char **argv)
     if (rc == CLI_OK && !done) rc = cli_open_context_tuned(cmd, backend, tune_cache, &ctx);
     if (rc == CLI_OK && !done) {
         if (o.compare) rc = bench_compare(cmd, ctx, pos[0], pos[1], o.plot);
+        else if (o.model) rc = bench_model_on(cmd, ctx, &o, pos[0], &c);
         else rc = bench_on(cmd, ctx, &o, pos[0], &c, &suite);
     }
     cli_suite_free(&suite);

@@ -116,6 +116,20 @@ ok synth_scene "$VOX" synth lidar "$W/scene.vxt" --voxels 5000 "${CPU[@]}"
 ok bench_vxt "$VOX" bench "$W/scene.vxt" --layer "subm 3 1 0 4 4" --runs 1 "${CPU[@]}"
 ok bench_points "$VOX" bench data/small.bin --layer "subm 3 1 0 4 4" --runs 1 "${CPU[@]}"
 
+# a whole network (random weights) on a small synthetic sweep: the steps, the frame, the JSON
+ok bench_model "$VOX" bench --model "$SRC/models/voxel_res_backbone8x_kitti.json" \
+  --synth lidar:4000 --runs 2 --warmup 0 --json "$W/net.json" --plot "$W/net.svg" "${CPU[@]}"
+if grep -q '^| conv_input.0 | subm+bn+relu | ' "$W/bench_model.out" &&
+   grep -q '^whole network: [0-9]* steps, sum of step medians .*; frame ' "$W/bench_model.out"
+then pass bench_model_table; else fail bench_model_table "$(head -12 "$W/bench_model.out")"; fi
+if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); s = d["layers"]
+assert d["model"] == "voxel_res_backbone8x_kitti.json" and len(s) == d["total"]["layers"] > 5
+assert all({"name", "type", "voxels_in", "voxels_out", "pairs", "median_ms", "p10_ms", "p90_ms",
+            "map_ms"} <= set(x) for x in s)
+assert d["total"]["network_median_ms"] > 0' "$W/net.json" 2>"$W/net.err"
+then pass bench_model_json; else fail bench_model_json "$(tail -2 "$W/net.err")"; fi
+svg_ok bench_model_svg "$W/net.svg" 5
+
 # ---- bench: errors --------------------------------------------------------------------------
 error err_no_layers "no layers" "$VOX" bench --synth uniform
 error err_spec_fields "expected \"TYPE K S P CIN COUT" "$VOX" bench --synth uniform \
@@ -150,6 +164,12 @@ error err_compare_garbage "not a voxconv bench JSON result" "$VOX" bench --plot 
 printf '{"layers": [], "total": {}}' >"$W/empty.json"
 error err_compare_layers "different layers" "$VOX" bench --plot "$W/x.svg" \
   --compare "$W/r.json" "$W/empty.json" "${CPU[@]}"
+error err_model_missing "cannot load the network" "$VOX" bench --model "$W/none.json" \
+  --synth lidar "${CPU[@]}"
+error err_model_suite "one of them" "$VOX" bench --model "$SRC/models/spunet_indoor.json" \
+  --suite "$SRC/datasets/layers/subm_sweep.txt" --synth indoor
+error err_weights_alone "--weights: only with --model" "$VOX" bench --synth lidar \
+  --layer "subm 3 1 0 4 4" --weights "$W/w.safetensors"
 error err_plot_ext "--plot" "$VOX" bench --synth uniform --layer "subm 3 1 0 4 4" \
   --plot "$W/x.npy"
 
