@@ -85,8 +85,8 @@ static void algo_text(const bench_layer *l, char *buf, size_t len)
     if (l->plan.tap_split > 0) snprintf(split, sizeof split, " split %d", (int)l->plan.tap_split);
     if (l->plan.tap_split < 0)
         snprintf(split, sizeof split, " split <=%d", (int)-l->plan.tap_split);
-    snprintf(buf, len, "%s%s%s%s", bench_algo_name(l->plan.algo), l->plan.config[0] ? " " : "",
-             l->plan.config, split);
+    snprintf(buf, len, "%s%s%s%s%s", bench_algo_name(l->plan.algo), l->plan.config[0] ? " " : "",
+             l->plan.config, split, l->plan.tuned ? " (tuned)" : "");
 }
 
 /* --model: one row per step of the network, then the frame. */
@@ -252,8 +252,8 @@ static void json_layer(FILE *f, const bench_run *r, int i)
         fprintf(f, "\"floor_ms\": null, \"floor_ratio\": null");
     fprintf(f, ", \"algo\": \"%s\", \"config\": ", bench_algo_name(b->plan.algo));
     cli_json_string(f, b->plan.config);
-    fprintf(f, ", \"tap_split\": %d, \"map\": %d, \"repeat_of\": %d}", (int)b->plan.tap_split,
-            b->map, b->dup_of);
+    fprintf(f, ", \"tap_split\": %d, \"tuned\": %s, \"map\": %d, \"repeat_of\": %d}",
+            (int)b->plan.tap_split, b->plan.tuned ? "true" : "false", b->map, b->dup_of);
 }
 
 void bench_write_json(FILE *f, const bench_run *r)

@@ -74,8 +74,8 @@ top = {"tool", "version", "device", "backend", "dtype", "algo", "runs", "warmup"
        "scene", "suite", "layers", "maps", "total"}
 layer = {"index", "name", "type", "kernel", "stride", "padding", "dilation", "cin", "cout",
          "voxels_in", "voxels_out", "pairs", "median_ms", "p10_ms", "p90_ms", "flops", "bytes",
-         "tflops", "gbps", "floor_ms", "floor_ratio", "algo", "config", "tap_split", "map",
-         "repeat_of"}
+         "tflops", "gbps", "floor_ms", "floor_ratio", "algo", "config", "tap_split", "tuned",
+         "map", "repeat_of"}
 mp = {"index", "first_layer", "type", "kernel", "stride", "padding", "dilation", "voxels_in",
       "voxels_out", "pairs", "median_ms", "p10_ms", "p90_ms"}
 total = {"layers", "sum_median_ms", "sum_floor_ms", "network_median_ms", "network_p10_ms",
