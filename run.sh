@@ -125,10 +125,11 @@ python_tests() {
     local venv=${VOXCONV_PYVENV:-$BUILD_DIR/pyvenv} t0=$SECONDS
     local py="$venv/bin/python"
     say "python: pip install ./python (CPU only) into $venv"
-    [ -x "$py" ] || python3 -m venv "$venv"
+    # (called from `python_tests || rc=$?`, where errexit is off: every step checks itself)
+    [ -x "$py" ] || python3 -m venv "$venv" || return 1
     local pip=("$py" -m pip install -q --disable-pip-version-check)
-    "${pip[@]}" numpy pytest
-    VOXCONV_CUDA=OFF "${pip[@]}" --no-deps --force-reinstall ./python
+    "${pip[@]}" numpy pytest || return 1
+    VOXCONV_CUDA=OFF "${pip[@]}" --no-deps --force-reinstall ./python || return 1
     if ! "$py" -c 'import torch' 2>/dev/null; then
         local limit=${VOXCONV_TORCH_TIMEOUT:-240}
         say "python: installing torch (at most ${limit}s)"
