@@ -30,6 +30,8 @@ deps() {
     command -v python3 >/dev/null || want+=(python3)
     python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     command -v apt-get >/dev/null && command -v dpkg >/dev/null || true
+    # cJSON parses the network descriptions and safetensors headers (cmake/cjson.cmake)
+    [ -f /usr/include/cjson/cJSON.h ] || want+=(libcjson-dev)
     if command -v clang >/dev/null; then
         # libFuzzer and OpenMP for clang
         local rt

@@ -3,8 +3,9 @@
 #   1. VOXCONV_CJSON_PREFIX, when set: only that prefix (include/cjson/cJSON.h, lib*/libcjson.*).
 #   2. find_package(cJSON CONFIG): Debian's libcjson-dev ships cJSONConfig.cmake.
 #   3. pkg-config's libcjson.
-#   4. a plain search of the usual places and CMAKE_PREFIX_PATH (a prefix unpacked from the
-#      Debian packages by bench/deps/fetch_cjson, whose absolute-path config files it drops).
+#   4. a plain search of CMAKE_PREFIX_PATH, the usual places and .deps/usr (the prefix
+#      bench/deps/fetch_cjson unpacks from the Debian packages, whose absolute-path config
+#      files it drops). The build tree's programs find it at run time through their RPATH.
 #   5. VOXCONV_CJSON_FETCH (default ON): cJSON's release, downloaded; its one source file is then
 #      compiled into voxconv itself, symbols hidden, so consumers need nothing more.
 # Results: VOXCONV_CJSON_INCLUDE_DIR (the folder holding cJSON.h), and either
@@ -62,8 +63,12 @@ if(NOT VOXCONV_CJSON_LIBRARY)
 endif()
 
 if(NOT VOXCONV_CJSON_LIBRARY)
-  find_path(VOXCONV_CJSON_INCLUDE_DIR cJSON.h PATH_SUFFIXES cjson)
-  find_library(VOXCONV_CJSON_LIBRARY NAMES cjson)
+  # .deps/usr: where bench/deps/fetch_cjson unpacks it, so that every script building on a
+  # machine without cJSON and without network finds it with no option.
+  set(_vc_deps ${PROJECT_SOURCE_DIR}/.deps/usr)
+  find_path(VOXCONV_CJSON_INCLUDE_DIR cJSON.h PATH_SUFFIXES cjson HINTS ${_vc_deps}/include)
+  find_library(VOXCONV_CJSON_LIBRARY NAMES cjson
+               HINTS ${_vc_deps}/lib/${CMAKE_LIBRARY_ARCHITECTURE} ${_vc_deps}/lib)
 endif()
 
 if(NOT VOXCONV_CJSON_LIBRARY OR NOT VOXCONV_CJSON_INCLUDE_DIR)

@@ -46,6 +46,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include "conv/conv_gpu.h"
+#include "conv/tune.h"
 #include "core/cuda_check.cuh"
 #include "core/cuda_util.cuh"
 #include "core/device_pool.h"
@@ -630,10 +631,51 @@ fail:
     return st;
 }
 
+// A bucket's tuned choice for layer a (conv/tune.h), where the options leave the configuration
+// and the tap split to the planner and the context has a tune table; else NULL.
+const vc_tune_entry *tuned_choice(const vc_conv_args *a, int tf32, const vc_engine_options &o)
+{
+    vc_tune_key k;
+    if (!o.tune || o.gemm_config >= 0 || o.tap_split != 0 ||
+        vc_tune_key_of(a->map, a->c_in, a->c_out, a->in_dtype, tf32, &k) != 0)
+        return NULL;
+    const vc_tune_entry *e = vc_tune_find(o.tune, &k);
+    return e && e->config >= 0 ? e : NULL;
+}
+
+// One configuration to try: its index (-1: gemm/'s pick), its tap split (gemm.h's splits), and
+// whether it came from the tune table.
+struct Candidate {
+    int32_t cfg, splits;
+    bool tuned;
+};
+
+// The implicit GEMM's configurations for a layer, best first, into c (at most 5; returns the
+// count): a forced one (options) alone; else a tuned bucket's choice, then the planner's
+// (implicit_configs, each with the tap split of tap_splits) up to the first of gemm/'s pick.
+int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dense, int tf32,
+                        const vc_engine_options &o, Candidate c[5])
+{
+    const vc_kmap_data *m = a->map;
+    if (o.gemm_config >= 0) {
+        c[0] = {o.gemm_config, tap_splits(m, pa.c_in, o.gemm_config, pa.in_dtype, o), false};
+        return 1;
+    }
+    int n = 0;
+    if (const vc_tune_entry *te = tuned_choice(a, tf32, o))
+        c[n++] = {te->config, te->split > 1 ? te->split : 0, true};
+    int32_t cfgs[4];
+    implicit_configs(m->n_out, a->c_in, a->c_out, m->volume, dense, pa.in_dtype, cfgs);
+    for (int j = 0; j < 4; j++) {
+        c[n++] = {cfgs[j], tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype, o), false};
+        if (cfgs[j] < 0) break;
+    }
+    return n;
+}
+
 // The implicit GEMM of a layer (pa: the GEMM's view of a, features possibly widened; w its
-// weights): the planner's configurations in turn until one fits (implicit_configs), each with
-// the tap split of tap_splits; the workspace of the split it plans and the tile order it takes;
-// one launch.
+// weights): the candidates of implicit_candidates in turn until one fits; the workspace of the
+// split it plans and the tile order it takes; one launch. What ran goes to o.choice.
 vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const void *w, int tf32,
                         const vc_engine_options &o, cudaStream_t s, vc_err *err)
 {
@@ -664,20 +706,20 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
         g.masks = NULL;
         g.mask_words = 0;
     }
-    int32_t cfgs[4];
-    implicit_configs(n_out, a->c_in, c_out, K, dense, pa.in_dtype, cfgs);
-    if (o.gemm_config >= 0) cfgs[0] = o.gemm_config, cfgs[1] = -1;
+    Candidate c[5];
+    const int nc = implicit_candidates(a, pa, dense, tf32, o, c);
     vc_status st = VC_OK, gs = VC_ERR_UNSUPPORTED;
     vc_gemm_launch_plan plan;
     vc_err ge;
     ge.msg[0] = 0;
     float *part = NULL;
-    for (int j = 0; j < 4 && gs == VC_ERR_UNSUPPORTED; j++) { // unsupported: the next tile
+    for (int j = 0; j < nc && gs == VC_ERR_UNSUPPORTED; j++) { // unsupported: the next tile
         // the tap split where the tile set is too small for the device (gemm/ resolves an
         // automatic split; the workspace is sized for the groups the plan runs)
-        g.splits = tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype, o);
-        gs = vc_gemm_plan(&g, cfgs[j], &plan, &ge);
-        if (gs == VC_ERR_UNSUPPORTED && cfgs[j] >= 0 && o.gemm_config < 0) continue;
+        g.splits = c[j].splits;
+        gs = vc_gemm_plan(&g, c[j].cfg, &plan, &ge);
+        if (gs == VC_ERR_UNSUPPORTED && c[j].cfg >= 0 && (c[j].tuned || o.gemm_config < 0))
+            continue;
         if (gs != VC_OK) break;
         if (plan.groups > 1) {
             VC_CUDA_TRY(scratch(o.allocator, (void **)&part,
@@ -688,6 +730,8 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
         st = tile_order_for(a, &plan, !dense, o, s, err);
         if (st != VC_OK) goto fail;
         gs = vc_gemm_run(&plan, s, &ge);
+        if (gs == VC_OK && o.choice)
+            *o.choice = {VC_ALGO_IMPLICIT_GEMM, plan.config, plan.groups, c[j].tuned ? 1 : 0};
     }
     if (gs != VC_OK) st = gemm_fail(err, gs, ge, "implicit GEMM");
 fail:
@@ -761,6 +805,31 @@ extern "C" vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64
     return VC_ALGO_IMPLICIT_GEMM;
 }
 
+// What implicit_gemm would try first for this layer (its first candidate, over the channels
+// gemm_operands widens 16-bit features to), without launching.
+extern "C" void vc_conv_gpu_describe(const vc_kmap_data *m, int64_t c_in, int64_t c_out,
+                                     vc_dtype dt, int tf32, const vc_engine_options *opt,
+                                     const char **config, int32_t *tap_split, int32_t *tuned)
+{
+    const vc_engine_options o = opt ? *opt : vc_engine_options_default();
+    vc_conv_args a;
+    memset(&a, 0, sizeof a);
+    a.map = m;
+    a.in_dtype = dt;
+    a.c_in = c_in;
+    a.c_out = c_out;
+    vc_conv_args pa = a;
+    pa.c_in = dt != VC_DTYPE_FP32 && c_in % 8 ? (c_in + 7) / 8 * 8 : c_in;
+    const bool dense = m->type == VC_MAP_SUBM && m->volume == 1 && m->n_in == m->n_out;
+    Candidate c[5];
+    implicit_candidates(&a, pa, dense, tf32, o, c);
+    const vc_gemm_config *t = NULL;
+    const int32_t n = vc_gemm_configs(&t);
+    *config = c[0].cfg >= 0 && c[0].cfg < n ? t[c[0].cfg].name : "gemm default";
+    *tap_split = c[0].splits;
+    *tuned = c[0].tuned ? 1 : 0;
+}
+
 extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
                                  const vc_engine_options *opt, struct CUstream_st *stream,
                                  vc_err *err)
@@ -770,6 +839,8 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     const vc_engine_options o = opt ? *opt : vc_engine_options_default();
     const vc_kmap_data *m = a->map;
     const int64_t n_out = m->n_out, c_out = a->c_out;
+    if (algo == VC_ALGO_AUTO) algo = vc_conv_gpu_plan(m, a->c_in, c_out, a->in_dtype, opt);
+    if (o.choice) *o.choice = {(int32_t)algo, -1, 1, 0}; // implicit_gemm adds its GEMM's
     if (n_out == 0) return VC_OK;
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
@@ -785,7 +856,6 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         VC_CUDA_TRY(cudaGetLastError(), "epilogue kernel");
         goto fail;
     }
-    if (algo == VC_ALGO_AUTO) algo = vc_conv_gpu_plan(m, a->c_in, c_out, a->in_dtype, opt);
     st = gemm_operands(a, &pa, &w, &ops, o, s, err);
     if (st != VC_OK) goto fail;
     if (algo == VC_ALGO_IMPLICIT_GEMM)

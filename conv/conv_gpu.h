@@ -35,10 +35,43 @@ struct CUstream_st;
 vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
                       const vc_engine_options *opt, struct CUstream_st *stream, vc_err *err);
 
+/* What vc_conv_gpu_tune measured of a layer: the planner's choice and the fastest other one
+ * (configurations are indices into vc_gemm_configs' table; groups are tap-split groups, 1 for
+ * none). best_config is -1 where nothing beat the planner by the margin in both rounds. */
+typedef struct vc_conv_tune_result {
+    int32_t candidates;              /* choices timed, the planner's included                 */
+    int32_t planner_config, planner_groups;
+    double planner_ms;               /* median of the confirming round (or of the sweep)      */
+    int32_t best_config, best_groups;
+    double best_ms;                  /* the fastest candidate's median, confirming round      */
+} vc_conv_tune_result;
+
+/* Times the implicit GEMM of layer a (as vc_conv_gpu with VC_ALGO_IMPLICIT_GEMM; a->out is
+ * overwritten) under the planner's choice and under every compiled GEMM configuration of its
+ * dtype and math, each with every tap split of {planner's rule, 1, 2, 3, 4, 6, 8} (16-bit
+ * features on maps of K > 1; one split otherwise), skipping those that do not fit and those
+ * that resolve to a choice already timed. Each time is the median of `runs` launches after two
+ * warm-up launches, each launch timed alone with events. The fastest is then timed again,
+ * alternating with the planner's; it is kept only where it is faster than the planner's by
+ * more than `margin` (a fraction) in both the sweep and that confirming round. Exact fp32
+ * (one configuration) times the planner's choice alone. opt: as for vc_conv_gpu (its
+ * gemm_config, tap_split and tune are overridden). Synchronises after every launch. */
+vc_status vc_conv_gpu_tune(const vc_conv_args *a, int tf32, const vc_engine_options *opt,
+                           int32_t runs, double margin, struct CUstream_st *stream,
+                           vc_conv_tune_result *res, vc_err *err);
+
 /* The algorithm VC_ALGO_AUTO runs for this map, channels and feature dtype under options opt
  * (NULL: the defaults); never AUTO. */
 vc_algo vc_conv_gpu_plan(const vc_kmap_data *map, int64_t c_in, int64_t c_out, vc_dtype dtype,
                          const vc_engine_options *opt);
+
+/* The implicit GEMM's first tile configuration for the layer (a gemm/gemm.h name, or "gemm
+ * default" where gemm/ picks, as for fp32) and its tap split (tap_splits: 0 none, N > 0 forced
+ * groups, -N up to N as the device allows): the tune table's choice where opt has one for the
+ * layer's bucket (*tuned 1), else the planner's rules. Launches nothing. */
+void vc_conv_gpu_describe(const vc_kmap_data *map, int64_t c_in, int64_t c_out, vc_dtype dtype,
+                          int tf32, const vc_engine_options *opt, const char **config,
+                          int32_t *tap_split, int32_t *tuned);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,8 @@
 
 struct vc_allocator;
 struct vc_engine_cache;
+struct vc_tune_table;
+struct vc_conv_choice;
 
 typedef struct vc_engine_options {
     /* Kernel maps: output discovery of STRIDED/DOWNSAMPLE/TRANSPOSED maps through a bitmap of
@@ -40,9 +42,14 @@ typedef struct vc_engine_options {
     /* Per-context resources the engine keeps between calls, owned by the context; NULL: none
      * kept (what they would hold is made and freed per call). */
     struct vc_engine_cache *cache;
+    /* Implicit GEMM: the tuned choices per layer bucket (conv/tune.h), owned by the context,
+     * consulted where gemm_config and tap_split are left to the planner; NULL: none. */
+    const struct vc_tune_table *tune;
+    /* Where the GPU convolution records what it ran (conv/tune.h), or NULL. */
+    struct vc_conv_choice *choice;
 } vc_engine_options;
 
-#define VC_ENGINE_OPTIONS_INIT {0, -1, 0, 1, 0, 1, NULL, NULL}
+#define VC_ENGINE_OPTIONS_INIT {0, -1, 0, 1, 0, 1, NULL, NULL, NULL, NULL}
 
 /* The defaults, for callers that have no context (tests of engine internals). */
 static inline vc_engine_options vc_engine_options_default(void)

@@ -135,11 +135,18 @@ typedef struct vc_context_desc {
     struct CUstream_st *stream;     /* CUDA stream, NULL = the legacy default stream           */
     int32_t num_threads;            /* CPU threads, 0 = OpenMP's default                       */
     const vc_allocator *allocator;  /* NULL = the context's own allocator; copied at create    */
+    const char *tune_cache;         /* a tuning cache file (vc_tune_cache_save) for the
+                                       convolution planner to consult, or NULL. One that cannot
+                                       be read, or is corrupt, stale (another library version) or
+                                       foreign (another GPU, CUDA or driver) is ignored, and
+                                       vc_context_warning says why; creation still succeeds    */
 } vc_context_desc;
 
-#define VC_CONTEXT_DESC_INIT {sizeof(vc_context_desc), VC_BACKEND_AUTO, 0, NULL, 0, NULL}
+#define VC_CONTEXT_DESC_INIT {sizeof(vc_context_desc), VC_BACKEND_AUTO, 0, NULL, 0, NULL, NULL}
 
-/* Creates a context. `desc` may be NULL (all defaults). On failure *out is left unchanged. */
+/* Creates a context. `desc` may be NULL (all defaults); a desc whose struct_size is that of an
+ * earlier, shorter vc_context_desc (from `num_threads` on) is read up to its size, the later
+ * fields taking their defaults. On failure *out is left unchanged. */
 VC_API vc_status vc_context_create(const vc_context_desc *desc, vc_context **out);
 /* Destroys a context. Handles created on it must be destroyed first: their count is checked
  * and VC_ERR_INVALID_ARGUMENT is returned (and nothing freed) while any remain. NULL is OK. */
@@ -150,6 +157,10 @@ VC_API vc_status vc_context_backend(const vc_context *ctx, vc_backend *out);
  * on the context. NULL ctx gives the message of the last failed vc_context_create on this
  * thread, valid until the next failed vc_context_create on this thread. */
 VC_API const char *vc_context_last_error(const vc_context *ctx);
+/* The context's warning: why the tune cache named at creation was ignored, as one line, or ""
+ * when none. Kept for the context's life (other calls do not clear it); static to the context.
+ * The library never prints it: a caller that wants it shown prints it. */
+VC_API const char *vc_context_warning(const vc_context *ctx);
 /* Sets the stream later calls are ordered on (CUDA backend; ignored by CPU). */
 VC_API vc_status vc_context_set_stream(vc_context *ctx, struct CUstream_st *stream);
 /* Waits for all work queued on the context's stream. Synchronises. */
@@ -559,6 +570,55 @@ typedef struct vc_conv_desc {
 VC_API vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc,
                                  const vc_tensor *in, vc_tensor **out);
 
+/* Tuning (CUDA backend; docs/tune.md). The planner picks each layer's GEMM configuration and
+ * tap split by rules; tuning times every compiled choice for a layer on the GPU at hand and
+ * keeps the fastest for the layer's bucket (C_in, C_out, math, map type, kernel volume, output
+ * count and taps per output, by octave: docs/tune.md) in the context's tune table, which the
+ * planner then consults for every layer of that bucket. vc_tune_cache_save writes the table,
+ * keyed by the GPU, its SM count, the CUDA runtime and driver and the library version, and a
+ * context created with vc_context_desc.tune_cache loads it. Results may differ in their last
+ * bits between two choices (docs/tune.md says how far); for one cache they are deterministic. */
+typedef struct vc_tune_options {
+    uint32_t struct_size;
+    int32_t runs;             /* timed launches a choice (their median), 1..64; default 5      */
+    float margin;             /* a choice replaces the planner's only when faster by more than
+                                 this fraction, in the sweep and in a confirming round;
+                                 0 .. 0.5, default 0.03                                        */
+    int32_t skip_known;       /* 1: a layer whose bucket the table holds already is not timed
+                                 again (report->known = 1); default 0: timed, and replaced     */
+} vc_tune_options;
+
+#define VC_TUNE_OPTIONS_INIT {sizeof(vc_tune_options), 5, 0.03f, 0}
+
+typedef struct vc_tune_report {
+    int32_t candidates;       /* choices timed, the planner's included (1: nothing to choose:
+                                 exact fp32, or a layer with no pairs)                          */
+    int32_t changed;          /* 1: the layer's bucket now overrides the planner               */
+    int32_t stored;           /* 1: the bucket was put into the context's table               */
+    int32_t known;            /* 1: skipped, its bucket was in the table (skip_known)          */
+    char bucket[96];          /* the layer's bucket, as text ("fp16 subm K27 32->32 out 2^17
+                                 taps 2^2.5"); "" for a layer that has none (no pairs)        */
+    char planner[64];         /* the planner's choice, "CONFIG/GROUPS" ("" where no GEMM ran) */
+    char tuned[64];           /* the kept choice (the planner's where it stayed)               */
+    double planner_ms;        /* medians of the confirming round where there was one          */
+    double tuned_ms;
+} vc_tune_report;
+
+/* Times the layer `desc` on `in` (as vc_conv_forward would run it, with the implicit GEMM)
+ * under the planner's choice and every compiled GEMM configuration and tap split of its dtype,
+ * and puts the result into the context's tune table for the layer's bucket (replacing an
+ * earlier entry of that bucket); later convolutions on the context use it. The layer's output
+ * is discarded. Takes seconds for large layers; synchronises after every launch. The CPU
+ * backend has nothing to tune: VC_ERR_UNSUPPORTED. `opts` NULL = VC_TUNE_OPTIONS_INIT. */
+VC_API vc_status vc_conv_tune(vc_context *ctx, const vc_conv_desc *desc, const vc_tensor *in,
+                              const vc_tune_options *opts, vc_tune_report *report);
+/* Buckets in the context's tune table (loaded or tuned). */
+VC_API vc_status vc_tune_cache_count(const vc_context *ctx, int32_t *count);
+/* Writes the context's tune table as a cache file (JSON, docs/formats.md), keyed by this
+ * context's device; atomically, as every file the library writes (vc_tune_cache_save_output
+ * writes into an open output). CUDA backend only (VC_ERR_UNSUPPORTED on the CPU). */
+VC_API vc_status vc_tune_cache_save(vc_context *ctx, const char *path);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Pooling                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
@@ -586,6 +646,123 @@ VC_API vc_status vc_pool_forward(vc_context *ctx, const vc_pool_desc *desc,
  * backend. */
 VC_API vc_status vc_global_pool(vc_context *ctx, vc_pool_mode mode, const vc_tensor *in,
                                 float *dst, vc_memory where);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Synthetic scenes                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Deterministic scenes for benchmarks and tests: one description gives the same bytes on every
+ * run (on one platform: the LiDAR rays use the C library's cos and sin). They are the scenes of
+ * the benchmark programs and the tests (docs/bench.md). */
+typedef enum vc_synth_kind {
+    VC_SYNTH_LIDAR = 0,   /* one sweep of a 128-beam spinning LiDAR 1.73 m above the ground among
+                             buildings, walls and 35 parked cars: 6144 azimuth steps, returns
+                             out to 80 m (~100k voxels on the KITTI grid)                      */
+    VC_SYNTH_INDOOR = 1,  /* a 10 x 8 x 3 m room at 3 cm as a depth camera sees its surfaces:
+                             floor, ceiling with gaps, four walls, eight boxes (shape
+                             100 x 267 x 334, ~320k voxels); its own grid                      */
+    VC_SYNTH_UNIFORM = 2  /* distinct voxels drawn uniformly over the grid (default 100000)   */
+} vc_synth_kind;
+
+typedef enum vc_synth_grid {
+    VC_SYNTH_GRID_KITTI = 0,   /* SECOND / KITTI: 0.05 x 0.05 x 0.1 m over x [0, 70.4),
+                                  y [-40, 40), z [-3, 1); shape 41 x 1600 x 1408               */
+    VC_SYNTH_GRID_NUSCENES = 1 /* CenterPoint nuScenes: 0.075 x 0.075 x 0.2 m over x, y
+                                  [-54, 54), z [-5, 3); shape 40 x 1440 x 1440                 */
+} vc_synth_grid;
+
+typedef struct vc_synth_desc {
+    uint32_t struct_size;
+    vc_synth_kind kind;
+    uint64_t seed;            /* the generator's state; 0 = 0x5eed5eed12345 (bench_conv's)     */
+    int64_t voxels;           /* 0 = the kind's own size; else the size to aim at: UNIFORM
+                                 exactly (at most a quarter of the grid), LIDAR through the
+                                 azimuth steps, INDOOR through the room's size (both within a
+                                 few percent where the geometry allows; 1..2^28)               */
+    int32_t frame;            /* 0..255: frame f continues the draws of frames 0..f-1 (the
+                                 LiDAR also turns 0.0007 rad a frame)                          */
+    vc_synth_grid grid;       /* LIDAR and UNIFORM                                             */
+    int32_t channels;         /* features of vc_synth_voxels, uniform in [-1, 1) from their
+                                 own draws (the geometry does not depend on them); 1..1024    */
+} vc_synth_desc;
+
+#define VC_SYNTH_DESC_INIT                                                                     \
+    {sizeof(vc_synth_desc), VC_SYNTH_LIDAR, 0, 0, 0, VC_SYNTH_GRID_KITTI, 4}
+
+/* A scene as a tensor of fp32 features on a new coordinate set (batch size 1; rows in the
+ * generator's order, distinct). */
+VC_API vc_status vc_synth_voxels(vc_context *ctx, const vc_synth_desc *desc, vc_tensor **out);
+struct vc_cloud; /* under Files */
+/* A scene as points x, y, z, intensity (float32, metres): LIDAR every return of the sweep in the
+ * sensor frame (intensity 1 / (1 + range / 10)); INDOOR and UNIFORM the centres of the voxels of
+ * vc_synth_voxels (intensity 0). Free with vc_cloud_free. */
+VC_API vc_status vc_synth_points(vc_context *ctx, const vc_synth_desc *desc,
+                                 struct vc_cloud *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Benchmarking: timers, the planner's choice, floors                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A timer of the work queued on a context. CUDA: two events on the context's stream, so a time
+ * is the device's between the two marks, without the host's launch and synchronisation
+ * latency that a host clock around a synchronised call would add (tens of microseconds, as
+ * much as a small layer takes). CPU: the host's monotonic clock (CPU calls return when their
+ * work is done). voxconv bench and the benchmark programs time with it. */
+typedef struct vc_timer vc_timer;
+
+VC_API vc_status vc_timer_create(vc_context *ctx, vc_timer **out);
+/* Marks the start (queues an event on the context's stream, or reads the clock). */
+VC_API vc_status vc_timer_start(vc_timer *timer);
+/* Marks the end, waits for it and sets *ms to the milliseconds since the start. Synchronises. */
+VC_API vc_status vc_timer_stop(vc_timer *timer, double *ms);
+/* Evicts the caches before a timed run: CUDA queues a 256 MB memset (more than any L2) on the
+ * context's stream; CPU writes a 256 MB host buffer. The buffer is allocated on first use. */
+VC_API vc_status vc_timer_flush_cache(vc_timer *timer);
+VC_API vc_status vc_timer_destroy(vc_timer *timer);
+
+/* The context's device as a report names it: the GPU's name, or "cpu". */
+VC_API vc_status vc_context_device_name(const vc_context *ctx, char *buf, size_t len);
+
+/* What vc_conv_forward with VC_ALGO_AUTO runs for a layer on this context. */
+typedef struct vc_conv_plan_info {
+    vc_algo algo;             /* CUDA: the planner's algorithm (never AUTO); CPU: AUTO (the
+                                 CPU twin runs one algorithm)                                  */
+    char config[64];          /* the implicit GEMM's first tile configuration for the layer
+                                 (gemm/gemm.h names; a later one runs only where it does not
+                                 fit), "" for the others, "cpu" on a CPU context             */
+    int32_t tap_split;        /* implicit GEMM: 0 none, N > 0 that many groups, -N up to N
+                                 groups as the device's SM count allows                        */
+    int32_t tuned;            /* 1: config and tap_split come from the context's tune cache
+                                 (vc_context_desc.tune_cache, vc_conv_tune)                    */
+} vc_conv_plan_info;
+
+/* The plan of a layer of desc (out_channels, allow_tf32; desc->algo is ignored) over `map`
+ * with input features of `in_dtype` and desc->in_channels channels (> 0). Does not launch. */
+VC_API vc_status vc_conv_plan(vc_context *ctx, const vc_conv_desc *desc, const vc_kmap *map,
+                              vc_dtype in_dtype, vc_conv_plan_info *out);
+
+/* The floor model of docs/benchmarks.md ("Floors"): the least time a layer can take. */
+typedef struct vc_layer_floor {
+    double flops;             /* useful work: 2 x pairs x C_in x C_out (0 for pooling)        */
+    double bytes;             /* the fewest a layer moves: input and output features, weights,
+                                 out_in (int32 [n_out, K]), each once                          */
+    double peak_flops;        /* the rates behind ms (FLOP/s, bytes/s); 0 where the device or
+                                 the dtype has none on record                                   */
+    double peak_bytes;
+    double ms;                /* max(flops / peak_flops, bytes / peak_bytes) in ms; 0 where a
+                                 rate it needs is unknown                                       */
+} vc_layer_floor;
+
+/* The floor of a convolution (pool 0) or pooling (pool 1) layer over `map`, C_in to C_out
+ * channels of `dtype` (allow_tf32: fp32 on tensor cores). Rates on record: an H100 (CUDA
+ * context, device name containing "H100"): 650 TFLOP/s for fp16 and bf16 (mma.sync m16n8k16
+ * from registers), 3.0 TB/s; other devices, fp32 and tf32 have none (give your own to
+ * vc_layer_floor_rates). */
+VC_API vc_status vc_layer_floor_get(vc_context *ctx, const vc_kmap *map, int64_t c_in,
+                                    int64_t c_out, vc_dtype dtype, int32_t allow_tf32,
+                                    int32_t pool, vc_layer_floor *out);
+/* Recomputes f->ms with the rates given (either 0: that term is left out). */
+VC_API vc_status vc_layer_floor_rates(vc_layer_floor *f, double peak_flops, double peak_bytes);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Files                                                                                       */
@@ -619,6 +796,11 @@ VC_API vc_status vc_output_temp_path(const vc_output *out, const char **path);
 VC_API vc_status vc_output_publish(vc_context *ctx, vc_output *out);
 /* Removes the temporary and frees `out` (NULL is OK); the target is untouched. */
 VC_API vc_status vc_output_discard(vc_output *out);
+/* Writes `size` bytes as the whole content of an open output (once), which the caller then
+ * publishes or discards: the atomic writer for files voxconv does not format itself (the CSV,
+ * JSON and SVG reports of voxconv bench). */
+VC_API vc_status vc_output_write_bytes(vc_context *ctx, vc_output *out, const void *data,
+                                       size_t size);
 
 /* Point clouds read from files live in host memory owned by the library. */
 typedef struct vc_cloud {
@@ -703,6 +885,8 @@ VC_API vc_status vc_array_free(vc_array *array);
 VC_API vc_status vc_tensor_save(vc_context *ctx, const vc_tensor *tensor, const char *path);
 /* The same into an open output (once), which the caller then publishes or discards. */
 VC_API vc_status vc_tensor_save_output(vc_context *ctx, const vc_tensor *tensor, vc_output *out);
+/* vc_tune_cache_save into an open output (once), which the caller then publishes. */
+VC_API vc_status vc_tune_cache_save_output(vc_context *ctx, vc_output *out);
 /* Loads a .vxt file into a new coordinate set and tensor on the context. */
 VC_API vc_status vc_tensor_load(vc_context *ctx, const char *path, vc_tensor **out);
 VC_API vc_status vc_tensor_load_memory(vc_context *ctx, const void *bytes, size_t size,

@@ -113,6 +113,11 @@ const char *vc_context_last_error(const vc_context *ctx)
     return ctx ? ctx->err.msg : g_create_error;
 }
 
+const char *vc_context_warning(const vc_context *ctx)
+{
+    return ctx ? ctx->warning : "";
+}
+
 #ifdef VOXCONV_HAVE_CUDA
 /* VC_OK when `device` can be used, else VC_ERR_NO_DEVICE and why in err. */
 static vc_status cuda_device_check(int device, vc_err *err)
@@ -137,11 +142,14 @@ vc_status vc_context_create(const vc_context_desc *desc, vc_context **out)
     vc_context_desc d = VC_CONTEXT_DESC_INIT;
     if (!out) return vc_ctx_fail(NULL, VC_ERR_INVALID_ARGUMENT, "vc_context_create: out is NULL");
     if (desc) {
+        /* Every struct_size from the first published layout (up to `allocator`) on: the fields
+         * the caller's struct has are read, the later ones keep their defaults. */
         if (desc->struct_size < offsetof(vc_context_desc, allocator) + sizeof(void *))
             return vc_ctx_fail(NULL, VC_ERR_INVALID_ARGUMENT,
                                "vc_context_create: desc->struct_size %u is too small "
                                "(use VC_CONTEXT_DESC_INIT)", (unsigned)desc->struct_size);
-        d = *desc;
+        memcpy(&d, desc, desc->struct_size < sizeof d ? desc->struct_size : sizeof d);
+        d.struct_size = sizeof d;
     }
     if (d.backend != VC_BACKEND_AUTO && d.backend != VC_BACKEND_CPU &&
         d.backend != VC_BACKEND_CUDA)
@@ -193,6 +201,11 @@ vc_status vc_context_create(const vc_context_desc *desc, vc_context **out)
         return vc_ctx_fail(NULL, VC_ERR_OUT_OF_MEMORY, "vc_context_create: out of memory");
     }
     ctx->next_id = 1;
+    ctx->opts.tune = &ctx->tune;
+    ctx->opts.choice = &ctx->choice;
+    ctx->choice.config = -1;
+    ctx->choice.groups = 1;
+    if (d.tune_cache) vc_tune_cache_load(ctx, d.tune_cache);
     *out = ctx;
     return VC_OK;
 }
@@ -205,6 +218,7 @@ vc_status vc_context_destroy(vc_context *ctx)
                            "vc_context_destroy: %lld coordinate sets, tensors or bounded maps "
                            "are still alive; destroy them first", (long long)ctx->live_handles);
     vc_engine_cache_free(ctx->opts.cache);
+    vc_tune_table_clear(&ctx->tune);
     free(ctx);
     return VC_OK;
 }

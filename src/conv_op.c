@@ -1,7 +1,9 @@
 /* src/conv_op.c - vc_conv_forward: checks the descriptor against the input, resolves the kernel
  * map (the caller's, or one built and cached), and runs the CPU twin or (CUDA context) the GPU
- * convolution with host weights and bias staged to the device for the call. */
+ * convolution with host weights and bias staged to the device for the call; vc_conv_tune, the
+ * same prologue and the tuner's measuring loop (conv/tune_gpu.cu) instead of one run. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "conv/conv.h"
@@ -10,6 +12,8 @@
 
 #ifdef VOXCONV_HAVE_CUDA
 #include "conv/conv_gpu.h"
+#include "core/elementwise.h"
+#include "gemm/gemm.h"
 #endif
 
 /* The descriptor's fields against the input tensor; resolves out_dtype -1 to the input's. */
@@ -95,74 +99,198 @@ static void conv_args(vc_conv_args *a, const vc_context *ctx, const vc_conv_desc
     a->num_threads = ctx->num_threads;
 }
 
+/* One call of vc_conv_forward or vc_conv_tune: the descriptor as taken, the map, the result
+ * tensor and the engine's arguments, and the device copies of host weights and bias. */
+typedef struct conv_call {
+    vc_conv_desc d;
+    const vc_kmap *map;
+    vc_kmap *held;
+    vc_tensor *r;
+    vc_conv_args a;
+    void *tmp_w, *tmp_b;
+} conv_call;
+
+/* Releases what conv_begin and conv_stage made; the result tensor too unless keep_result. */
+static void conv_end(vc_context *ctx, conv_call *c, int keep_result)
+{
+#ifdef VOXCONV_HAVE_CUDA
+    vc_mem_free(ctx, c->tmp_w, VC_MEMORY_DEVICE);
+    vc_mem_free(ctx, c->tmp_b, VC_MEMORY_DEVICE);
+#endif
+    vc_kmap_destroy(c->held);
+    if (!keep_result) vc_tensor_destroy(c->r);
+}
+
+/* The prologue both share: the descriptor taken and checked against the input, the map
+ * resolved (built and cached if need be), the host parameters checked, the result tensor made
+ * and the engine's arguments filled. On failure nothing is left held. */
+static vc_status conv_begin(vc_context *ctx, const char *fn, const vc_conv_desc *desc,
+                            const vc_tensor *in, conv_call *c)
+{
+    memset(c, 0, sizeof *c);
+    vc_conv_desc init = VC_CONV_DESC_INIT;
+    c->d = init;
+    VC_TAKE_DESC(ctx, fn, c->d, desc, vc_conv_desc);
+    vc_status s = vc_tensor_check(ctx, fn, "in", in);
+    if (s != VC_OK) return s;
+    if ((s = check_conv_desc(ctx, fn, &c->d, in)) != VC_OK) return s;
+    if ((s = vc_kmap_resolve(ctx, fn, in, c->d.kmap, &c->d.map, &c->map, &c->held)) != VC_OK)
+        return s;
+    s = check_params_finite(ctx, fn, &c->d, c->map->data.volume, in->channels);
+    if (s == VC_OK && c->d.residual &&
+        (c->d.residual->coords != c->map->out || c->d.residual->channels != c->d.out_channels))
+        s = vc_ctx_fail(ctx, VC_ERR_SHAPE_MISMATCH,
+                        "%s: the residual must live on the output coordinate set and have "
+                        "out_channels (%lld) channels", fn, (long long)c->d.out_channels);
+    if (s == VC_OK)
+        s = vc_tensor_create(ctx, c->map->out, c->d.out_channels, c->d.out_dtype, NULL,
+                             VC_MEMORY_HOST, &c->r);
+    if (s != VC_OK) {
+        conv_end(ctx, c, 0);
+        return s;
+    }
+    conv_args(&c->a, ctx, &c->d, in, c->map, c->r);
+    return VC_OK;
+}
+
+#ifdef VOXCONV_HAVE_CUDA
+/* CUDA: host weights and bias travel to the device for this call (stream ordered), into the
+ * engine's arguments. */
+static vc_status conv_stage(vc_context *ctx, const char *fn, const vc_tensor *in, conv_call *c)
+{
+    int64_t wn;
+    vc_status s;
+    if (vc_mul_overflow_i64(c->d.out_channels * c->map->data.volume, in->channels, &wn))
+        return vc_ctx_fail(ctx, VC_ERR_LIMIT, "%s: weights too large", fn);
+    s = vc_mem_to_device(ctx, c->d.weights, c->d.weight_memory,
+                         (size_t)wn * vc_dtype_size(c->d.weight_dtype), &c->a.weights, &c->tmp_w);
+    if (s == VC_OK)
+        s = vc_mem_to_device(ctx, c->d.bias, c->d.weight_memory,
+                             (size_t)c->d.out_channels * sizeof(float), (const void **)&c->a.bias,
+                             &c->tmp_b);
+    /* The map keeps a tile order the implicit GEMM builds for it (kmap/kmap.h) for the later
+     * layers on it: a cache that does not change what the map is, so a const map gets one too
+     * (its context's handles are used by one thread at a time, on the context's stream). */
+    c->a.map_cache = (vc_kmap_data *)&c->map->data;
+    return s;
+}
+#endif
+
 vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_tensor *in,
                           vc_tensor **out)
 {
     const char *fn = "vc_conv_forward";
     if (!ctx) return VC_ERR_INVALID_ARGUMENT;
     vc_ctx_clear(ctx);
-    vc_conv_desc d = VC_CONV_DESC_INIT;
-    VC_TAKE_DESC(ctx, fn, d, desc, vc_conv_desc);
-    vc_status s = vc_tensor_check(ctx, fn, "in", in);
-    if (s != VC_OK) return s;
     if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    if ((s = check_conv_desc(ctx, fn, &d, in)) != VC_OK) return s;
-
-    const vc_kmap *map = NULL;
-    vc_kmap *held = NULL;
-    if ((s = vc_kmap_resolve(ctx, fn, in, d.kmap, &d.map, &map, &held)) != VC_OK) return s;
-    if ((s = check_params_finite(ctx, fn, &d, map->data.volume, in->channels)) != VC_OK) {
-        vc_kmap_destroy(held);
-        return s;
-    }
-    if (d.residual && (d.residual->coords != map->out || d.residual->channels != d.out_channels)) {
-        vc_kmap_destroy(held);
-        return vc_ctx_fail(ctx, VC_ERR_SHAPE_MISMATCH,
-                           "%s: the residual must live on the output coordinate set and have "
-                           "out_channels (%lld) channels", fn, (long long)d.out_channels);
-    }
-    vc_tensor *r = NULL;
-    s = vc_tensor_create(ctx, map->out, d.out_channels, d.out_dtype, NULL, VC_MEMORY_HOST, &r);
-    if (s == VC_OK) {
-        vc_conv_args a;
-        conv_args(&a, ctx, &d, in, map, r);
-        vc_err err = {{0}};
-        if (ctx->backend == VC_BACKEND_CPU) {
-            s = vc_ctx_err(ctx, vc_conv_cpu(&a, &ctx->opts, &err), &err);
-        } else {
+    conv_call c;
+    vc_status s = conv_begin(ctx, fn, desc, in, &c);
+    if (s != VC_OK) return s;
+    vc_err err = {{0}};
+    if (ctx->backend == VC_BACKEND_CPU) {
+        s = vc_ctx_err(ctx, vc_conv_cpu(&c.a, &ctx->opts, &err), &err);
+    } else {
 #ifdef VOXCONV_HAVE_CUDA
-            /* Host weights and bias travel to the device for this call (stream ordered). */
-            void *tmp_w = NULL, *tmp_b = NULL;
-            int64_t wn;
-            if (vc_mul_overflow_i64(d.out_channels * map->data.volume, in->channels, &wn))
-                s = vc_ctx_fail(ctx, VC_ERR_LIMIT, "%s: weights too large", fn);
-            else
-                s = vc_mem_to_device(ctx, d.weights, d.weight_memory,
-                                     (size_t)wn * vc_dtype_size(d.weight_dtype), &a.weights,
-                                     &tmp_w);
-            if (s == VC_OK)
-                s = vc_mem_to_device(ctx, d.bias, d.weight_memory,
-                                     (size_t)d.out_channels * sizeof(float),
-                                     (const void **)&a.bias, &tmp_b);
-            /* The map keeps a tile order the implicit GEMM builds for it (kmap/kmap.h) for the
-             * later layers on it: a cache that does not change what the map is, so a const
-             * map gets one too (its context's handles are used by one thread at a time, on the
-             * context's stream). */
-            a.map_cache = (vc_kmap_data *)&map->data;
-            if (s == VC_OK)
-                s = vc_ctx_err(ctx, vc_conv_gpu(&a, d.algo, d.allow_tf32, &ctx->opts, ctx->stream,
-                                                &err),
-                               &err);
-            vc_mem_free(ctx, tmp_w, VC_MEMORY_DEVICE);
-            vc_mem_free(ctx, tmp_b, VC_MEMORY_DEVICE);
+        s = conv_stage(ctx, fn, in, &c);
+        if (s == VC_OK)
+            s = vc_ctx_err(ctx, vc_conv_gpu(&c.a, c.d.algo, c.d.allow_tf32, &ctx->opts,
+                                            ctx->stream, &err),
+                           &err);
 #endif
+    }
+    conv_end(ctx, &c, s == VC_OK);
+    if (s == VC_OK) *out = c.r;
+    return s;
+}
+
+#ifdef VOXCONV_HAVE_CUDA
+/* "CONFIG/GROUPS" of a tuned or planned choice, "" where no GEMM ran. */
+static void choice_name(char *buf, size_t n, int32_t config, int32_t groups)
+{
+    const vc_gemm_config *t = NULL;
+    buf[0] = '\0';
+    if (config >= 0 && config < vc_gemm_configs(&t))
+        snprintf(buf, n, "%s/%d", t[config].name, (int)groups);
+}
+#endif
+
+vc_status vc_conv_tune(vc_context *ctx, const vc_conv_desc *desc, const vc_tensor *in,
+                       const vc_tune_options *opts, vc_tune_report *report)
+{
+    const char *fn = "vc_conv_tune";
+    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
+    vc_ctx_clear(ctx);
+    vc_tune_options o = VC_TUNE_OPTIONS_INIT;
+    if (opts) VC_TAKE_DESC(ctx, fn, o, opts, vc_tune_options);
+    if (o.runs < 1 || o.runs > 64 || !(o.margin >= 0.0f && o.margin <= 0.5f))
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: runs %d (1..64) or margin %g "
+                           "(0..0.5) out of range", fn, (int)o.runs, (double)o.margin);
+    if (ctx->backend != VC_BACKEND_CUDA)
+        return vc_ctx_fail(ctx, VC_ERR_UNSUPPORTED, "%s: the CPU backend runs one algorithm and "
+                           "one loop order: it has nothing to tune", fn);
+    vc_tune_report rep;
+    memset(&rep, 0, sizeof rep);
+    conv_call c;
+    vc_status s = conv_begin(ctx, fn, desc, in, &c);
+    if (s != VC_OK) return s;
+    vc_tune_key key;
+    const int has_key = vc_tune_key_of(&c.map->data, in->channels, c.d.out_channels, in->dtype,
+                                       c.d.allow_tf32, &key) == 0;
+    if (has_key) vc_tune_key_text(&key, rep.bucket, sizeof rep.bucket);
+    if (has_key && o.skip_known && vc_tune_find(&ctx->tune, &key)) {
+        rep.known = 1;
+        conv_end(ctx, &c, 0);
+        if (report) *report = rep;
+        return VC_OK;
+    }
+#ifdef VOXCONV_HAVE_CUDA
+    vc_err err = {{0}};
+    vc_conv_tune_result res;
+    void *w_cast = NULL;
+    s = conv_stage(ctx, fn, in, &c);
+    /* Weights in another dtype than the features are converted once here, not in every timed
+     * launch: what is timed is the layer's GEMM, whatever dtype a caller keeps weights in. */
+    if (s == VC_OK && c.a.w_dtype != c.a.in_dtype) {
+        const int64_t nw = c.d.out_channels * c.map->data.volume * in->channels;
+        w_cast = vc_mem_alloc(ctx, (size_t)nw * vc_dtype_size(in->dtype), VC_MEMORY_DEVICE);
+        if (!w_cast) s = vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of device memory", fn);
+        else
+            s = vc_ctx_err(ctx, vc_cuda_cast(c.a.weights, c.a.w_dtype, w_cast, in->dtype, nw,
+                                             ctx->stream, &err),
+                           &err);
+        c.a.weights = w_cast;
+        c.a.w_dtype = in->dtype;
+    }
+    if (s == VC_OK)
+        s = vc_ctx_err(ctx, vc_conv_gpu_tune(&c.a, c.d.allow_tf32, &ctx->opts, o.runs, o.margin,
+                                             ctx->stream, &res, &err),
+                       &err);
+    vc_mem_free(ctx, w_cast, VC_MEMORY_DEVICE);
+    vc_tune_entry e;
+    memset(&e, 0, sizeof e);
+    if (s == VC_OK) {
+        rep.candidates = res.candidates;
+        rep.planner_ms = res.planner_ms;
+        choice_name(rep.planner, sizeof rep.planner, res.planner_config, res.planner_groups);
+        rep.changed = res.best_config >= 0;
+        rep.tuned_ms = rep.changed ? res.best_ms : res.planner_ms;
+        if (rep.changed) choice_name(rep.tuned, sizeof rep.tuned, res.best_config, res.best_groups);
+        else memcpy(rep.tuned, rep.planner, sizeof rep.tuned);
+        e.config = res.best_config;
+        e.split = rep.changed ? res.best_groups : 0;
+        e.ms_planner = res.planner_ms;
+        e.ms_tuned = rep.tuned_ms;
+        /* A bucket where nothing was chosen among (exact fp32, no pairs) is not stored. */
+        e.key = key;
+        if (res.candidates > 1 && has_key) {
+            if (vc_tune_put(&ctx->tune, &e) != 0)
+                s = vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+            else
+                rep.stored = 1;
         }
     }
-    vc_kmap_destroy(held);
-    if (s != VC_OK) {
-        vc_tensor_destroy(r);
-        return s;
-    }
-    *out = r;
-    return VC_OK;
+#endif
+    conv_end(ctx, &c, 0);
+    if (s == VC_OK && report) *report = rep;
+    return s;
 }

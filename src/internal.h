@@ -11,6 +11,7 @@
 #include "core/elementwise.h"
 #include "core/options.h"
 #include "core/status.h"
+#include "conv/tune.h"
 #include "kmap/kmap.h"
 
 struct vc_context {
@@ -21,6 +22,9 @@ struct vc_context {
     vc_allocator allocator;
     int has_allocator;
     vc_engine_options opts;    /* per-context engine choices (core/options.h)                  */
+    vc_tune_table tune;        /* tuned choices (conv/tune.h): opts.tune points here            */
+    vc_conv_choice choice;     /* what the last GPU convolution ran: opts.choice points here    */
+    char warning[512];         /* vc_context_warning: why the tune cache was ignored, or ""    */
     vc_err err;
     int64_t live_handles;      /* coordinate sets and tensors not yet destroyed               */
     uint64_t next_id;
@@ -71,6 +75,12 @@ struct vc_tensor {
 /* The context's engine options, writable (tests and benchmarks pick kernels through them).
  * Set them between calls, never while a call on the context runs. */
 vc_engine_options *vc_context_options(vc_context *ctx);
+
+/* ---- the tune cache (tune_op.c) ------------------------------------------------------------ */
+
+/* Loads the tune cache at `path` into ctx->tune at creation; a cache that cannot be read or is
+ * corrupt, stale or foreign leaves the table empty and says why in ctx->warning. Never fails. */
+void vc_tune_cache_load(vc_context *ctx, const char *path);
 
 /* Records a message on ctx (if not NULL) and returns status. */
 vc_status vc_ctx_fail(vc_context *ctx, vc_status status, const char *fmt, ...)

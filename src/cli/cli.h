@@ -87,6 +87,11 @@ int cli_parse_command(const char *cmd, int argc, char **argv, const cli_opt *opt
 /* A context for the --backend text (NULL: auto). Every command calls it after parsing all its
  * options and before touching any file (the parse-only seam relies on that). */
 int cli_open_context(const char *cmd, const char *backend_text, vc_context **ctx);
+/* The same with a tune cache for the planner (--tune-cache; NULL: none): a cache the library
+ * ignores (unreadable, corrupt, stale, foreign) is one "warning:" line on stderr, and the
+ * command goes on with the planner's own choices. */
+int cli_open_context_tuned(const char *cmd, const char *backend_text, const char *tune_cache,
+                           vc_context **ctx);
 /* "fp32", "fp16", "bf16", "int32" or "?". */
 const char *cli_dtype_name(vc_dtype t);
 /* calloc that never asks for 0 bytes. */
@@ -112,11 +117,14 @@ int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data
 vc_array cli_array(void *data, vc_dtype dtype, int ndim, const int64_t *shape);
 /* ---- output files and signals (outputs.c) ------------------------------------------------ */
 
-/* One file a command writes: a tensor as .vxt (tensor non-NULL), else `array` as .npy. */
+/* One file a command writes: a tensor as .vxt (tensor non-NULL), text (text non-NULL: a report
+ * of text_len bytes), else `array` as .npy. */
 typedef struct cli_output {
     const char *path;
     const vc_tensor *tensor;
     vc_array array;
+    const char *text;
+    size_t text_len;
 } cli_output;
 #define CLI_MAX_OUTPUTS 64 /* voxconv run writes one file per named output */
 
@@ -126,6 +134,8 @@ void cli_signals_init(void);
  * or, after any failure, none: the temporaries go, the targets stay as they were. One error
  * line; returns CLI_OK or CLI_FAIL. */
 int cli_write_outputs(const char *cmd, vc_context *ctx, const cli_output *outs, int n);
+/* The same for one file, the context's tune cache (vc_tune_cache_save_output). */
+int cli_write_tune_cache(const char *cmd, vc_context *ctx, const char *path);
 /* CLI_USAGE (after the error line) when `path` ends in a known extension (.vxt .npy .bin .pcd
  * .ply, any case) other than `ext`; `what` names the argument ("OUT", "--save-weights"). */
 int cli_check_extension(const char *cmd, const char *what, const char *path, const char *ext);
@@ -192,5 +202,14 @@ int cmd_conv(int argc, char **argv);
 int cmd_pool(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+
+/* ---- synthetic scenes (cmd_synth.c) ------------------------------------------------------- */
+
+extern const char *const CLI_SYNTH_KINDS[]; /* lidar indoor uniform */
+/* "KIND" or "KIND:N" (N voxels to aim at) into d->kind and d->voxels. */
+int cli_parse_synth(const char *cmd, const char *flag, const char *text, vc_synth_desc *d);
 
 #endif /* VOXCONV_CLI_H */

@@ -55,6 +55,8 @@ static const char CONV_HELP[] =
     "                          kept, or set to 0 (counted on stderr)\n"
     "  --json                  print a JSON summary\n"
     "  --backend auto|cpu|cuda context backend (default auto)\n"
+    "  --tune-cache FILE       the planner's tuned choices (voxconv tune --out); a cache that\n"
+    "                          cannot be used is one warning, and the planner's rules apply\n"
     "\n"
     "example: voxconv conv in.vxt out.vxt --type strided --kernel 3 --stride 2 --padding 1 \\\n"
     "             --out-channels 16 --random-weights 7 --save-weights w.npy\n";
@@ -186,7 +188,7 @@ static int same_coords(vc_context *ctx, const vc_coords *a, const vc_coords *b, 
 typedef struct conv_opts {
     cli_map_opts m;
     const char *outc, *weights, *seed, *bias_path, *act, *slope, *savew, *dtype, *algo;
-    const char *fwd_path, *fwd_type, *backend, *nonfinite;
+    const char *fwd_path, *fwd_type, *backend, *nonfinite, *tune_cache;
     int json;
 } conv_opts;
 
@@ -346,8 +348,8 @@ static int conv_layer(const char *cmd, vc_context *ctx, const conv_opts *o, cons
     /* OUT.vxt and --save-weights: both published, or neither. */
     const int32_t *k = p->md.kernel;
     int64_t shape[5] = {p->c_out, k[0], k[1], k[2], ii.channels};
-    cli_output outs[2] = {{out_path, r->out, {0}},
-                          {o->savew, NULL, cli_array(r->w, r->wdt, 5, shape)}};
+    cli_output outs[2] = {{out_path, r->out, {0}, NULL, 0},
+                          {o->savew, NULL, cli_array(r->w, r->wdt, 5, shape), NULL, 0}};
     return cli_write_outputs(cmd, ctx, outs, o->savew ? 2 : 1);
 }
 
@@ -400,7 +402,8 @@ int cmd_conv(int argc, char **argv)
         {"--save-weights", &o.savew, NULL},      {"--dtype", &o.dtype, NULL},
         {"--algo", &o.algo, NULL},               {"--forward-input", &o.fwd_path, NULL},
         {"--forward-type", &o.fwd_type, NULL},   {"--json", NULL, &o.json},
-        {"--backend", &o.backend, NULL},         {"--nonfinite", &o.nonfinite, NULL}};
+        {"--backend", &o.backend, NULL},         {"--nonfinite", &o.nonfinite, NULL},
+        {"--tune-cache", &o.tune_cache, NULL}};
     int rc = cli_parse_command(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), pos,
                                2, &npos, CONV_HELP, &done);
     if (rc || done) return rc;
@@ -417,7 +420,7 @@ int cmd_conv(int argc, char **argv)
     if (cli_parse_nonfinite(cmd, o.nonfinite, &nf)) return CLI_USAGE;
 
     vc_context *ctx = NULL;
-    if ((rc = cli_open_context(cmd, o.backend, &ctx))) return rc;
+    if ((rc = cli_open_context_tuned(cmd, o.backend, o.tune_cache, &ctx))) return rc;
     conv_run r;
     memset(&r, 0, sizeof r);
     r.wdt = VC_DTYPE_FP32;

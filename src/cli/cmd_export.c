@@ -42,8 +42,8 @@ int cmd_export(int argc, char **argv)
     vc_tensor_get_info(t, &ti);
     if ((rc = cli_tensor_to_host(cmd, ctx, t, &coords, &feats))) goto done;
     int64_t cshape[2] = {ti.count, 4}, fshape[2] = {ti.count, ti.channels};
-    cli_output outs[2] = {{cpath, NULL, cli_array(coords, VC_DTYPE_INT32, 2, cshape)},
-                          {fpath, NULL, cli_array(feats, VC_DTYPE_FP32, 2, fshape)}};
+    cli_output outs[2] = {{cpath, NULL, cli_array(coords, VC_DTYPE_INT32, 2, cshape), NULL, 0},
+                          {fpath, NULL, cli_array(feats, VC_DTYPE_FP32, 2, fshape), NULL, 0}};
     if ((rc = cli_write_outputs(cmd, ctx, outs, 2))) goto done; /* both or neither */
     if (json) {
         cli_json_io("input", pos[0], "coords", cpath);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -25,13 +26,18 @@ static const char RUN_HELP[] =
     "  --dtype fp32|fp16|bf16  feature dtype of the layers (default fp16 on CUDA, fp32 on CPU);\n"
     "                          bf16 outputs are written as float32 .npy\n"
     "  --profile               print each step's time, voxels and pairs, and the maps' time\n"
+    "                          (a synchronisation around each step: slower frames)\n"
+    "  --runs N                run the frame N times (default 1): the outputs are the last\n"
+    "                          run's, the frame time printed is the median\n"
     "  --format F              input format: auto|kitti|pcd|ply|npy|vxt (default auto)\n"
     CLI_READ_OPTIONS_HELP
     "  --json                  print the summary (and the profile) as one JSON object\n"
     "  --backend auto|cpu|cuda context backend (default auto)\n";
 
 typedef struct run_opts {
-    const char *seed, *dtype, *format, *backend;
+    const char *seed, *dtype, *format, *backend, *runs_text;
+    int64_t runs;
+    double frame_ms;
     int profile, json;
     cli_read_opts r;
 } run_opts;
@@ -42,26 +48,47 @@ static int ends_with_vxt(const char *p)
     return n >= 4 && (strcmp(p + n - 4, ".vxt") == 0 || strcmp(p + n - 4, ".VXT") == 0);
 }
 
-/* Runs the net on IN (points or .vxt). */
-static int run_input(const char *cmd, vc_context *ctx, vc_net *net, const char *in, int fmt,
-                     const cli_read_opts *r)
+static double now_ms(void)
 {
-    vc_status st;
-    if (fmt == VC_FORMAT_VXT || (fmt == VC_FORMAT_AUTO && ends_with_vxt(in))) {
-        vc_tensor *t = NULL;
-        int rc = cli_load_tensor(cmd, ctx, in, &t);
-        if (rc) return rc;
-        st = vc_net_run(net, t);
-        vc_tensor_destroy(t);
-    } else {
-        vc_cloud cl;
-        memset(&cl, 0, sizeof cl);
-        int rc = cli_read_cloud(cmd, ctx, in, fmt, r, &cl);
-        if (rc) return rc;
-        vc_points pts = {cl.data, cl.count, cl.dim, NULL, VC_MEMORY_HOST};
-        st = vc_net_run_points(net, &pts);
-        vc_cloud_free(&cl);
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int dcmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Runs the net on IN (points or .vxt) `runs` times; *frame_ms: the median wall time of a frame
+ * (the call and a synchronisation; points: voxelization included). */
+static int run_input(const char *cmd, vc_context *ctx, vc_net *net, const char *in, int fmt,
+                     const cli_read_opts *r, int runs, double *frame_ms)
+{
+    vc_status st = VC_OK;
+    vc_tensor *t = NULL;
+    vc_cloud cl;
+    memset(&cl, 0, sizeof cl);
+    int vxt = fmt == VC_FORMAT_VXT || (fmt == VC_FORMAT_AUTO && ends_with_vxt(in));
+    int rc = vxt ? cli_load_tensor(cmd, ctx, in, &t) : cli_read_cloud(cmd, ctx, in, fmt, r, &cl);
+    if (rc) return rc;
+    vc_points pts = {cl.data, cl.count, cl.dim, NULL, VC_MEMORY_HOST};
+    double *ms = cli_xcalloc((size_t)runs, sizeof *ms);
+    for (int k = 0; ms && k < runs && st == VC_OK; k++) {
+        double t0 = now_ms();
+        st = vxt ? vc_net_run(net, t) : vc_net_run_points(net, &pts);
+        if (st == VC_OK) st = vc_context_synchronize(ctx);
+        ms[k] = now_ms() - t0;
     }
+    if (ms) {
+        qsort(ms, (size_t)runs, sizeof *ms, dcmp);
+        *frame_ms = ms[runs / 2];
+    }
+    free(ms);
+    vc_tensor_destroy(t);
+    vc_cloud_free(&cl);
+    if (!ms) return cli_error(cmd, "out of memory");
     return st == VC_OK ? CLI_OK : cli_vc_error(cmd, ctx, st, "the network failed");
 }
 
@@ -185,7 +212,8 @@ static void print_summary(const run_opts *o, const char *model, const char *out,
         if (o->json) printf("], \"maps_ms\": %.4f, \"total_ms\": %.4f", maps, total);
         else printf("total %.3f ms (maps %.3f ms), %d steps\n", total, maps, ns);
     }
-    if (o->json) printf("}\n");
+    if (o->json) printf(", \"runs\": %lld, \"frame_ms\": %.4f}\n", (long long)o->runs, o->frame_ms);
+    else printf("run: frame %.3f ms (median of %lld)\n", o->frame_ms, (long long)o->runs);
 }
 
 /* OUT_DIR exists as a directory, or is made (one level). */
@@ -224,6 +252,9 @@ static int parse_run(const char *cmd, run_opts *o, int npos, const char **pos,
     *fmt = 0;
     if (o->format && cli_parse_choice(cmd, "--format", o->format, CLI_FORMATS, fmt))
         return CLI_USAGE;
+    o->runs = 1;
+    if (o->runs_text && cli_parse_i64(cmd, "--runs", o->runs_text, 1, 10000, &o->runs))
+        return CLI_USAGE;
     return cli_parse_read_opts(cmd, &o->r);
 }
 
@@ -237,6 +268,7 @@ int cmd_run(int argc, char **argv)
     cli_opt opts[] = {{"--random-weights", &o.seed, NULL}, {"--dtype", &o.dtype, NULL},
                       {"--profile", NULL, &o.profile},     {"--json", NULL, &o.json},
                       {"--format", &o.format, NULL},       {"--backend", &o.backend, NULL},
+                      {"--runs", &o.runs_text, NULL},
                       CLI_READ_OPTIONS(o.r)};
     int rc = cli_parse_command(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), pos,
                                4, &npos, RUN_HELP, &done);
@@ -258,7 +290,7 @@ int cmd_run(int argc, char **argv)
     vc_net_set_profiling(net, o.profile);
     int32_t n = 0;
     vc_net_output_count(net, &n);
-    if ((rc = run_input(cmd, ctx, net, in, fmt, &o.r))) goto done;
+    if ((rc = run_input(cmd, ctx, net, in, fmt, &o.r, (int)o.runs, &o.frame_ms))) goto done;
     if ((rc = make_dir(cmd, out))) goto done;
     if ((rc = write_outputs(cmd, ctx, net, out, n))) goto done;
     print_summary(&o, pos[0], out, net);

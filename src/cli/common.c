@@ -29,6 +29,12 @@ int cli_parse_command(const char *cmd, int argc, char **argv, const cli_opt *opt
 
 int cli_open_context(const char *cmd, const char *backend_text, vc_context **ctx)
 {
+    return cli_open_context_tuned(cmd, backend_text, NULL, ctx);
+}
+
+int cli_open_context_tuned(const char *cmd, const char *backend_text, const char *tune_cache,
+                           vc_context **ctx)
+{
     int b = 0;
     if (backend_text && cli_parse_choice(cmd, "--backend", backend_text, BACKENDS, &b))
         return CLI_USAGE;
@@ -40,8 +46,12 @@ int cli_open_context(const char *cmd, const char *backend_text, vc_context **ctx
 #else
     vc_context_desc d = VC_CONTEXT_DESC_INIT;
     d.backend = (vc_backend)b;
+    d.tune_cache = tune_cache;
     vc_status st = vc_context_create(&d, ctx);
     if (st != VC_OK) return cli_vc_error(cmd, NULL, st, "cannot create a context");
+    /* The library never prints: a cache it ignored is the one warning line here. */
+    if (vc_context_warning(*ctx)[0])
+        fprintf(stderr, "voxconv %s: warning: %s\n", cmd, vc_context_warning(*ctx));
     return CLI_OK;
 #endif
 }
@@ -126,7 +136,7 @@ vc_array cli_array(void *data, vc_dtype dtype, int ndim, const int64_t *shape)
 int cli_write_npy(const char *cmd, vc_context *ctx, const char *path, void *data,
                   vc_dtype dtype, int ndim, const int64_t *shape)
 {
-    cli_output o = {path, NULL, cli_array(data, dtype, ndim, shape)};
+    cli_output o = {path, NULL, cli_array(data, dtype, ndim, shape), NULL, 0};
     return cli_write_outputs(cmd, ctx, &o, 1);
 }
 

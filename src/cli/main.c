@@ -20,6 +20,9 @@ static const command COMMANDS[] = {
     {"pool", cmd_pool, "run one sparse pooling layer (or global pooling) on a .vxt tensor"},
     {"export", cmd_export, "write a .vxt tensor as NumPy coords/feats .npy files"},
     {"run", cmd_run, "run a network (model description + weights) on points or a .vxt"},
+    {"synth", cmd_synth, "write a deterministic synthetic scene (.vxt voxels or points)"},
+    {"bench", cmd_bench, "time layers (flags, a suite file) on a scene, with floors"},
+    {"tune", cmd_tune, "time every GEMM configuration of a suite's layers; write a tune cache"},
 };
 #define NCOMMANDS ((int)(sizeof COMMANDS / sizeof COMMANDS[0]))
 

@@ -84,14 +84,17 @@ static void unregister_temp(int slot)
     free(p);
 }
 
-/* Writes one output into its open vc_output. */
-static vc_status write_one(vc_context *ctx, const cli_output *w, vc_output *o)
+/* Writes one output into its open vc_output (tune: the context's tune cache). */
+static vc_status write_one(vc_context *ctx, const cli_output *w, vc_output *o, int tune)
 {
+    if (tune) return vc_tune_cache_save_output(ctx, o);
     if (w->tensor) return vc_tensor_save_output(ctx, w->tensor, o);
+    if (w->text) return vc_output_write_bytes(ctx, o, w->text, w->text_len);
     return vc_npy_write_output(ctx, o, &w->array);
 }
 
-int cli_write_outputs(const char *cmd, vc_context *ctx, const cli_output *outs, int n)
+static int write_outputs(const char *cmd, vc_context *ctx, const cli_output *outs, int n,
+                         int tune)
 {
     vc_output *o[CLI_MAX_OUTPUTS] = {NULL};
     int slot[CLI_MAX_OUTPUTS];
@@ -103,7 +106,7 @@ int cli_write_outputs(const char *cmd, vc_context *ctx, const cli_output *outs, 
         vc_status st = vc_output_open(ctx, outs[i].path, &o[i]);
         slot[i] = st == VC_OK ? register_temp(o[i]) : -1;
         sigprocmask(SIG_SETMASK, &old, NULL);
-        if (st == VC_OK) st = write_one(ctx, &outs[i], o[i]);
+        if (st == VC_OK) st = write_one(ctx, &outs[i], o[i], tune);
         if (st != VC_OK) rc = cli_file_error(cmd, ctx, st, "cannot write", outs[i].path);
     }
     int opened = i;
@@ -117,6 +120,17 @@ int cli_write_outputs(const char *cmd, vc_context *ctx, const cli_output *outs, 
         if (st != VC_OK) rc = cli_file_error(cmd, ctx, st, "cannot write", outs[i].path);
     }
     return rc;
+}
+
+int cli_write_outputs(const char *cmd, vc_context *ctx, const cli_output *outs, int n)
+{
+    return write_outputs(cmd, ctx, outs, n, 0);
+}
+
+int cli_write_tune_cache(const char *cmd, vc_context *ctx, const char *path)
+{
+    const cli_output one = {path, NULL, {0}, NULL, 0};
+    return write_outputs(cmd, ctx, &one, 1, 1);
 }
 
 /* The extensions of the files this tool reads or writes. */

@@ -43,6 +43,9 @@ void vc_io_begin(vc_context *ctx);
 /* Reads a whole file (at most VC_IO_MAX_FILE bytes) into a malloc'ed buffer (never NULL on
  * success, even for an empty file). */
 vc_status vc_io_read_file(vc_context *ctx, const char *path, uint8_t **data, size_t *size);
+/* The same with a smaller limit of `max` bytes (at most VC_IO_MAX_FILE). */
+vc_status vc_io_read_file_max(vc_context *ctx, const char *path, int64_t max, uint8_t **data,
+                              size_t *size);
 
 /* Checked writing through an atomic output (vc_output, output.c): open makes a new output
  * for `path` and the close publishes it (renames the temporary over the target) or, after any

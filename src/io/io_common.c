@@ -30,7 +30,8 @@ void vc_io_begin(vc_context *ctx)
 
 /* ---- whole files ------------------------------------------------------------------------ */
 
-vc_status vc_io_read_file(vc_context *ctx, const char *path, uint8_t **data, size_t *size)
+vc_status vc_io_read_file_max(vc_context *ctx, const char *path, int64_t max, uint8_t **data,
+                              size_t *size)
 {
     vc_io_src src = {ctx, path};
     FILE *f = fopen(path, "rb");
@@ -41,10 +42,10 @@ vc_status vc_io_read_file(vc_context *ctx, const char *path, uint8_t **data, siz
     size_t cap = 1 << 16, n = 0;
     struct stat sb;
     if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) {
-        if ((int64_t)sb.st_size > VC_IO_MAX_FILE) {
+        if ((int64_t)sb.st_size > max) {
             fclose(f);
             return vc_io_fail(&src, VC_ERR_LIMIT, "file of %lld bytes is larger than the limit "
-                              "of %lld bytes", (long long)sb.st_size, (long long)VC_IO_MAX_FILE);
+                              "of %lld bytes", (long long)sb.st_size, (long long)max);
         }
         cap = (size_t)sb.st_size + 1;
     }
@@ -55,14 +56,14 @@ vc_status vc_io_read_file(vc_context *ctx, const char *path, uint8_t **data, siz
     }
     for (;;) {
         if (n == cap) {
-            if ((int64_t)cap >= VC_IO_MAX_FILE) {
+            if ((int64_t)cap >= max) {
                 free(buf);
                 fclose(f);
                 return vc_io_fail(&src, VC_ERR_LIMIT, "file larger than %lld bytes",
-                                  (long long)VC_IO_MAX_FILE);
+                                  (long long)max);
             }
             size_t ncap = cap * 2;
-            if ((int64_t)ncap > VC_IO_MAX_FILE + 1) ncap = (size_t)VC_IO_MAX_FILE + 1;
+            if ((int64_t)ncap > max + 1) ncap = (size_t)max + 1;
             uint8_t *nb = realloc(buf, ncap);
             if (!nb) {
                 free(buf);
@@ -87,14 +88,19 @@ vc_status vc_io_read_file(vc_context *ctx, const char *path, uint8_t **data, siz
         }
     }
     fclose(f);
-    if ((int64_t)n > VC_IO_MAX_FILE) {
+    if ((int64_t)n > max) {
         free(buf);
         return vc_io_fail(&src, VC_ERR_LIMIT, "file larger than %lld bytes",
-                          (long long)VC_IO_MAX_FILE);
+                          (long long)max);
     }
     *data = buf;
     *size = n;
     return VC_OK;
+}
+
+vc_status vc_io_read_file(vc_context *ctx, const char *path, uint8_t **data, size_t *size)
+{
+    return vc_io_read_file_max(ctx, path, VC_IO_MAX_FILE, data, size);
 }
 
 vc_status vc_io_writer_attach(vc_io_writer *w, vc_context *ctx, vc_output *out)

@@ -307,3 +307,16 @@ vc_status vc_io_output_finish(vc_context *ctx, vc_output *out, vc_status st)
     out->state = st == VC_OK ? OUT_WRITTEN : OUT_FAILED;
     return st;
 }
+
+vc_status vc_output_write_bytes(vc_context *ctx, vc_output *out, const void *data, size_t size)
+{
+    vc_io_begin(ctx);
+    vc_io_src src = {ctx, out ? out->name : "(null)"};
+    if (!out || (!data && size))
+        return vc_io_fail(&src, VC_ERR_INVALID_ARGUMENT, "NULL output or data");
+    vc_io_writer w;
+    vc_status st = vc_io_writer_attach(&w, ctx, out);
+    if (st != VC_OK) return st;
+    vc_io_writer_put(&w, data, size);
+    return vc_io_writer_close(&w);
+}

@@ -27,6 +27,7 @@ typedef struct mp {
     vc_err *err;
     const char *what;
     char where[160];
+    const cJSON *layers;      /* the "layers" array: a reference to a later id is told apart */
 } mp;
 
 static vc_status mp_fail(mp *p, const char *fmt, ...)
@@ -213,6 +214,14 @@ static vc_status mp_ref(mp *p, const vc_model *m, int32_t before, const char *re
             *out = i;
             return VC_OK;
         }
+    const cJSON *o;
+    cJSON_ArrayForEach(o, p->layers)
+    {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+        if (cJSON_IsString(id) && strcmp(id->valuestring, ref) == 0)
+            return mp_fail(p, "input \"%.64s\" is not an earlier layer (layers are listed in "
+                           "execution order: no forward reference, no cycle)", ref);
+    }
     return mp_fail(p, "input \"%.64s\" names no layer (nor \"input\")", ref);
 }
 
@@ -263,7 +272,6 @@ static vc_status mp_op(mp *p, const cJSON *o, vc_nop *op)
 static vc_status mp_params(mp *p, const cJSON *o, vc_net_layer *L)
 {
     vc_status s;
-    int64_t v;
     if (vc_nop_is_conv(L->op) || nop_is_pool(L->op)) {
         if ((s = mp_map(p, o, L)) != VC_OK) return s;
         const char *key;
@@ -298,7 +306,6 @@ static vc_status mp_params(mp *p, const cJSON *o, vc_net_layer *L)
     }
     L->dense = L->op == VC_NOP_DENSE || L->op == VC_NOP_GLOBAL_MAXPOOL ||
                L->op == VC_NOP_GLOBAL_AVGPOOL;
-    (void)v;
     return VC_OK;
 }
 
@@ -486,6 +493,7 @@ static vc_status mp_model(mp *p, vc_model *m, const cJSON *root)
     if (n < 1 || n > 100000) return mp_fail(p, "must be an array of 1 to 100000 layers");
     m->layers = calloc((size_t)n, sizeof *m->layers);
     if (!m->layers) return vc_fail(p->err, VC_ERR_OUT_OF_MEMORY, "out of memory");
+    p->layers = layers;
     const cJSON *o;
     cJSON_ArrayForEach(o, layers)
     {
@@ -502,7 +510,7 @@ vc_status vc_model_parse(const char *text, size_t len, const char *what, vc_mode
                          vc_err *err)
 {
     memset(out, 0, sizeof *out);
-    mp p = {err, what ? what : "<model>", ""};
+    mp p = {err, what ? what : "<model>", "", NULL};
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {

@@ -15,12 +15,15 @@
 #include "core/dtype.h"
 #include "src/net/net_internal.h"
 
+#define NO_RESIDUAL (-2) /* VC_NET_INPUT is -1: the net's input may be a residual */
+
 typedef struct net_step {
     int32_t head, last;       /* first and last layer of the step                              */
     int32_t members[4];       /* its layers: head, then what it took (bn, add, activation)      */
     int32_t n_members;
     int32_t bn;               /* conv: the BN folded into it, or -1                             */
-    int32_t residual;         /* conv: the slot added before the activation, or -1 (none)       */
+    int32_t residual;         /* conv: the result added before the activation (a layer or
+                                 VC_NET_INPUT), or NO_RESIDUAL                                 */
     vc_activation act;
     float slope;
     char op[64];
@@ -28,25 +31,30 @@ typedef struct net_step {
     double ms, map_ms;
 } net_step;
 
+/* What the net keeps per layer. */
+typedef struct net_layer_state {
+    void *weights;            /* conv weights [out, K, in] in the net's dtype, in `mem`         */
+    float *bias;              /* conv bias [out] fp32, or NULL                                  */
+    float *scale, *shift;     /* BN applied apart, fp32 [C]                                     */
+    int32_t step_of;          /* the step whose `last` this layer is, or -1                     */
+    vc_tensor *slot;          /* sparse result of this run                                      */
+    vc_kmap *map;             /* the map a conv / pool used this run (a reference)              */
+    void *dense;              /* dense result (owned, in `mem`)                                 */
+    size_t dense_cap;
+    int64_t dense_shape[5];
+    int32_t dense_ndim;
+    int32_t left;             /* readers still to run in this run                               */
+} net_layer_state;
+
 struct vc_net {
     vc_context *ctx;
     vc_model model;
     vc_dtype dtype;
     vc_algo algo;
     vc_memory mem;            /* the context's native memory                                   */
-    void **weights;           /* per layer: conv weights [out, K, in] in `dtype`, in `mem`      */
-    float **bias;             /* per layer: conv bias [out] fp32 or NULL                        */
-    float **scale, **shift;   /* per layer: BN applied apart, fp32 [C]                          */
+    net_layer_state *ls;      /* per layer                                                     */
     net_step *steps;
     int32_t n_steps;
-    int32_t *step_of;         /* per layer: the step whose `last` it is, or -1                  */
-    vc_tensor **slot;         /* per layer: sparse result of this run                           */
-    vc_kmap **map;            /* per layer: the map a conv / pool used this run (a reference)    */
-    void **dense;             /* per layer: dense result (owned, in `mem`)                      */
-    size_t *dense_cap;
-    int64_t (*dense_shape)[5];
-    int32_t *dense_ndim;
-    int32_t *left;            /* per layer: readers still to run in this run                     */
     vc_tensor *input;         /* the input as placed (owned), or NULL when the caller's is used */
     vc_tensor *vox;           /* vc_net_run_points: the voxels of the last run (owned)          */
     const vc_tensor *in_used;
@@ -99,7 +107,8 @@ static net_step plan_step(const vc_model *m, int32_t i, char *taken)
     memset(&s, 0, sizeof s);
     s.head = s.last = i;
     s.members[s.n_members++] = i;
-    s.bn = s.residual = -1;
+    s.bn = -1;
+    s.residual = NO_RESIDUAL;
     s.slope = 0.01f;
     const vc_net_layer *L = &m->layers[i];
     snprintf(s.op, sizeof s.op, "%s", vc_nop_name(L->op));
@@ -159,7 +168,7 @@ static vc_status make_plan(vc_net *net, int32_t *bn_of)
     }
     free(taken);
     qsort(net->steps, (size_t)net->n_steps, sizeof *net->steps, step_cmp);
-    for (int32_t k = 0; k < net->n_steps; k++) net->step_of[net->steps[k].last] = k;
+    for (int32_t k = 0; k < net->n_steps; k++) net->ls[net->steps[k].last].step_of = k;
     return VC_OK;
 }
 
@@ -172,6 +181,14 @@ static vc_status upload(vc_net *net, const void *src, size_t bytes, void **dst)
         return vc_ctx_fail(net->ctx, VC_ERR_OUT_OF_MEMORY, "vc_net_create: out of memory for "
                            "%zu bytes of weights", bytes);
     return vc_mem_copy(net->ctx, *dst, net->mem, src, VC_MEMORY_HOST, bytes);
+}
+
+static vc_status upload_f(vc_net *net, const float *src, int64_t n, float **dst)
+{
+    void *d = NULL;
+    vc_status s = upload(net, src, (size_t)n * sizeof(float), &d);
+    *dst = d;
+    return s;
 }
 
 /* Converts the folded fp32 weights to the net's dtype and uploads them, once. */
@@ -191,15 +208,15 @@ static vc_status upload_params(vc_net *net, const vc_net_params *P)
                 else if (net->dtype == VC_DTYPE_FP16) ((uint16_t *)h)[k] = vc_f32_to_f16(v);
                 else ((uint16_t *)h)[k] = vc_f32_to_bf16(v);
             }
-            s = upload(net, h, n * es, &net->weights[i]);
+            s = upload(net, h, n * es, &net->ls[i].weights);
             free(h);
         }
         if (s == VC_OK && P[i].bias)
-            s = upload(net, P[i].bias, (size_t)L->channels * 4, (void **)&net->bias[i]);
+            s = upload_f(net, P[i].bias, L->channels, &net->ls[i].bias);
         if (s == VC_OK && P[i].scale)
-            s = upload(net, P[i].scale, (size_t)L->channels * 4, (void **)&net->scale[i]);
+            s = upload_f(net, P[i].scale, L->channels, &net->ls[i].scale);
         if (s == VC_OK && P[i].shift)
-            s = upload(net, P[i].shift, (size_t)L->channels * 4, (void **)&net->shift[i]);
+            s = upload_f(net, P[i].shift, L->channels, &net->ls[i].shift);
     }
     return s;
 }
@@ -208,10 +225,10 @@ static void release_run(vc_net *net)
 {
     const vc_model *m = &net->model;
     for (int32_t i = 0; i < m->n_layers; i++) {
-        vc_tensor_destroy(net->slot[i]);
-        net->slot[i] = NULL;
-        vc_kmap_destroy(net->map[i]);
-        net->map[i] = NULL;
+        vc_tensor_destroy(net->ls[i].slot);
+        net->ls[i].slot = NULL;
+        vc_kmap_destroy(net->ls[i].map);
+        net->ls[i].map = NULL;
     }
     vc_tensor_destroy(net->input);
     net->input = NULL;
@@ -224,27 +241,18 @@ vc_status vc_net_destroy(vc_net *net)
 {
     if (!net) return VC_OK;
     const vc_model *m = &net->model;
-    if (net->slot) release_run(net);
-    for (int32_t i = 0; i < m->n_layers; i++) {
-        if (net->weights) vc_mem_free(net->ctx, net->weights[i], net->mem);
-        if (net->bias) vc_mem_free(net->ctx, net->bias[i], net->mem);
-        if (net->scale) vc_mem_free(net->ctx, net->scale[i], net->mem);
-        if (net->shift) vc_mem_free(net->ctx, net->shift[i], net->mem);
-        if (net->dense) vc_mem_free(net->ctx, net->dense[i], net->mem);
+    if (net->ls) {
+        release_run(net);
+        for (int32_t i = 0; i < m->n_layers; i++) {
+            vc_mem_free(net->ctx, net->ls[i].weights, net->mem);
+            vc_mem_free(net->ctx, net->ls[i].bias, net->mem);
+            vc_mem_free(net->ctx, net->ls[i].scale, net->mem);
+            vc_mem_free(net->ctx, net->ls[i].shift, net->mem);
+            vc_mem_free(net->ctx, net->ls[i].dense, net->mem);
+        }
     }
-    free(net->weights);
-    free(net->bias);
-    free(net->scale);
-    free(net->shift);
-    free(net->dense);
-    free(net->dense_cap);
-    free(net->dense_shape);
-    free(net->dense_ndim);
-    free(net->left);
-    free(net->slot);
-    free(net->map);
+    free(net->ls);
     free(net->steps);
-    free(net->step_of);
     vc_model_free(&net->model);
     free(net);
     return VC_OK;
@@ -253,23 +261,9 @@ vc_status vc_net_destroy(vc_net *net)
 static vc_status alloc_tables(vc_net *net)
 {
     size_t n = (size_t)net->model.n_layers;
-    net->weights = calloc(n, sizeof *net->weights);
-    net->bias = calloc(n, sizeof *net->bias);
-    net->scale = calloc(n, sizeof *net->scale);
-    net->shift = calloc(n, sizeof *net->shift);
-    net->dense = calloc(n, sizeof *net->dense);
-    net->dense_cap = calloc(n, sizeof *net->dense_cap);
-    net->dense_shape = calloc(n, sizeof *net->dense_shape);
-    net->dense_ndim = calloc(n, sizeof *net->dense_ndim);
-    net->left = calloc(n, sizeof *net->left);
-    net->slot = calloc(n, sizeof *net->slot);
-    net->map = calloc(n, sizeof *net->map);
-    net->step_of = calloc(n, sizeof *net->step_of);
-    if (!net->weights || !net->bias || !net->scale || !net->shift || !net->dense ||
-        !net->dense_cap || !net->dense_shape || !net->dense_ndim || !net->left || !net->slot ||
-        !net->map || !net->step_of)
-        return vc_ctx_fail(net->ctx, VC_ERR_OUT_OF_MEMORY, "vc_net_create: out of memory");
-    for (size_t i = 0; i < n; i++) net->step_of[i] = -1;
+    net->ls = calloc(n, sizeof *net->ls);
+    if (!net->ls) return vc_ctx_fail(net->ctx, VC_ERR_OUT_OF_MEMORY, "vc_net_create: out of memory");
+    for (size_t i = 0; i < n; i++) net->ls[i].step_of = -1;
     return VC_OK;
 }
 
@@ -378,7 +372,7 @@ vc_status vc_net_create(vc_context *ctx, const vc_net_desc *desc, vc_net **out)
 
 static const vc_tensor *slot_of(const vc_net *net, int32_t r)
 {
-    return r == VC_NET_INPUT ? net->in_used : net->slot[r];
+    return r == VC_NET_INPUT ? net->in_used : net->ls[r].slot;
 }
 
 /* The map of a conv or pool layer over `in`, built (or found in the set's cache) apart from the
@@ -389,14 +383,14 @@ static vc_status step_map(vc_net *net, int32_t i, const vc_tensor *in, net_step 
     vc_map_desc md = L->map;
     md.inverse_of = NULL;
     if (L->op == VC_NOP_INVERSE) {
-        md.inverse_of = net->map[L->key_owner];
+        md.inverse_of = net->ls[L->key_owner].map;
         if (!md.inverse_of)
             return vc_ctx_fail(net->ctx, VC_ERR_INVALID_ARGUMENT, "vc_net_run: layer '%s': the "
                                "map of '%s' (indice_key \"%s\") was not built in this run",
                                L->id, net->model.layers[L->key_owner].id, L->indice_key);
     }
     double t0 = net->profiling ? now_ms() : 0;
-    vc_status s = vc_kmap_build(net->ctx, in->coords, &md, &net->map[i]);
+    vc_status s = vc_kmap_build(net->ctx, in->coords, &md, &net->ls[i].map);
     if (s != VC_OK) {
         char msg[sizeof net->ctx->err.msg];
         snprintf(msg, sizeof msg, "%s", vc_context_last_error(net->ctx));
@@ -407,7 +401,7 @@ static vc_status step_map(vc_net *net, int32_t i, const vc_tensor *in, net_step 
         st->map_ms = now_ms() - t0;
     }
     vc_kmap_info info;
-    vc_kmap_get_info(net->map[i], &info);
+    vc_kmap_get_info(net->ls[i].map, &info);
     st->pairs = info.pair_count;
     return VC_OK;
 }
@@ -419,16 +413,16 @@ static vc_status run_conv(vc_net *net, net_step *st, const vc_tensor *in, vc_ten
     vc_status s = step_map(net, i, in, st);
     if (s != VC_OK) return s;
     vc_conv_desc cd = VC_CONV_DESC_INIT;
-    cd.kmap = net->map[i];
+    cd.kmap = net->ls[i].map;
     cd.in_channels = L->in_channels;
     cd.out_channels = L->channels;
-    cd.weights = net->weights[i];
+    cd.weights = net->ls[i].weights;
     cd.weight_dtype = net->dtype;
     cd.weight_memory = net->mem;
-    cd.bias = net->bias[i];
+    cd.bias = net->ls[i].bias;
     cd.activation = st->act;
     cd.leaky_slope = st->slope;
-    cd.residual = st->residual == -1 ? NULL : slot_of(net, st->residual);
+    cd.residual = st->residual == NO_RESIDUAL ? NULL : slot_of(net, st->residual);
     cd.out_dtype = net->dtype;
     cd.algo = net->algo;
     return vc_conv_forward(net->ctx, &cd, in, out);
@@ -442,13 +436,13 @@ static vc_status run_affine(vc_net *net, net_step *st, int32_t r, vc_tensor **ou
     vc_tensor *t = NULL;
     vc_status s = VC_OK;
     if (r != VC_NET_INPUT && net->model.layers[r].readers == 1) {
-        t = net->slot[r];
-        net->slot[r] = NULL;
+        t = net->ls[r].slot;
+        net->ls[r].slot = NULL;
     } else {
         s = vc_tensor_cast(net->ctx, slot_of(net, r), net->dtype, &t);
     }
     if (s == VC_OK)
-        s = vc_tensor_affine(net->ctx, t, net->scale[st->head], net->shift[st->head], net->mem,
+        s = vc_tensor_affine(net->ctx, t, net->ls[st->head].scale, net->ls[st->head].shift, net->mem,
                              st->act, st->slope);
     if (s != VC_OK) {
         vc_tensor_destroy(t);
@@ -464,40 +458,40 @@ static vc_status run_dense(vc_net *net, int32_t i, const vc_tensor *in)
 {
     const vc_net_layer *L = &net->model.layers[i];
     const vc_coords *c = in->coords;
-    int64_t *sh = net->dense_shape[i], n = 1;
+    int64_t *sh = net->ls[i].dense_shape, n = 1;
     int global = L->op != VC_NOP_DENSE;
     vc_dtype dt = global ? VC_DTYPE_FP32 : net->dtype;
     if (global) {
-        net->dense_ndim[i] = 2;
+        net->ls[i].dense_ndim = 2;
         sh[0] = c->batch_size;
         sh[1] = in->channels;
     } else if (L->bcdhw) {
-        net->dense_ndim[i] = 5;
+        net->ls[i].dense_ndim = 5;
         int64_t v[5] = {c->batch_size, in->channels, c->shape[0], c->shape[1], c->shape[2]};
         memcpy(sh, v, sizeof v);
     } else {
-        net->dense_ndim[i] = 4;
+        net->ls[i].dense_ndim = 4;
         int64_t v[4] = {c->batch_size, in->channels * c->shape[0], c->shape[1], c->shape[2]};
         memcpy(sh, v, sizeof v);
     }
-    for (int k = 0; k < net->dense_ndim[i]; k++)
+    for (int k = 0; k < net->ls[i].dense_ndim; k++)
         if (vc_mul_overflow_i64(n, sh[k], &n))
             return vc_ctx_fail(net->ctx, VC_ERR_LIMIT, "vc_net_run: layer '%s': dense size "
                                "overflows", L->id);
     size_t bytes = (size_t)n * vc_dtype_size(dt);
-    if (bytes > net->dense_cap[i] || !net->dense[i]) {
-        vc_mem_free(net->ctx, net->dense[i], net->mem);
-        net->dense_cap[i] = 0;
-        net->dense[i] = vc_mem_alloc(net->ctx, bytes ? bytes : 1, net->mem);
-        if (!net->dense[i])
+    if (bytes > net->ls[i].dense_cap || !net->ls[i].dense) {
+        vc_mem_free(net->ctx, net->ls[i].dense, net->mem);
+        net->ls[i].dense_cap = 0;
+        net->ls[i].dense = vc_mem_alloc(net->ctx, bytes ? bytes : 1, net->mem);
+        if (!net->ls[i].dense)
             return vc_ctx_fail(net->ctx, VC_ERR_OUT_OF_MEMORY, "vc_net_run: layer '%s': out of "
                                "memory for %zu bytes", L->id, bytes);
-        net->dense_cap[i] = bytes;
+        net->ls[i].dense_cap = bytes;
     }
     if (global)
         return vc_global_pool(net->ctx, L->op == VC_NOP_GLOBAL_MAXPOOL ? VC_POOL_MAX : VC_POOL_AVG,
-                              in, net->dense[i], net->mem);
-    return vc_tensor_to_dense(net->ctx, in, net->dense[i], n, dt, net->mem);
+                              in, net->ls[i].dense, net->mem);
+    return vc_tensor_to_dense(net->ctx, in, net->ls[i].dense, n, dt, net->mem);
 }
 
 static vc_status run_pool(vc_net *net, net_step *st, const vc_tensor *in, vc_tensor **out)
@@ -506,7 +500,7 @@ static vc_status run_pool(vc_net *net, net_step *st, const vc_tensor *in, vc_ten
     vc_status s = step_map(net, st->head, in, st);
     if (s != VC_OK) return s;
     vc_pool_desc pd = VC_POOL_DESC_INIT;
-    pd.kmap = net->map[st->head];
+    pd.kmap = net->ls[st->head].map;
     pd.mode = L->op == VC_NOP_MAXPOOL ? VC_POOL_MAX : VC_POOL_AVG;
     return vc_pool_forward(net->ctx, &pd, in, out);
 }
@@ -534,7 +528,7 @@ static vc_status run_step(vc_net *net, net_step *st)
         s = run_dense(net, st->head, in);
     }
     if (s != VC_OK) return s;
-    net->slot[st->last] = out;
+    net->ls[st->last].slot = out;
     st->voxels_out = out ? out->coords->count : 0;
     return VC_OK;
 }
@@ -550,9 +544,9 @@ static void drop_inputs(vc_net *net, const net_step *st)
             int32_t r = L->inputs[k], inside = 0;
             for (int32_t q = 0; q < st->n_members; q++) inside |= st->members[q] == r;
             if (r < 0 || inside) continue;
-            if (--net->left[r] == 0) {
-                vc_tensor_destroy(net->slot[r]);
-                net->slot[r] = NULL;
+            if (--net->ls[r].left == 0) {
+                vc_tensor_destroy(net->ls[r].slot);
+                net->ls[r].slot = NULL;
             }
         }
     }
@@ -562,7 +556,7 @@ static void drop_inputs(vc_net *net, const net_step *st)
 static void count_readers(vc_net *net)
 {
     const vc_model *m = &net->model;
-    for (int32_t i = 0; i < m->n_layers; i++) net->left[i] = m->layers[i].readers;
+    for (int32_t i = 0; i < m->n_layers; i++) net->ls[i].left = m->layers[i].readers;
 }
 
 /* The frame: every step in order. */
@@ -739,16 +733,16 @@ vc_status vc_net_get_output(const vc_net *net, int32_t index, vc_net_output *out
     out->name = m->out_names[index];
     if (!m->layers[r].dense) {
         out->kind = VC_NET_SPARSE;
-        out->tensor = net->ran ? net->slot[r] : NULL;
+        out->tensor = net->ran ? net->ls[r].slot : NULL;
         out->dtype = net->dtype;
         return VC_OK;
     }
     out->kind = VC_NET_DENSE;
     out->dtype = m->layers[r].op == VC_NOP_DENSE ? net->dtype : VC_DTYPE_FP32;
     if (!net->ran) return VC_OK;
-    out->data = net->dense[r];
-    out->ndim = net->dense_ndim[r];
-    memcpy(out->shape, net->dense_shape[r], sizeof out->shape);
+    out->data = net->ls[r].dense;
+    out->ndim = net->ls[r].dense_ndim;
+    memcpy(out->shape, net->ls[r].dense_shape, sizeof out->shape);
     return VC_OK;
 }
 

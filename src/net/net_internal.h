@@ -76,11 +76,6 @@ typedef struct vc_net_params {
     float *scale, *shift;     /* batchnorm applied apart: [C]                                  */
 } vc_net_params;
 
-/* Which layers fold into which: fold_bn[i] = index of the BN folded into conv i, or -1. */
-typedef struct vc_net_fold {
-    int32_t *bn_of;           /* [n_layers]                                                    */
-} vc_net_fold;
-
 /* Loads the parameters of every layer from a safetensors file (path or memory) or makes random
  * ones from `seed`, checks them (missing, extra, mis-shaped, non-finite: errors naming the
  * tensor) and folds each BN given in bn_of into its conv (spec: s = gamma / sqrtf(var + eps);

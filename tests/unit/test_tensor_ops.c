@@ -283,34 +283,19 @@ static void test_to_dense(vc_rng *rng)
                   vc_status_string(got_), m_ ? m_ : "(none)");                                 \
     } while (0)
 
-static void test_errors(vc_rng *rng)
-{
-    const int32_t shape[3] = {3, 4, 5};
-    int32_t *r1 = NULL, *r2 = NULL;
-    vc_coords *s1 = make_set(rng, 10, 2, shape, &r1), *s2 = make_set(rng, 10, 2, shape, &r2);
-    double *v[5] = {NULL};
-    vc_tensor *a = make_tensor(rng, s1, 10, 4, VC_DTYPE_FP32, 1.0, &v[0]);
-    vc_tensor *b = make_tensor(rng, s1, 10, 4, VC_DTYPE_FP16, 1.0, &v[1]);
-    vc_tensor *c = make_tensor(rng, s2, 10, 4, VC_DTYPE_FP32, 1.0, &v[2]);
-    vc_tensor *d = make_tensor(rng, s1, 10, 3, VC_DTYPE_FP32, 1.0, &v[3]);
-    vc_context_desc cd = VC_CONTEXT_DESC_INIT;
-    cd.backend = VC_BACKEND_CPU;
-    vc_context *other = NULL;
-    CHECK_OK(NULL, vc_context_create(&cd, &other));
-    int32_t *r3 = NULL;
-    vc_coords *so = NULL;
-    vc_tensor *foreign = NULL;
-    { /* a tensor of another context */
-        int64_t got = 0;
-        r3 = rand_coords(rng, shape, 1, 4, 0, &got);
-        CHECK_OK(other, vc_coords_create(other, r3, got, VC_MEMORY_HOST, shape, 1, &so));
-        CHECK_OK(other, vc_tensor_create(other, so, 4, VC_DTYPE_FP32, NULL, VC_MEMORY_HOST,
-                                         &foreign));
-    }
-    vc_tensor *const sentinel = (vc_tensor *)(uintptr_t)0x1234;
-    vc_tensor *out = sentinel;
+/* The tensors the error cases take: a [10, 4] fp32, b [10, 4] fp16 on a's set, c [10, 4] fp32 on
+ * another set, d [10, 3] fp32 on a's set, `foreign` on another context. */
+typedef struct fixture {
+    vc_tensor *a, *b, *c, *d, *foreign;
+} fixture;
 
-    /* concat */
+static vc_tensor *const kSentinel = (vc_tensor *)(uintptr_t)0x1234;
+static const int32_t kErrShape[3] = {3, 4, 5};
+
+static void errors_concat(vc_rng *rng, const fixture *f)
+{
+    vc_tensor *a = f->a, *b = f->b, *c = f->c, *d = f->d, *foreign = f->foreign;
+    vc_tensor *out = kSentinel;
     const vc_tensor *pa[3] = {a, d, a}, *pnull[2] = {a, NULL}, *pother[2] = {a, c},
                     *pdt[2] = {a, b}, *pfor[2] = {a, foreign};
     CHECK(vc_tensor_concat(NULL, pa, 2, &out) == VC_ERR_INVALID_ARGUMENT);
@@ -327,7 +312,7 @@ static void test_errors(vc_rng *rng)
                "parts[1] is fp16 but parts[0] is fp32");
     { /* more than 2^20 channels in all (on an empty set: no memory needed) */
         int32_t *r0 = NULL;
-        vc_coords *s0 = make_set(rng, 0, 1, shape, &r0);
+        vc_coords *s0 = make_set(rng, 0, 1, kErrShape, &r0);
         vc_tensor *w = NULL;
         CHECK_OK(g_ctx, vc_tensor_create(g_ctx, s0, (int64_t)1 << 20, VC_DTYPE_FP32, NULL,
                                          VC_MEMORY_HOST, &w));
@@ -335,13 +320,17 @@ static void test_errors(vc_rng *rng)
         CHECK_FAIL(vc_tensor_concat(g_ctx, pw, 2, &out), VC_ERR_LIMIT, "2097152 channels");
         CHECK_OK(g_ctx, vc_tensor_concat(g_ctx, pw, 1, &out)); /* 2^20 alone is fine */
         vc_tensor_destroy(out);
-        out = sentinel;
+        out = kSentinel;
         vc_tensor_destroy(w);
         vc_coords_destroy(s0);
         free(r0);
     }
+}
 
-    /* add */
+static void errors_add(const fixture *f)
+{
+    vc_tensor *a = f->a, *b = f->b, *c = f->c, *d = f->d, *foreign = f->foreign;
+    vc_tensor *out = kSentinel;
     CHECK(vc_tensor_add(NULL, a, a, VC_ACT_NONE, 0.0f, &out) == VC_ERR_INVALID_ARGUMENT);
     CHECK_FAIL(vc_tensor_add(g_ctx, NULL, a, VC_ACT_NONE, 0.0f, &out), VC_ERR_INVALID_ARGUMENT,
                "a is NULL");
@@ -359,9 +348,13 @@ static void test_errors(vc_rng *rng)
                VC_ERR_INVALID_ARGUMENT, "bad activation 7");
     CHECK_FAIL(vc_tensor_add(g_ctx, a, a, VC_ACT_NONE, 0.0f, NULL), VC_ERR_INVALID_ARGUMENT,
                "out is NULL");
-    CHECK(out == sentinel);
+    CHECK(out == kSentinel);
+}
 
-    /* affine: a failed call leaves the tensor as it was */
+static void errors_affine(const fixture *f)
+{
+    vc_tensor *a = f->a, *foreign = f->foreign;
+    /* a failed call leaves the tensor as it was */
     vc_tensor_info ai;
     vc_tensor_get_info(a, &ai);
     float before[40], scale[4] = {2, 2, 2, 2};
@@ -379,8 +372,11 @@ static void test_errors(vc_rng *rng)
     CHECK_FAIL(vc_tensor_affine(g_ctx, a, scale, NULL, VC_MEMORY_HOST, (vc_activation)-1, 0.0f),
                VC_ERR_INVALID_ARGUMENT, "bad activation -1");
     CHECK(memcmp(before, ai.data, sizeof before) == 0);
+}
 
-    /* to_dense */
+static void errors_dense(vc_rng *rng, const fixture *f)
+{
+    vc_tensor *a = f->a, *foreign = f->foreign;
     const int64_t need = 2 * 4 * 3 * 4 * 5;
     float *dst = malloc(sizeof(float) * (size_t)need);
     for (int64_t i = 0; i < need; i++) dst[i] = 7.0f;
@@ -417,7 +413,7 @@ static void test_errors(vc_rng *rng)
     }
     { /* an empty dense array needs no dst */
         int32_t *r0 = NULL;
-        vc_coords *s0 = make_set(rng, 0, 1, shape, &r0);
+        vc_coords *s0 = make_set(rng, 0, 1, kErrShape, &r0);
         vc_tensor *t0 = NULL;
         CHECK_OK(g_ctx, vc_tensor_create(g_ctx, s0, 2, VC_DTYPE_FP32, NULL, VC_MEMORY_HOST, &t0));
         CHECK_OK(g_ctx, vc_tensor_to_dense(g_ctx, t0, dst, need, VC_DTYPE_FP32, VC_MEMORY_HOST));
@@ -427,6 +423,37 @@ static void test_errors(vc_rng *rng)
         free(r0);
     }
     free(dst);
+}
+
+static void test_errors(vc_rng *rng)
+{
+    const int32_t *shape = kErrShape;
+    int32_t *r1 = NULL, *r2 = NULL;
+    vc_coords *s1 = make_set(rng, 10, 2, shape, &r1), *s2 = make_set(rng, 10, 2, shape, &r2);
+    double *v[5] = {NULL};
+    vc_tensor *a = make_tensor(rng, s1, 10, 4, VC_DTYPE_FP32, 1.0, &v[0]);
+    vc_tensor *b = make_tensor(rng, s1, 10, 4, VC_DTYPE_FP16, 1.0, &v[1]);
+    vc_tensor *c = make_tensor(rng, s2, 10, 4, VC_DTYPE_FP32, 1.0, &v[2]);
+    vc_tensor *d = make_tensor(rng, s1, 10, 3, VC_DTYPE_FP32, 1.0, &v[3]);
+    vc_context_desc cd = VC_CONTEXT_DESC_INIT;
+    cd.backend = VC_BACKEND_CPU;
+    vc_context *other = NULL;
+    CHECK_OK(NULL, vc_context_create(&cd, &other));
+    int32_t *r3 = NULL;
+    vc_coords *so = NULL;
+    vc_tensor *foreign = NULL;
+    { /* a tensor of another context */
+        int64_t got = 0;
+        r3 = rand_coords(rng, shape, 1, 4, 0, &got);
+        CHECK_OK(other, vc_coords_create(other, r3, got, VC_MEMORY_HOST, shape, 1, &so));
+        CHECK_OK(other, vc_tensor_create(other, so, 4, VC_DTYPE_FP32, NULL, VC_MEMORY_HOST,
+                                         &foreign));
+    }
+    const fixture f = {a, b, c, d, foreign};
+    errors_concat(rng, &f);
+    errors_add(&f);
+    errors_affine(&f);
+    errors_dense(rng, &f);
     vc_tensor_destroy(foreign);
     vc_coords_destroy(so);
     CHECK_OK(NULL, vc_context_destroy(other));

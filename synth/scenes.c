@@ -1,5 +1,5 @@
-/* tests/common/scenes.c - the synthetic inputs of the tests and the benchmarks (scenes.h). The
- * order of the draws from the generator is part of each scene: keep it. */
+/* synth/scenes.c - the synthetic inputs of the library, the tests and the benchmarks (scenes.h).
+ * The order of the draws from the generator is part of each scene: keep it. */
 #include "scenes.h"
 
 #include <math.h>
@@ -15,19 +15,28 @@ void scene_set_init(scene_set *s, int32_t batch, const int32_t shape[3], int64_t
     s->cap = expected > 16 ? expected : 16;
     s->limit = limit;
     s->rows = malloc((size_t)s->cap * 16);
-    vc_hash_init(&s->seen, s->cap, NULL);
+    vc_hash_result hr = vc_hash_init(&s->seen, s->cap, NULL);
+    s->oom = s->rows == NULL || hr != VC_HASH_INSERTED;
     vc_keypack_init(&s->kp, batch, shape);
 }
 
 void scene_set_add(scene_set *s, int32_t b, int32_t z, int32_t y, int32_t x)
 {
-    if ((s->limit >= 0 && s->n >= s->limit) || !vc_key_in_range(&s->kp, b, z, y, x)) return;
-    if (vc_hash_insert_grow(&s->seen, vc_key_pack(&s->kp, b, z, y, x), 0, NULL) !=
-        VC_HASH_INSERTED)
+    if (s->oom || (s->limit >= 0 && s->n >= s->limit) || !vc_key_in_range(&s->kp, b, z, y, x))
         return;
+    vc_hash_result hr = vc_hash_insert_grow(&s->seen, vc_key_pack(&s->kp, b, z, y, x), 0, NULL);
+    if (hr != VC_HASH_INSERTED) {
+        if (hr != VC_HASH_EXISTS) s->oom = 1;
+        return;
+    }
     if (s->n == s->cap) {
+        int32_t *r = realloc(s->rows, (size_t)s->cap * 2 * 16);
+        if (!r) {
+            s->oom = 1;
+            return;
+        }
         s->cap *= 2;
-        s->rows = realloc(s->rows, (size_t)s->cap * 16);
+        s->rows = r;
     }
     int32_t *r = s->rows + 4 * s->n++;
     r[0] = b;
@@ -39,6 +48,11 @@ void scene_set_add(scene_set *s, int32_t b, int32_t z, int32_t y, int32_t x)
 int32_t *scene_set_finish(scene_set *s, int64_t *n)
 {
     vc_hash_free(&s->seen);
+    if (s->oom) {
+        free(s->rows);
+        s->rows = NULL;
+        s->n = 0;
+    }
     *n = s->n;
     return s->rows;
 }
@@ -101,7 +115,7 @@ int32_t *scene_surface_rows(vc_rng *rng, int64_t n, int32_t batch, const int32_t
 {
     scene_set s;
     scene_set_init(&s, batch, shape, n, n);
-    while (s.n < n) {
+    while (s.n < n && !s.oom) {
         /* a short run along x on a bumpy sheet, or a blob */
         int32_t b = (int32_t)vc_rng_int(rng, batch);
         int32_t y = (int32_t)vc_rng_int(rng, shape[1]), x = (int32_t)vc_rng_int(rng, shape[2]);
@@ -127,6 +141,7 @@ float *scene_random_points(vc_rng *rng, const vc_voxelize_desc *d, int64_t n, in
                            int boundary_steps)
 {
     float *pts = malloc((size_t)(n > 0 ? n : 1) * (size_t)dim * sizeof(float));
+    if (!pts) return NULL;
     for (int64_t i = 0; i < n; i++) {
         float *p = pts + i * dim;
         int64_t kind = vc_rng_int(rng, 20);
@@ -266,10 +281,9 @@ static double ray_box(const double o[3], const double d[3], const box *b)
     return t0 > 0 ? t0 : -1;
 }
 
-void scene_lidar_boxes(vc_rng *rng, int frame, int32_t **rows, int64_t *n,
-                       const int32_t shape[3])
+/* The fixed obstacles of the sweep: five buildings and walls, 35 parked cars. */
+static int sweep_boxes(box boxes[64])
 {
-    box boxes[64];
     int nb = 0;
     vc_rng g = {0xC0FFEEull + 1}; /* the scene is the same in every frame */
     const box fixed[] = {{18, 21, -16, -5, 6},  {10, 40, 12, 13, 8},  {45, 46, -30, 30, 10},
@@ -281,14 +295,19 @@ void scene_lidar_boxes(vc_rng *rng, int frame, int32_t **rows, int64_t *n,
         box b = {x, x + 4.2, y, y + 1.8, 1.5};
         boxes[nb++] = b;
     }
-    scene_set v;
-    scene_set_init(&v, 1, shape, 1 << 17, -1);
+    return nb;
+}
+
+void scene_lidar_sweep(vc_rng *rng, int frame, int steps, scene_hit_fn hit, void *user)
+{
+    box boxes[64];
+    const int nb = sweep_boxes(boxes);
     const double pi = 3.14159265358979323846, h0 = 1.73;
     const double yaw = 0.0007 * frame;
     for (int beam = 0; beam < 128; beam++) {
         double el = (-24.8 + 26.8 * beam / 127.0) * pi / 180.0;
-        for (int s = 0; s < 6144; s++) {
-            double az = yaw + 2 * pi * s / 6144.0;
+        for (int s = 0; s < steps; s++) {
+            double az = yaw + 2 * pi * s / (double)steps;
             double d[3] = {cos(el) * cos(az), cos(el) * sin(az), sin(el)};
             double o[3] = {0, 0, h0};
             double best = 80.0;
@@ -301,11 +320,47 @@ void scene_lidar_boxes(vc_rng *rng, int frame, int32_t **rows, int64_t *n,
             double x = best * d[0] + 0.02 * vc_rng_float(rng);
             double y = best * d[1] + 0.02 * vc_rng_float(rng);
             double z = h0 + best * d[2] - h0 + 0.02 * vc_rng_float(rng);
-            scene_set_add(&v, 0, (int32_t)floor((z + 3.0) / 0.1),
-                          (int32_t)floor((y + 40.0) / 0.05), (int32_t)floor(x / 0.05));
+            hit(user, x, y, z, best);
         }
     }
+}
+
+const scene_grid SCENE_GRID_KITTI = {{0.05, 0.05, 0.1}, {0.0, -40.0, -3.0}, {41, 1600, 1408}};
+const scene_grid SCENE_GRID_NUSCENES = {{0.075, 0.075, 0.2}, {-54.0, -54.0, -5.0},
+                                        {40, 1440, 1440}};
+
+typedef struct grid_sink {
+    scene_set *set;
+    const scene_grid *g;
+} grid_sink;
+
+/* (p - min) / size is exact arithmetic for the KITTI grid's old form: x / 0.05, (y + 40) /
+ * 0.05, (z + 3) / 0.1 (subtracting -40.0 adds 40.0, subtracting 0.0 changes nothing). */
+static void add_to_grid(void *user, double x, double y, double z, double range)
+{
+    const grid_sink *k = user;
+    (void)range;
+    scene_set_add(k->set, 0, (int32_t)floor((z - k->g->min[2]) / k->g->size[2]),
+                  (int32_t)floor((y - k->g->min[1]) / k->g->size[1]),
+                  (int32_t)floor((x - k->g->min[0]) / k->g->size[0]));
+}
+
+void scene_lidar_boxes_grid(vc_rng *rng, int frame, int steps, const scene_grid *g,
+                            int32_t **rows, int64_t *n)
+{
+    scene_set v;
+    scene_set_init(&v, 1, g->shape, 1 << 17, -1);
+    grid_sink k = {&v, g};
+    scene_lidar_sweep(rng, frame, steps, add_to_grid, &k);
     *rows = scene_set_finish(&v, n);
+}
+
+void scene_lidar_boxes(vc_rng *rng, int frame, int32_t **rows, int64_t *n,
+                       const int32_t shape[3])
+{
+    scene_grid g = SCENE_GRID_KITTI;
+    memcpy(g.shape, shape, sizeof g.shape);
+    scene_lidar_boxes_grid(rng, frame, 6144, &g, rows, n);
 }
 
 /* ---- scans ------------------------------------------------------------------------------- */

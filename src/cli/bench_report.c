@@ -1,0 +1,262 @@
+/*
+ * bench_report.c - the reports of voxconv bench (bench.h): the table on the terminal, the CSV
+ * and JSON files (fields in docs/bench.md), the SVG chart of one result, and the comparison of
+ * two JSON results (read with cJSON) drawn by the same chart code.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+const char *bench_algo_name(vc_algo a)
+{
+    switch (a) {
+    case VC_ALGO_IMPLICIT_GEMM: return "implicit";
+    case VC_ALGO_GATHER_GEMM_SCATTER: return "ggs";
+    case VC_ALGO_GATHER_GEMM_SCATTER_GROUPED: return "grouped";
+    default: return "auto";
+    }
+}
+
+static const char *map_type_name(vc_map_type t)
+{
+    static const char *const n[] = {"subm", "strided", "downsample", "inverse", "transposed"};
+    return (unsigned)t < 5 ? n[t] : "?";
+}
+
+static void triple(const int32_t v[3], char *buf, size_t len)
+{
+    if (v[0] == v[1] && v[1] == v[2]) snprintf(buf, len, "%d", (int)v[0]);
+    else snprintf(buf, len, "%d,%d,%d", (int)v[0], (int)v[1], (int)v[2]);
+}
+
+/* Useful TFLOP/s and GB/s (the floor's bytes) at time ms. */
+static double tflops(const bench_layer *l) { return l->floor.flops / (l->t.median * 1e-3) * 1e-12; }
+static double gbps(const bench_layer *l) { return l->floor.bytes / (l->t.median * 1e-3) * 1e-9; }
+
+/* "implicit f16_128x64x32_s3 split 2", "pool", "cpu". */
+static void algo_text(const bench_layer *l, char *buf, size_t len)
+{
+    if (!strcmp(l->plan.config, "pool") || !strcmp(l->plan.config, "cpu")) {
+        snprintf(buf, len, "%s", l->plan.config);
+        return;
+    }
+    char split[32] = "";
+    if (l->plan.tap_split > 0) snprintf(split, sizeof split, " split %d", (int)l->plan.tap_split);
+    if (l->plan.tap_split < 0)
+        snprintf(split, sizeof split, " split <=%d", (int)-l->plan.tap_split);
+    snprintf(buf, len, "%s%s%s%s", bench_algo_name(l->plan.algo), l->plan.config[0] ? " " : "",
+             l->plan.config, split);
+}
+
+void bench_print_table(FILE *f, const bench_run *r)
+{
+    const cli_suite *s = r->suite;
+    fprintf(f, "# voxconv bench: %s, %d layers on %s (%lld voxels, %dx%dx%d)\n", s->name, s->n,
+            r->scene, (long long)r->voxels, r->shape[0], r->shape[1], r->shape[2]);
+    fprintf(f, "%s (%s), %s, algo %s; median, p10, p90 of %d runs after %d warm-up%s\n\n",
+            r->device, r->backend, r->dtype, r->algo, r->runs, r->warmup,
+            r->flush ? ", caches flushed before each run" : "");
+    fprintf(f, "| layer | type | k | s | p | cin->cout | voxels in | voxels out | pairs | median ms |"
+            " p10 ms | p90 ms | TFLOP/s | GB/s | floor ms | x floor | algorithm |\n");
+    fprintf(f, "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for (int i = 0; i < s->n; i++) {
+        const cli_layer *l = &s->layers[i];
+        const bench_layer *b = &r->layers[i];
+        char k[24], st[24], p[24], algo[96], fl[32] = "-", ratio[32] = "-";
+        triple(l->kernel, k, sizeof k);
+        triple(l->stride, st, sizeof st);
+        triple(l->padding, p, sizeof p);
+        algo_text(b, algo, sizeof algo);
+        if (b->floor.ms > 0) {
+            snprintf(fl, sizeof fl, "%.4f", b->floor.ms);
+            snprintf(ratio, sizeof ratio, "%.1f", b->t.median / b->floor.ms);
+        }
+        fprintf(f, "| %s%s | %s | %s | %s | %s | %lld->%lld | %lld | %lld | %lld | %.4f | %.4f |"
+                " %.4f | %.3g | %.3g | %s | %s | %s |\n", l->name, b->dup_of >= 0 ? " (=)" : "",
+                CLI_LAYER_TYPES[l->type], k, st, p, (long long)l->cin, (long long)l->cout,
+                (long long)b->n_in, (long long)b->n_out, (long long)b->pairs, b->t.median,
+                b->t.p10, b->t.p90, tflops(b), gbps(b), fl, ratio, algo);
+    }
+    fprintf(f, "\nmap builds (vc_kmap_build on a fresh copy of the input level, timed apart):\n\n");
+    fprintf(f, "| map | first layer | type | k | s | voxels in | voxels out | pairs | median ms |"
+            " p10 ms | p90 ms |\n|---|---|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int m = 0; m < r->n_maps; m++) {
+        const bench_map *b = &r->maps[m];
+        char k[24], st[24];
+        triple(b->kernel, k, sizeof k);
+        triple(b->stride, st, sizeof st);
+        fprintf(f, "| %d | %s | %s | %s | %s | %lld | %lld | %lld | %.4f | %.4f | %.4f |\n", m,
+                s->layers[b->first_layer].name, map_type_name(b->type), k, st,
+                (long long)b->n_in, (long long)b->n_out, (long long)b->pairs, b->t.median,
+                b->t.p10, b->t.p90);
+    }
+    fprintf(f, "\nwhole suite: %d layers, sum of medians %.4f ms", s->n, r->sum_ms);
+    if (r->floor_known)
+        fprintf(f, " (floor %.4f ms, %.1fx)", r->sum_floor_ms, r->sum_ms / r->sum_floor_ms);
+    fprintf(f, "; back to back %.4f ms (p10 %.4f, p90 %.4f); map builds %.4f ms\n",
+            r->network.median, r->network.p10, r->network.p90, r->sum_maps_ms);
+}
+
+void bench_write_csv(FILE *f, const bench_run *r)
+{
+    const cli_suite *s = r->suite;
+    fprintf(f, "suite,index,layer,type,kernel,stride,padding,dilation,cin,cout,voxels_in,"
+            "voxels_out,pairs,median_ms,p10_ms,p90_ms,tflops,gbps,floor_ms,floor_ratio,algo,"
+            "config,tap_split,repeat_of,dtype,backend,device\n");
+    for (int i = 0; i < s->n; i++) {
+        const cli_layer *l = &s->layers[i];
+        const bench_layer *b = &r->layers[i];
+        char k[24], st[24], p[24], d[24], fl[32] = "", ratio[32] = "";
+        triple(l->kernel, k, sizeof k);
+        triple(l->stride, st, sizeof st);
+        triple(l->padding, p, sizeof p);
+        triple(l->dilation, d, sizeof d);
+        if (b->floor.ms > 0) {
+            snprintf(fl, sizeof fl, "%.6g", b->floor.ms);
+            snprintf(ratio, sizeof ratio, "%.4g", b->t.median / b->floor.ms);
+        }
+        fprintf(f, "\"%s\",%d,\"%s\",%s,\"%s\",\"%s\",\"%s\",\"%s\",%lld,%lld,%lld,%lld,%lld,"
+                "%.6g,%.6g,%.6g,%.4g,%.4g,%s,%s,%s,\"%s\",%d,%d,%s,%s,\"%s\"\n", s->name, i,
+                l->name, CLI_LAYER_TYPES[l->type], k, st, p, d, (long long)l->cin,
+                (long long)l->cout, (long long)b->n_in, (long long)b->n_out, (long long)b->pairs,
+                b->t.median, b->t.p10, b->t.p90, tflops(b), gbps(b), fl, ratio,
+                bench_algo_name(b->plan.algo), b->plan.config, (int)b->plan.tap_split,
+                b->dup_of, r->dtype, r->backend, r->device);
+    }
+}
+
+static void json_int3(FILE *f, const char *key, const int32_t v[3])
+{
+    fprintf(f, "\"%s\": [%d, %d, %d]", key, (int)v[0], (int)v[1], (int)v[2]);
+}
+
+static void json_stats(FILE *f, const bench_stats *t)
+{
+    fprintf(f, "\"median_ms\": %.6g, \"p10_ms\": %.6g, \"p90_ms\": %.6g", t->median, t->p10,
+            t->p90);
+}
+
+static void json_layer(FILE *f, const bench_run *r, int i)
+{
+    const cli_layer *l = &r->suite->layers[i];
+    const bench_layer *b = &r->layers[i];
+    fprintf(f, "    {\"index\": %d, \"name\": ", i);
+    cli_json_string(f, l->name);
+    fprintf(f, ", \"type\": \"%s\", ", CLI_LAYER_TYPES[l->type]);
+    json_int3(f, "kernel", l->kernel);
+    fprintf(f, ", ");
+    json_int3(f, "stride", l->stride);
+    fprintf(f, ", ");
+    json_int3(f, "padding", l->padding);
+    fprintf(f, ", ");
+    json_int3(f, "dilation", l->dilation);
+    fprintf(f, ", \"cin\": %lld, \"cout\": %lld, \"voxels_in\": %lld, \"voxels_out\": %lld, "
+            "\"pairs\": %lld, ", (long long)l->cin, (long long)l->cout, (long long)b->n_in,
+            (long long)b->n_out, (long long)b->pairs);
+    json_stats(f, &b->t);
+    fprintf(f, ", \"flops\": %.6g, \"bytes\": %.6g, \"tflops\": %.6g, \"gbps\": %.6g, ",
+            b->floor.flops, b->floor.bytes, tflops(b), gbps(b));
+    if (b->floor.ms > 0)
+        fprintf(f, "\"floor_ms\": %.6g, \"floor_ratio\": %.6g", b->floor.ms,
+                b->t.median / b->floor.ms);
+    else
+        fprintf(f, "\"floor_ms\": null, \"floor_ratio\": null");
+    fprintf(f, ", \"algo\": \"%s\", \"config\": ", bench_algo_name(b->plan.algo));
+    cli_json_string(f, b->plan.config);
+    fprintf(f, ", \"tap_split\": %d, \"map\": %d, \"repeat_of\": %d}", (int)b->plan.tap_split,
+            b->map, b->dup_of);
+}
+
+void bench_write_json(FILE *f, const bench_run *r)
+{
+    fprintf(f, "{\n  \"tool\": \"voxconv bench\", \"version\": \"%s\", \"device\": ", vc_version());
+    cli_json_string(f, r->device);
+    fprintf(f, ", \"backend\": \"%s\", \"dtype\": \"%s\", \"algo\": ", r->backend, r->dtype);
+    cli_json_string(f, r->algo);
+    fprintf(f, ",\n  \"runs\": %d, \"warmup\": %d, \"flush_l2\": %s,\n  \"scene\": {\"source\": ",
+            r->runs, r->warmup, r->flush ? "true" : "false");
+    cli_json_string(f, r->scene);
+    fprintf(f, ", \"voxels\": %lld, ", (long long)r->voxels);
+    json_int3(f, "spatial_shape", r->shape);
+    fprintf(f, "},\n  \"suite\": ");
+    cli_json_string(f, r->suite->name);
+    fprintf(f, ",\n  \"layers\": [\n");
+    for (int i = 0; i < r->suite->n; i++) {
+        json_layer(f, r, i);
+        fprintf(f, "%s\n", i + 1 < r->suite->n ? "," : "");
+    }
+    fprintf(f, "  ],\n  \"maps\": [\n");
+    for (int m = 0; m < r->n_maps; m++) {
+        const bench_map *b = &r->maps[m];
+        fprintf(f, "    {\"index\": %d, \"first_layer\": %d, \"type\": \"%s\", ", m,
+                b->first_layer, map_type_name(b->type));
+        json_int3(f, "kernel", b->kernel);
+        fprintf(f, ", ");
+        json_int3(f, "stride", b->stride);
+        fprintf(f, ", ");
+        json_int3(f, "padding", b->padding);
+        fprintf(f, ", ");
+        json_int3(f, "dilation", b->dilation);
+        fprintf(f, ", \"voxels_in\": %lld, \"voxels_out\": %lld, \"pairs\": %lld, ",
+                (long long)b->n_in, (long long)b->n_out, (long long)b->pairs);
+        json_stats(f, &b->t);
+        fprintf(f, "}%s\n", m + 1 < r->n_maps ? "," : "");
+    }
+    fprintf(f, "  ],\n  \"total\": {\"layers\": %d, \"sum_median_ms\": %.6g, ", r->suite->n,
+            r->sum_ms);
+    if (r->floor_known) fprintf(f, "\"sum_floor_ms\": %.6g, ", r->sum_floor_ms);
+    else fprintf(f, "\"sum_floor_ms\": null, ");
+    fprintf(f, "\"network_median_ms\": %.6g, \"network_p10_ms\": %.6g, \"network_p90_ms\": "
+            "%.6g, \"map_builds_ms\": %.6g}\n}\n", r->network.median, r->network.p10,
+            r->network.p90, r->sum_maps_ms);
+}
+
+/* One report as text in memory (open_memstream); NULL when out of memory. */
+static char *report_text(const bench_run *r, void (*write)(FILE *, const bench_run *),
+                         size_t *len)
+{
+    char *text = NULL;
+    FILE *m = open_memstream(&text, len);
+    if (!m) return NULL;
+    write(m, r);
+    if (fclose(m) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+int bench_write_outputs(const char *cmd, vc_context *ctx, const bench_run *r, const char *csv,
+                        const char *json, const char *plot)
+{
+    const char *paths[3] = {csv, json, plot};
+    void (*writers[3])(FILE *, const bench_run *) = {bench_write_csv, bench_write_json,
+                                                     bench_write_svg};
+    char *texts[3] = {NULL, NULL, NULL};
+    cli_output outs[3];
+    int n = 0, rc = CLI_OK;
+    for (int k = 0; k < 3 && rc == CLI_OK; k++) {
+        if (!paths[k]) continue;
+        if (!strcmp(paths[k], "-")) {
+            writers[k](stdout, r);
+            continue;
+        }
+        size_t len = 0;
+        if (!(texts[k] = report_text(r, writers[k], &len))) {
+            rc = cli_error(cmd, "out of memory");
+            break;
+        }
+        memset(&outs[n], 0, sizeof outs[n]);
+        outs[n].path = paths[k];
+        outs[n].text = texts[k];
+        outs[n].text_len = len;
+        n++;
+    }
+    if (rc == CLI_OK && n > 0) rc = cli_write_outputs(cmd, ctx, outs, n);
+    for (int k = 0; k < 3; k++) free(texts[k]);
+    return rc;
+}
