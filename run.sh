@@ -120,14 +120,18 @@ python_tests() {
     # The Python package (docs/python.md) as a user gets it: `pip install ./python` (CPU only)
     # into a venv, numpy from PyPI, torch where it installs within VOXCONV_TORCH_TIMEOUT seconds
     # (else the torch tests skip and say so), then its pytest suite on the installed package.
-    [ "${VOXCONV_PYTHON_TESTS:-1}" = 1 ] || { say "python suite off (VOXCONV_PYTHON_TESTS=0)"; return 0; }
+    if [ "${VOXCONV_PYTHON_TESTS:-1}" != 1 ]; then
+        say "python suite off (VOXCONV_PYTHON_TESTS=0)"
+        return 0
+    fi
     local venv=${VOXCONV_PYVENV:-$BUILD_DIR/pyvenv} t0=$SECONDS
     local py="$venv/bin/python"
     say "python: pip install ./python (CPU only) into $venv"
-    [ -x "$py" ] || python3 -m venv "$venv"
+    # (called from `python_tests || rc=$?`, where errexit is off: every step checks itself)
+    [ -x "$py" ] || python3 -m venv "$venv" || return 1
     local pip=("$py" -m pip install -q --disable-pip-version-check)
-    "${pip[@]}" numpy pytest
-    VOXCONV_CUDA=OFF "${pip[@]}" --no-deps --force-reinstall ./python
+    "${pip[@]}" numpy pytest || return 1
+    VOXCONV_CUDA=OFF "${pip[@]}" --no-deps --force-reinstall ./python || return 1
     if ! "$py" -c 'import torch' 2>/dev/null; then
         local limit=${VOXCONV_TORCH_TIMEOUT:-240}
         say "python: installing torch (at most ${limit}s)"

@@ -109,3 +109,22 @@ def test_files(tmp_path):
     q.write_bytes(b"\0" * 20)
     with pytest.raises(ValueError, match="VC_ERR_FORMAT"):
         voxconv.read(q)
+
+
+def _on_cuda(a):
+    """A DLPack producer claiming CUDA device 0 for host memory (never read: the device checks
+    refuse it first)."""
+    from voxconv import _dlpack
+    return _dlpack.Exported(a.ctypes.data, a.dtype.name, a.shape, (_dlpack.KDL_CUDA, 0), a)
+
+
+def test_two_devices_and_no_cuda(case):
+    f, c, w = case
+    with pytest.raises(ValueError, match=r"different devices \(features on cpu:0, coords on "
+                                         r"cuda:0\).*never copies"):
+        voxconv.conv(f, _on_cuda(c), w, SHAPE, batch_size=2)
+    with pytest.raises(ValueError, match="weights on cuda:0"):
+        voxconv.conv(f, c, _on_cuda(w), SHAPE, batch_size=2)
+    if not voxconv.cuda_available():  # device arrays on a CPU-only build: refused, not copied
+        with pytest.raises((ValueError, RuntimeError), match="cannot create a context.*VC_ERR_"):
+            voxconv.conv(_on_cuda(f), _on_cuda(c), _on_cuda(w), SHAPE, batch_size=2)

@@ -93,3 +93,26 @@ def test_spconv_layers_gpu_equal_cpu(cuda, rng):
     np.testing.assert_array_equal(gpu[1].numpy(), cpu[1].numpy())
     np.testing.assert_allclose(gpu[0].numpy(), cpu[0].numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(gpu[2].numpy(), cpu[2].numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_net_gpu_equals_cpu(cuda, scan):
+    """voxconv.Net on CUDA tensors (fp32) against the same net on the CPU backend."""
+    torch = cuda
+    import os
+    from conftest import ROOT
+    model = os.path.join(ROOT, "models", "voxel_res_backbone8x_kitti.json")
+    pts = torch.from_numpy(voxconv.read(scan))
+    f, c, _ = voxconv.voxelize(pts, (0.05, 0.05, 0.1), (0, -40, -3, 70.4, 40, 1),
+                               max_voxels=40000)
+    cpu = voxconv.Net(model, random_weights=5, dtype="float32").run(f, c, (41, 1600, 1408))
+    net = voxconv.Net(model, random_weights=5, device="cuda", dtype="float32")
+    gpu = net.run(f.cuda(), c.cuda(), (41, 1600, 1408))
+    for name, want in cpu.items():
+        got = gpu[name]
+        if isinstance(want, tuple):
+            np.testing.assert_array_equal(got[1].cpu().numpy(), want[1].numpy())
+            want, got = want[0], got[0]
+        assert got.device.type == "cuda"
+        scale = max(1.0, float(want.abs().max()))
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-3,
+                                   atol=1e-3 * scale)

@@ -158,6 +158,8 @@ def test_spconv_layers_against_reference(torch, rng):
     assert d.shape == (2, 8, 8, 8, 16)
     with pytest.raises(RuntimeError, match="backward is not available"):
         mv["b"](ov[1])
+    with torch.no_grad(), pytest.raises(ValueError, match="one feature row per coordinate"):
+        mv["b"](ov[1].replace_feature(ov[1].features[:-1]))
 
 
 @pytest.mark.parametrize("name", ["VoxelBackBone8x", "VoxelResBackBone8x"])

@@ -6,6 +6,7 @@ ever copied to another device. Each context is used under its own lock (the C li
 one thread at a time per context); the default contexts live as long as the process.
 """
 import ctypes
+import os
 import sys
 import threading
 
@@ -63,9 +64,10 @@ def raise_status(status, message):
 class Context:
     """A vc_context of one backend and device, with the lock its calls take."""
 
-    def __init__(self, backend, device=0):
+    def __init__(self, backend, device=0, num_threads=0):
         lib = L.lib()
-        desc = L.ContextDesc(ctypes.sizeof(L.ContextDesc), backend, device, None, 0, None)
+        desc = L.ContextDesc(ctypes.sizeof(L.ContextDesc), backend, device, None, num_threads,
+                             None)
         ptr = ctypes.c_void_p()
         s = lib.vc_context_create(ctypes.byref(desc), ctypes.byref(ptr))
         if s != L.OK:
@@ -122,13 +124,14 @@ _CONTEXTS_LOCK = threading.Lock()
 
 
 def context(kind="cpu", device=0):
-    """The process's default context for 'cpu' or ('cuda', device)."""
+    """The process's default context for 'cpu' or ('cuda', device). The CPU context's thread
+    count is VOXCONV_NUM_THREADS (0 or unset: OpenMP's default)."""
     key = (kind, device)
     with _CONTEXTS_LOCK:
         ctx = _CONTEXTS.get(key)
         if ctx is None:
             backend = L.BACKEND_CUDA if kind == "cuda" else L.BACKEND_CPU
-            ctx = Context(backend, device)
+            ctx = Context(backend, device, int(os.environ.get("VOXCONV_NUM_THREADS", "0")))
             _CONTEXTS[key] = ctx
         return ctx
 

@@ -151,10 +151,14 @@ class Tensor(_Owner):
         return export(self.ctx, exp, shape, dtype, like)
 
 
+def feature_view(features, name="features", stream=None):
+    """A checked view of features [N, C]."""
+    return C.check(C.view(features, name, stream), name, ndim=2, dtypes=FEATURE_DTYPES)
+
+
 def views(features, coords, stream=None, feature_name="features", coords_name="coords"):
     """Checked views of a features / coords pair (N rows each) and their context."""
-    fv = C.check(C.view(features, feature_name, stream), feature_name, ndim=2,
-                 dtypes=FEATURE_DTYPES)
+    fv = feature_view(features, feature_name, stream)
     cv = C.check(C.view(coords, coords_name, stream), coords_name, ndim=2, dtypes=("int32",),
                  cols=4)
     if fv.shape[0] != cv.shape[0]:

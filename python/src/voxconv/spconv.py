@@ -16,7 +16,7 @@ from torch import nn
 from . import _core as C
 from . import _lib as L
 from . import functional as F
-from ._sparse import Coords, Tensor, triple, views
+from ._sparse import Coords, Tensor, feature_view, triple, views
 
 __all__ = ["SparseConvTensor", "SparseModule", "SparseSequential", "SparseConvolution",
            "SubMConv3d", "SparseConv3d", "SparseInverseConv3d", "SparseConvTranspose3d",
@@ -79,13 +79,21 @@ class SparseConvTensor:
         return self.indice_dict.get(key) if key is not None else None
 
     def vc_tensor(self):
-        """The features and indices as a voxconv tensor (wrapped, no copy)."""
+        """The features and indices as a voxconv tensor (wrapped, no copy). The voxconv set
+        of the indices is made once and kept through subm layers and replace_feature, so the
+        kernel maps cached on it are shared (spconv's indice_key reuse)."""
+        cs = self._coords
+        if (cs is not None and cs.array is self.indices and cs.batch_size == self.batch_size
+                and cs.spatial_shape == tuple(int(v) for v in self.spatial_shape)):
+            fv = feature_view(self._features)
+            ctx = C.context_for([fv], ["features"])
+            if ctx is cs.ctx and fv.shape[0] == self.indices.shape[0]:
+                return Tensor.wrap(ctx, fv, cs), ctx
+        # first use, or something changed: the full checks (rows, devices) and a new set
         fv, cv, ctx = views(self._features, self.indices, feature_name="features",
                             coords_name="indices")
-        cs = self._coords
-        if cs is None or cs.ctx is not ctx or cs.array is not self.indices:
-            cs = Coords.wrap(ctx, cv, self.indices, self.spatial_shape, self.batch_size)
-            self._coords = cs
+        cs = Coords.wrap(ctx, cv, self.indices, self.spatial_shape, self.batch_size)
+        self._coords = cs
         return Tensor.wrap(ctx, fv, cs), ctx
 
     def dense(self, channels_first=True):
