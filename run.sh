@@ -3,12 +3,15 @@
 #   ./run.sh demo   install what is missing, build, fetch the real scans, voxelize them and run
 #                   convolutions on them through the CLI, print a summary (the main job)
 #   ./run.sh test   install what is missing, build, fetch the scans, run every test suite
+#                   (then the Python package's suite: ./run.sh python)
+#   ./run.sh python a CPU-only `pip install ./python` into a venv and its pytest suite
 #   ./run.sh build  configure and build only
 #   ./run.sh sanitize  the CPU unit suite built with AddressSanitizer and UBSan (leaks included)
 #   ./run.sh tsan   the multi-context tests built with ThreadSanitizer (CPU, OpenMP off: libomp
 #                   is not instrumented, so its own synchronisation would be reported)
 # Environment: BUILD_DIR (default build), VOXCONV_CUDA_ARCHS (default "80;90"; CI uses 90),
-# VOXCONV_CUDA (AUTO|ON|OFF), JOBS (default nproc).
+# VOXCONV_CUDA (AUTO|ON|OFF), JOBS (default nproc); the Python suite: VOXCONV_PYTHON_TESTS=0
+# skips it, VOXCONV_PYVENV (default $BUILD_DIR/pyvenv), VOXCONV_TORCH_TIMEOUT (seconds, 240).
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -25,8 +28,10 @@ deps() {
     command -v cc >/dev/null || want+=(build-essential)
     command -v clang >/dev/null || want+=(clang)
     command -v python3 >/dev/null || want+=(python3)
-    [ -f /usr/include/cjson/cJSON.h ] || want+=(libcjson-dev) # the CLI's JSON reader
+    python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     command -v apt-get >/dev/null && command -v dpkg >/dev/null || true
+    # cJSON parses the network descriptions and safetensors headers (cmake/cjson.cmake)
+    [ -f /usr/include/cjson/cJSON.h ] || want+=(libcjson-dev)
     if command -v clang >/dev/null; then
         # libFuzzer and OpenMP for clang
         local rt
@@ -107,7 +112,30 @@ run_tests() {
     VC_REQUIRE_DATA=$require ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" 2>&1 |
         tee "$log" || rc=$?
     skip_reasons "$log"
+    python_tests || rc=$?
     return "$rc"
+}
+
+python_tests() {
+    # The Python package (docs/python.md) as a user gets it: `pip install ./python` (CPU only)
+    # into a venv, numpy from PyPI, torch where it installs within VOXCONV_TORCH_TIMEOUT seconds
+    # (else the torch tests skip and say so), then its pytest suite on the installed package.
+    [ "${VOXCONV_PYTHON_TESTS:-1}" = 1 ] || { say "python suite off (VOXCONV_PYTHON_TESTS=0)"; return 0; }
+    local venv=${VOXCONV_PYVENV:-$BUILD_DIR/pyvenv} t0=$SECONDS
+    local py="$venv/bin/python"
+    say "python: pip install ./python (CPU only) into $venv"
+    [ -x "$py" ] || python3 -m venv "$venv"
+    local pip=("$py" -m pip install -q --disable-pip-version-check)
+    "${pip[@]}" numpy pytest
+    VOXCONV_CUDA=OFF "${pip[@]}" --no-deps --force-reinstall ./python
+    if ! "$py" -c 'import torch' 2>/dev/null; then
+        local limit=${VOXCONV_TORCH_TIMEOUT:-240}
+        say "python: installing torch (at most ${limit}s)"
+        timeout "$limit" "${pip[@]}" torch ||
+            say "python: torch did not install within ${limit}s: the torch tests will skip"
+    fi
+    say "python: running the suite ($((SECONDS - t0))s so far)"
+    (cd python/tests && env -u VOXCONV_LIBRARY "$py" -m pytest -q -rs -p no:cacheprovider)
 }
 
 skip_reasons() {
@@ -161,5 +189,6 @@ test) deps; build; run_tests ;;
 build) deps; build ;;
 sanitize) deps; sanitize ;;
 tsan) deps; tsan ;;
-*) echo "usage: ./run.sh demo|test|build|sanitize|tsan" >&2; exit 2 ;;
+python) deps; fetch || true; python_tests ;;
+*) echo "usage: ./run.sh demo|test|build|sanitize|tsan|python" >&2; exit 2 ;;
 esac

@@ -16,8 +16,8 @@
  * (GGS's internal read-back of the pair counts included), L2 flushed (a 256 MB memset) before
  * every run and the 3 frames rotated; useful TFLOP/s = 2 * pairs * Cin * Cout / time; GB/s =
  * the fewest bytes (input features, output features, weights, out_in, all once) / time; the
- * floor = max(FLOPs / PEAK_FLOPS, bytes / PEAK_BYTES) (the H100 rates of docs/benchmarks.md,
- * Floors). The outputs of
+ * floor = max(FLOPs / peak, bytes / bandwidth) at the H100 rates of docs/benchmarks.md
+ * (Floors), the model voxconv bench uses (core/floor.h, one copy). The outputs of
  * frame 0 of both GGS variants are compared with the implicit GEMM's (relative Frobenius, the
  * larger difference is printed) as a sanity check.
  * Map builds are timed apart (vc_kmap_build_gpu_timed, median), with the tile order
@@ -46,11 +46,13 @@
 #include "conv/conv.h"
 #include "conv/conv_gpu.h"
 #include "core/dtype.h"
+#include "core/floor.h"
 #include "kmap/kmap.h"
 #include "kmap/kmap_gpu.h"
 #include "gemm/gemm.h"
 #include "hash/hash.h"
 #include "scenes.h"
+#include "src/cli/layers.h"
 #include "voxconv.h"
 
 #ifdef VOXCONV_HAVE_CUDA
@@ -67,8 +69,6 @@
 #define MAX_LEVELS 16
 #define MAX_NETS 16
 #define MAX_SCENES 8
-#define PEAK_FLOPS 650e12
-#define PEAK_BYTES 3.0e12
 
 static int g_runs = 25;
 static cudaStream_t g_s;
@@ -83,9 +83,8 @@ static int g_tune_splits[8] = {0}, g_n_tune_splits = 1; /* --tune-splits; 0 = th
 
 /* ---- layer suites ------------------------------------------------------------------------ */
 
+/* cli_layer_type's values, in its order (src/cli/layers.h) */
 enum { L_SUBM, L_STRIDED, L_DOWN, L_INVERSE, L_TRANSPOSED, L_MAXPOOL, L_AVGPOOL };
-static const char *const kTypeNames[] = {"subm",       "strided", "downsample", "inverse",
-                                         "transposed", "maxpool", "avgpool"};
 
 typedef struct layer {
     char name[32];
@@ -139,50 +138,38 @@ static const char *kBuiltinSpconv =
     "c11 subm 3 1 0 192 224\nc12 subm 3 1 0 224 224\np6 maxpool 2 2 0 224 224\n"
     "c13 subm 3 1 0 224 256\nc14 subm 3 1 0 256 256\n";
 
-static int parse_triple(const char *s, int v[3])
-{
-    int n = sscanf(s, "%d,%d,%d", &v[0], &v[1], &v[2]);
-    if (n == 1) v[1] = v[2] = v[0];
-    return n == 1 || n == 3 ? 0 : -1;
-}
-
-/* Parses the suite text; returns 0 or -1 (with a message) on a malformed line. */
+/* The suite text through the parser of voxconv bench (src/cli/layers.c, one copy); returns 0
+ * or -1 (with a message) on a malformed suite. Dilations other than 1 are not timed here. */
 static int parse_net(const char *text, const char *name, net *out)
 {
+    cli_suite s;
+    char err[512];
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", name);
-    const char *p = text;
-    int line = 0;
-    while (*p) {
-        char buf[256];
-        size_t len = strcspn(p, "\n");
-        if (len >= sizeof buf) len = sizeof buf - 1;
-        memcpy(buf, p, len);
-        buf[len] = 0;
-        p += strcspn(p, "\n");
-        if (*p) p++;
-        line++;
-        char *hash = strchr(buf, '#');
-        if (hash) *hash = 0;
-        char nm[64], ty[32], k[32], s[32], pd[32];
-        long long ci, co;
-        int got = sscanf(buf, "%63s %31s %31s %31s %31s %lld %lld", nm, ty, k, s, pd, &ci, &co);
-        if (got <= 0) continue;
-        layer *l = &out->l[out->n];
-        int t = -1;
-        for (int i = 0; i < 7; i++)
-            if (!strcmp(ty, kTypeNames[i])) t = i;
-        if (got != 7 || t < 0 || parse_triple(k, l->k) || parse_triple(s, l->s) ||
-            parse_triple(pd, l->p) || ci < 1 || co < 1 || out->n >= MAX_LAYERS) {
-            fprintf(stderr, "bench_conv: %s line %d malformed: '%s'\n", name, line, buf);
-            return -1;
-        }
-        snprintf(l->name, sizeof l->name, "%.31s", nm);
-        l->type = t;
-        l->cin = ci;
-        l->cout = co;
-        out->n++;
+    if (cli_suite_parse(text, name, &s, err, sizeof err)) {
+        fprintf(stderr, "bench_conv: %s\n", err);
+        return -1;
     }
+    if (s.n > MAX_LAYERS) {
+        fprintf(stderr, "bench_conv: %s: %d layers (at most %d)\n", name, s.n, MAX_LAYERS);
+        cli_suite_free(&s);
+        return -1;
+    }
+    for (int i = 0; i < s.n; i++) {
+        const cli_layer *c = &s.layers[i];
+        layer *l = &out->l[i];
+        snprintf(l->name, sizeof l->name, "%.31s", c->name);
+        l->type = (int)c->type; /* the same order as L_SUBM .. L_AVGPOOL */
+        for (int a = 0; a < 3; a++) {
+            l->k[a] = c->kernel[a];
+            l->s[a] = c->stride[a];
+            l->p[a] = c->padding[a];
+        }
+        l->cin = c->cin;
+        l->cout = c->cout;
+    }
+    out->n = s.n;
+    cli_suite_free(&s);
     return 0;
 }
 
@@ -616,16 +603,11 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
         r->n_in = m0->n_in;
         r->n_out = m0->n_out;
         r->pairs = m0->n_pairs;
-        const double K = m0->volume;
-        double flops = 2.0 * (double)r->pairs * (double)l->cin * (double)l->cout;
-        double bytes = 2.0 * ((double)r->n_in * l->cin + (double)r->n_out * l->cout +
-                              K * l->cin * l->cout) + 4.0 * (double)r->n_out * K;
-        if (is_pool(l)) {
-            flops = 0;
-            bytes = 2.0 * ((double)r->n_in * l->cin + (double)r->n_out * l->cout) +
-                    4.0 * (double)r->n_out * K;
-        }
-        double floor_ms = 1e3 * fmax(flops / PEAK_FLOPS, bytes / PEAK_BYTES);
+        /* the floor model of voxconv bench and docs/benchmarks.md (core/floor.h), fp16 */
+        const vc_layer_floor fl = vc_floor_layer(r->n_in, r->n_out, r->pairs, m0->volume, l->cin,
+                                                 l->cout, 2.0, is_pool(l),
+                                                 VC_FLOOR_H100_FLOPS_16BIT, VC_FLOOR_H100_BYTES);
+        const double flops = fl.flops, bytes = fl.bytes, floor_ms = fl.ms;
         if (dup >= 0) {
             *r = res[dup];
         } else {
@@ -673,7 +655,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
         snprintf(ss, sizeof ss, "%d,%d,%d", l->s[0], l->s[1], l->s[2]);
         printf("| %s%s | %s | %s | %s | %lld -> %lld | %lld | %lld->%lld | %.4f | %.4f | %.4f |"
                " %.1f | %.0f | %.4f | %.1f | %.2f | %.2f | %.1e%s | %s |\n",
-               l->name, r->dup_of >= 0 ? " (=)" : "", kTypeNames[l->type], ks, ss,
+               l->name, r->dup_of >= 0 ? " (=)" : "", CLI_LAYER_TYPES[l->type], ks, ss,
                (long long)r->n_in, (long long)r->n_out, (long long)r->pairs,
                (long long)l->cin, (long long)l->cout, r->ms[0], r->ms[1], r->ms[2],
                flops / (r->ms[0] * 1e-3) * 1e-12, bytes / (r->ms[0] * 1e-3) * 1e-9, floor_ms,
@@ -682,7 +664,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
         if (g_csv)
             fprintf(g_csv, "\"%s\",\"%s\",%s,%s,\"%s\",\"%s\",%lld,%lld,%lld,%lld,%lld,"
                     "%.5f,%.5f,%.5f,%.5f,%.3g,%s\n",
-                    sc->name, nt->name, l->name, kTypeNames[l->type], ks, ss,
+                    sc->name, nt->name, l->name, CLI_LAYER_TYPES[l->type], ks, ss,
                     (long long)r->n_in, (long long)r->n_out, (long long)r->pairs,
                     (long long)l->cin, (long long)l->cout, r->ms[0], r->ms[1], r->ms[2],
                     floor_ms, r->diff, is_pool(l) ? "pool" : kAlgoNames[algo_slot(r->plan)]);

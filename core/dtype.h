@@ -88,6 +88,18 @@ static inline void vc_store_f32(void *p, vc_dtype t, int64_t i, float v)
     }
 }
 
+/* "fp32", "fp16", "bf16", "int32" or "?" (for messages). */
+static inline const char *vc_dtype_name(vc_dtype t)
+{
+    switch (t) {
+    case VC_DTYPE_FP32: return "fp32";
+    case VC_DTYPE_FP16: return "fp16";
+    case VC_DTYPE_BF16: return "bf16";
+    case VC_DTYPE_INT32: return "int32";
+    default: return "?";
+    }
+}
+
 static inline int vc_is_float_dtype(vc_dtype t)
 {
     return t == VC_DTYPE_FP32 || t == VC_DTYPE_FP16 || t == VC_DTYPE_BF16;

@@ -60,10 +60,12 @@ __device__ __forceinline__ void store_any2(void *p, int dt, int64_t i, float x, 
         *reinterpret_cast<float2 *>(static_cast<float *>(p) + i) = make_float2(x, y);
 }
 
+// The same comparisons as the CPU twin (conv/conv_cpu.c): NaN passes through and -0 stays -0,
+// so GPU and CPU agree bit for bit on those inputs too.
 __device__ __forceinline__ float activate(const Params &p, float v)
 {
-    if (p.act == VC_GEMM_ACT_RELU) return v > 0.f ? v : 0.f;
-    if (p.act == VC_GEMM_ACT_LEAKY) return v > 0.f ? v : v * p.slope;
+    if (p.act == VC_GEMM_ACT_RELU) return v < 0.f ? 0.f : v;
+    if (p.act == VC_GEMM_ACT_LEAKY) return v < 0.f ? v * p.slope : v;
     return v;
 }
 

@@ -267,6 +267,57 @@ VC_API vc_status vc_tensor_check_finite(vc_context *ctx, vc_tensor *tensor,
                                         vc_nonfinite_policy policy, int64_t *count);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Tensor operations                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The activation applied to a result in fp32 (convolutions, vc_tensor_add, vc_tensor_affine):
+ * RELU max(v, 0), LEAKY_RELU v for v >= 0 and v * slope below. */
+typedef enum vc_activation {
+    VC_ACT_NONE = 0,
+    VC_ACT_RELU = 1,
+    VC_ACT_LEAKY_RELU = 2
+} vc_activation;
+
+/* The operations below take tensors of one context and give the same bits on the CPU and the
+ * CUDA backend: their arithmetic is fp32 (a product and a sum are rounded apart, never fused),
+ * stored in the tensor's dtype rounding to nearest even; their activations are v < 0 ? 0 : v
+ * and v < 0 ? v * slope : v (a NaN stays NaN). On the CUDA backend they only queue
+ * work on the context's stream (no synchronisation) except where a comment says otherwise. */
+
+/* *out = a new tensor whose channels are the parts' channels side by side, in order: row i is
+ * parts[0] row i, then parts[1] row i, ... `count` >= 1 parts, all on the same coordinate set
+ * (the same vc_coords, pointer equal: VC_ERR_SHAPE_MISMATCH otherwise) and of one dtype (the
+ * result's); total channels at most 2^20 (VC_ERR_LIMIT). */
+VC_API vc_status vc_tensor_concat(vc_context *ctx, const vc_tensor *const *parts, int32_t count,
+                                  vc_tensor **out);
+/* *out = act(a + b) elementwise, a new tensor on their coordinate set; a and b must share the
+ * coordinate set (pointer equal), the channel count and the dtype (VC_ERR_SHAPE_MISMATCH
+ * otherwise). `slope` is LeakyReLU's (ignored by the other activations). */
+VC_API vc_status vc_tensor_add(vc_context *ctx, const vc_tensor *a, const vc_tensor *b,
+                               vc_activation act, float slope, vc_tensor **out);
+/* In place, per channel c of every row: x = act(x * scale[c] + shift[c]) (the product rounded
+ * to fp32, then the sum). scale and shift are fp32 [channels] in `where` memory; either may be
+ * NULL, meaning no multiply (scale 1) or no add (shift 0): with both NULL it is a plain
+ * activation, and -0 stays -0. On the CUDA backend, scale or shift in host memory is copied to
+ * the device for the call, which synchronises; device arrays make it queue work only. */
+VC_API vc_status vc_tensor_affine(vc_context *ctx, vc_tensor *t, const float *scale,
+                                  const float *shift, vc_memory where, vc_activation act,
+                                  float slope);
+/* Sparse to dense: writes the dense [B, C, D, H, W] array of `dtype` (fp32, fp16 or bf16) at
+ * dst (host or device, per `where`), with B = the coordinate set's batch size, C = the
+ * tensor's channels, (D, H, W) = its spatial shape (z, y, x): element
+ * [b, c, z, y, x] = t[row (b, z, y, x), c] converted to `dtype`, and 0 where no row is. The
+ * same bytes are OpenPCDet's HeightCompression input viewed as [B, C*D, H, W].
+ * `capacity`: dst's size in elements; VC_ERR_CAPACITY when it is below B*C*D*H*W (dst is then
+ * untouched), VC_ERR_LIMIT when that product overflows int64. dst may be NULL only when the
+ * product is 0. The set's rows must be distinct (every set voxconv builds is; duplicates are
+ * not checked: the element then holds one of their rows). Deterministic. On the CUDA backend
+ * a device dst only queues work (a fill and a scatter); a host dst is staged in device memory
+ * and copied back, which synchronises. */
+VC_API vc_status vc_tensor_to_dense(vc_context *ctx, const vc_tensor *t, void *dst,
+                                    int64_t capacity, vc_dtype dtype, vc_memory where);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Voxelization                                                                                */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -467,12 +518,6 @@ VC_API vc_status vc_kmap_bounded_destroy(vc_kmap_bounded *map);
 /* ------------------------------------------------------------------------------------------ */
 /* Convolution                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
-
-typedef enum vc_activation {
-    VC_ACT_NONE = 0,
-    VC_ACT_RELU = 1,
-    VC_ACT_LEAKY_RELU = 2
-} vc_activation;
 
 /* CUDA backend (the CPU backend runs one algorithm whatever this says):
  * IMPLICIT_GEMM: output-stationary, the gathers in the GEMM's main loop, fused epilogue; no
@@ -848,6 +893,87 @@ VC_API vc_status vc_tune_cache_save_output(vc_context *ctx, vc_output *out);
 VC_API vc_status vc_tensor_load(vc_context *ctx, const char *path, vc_tensor **out);
 VC_API vc_status vc_tensor_load_memory(vc_context *ctx, const void *bytes, size_t size,
                                        vc_tensor **out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Networks                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A network: a model description (JSON, docs/networks.md) bound to its weights (safetensors,
+ * the PyTorch state_dict names; BatchNorm folded into the preceding conv at create), its weights
+ * uploaded once in the net's dtype to the context's memory. Runs frame after frame; every kernel
+ * map of a frame is built once and shared by the layers that use it. */
+typedef struct vc_net vc_net;
+
+typedef struct vc_net_desc {
+    uint32_t struct_size;
+    const char *model_path;    /* JSON description file, or NULL and:                          */
+    const char *model_json;    /* the description's text (NUL-terminated)                      */
+    const char *weights_path;  /* safetensors file, or NULL and:                               */
+    const void *weights_data;  /* safetensors bytes in memory (weights_size of them), or NULL
+                                  with random_weights set                                       */
+    size_t weights_size;
+    int32_t random_weights;    /* 1: deterministic random weights from `seed` (BN stats too)   */
+    uint64_t seed;
+    vc_dtype dtype;            /* feature dtype the layers run in; -1 = fp16 on CUDA, fp32 on
+                                  CPU                                                           */
+    vc_algo algo;              /* passed to every conv                                         */
+} vc_net_desc;
+
+#define VC_NET_DESC_INIT                                                                       \
+    {sizeof(vc_net_desc), NULL, NULL, NULL, NULL, 0, 0, 0, (vc_dtype)-1, VC_ALGO_AUTO}
+
+/* Parses the description, binds and checks the weights (a missing, extra, mis-shaped or
+ * non-finite tensor is an error naming it) and uploads them. On failure *out is unchanged and
+ * nothing is left allocated. Synchronises on the CUDA backend (the weight upload). */
+VC_API vc_status vc_net_create(vc_context *ctx, const vc_net_desc *desc, vc_net **out);
+/* Frees the net, its weights and its outputs. NULL is OK. */
+VC_API vc_status vc_net_destroy(vc_net *net);
+/* Runs one frame on a voxel tensor (channels = the description's input channels; its coordinate
+ * set's spatial shape may be smaller than the description's, then it is placed in the
+ * description's shape; any dtype: cast to the net's). Outputs stay valid until the next run or
+ * destroy. Synchronises on the CUDA backend (once per kernel map built, and for dense outputs
+ * of global pooling). */
+VC_API vc_status vc_net_run(vc_net *net, const vc_tensor *in);
+/* Voxelizes points per the description's "voxelize" block (VC_ERR_INVALID_ARGUMENT without
+ * one), then runs. */
+VC_API vc_status vc_net_run_points(vc_net *net, const vc_points *points);
+
+typedef enum vc_net_output_kind { VC_NET_SPARSE = 0, VC_NET_DENSE = 1 } vc_net_output_kind;
+
+typedef struct vc_net_output {
+    const char *name;
+    vc_net_output_kind kind;
+    const vc_tensor *tensor;   /* SPARSE: borrowed until the next run / destroy                */
+    const void *data;          /* DENSE: borrowed, in the context's memory                      */
+    vc_dtype dtype;            /* DENSE                                                        */
+    int32_t ndim;              /* DENSE: 2 (global pool), 4 (bev) or 5 (bcdhw)                 */
+    int64_t shape[5];
+} vc_net_output;
+
+/* Named outputs, in the description's order. Before the first run, tensor and data are NULL and
+ * the shape is 0. */
+VC_API vc_status vc_net_output_count(const vc_net *net, int32_t *count);
+VC_API vc_status vc_net_get_output(const vc_net *net, int32_t index, vc_net_output *out);
+/* Copies a DENSE output of the last run (its whole array, `bytes` = the product of its shape
+ * times its dtype's size: VC_ERR_CAPACITY when smaller) to dst, host or device per `where`.
+ * Synchronises on the CUDA backend. */
+VC_API vc_status vc_net_copy_output(vc_net *net, int32_t index, void *dst, size_t bytes,
+                                    vc_memory where);
+/* VC_ERR_INVALID_ARGUMENT when no output has that name. */
+VC_API vc_status vc_net_find_output(const vc_net *net, const char *name, int32_t *index);
+
+/* Profiling: when on, the next runs time every step (CUDA events / host clock; adds syncs). */
+typedef struct vc_net_step_info {
+    const char *name;          /* layer id                                                     */
+    const char *op;
+    int64_t voxels_in, voxels_out, pairs;
+    double ms;                 /* last run; the map build of a conv is timed apart:            */
+    double map_ms;
+} vc_net_step_info;
+
+VC_API vc_status vc_net_set_profiling(vc_net *net, int32_t on);
+VC_API vc_status vc_net_step_count(const vc_net *net, int32_t *count);
+VC_API vc_status vc_net_get_step(const vc_net *net, int32_t index, vc_net_step_info *out);
 
 #ifdef __cplusplus
 }

@@ -73,9 +73,19 @@ static void generate(const vc_synth_desc *d, const synth_param *p, int32_t **row
 /* The scene of d, aiming at d->voxels for LIDAR and INDOOR: a first generation at the kind's own
  * size, then up to three more with the steps (proportional) or the scale (square root: the room
  * is surfaces) corrected by the ratio of the counts. */
+/* A generated scene: its rows, grid, and the steps or scale its size settled on. */
+typedef struct synth_scene {
+    int32_t *rows;
+    int64_t n;
+    scene_grid g;
+    synth_param p;
+} synth_scene;
+
 static vc_status synth_rows(vc_context *ctx, const char *fn, const vc_synth_desc *d,
-                            int32_t **rows, int64_t *n, scene_grid *grid, synth_param *used)
+                            synth_scene *sc)
 {
+    int32_t **rows = &sc->rows;
+    int64_t *n = &sc->n;
     synth_param p = {SYNTH_LIDAR_STEPS, 1.0};
     generate(d, &p, rows, n);
     for (int it = 0; it < 3 && *rows && d->kind != VC_SYNTH_UNIFORM && d->voxels > 0; it++) {
@@ -95,15 +105,18 @@ static vc_status synth_rows(vc_context *ctx, const char *fn, const vc_synth_desc
         generate(d, &p, rows, n);
     }
     if (!*rows) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    *grid = synth_grid(d, &p);
-    *used = p;
+    sc->g = synth_grid(d, &p);
+    sc->p = p;
     return VC_OK;
 }
 
-/* Checks the description (defaults for a NULL one are not given: desc is required). */
+/* The prologue of both entry points: the context's message cleared, `out` present, the
+ * description (required) checked into *d. */
 static vc_status take_desc(vc_context *ctx, const char *fn, const vc_synth_desc *desc,
-                           vc_synth_desc *d)
+                           const void *out, vc_synth_desc *d)
 {
+    vc_ctx_clear(ctx);
+    if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *d = (vc_synth_desc)VC_SYNTH_DESC_INIT;
     VC_TAKE_DESC(ctx, fn, *d, desc, vc_synth_desc);
     if (d->kind != VC_SYNTH_LIDAR && d->kind != VC_SYNTH_INDOOR && d->kind != VC_SYNTH_UNIFORM)
@@ -133,17 +146,14 @@ static vc_status take_desc(vc_context *ctx, const char *fn, const vc_synth_desc 
 vc_status vc_synth_voxels(vc_context *ctx, const vc_synth_desc *desc, vc_tensor **out)
 {
     const char *fn = "vc_synth_voxels";
-    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
-    vc_ctx_clear(ctx);
-    if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     vc_synth_desc d;
-    vc_status s = take_desc(ctx, fn, desc, &d);
+    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
+    vc_status s = take_desc(ctx, fn, desc, out, &d);
     if (s != VC_OK) return s;
-    int32_t *rows = NULL;
-    int64_t n = 0;
-    scene_grid g;
-    synth_param p;
-    if ((s = synth_rows(ctx, fn, &d, &rows, &n, &g, &p)) != VC_OK) return s;
+    synth_scene sc;
+    if ((s = synth_rows(ctx, fn, &d, &sc)) != VC_OK) return s;
+    int32_t *rows = sc.rows;
+    const int64_t n = sc.n;
     size_t elems = (size_t)n * (size_t)d.channels;
     float *feat = malloc(elems ? elems * sizeof(float) : 1);
     if (!feat) {
@@ -154,8 +164,9 @@ vc_status vc_synth_voxels(vc_context *ctx, const vc_synth_desc *desc, vc_tensor 
     vc_rng fr = {(d.seed ? d.seed : SYNTH_DEFAULT_SEED) * 0x9E3779B97F4A7C15ull + 7};
     for (size_t i = 0; i < elems; i++) feat[i] = vc_rng_float(&fr);
     vc_coords *c = NULL;
-    s = vc_coords_create(ctx, rows, n, VC_MEMORY_HOST, g.shape, 1, &c);
-    if (s == VC_OK) s = vc_tensor_create(ctx, c, d.channels, VC_DTYPE_FP32, feat, VC_MEMORY_HOST, out);
+    s = vc_coords_create(ctx, rows, n, VC_MEMORY_HOST, sc.g.shape, 1, &c);
+    if (s == VC_OK)
+        s = vc_tensor_create(ctx, c, d.channels, VC_DTYPE_FP32, feat, VC_MEMORY_HOST, out);
     vc_coords_destroy(c); /* the tensor holds its own reference */
     free(rows);
     free(feat);
@@ -206,25 +217,22 @@ static vc_status lidar_points(vc_context *ctx, const char *fn, const vc_synth_de
 vc_status vc_synth_points(vc_context *ctx, const vc_synth_desc *desc, vc_cloud *out)
 {
     const char *fn = "vc_synth_points";
-    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
-    vc_ctx_clear(ctx);
-    if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     vc_synth_desc d;
-    vc_status s = take_desc(ctx, fn, desc, &d);
+    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
+    vc_status s = take_desc(ctx, fn, desc, out, &d);
     if (s != VC_OK) return s;
     /* the rows (and the steps or scale the size settled on) as vc_synth_voxels makes them */
-    int32_t *rows = NULL;
-    int64_t n = 0;
-    scene_grid g;
-    synth_param p = {SYNTH_LIDAR_STEPS, 1.0};
-    if ((d.kind != VC_SYNTH_LIDAR || d.voxels > 0) &&
-        (s = synth_rows(ctx, fn, &d, &rows, &n, &g, &p)) != VC_OK)
+    synth_scene sc = {NULL, 0, SCENE_GRID_KITTI, {SYNTH_LIDAR_STEPS, 1.0}};
+    if ((d.kind != VC_SYNTH_LIDAR || d.voxels > 0) && (s = synth_rows(ctx, fn, &d, &sc)) != VC_OK)
         return s;
+    int32_t *rows = sc.rows;
+    int64_t n = sc.n;
+    const scene_grid g = sc.g;
     point_sink k = {NULL, 0, 0, 0};
     if (d.kind == VC_SYNTH_LIDAR) {
         free(rows);
         rows = NULL;
-        if ((s = lidar_points(ctx, fn, &d, p.steps, &k)) != VC_OK) {
+        if ((s = lidar_points(ctx, fn, &d, sc.p.steps, &k)) != VC_OK) {
             free(k.p);
             return s;
         }

@@ -87,6 +87,25 @@ static vc_status convert_copy(vc_context *ctx, void *dst, vc_dtype dt, vc_memory
     return s;
 }
 
+vc_status vc_tensor_alloc(vc_context *ctx, const char *fn, vc_coords *coords, int64_t channels,
+                          vc_dtype dtype, vc_tensor **out)
+{
+    size_t bytes = 0;
+    vc_memory native = vc_ctx_native(ctx);
+    vc_status s = check_tensor_args(ctx, fn, coords, channels, dtype, native, out, &bytes);
+    if (s != VC_OK) return s;
+    void *data = vc_mem_alloc(ctx, bytes, native);
+    if (!data)
+        return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", fn, bytes);
+    vc_tensor *t = new_tensor(ctx, coords, channels, dtype, data, 1);
+    if (!t) {
+        vc_mem_free(ctx, data, native);
+        return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    *out = t;
+    return VC_OK;
+}
+
 vc_status vc_tensor_create(vc_context *ctx, vc_coords *coords, int64_t channels, vc_dtype dtype,
                            const void *features, vc_memory where, vc_tensor **out)
 {
@@ -95,29 +114,22 @@ vc_status vc_tensor_create(vc_context *ctx, vc_coords *coords, int64_t channels,
     size_t bytes = 0;
     vc_status s = check_tensor_args(ctx, fn, coords, channels, dtype, where, out, &bytes);
     if (s != VC_OK) return s;
-    vc_memory native = vc_ctx_native(ctx);
-    void *data = vc_mem_alloc(ctx, bytes, native);
-    if (!data)
-        return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", fn, bytes);
+    vc_tensor *t = NULL;
+    if ((s = vc_tensor_alloc(ctx, fn, coords, channels, dtype, &t)) != VC_OK) return s;
     if (features) {
-        s = vc_mem_copy(ctx, data, native, features, where, bytes);
-    } else if (native == VC_MEMORY_HOST) {
-        memset(data, 0, bytes);
+        s = vc_mem_copy(ctx, t->data, t->memory, features, where, bytes);
+    } else if (t->memory == VC_MEMORY_HOST) {
+        memset(t->data, 0, bytes);
     } else {
 #ifdef VOXCONV_HAVE_CUDA
         vc_err err;
-        s = vc_ctx_err(ctx, vc_cuda_fill(data, dtype, (int64_t)(bytes / vc_dtype_size(dtype)),
+        s = vc_ctx_err(ctx, vc_cuda_fill(t->data, dtype, (int64_t)(bytes / vc_dtype_size(dtype)),
                                          0.0f, ctx->stream, &err), &err);
 #endif
     }
     if (s != VC_OK) {
-        vc_mem_free(ctx, data, native);
+        vc_tensor_destroy(t);
         return s;
-    }
-    vc_tensor *t = new_tensor(ctx, coords, channels, dtype, data, 1);
-    if (!t) {
-        vc_mem_free(ctx, data, native);
-        return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     *out = t;
     return VC_OK;

@@ -22,6 +22,7 @@ typedef struct bench_layer {
     vc_layer_floor floor;
     vc_conv_plan_info plan; /* convolutions; pools: algo AUTO, config "pool" */
     int map;                /* index into bench_run.maps                                     */
+    double map_ms;          /* --model: the step's map builds (median); 0 for layers         */
     int dup_of;             /* -1, or the earlier layer of the same map, type and channels
                                whose timings this one repeats (timed once)                  */
 } bench_layer;
@@ -53,7 +54,28 @@ typedef struct bench_run {
     double sum_ms, sum_floor_ms, sum_maps_ms; /* sums over every layer (repeats included)  */
     bench_stats network;                     /* the layers back to back, maps prebuilt     */
     int floor_known;                         /* every layer has a floor                    */
+    int model;                               /* --model: the layers are a network's steps  */
 } bench_run;
+
+/* Median (the mean of the middle two for an even count), p10 and p90 (nearest rank); sorts v. */
+bench_stats bench_stats_of(double *v, int n);
+
+/* The table (stdout, or stderr when --csv or --json is "-"), then the files. */
+int bench_report_all(const char *cmd, vc_context *ctx, const bench_run *r, const char *csv,
+                     const char *json, const char *plot);
+
+/* voxconv bench --model (bench_net.c): run holds the settings; the result is reported. */
+typedef struct bench_model_opts {
+    const char *model, *weights, *scene; /* weights NULL: random weights from seed            */
+    const vc_synth_desc *synth;          /* a synthetic scene's points instead of scene       */
+    const cli_read_opts *read;
+    uint64_t seed;
+    vc_dtype dtype;
+    vc_algo algo;
+    const char *csv, *json, *plot;
+} bench_model_opts;
+
+int bench_model(const char *cmd, vc_context *ctx, const bench_model_opts *m, bench_run *run);
 
 /* "subm" ... for the map types. */
 const char *bench_algo_name(vc_algo a);

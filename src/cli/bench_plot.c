@@ -147,8 +147,8 @@ void bench_write_svg(FILE *f, const bench_run *r)
     p.n = r->suite->n;
     p.rows = calloc((size_t)p.n, sizeof *p.rows);
     if (!p.rows) return;
-    snprintf(p.title, sizeof p.title, "voxconv bench: %s on %s (%lld voxels)", r->suite->name,
-             r->scene, (long long)r->voxels);
+    snprintf(p.title, sizeof p.title, "voxconv bench: %s on %s (%lld %s)", r->suite->name,
+             r->scene, (long long)r->voxels, r->model && r->shape[0] == 0 ? "points" : "voxels");
     snprintf(p.series[0], sizeof p.series[0], "%s (%s), %s, algo %s, median of %d runs%s",
              r->device, r->backend, r->dtype, r->algo, r->runs,
              r->flush ? ", caches flushed" : "");
@@ -157,15 +157,17 @@ void bench_write_svg(FILE *f, const bench_run *r)
         const bench_layer *b = &r->layers[i];
         plot_row *row = &p.rows[i];
         char spec[96];
-        cli_layer_format(l, spec, sizeof spec);
+        if (r->model) snprintf(spec, sizeof spec, "%s", b->plan.config); /* the step's op */
+        else cli_layer_format(l, spec, sizeof spec);
         snprintf(row->label, sizeof row->label, "%s  %s", l->name, spec);
         row->med[0] = b->t.median;
         row->p10[0] = b->t.p10;
         row->p90[0] = b->t.p90;
         row->floor = b->floor.ms;
     }
-    snprintf(p.foot[0], sizeof p.foot[0], "sum of layer medians %.4f ms; back to back %.4f ms;"
-             " map builds %.4f ms", r->sum_ms, r->network.median, r->sum_maps_ms);
+    snprintf(p.foot[0], sizeof p.foot[0], "sum of %s medians %.4f ms; %s %.4f ms; map builds "
+             "%.4f ms", r->model ? "step" : "layer", r->sum_ms,
+             r->model ? "frame (unprofiled)" : "back to back", r->network.median, r->sum_maps_ms);
     draw(f, &p);
     free(p.rows);
 }
@@ -214,7 +216,8 @@ static cJSON *load_result(const char *path, const cJSON **layers, char *err, siz
     cJSON *doc = cJSON_Parse(text);
     free(text);
     *layers = doc ? cJSON_GetObjectItemCaseSensitive(doc, "layers") : NULL;
-    if (!cJSON_IsArray(*layers) || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "total"))) {
+    const cJSON *total = doc ? cJSON_GetObjectItemCaseSensitive(doc, "total") : NULL;
+    if (!cJSON_IsArray(*layers) || !cJSON_IsObject(total)) {
         snprintf(err, errlen, "'%s' is not a voxconv bench JSON result (%s)", path,
                  doc ? "no \"layers\" array or \"total\" object" : "not JSON");
         cJSON_Delete(doc);
@@ -259,7 +262,8 @@ static int compare_rows(const cJSON *la, const cJSON *lb, plot *p, char *err, si
 /* Titles, legends and the totals' line of the comparison. */
 static void compare_text(plot *p, const cJSON *doc[2], const char *path[2])
 {
-    snprintf(p->title, sizeof p->title, "voxconv bench: %s, A against B", str(doc[0], "suite"));
+    const char *what = cJSON_GetObjectItemCaseSensitive(doc[0], "model") ? "model" : "suite";
+    snprintf(p->title, sizeof p->title, "voxconv bench: %s, A against B", str(doc[0], what));
     double sum[2], net[2], lg = 0;
     for (int s = 0; s < 2; s++) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(doc[s], "total");

@@ -126,7 +126,7 @@ typedef struct cli_output {
     const char *text;
     size_t text_len;
 } cli_output;
-#define CLI_MAX_OUTPUTS 4
+#define CLI_MAX_OUTPUTS 64 /* voxconv run writes one file per named output */
 
 /* Ignores SIGXFSZ; SIGINT/SIGTERM/SIGHUP remove the registered temporaries, then kill. */
 void cli_signals_init(void);
@@ -201,6 +201,7 @@ int cmd_voxelize(int argc, char **argv);
 int cmd_conv(int argc, char **argv);
 int cmd_pool(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);

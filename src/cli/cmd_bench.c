@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "suite_levels.h"
 
 static const char *const BENCH_DTYPES[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const BENCH_ALGOS[] = {"auto", "implicit", "ggs", "grouped", NULL};
@@ -28,7 +29,8 @@ static const char *const GRIDS[] = {"kitti", "nuscenes", NULL};
 #define MAX_LAYER_SPECS 256
 
 static const char BENCH_HELP[] =
-    "usage: voxconv bench SCENE|--synth KIND[:N] (--layer SPEC ... | --suite FILE) [options]\n"
+    "usage: voxconv bench SCENE|--synth KIND[:N] (--layer SPEC ... | --suite FILE |\n"
+    "                     --model FILE.json) [options]\n"
     "       voxconv bench --plot OUT.svg --compare A.json B.json\n"
     "\n"
     "Times sparse convolution and pooling layers on a scene: per layer the voxels in and out,\n"
@@ -44,6 +46,10 @@ static const char BENCH_HELP[] =
     "                          TYPE subm|strided|downsample|inverse|transposed|maxpool|avgpool;\n"
     "                          K, S, P, D one number or z,y,x\n"
     "  --suite FILE            the layers of a suite file (datasets/layers/*.txt)\n"
+    "  --model FILE.json       a whole network (models/*.json, docs/networks.md) instead: the\n"
+    "                          frame timed, then each step profiled; a point scene or --synth\n"
+    "                          is voxelized by the model; --weights W.safetensors or\n"
+    "                          --random-weights SEED (default 1)\n"
     "  --dilation D            the dilation of --layer specs that give none (default 1)\n"
     "  --dtype fp32|tf32|fp16|bf16   features and weights (default fp16 on CUDA, fp32 on CPU;\n"
     "                          tf32: fp32 data on tensor cores)\n"
@@ -63,7 +69,7 @@ static const char BENCH_HELP[] =
 
 typedef struct bench_opts {
     const char *suite, *dilation, *synth, *seed, *grid, *dtype, *algo, *backend, *runs;
-    const char *warmup, *csv, *json, *plot, *peak, *vsize;
+    const char *warmup, *csv, *json, *plot, *peak, *vsize, *model, *weights, *net_seed;
     int flush, compare;
     const char *layers[MAX_LAYER_SPECS];
     int n_layers;
@@ -80,6 +86,7 @@ typedef struct bench_cfg {
     vc_synth_desc synth;
     int use_synth;
     float vsize[3];
+    uint64_t net_seed; /* --random-weights (default 1) */
 } bench_cfg;
 
 /* Everything a run holds on the context. */
@@ -87,8 +94,7 @@ typedef struct bench_state {
     vc_context *ctx;
     const cli_suite *s;
     const bench_cfg *c;
-    vc_coords **level;           /* [n_levels], one reference each                         */
-    vc_kmap **map_of;            /* per layer, a user reference                            */
+    cli_suite_levels lv;         /* every layer's map, every level's coordinates           */
     vc_tensor **in, **w, **bias; /* per layer (NULL for repeats: they use dup_of's)        */
     vc_timer *timer;
     double t_start;              /* progress: the host clock at the start                  */
@@ -186,6 +192,10 @@ static int parse_cfg(const char *cmd, const bench_opts *o, bench_cfg *c)
     for (int a = 0; a < 3; a++)
         if (!(c->vsize[a] > 0))
             return cli_usage_error(cmd, "--voxel-size: sizes must be > 0, got '%s'", o->vsize);
+    c->net_seed = 1;
+    if (o->net_seed && cli_parse_u64(cmd, "--random-weights", o->net_seed, &c->net_seed))
+        return CLI_USAGE;
+    if (o->model && c->tf32) return cli_usage_error(cmd, "--dtype tf32: not with --model");
     return CLI_OK;
 }
 
@@ -297,25 +307,11 @@ static int load_scene(const char *cmd, vc_context *ctx, const char *path, const 
 
 /* ---- maps -------------------------------------------------------------------------------- */
 
-static vc_map_type map_type(cli_layer_type t)
-{
-    switch (t) {
-    case CLI_LAYER_SUBM: return VC_MAP_SUBM;
-    case CLI_LAYER_STRIDED: return VC_MAP_STRIDED;
-    case CLI_LAYER_INVERSE: return VC_MAP_INVERSE;
-    case CLI_LAYER_TRANSPOSED: return VC_MAP_TRANSPOSED;
-    default: return VC_MAP_DOWNSAMPLE; /* downsample and the pools (Minkowski semantics) */
-    }
-}
-
+/* A layer's map description (INVERSE: over `inverse_of`). */
 static vc_map_desc layer_map_desc(const cli_layer *l, const vc_kmap *inverse_of)
 {
-    vc_map_desc d = VC_MAP_DESC_INIT;
-    d.type = map_type(l->type);
-    memcpy(d.kernel, l->kernel, sizeof d.kernel);
-    memcpy(d.stride, l->stride, sizeof d.stride);
-    memcpy(d.padding, l->padding, sizeof d.padding);
-    memcpy(d.dilation, l->dilation, sizeof d.dilation);
+    vc_map_desc d;
+    cli_layer_map_desc(l, &d);
     d.inverse_of = inverse_of;
     return d;
 }
@@ -328,27 +324,18 @@ static void layer_label(const cli_layer *l, char *buf, size_t len)
     snprintf(buf, len, "layer %s (%s)", l->name, spec);
 }
 
-/* Builds every layer's map (the context caches them: repeats share one) and the levels. */
-static int build_maps(const char *cmd, bench_state *st, bench_run *run)
+/* Every layer's map and the levels (suite_levels.c; the context caches maps: repeats share
+ * one), the distinct maps and the repeated layers into run. */
+static int build_maps(const char *cmd, bench_state *st, vc_coords *scene, bench_run *run)
 {
     const cli_suite *s = st->s;
-    for (int i = 0; i < s->n; i++) {
+    int rc = cli_suite_levels_build(cmd, st->ctx, s, scene, &st->lv);
+    for (int i = 0; rc == CLI_OK && i < s->n; i++) {
         const cli_layer *l = &s->layers[i];
-        vc_map_desc d = layer_map_desc(l, l->forward >= 0 ? st->map_of[l->forward] : NULL);
-        vc_status r = vc_kmap_build(st->ctx, st->level[l->in_level], &d, &st->map_of[i]);
-        if (r != VC_OK) {
-            char what[256];
-            layer_label(l, what, sizeof what);
-            return cli_vc_error(cmd, st->ctx, r, what);
-        }
         vc_kmap_info mi;
-        vc_kmap_get_info(st->map_of[i], &mi);
-        if (!st->level[l->out_level]) {
-            vc_coords_retain(mi.out_coords);
-            st->level[l->out_level] = mi.out_coords;
-        }
+        vc_kmap_get_info(st->lv.maps[i], &mi);
         int m = 0;
-        while (m < run->n_maps && st->map_of[run->maps[m].first_layer] != st->map_of[i]) m++;
+        while (m < run->n_maps && st->lv.maps[run->maps[m].first_layer] != st->lv.maps[i]) m++;
         if (m == run->n_maps) {
             bench_map *bm = &run->maps[run->n_maps++];
             bm->type = mi.type;
@@ -372,27 +359,10 @@ static int build_maps(const char *cmd, bench_state *st, bench_run *run)
                 s->layers[j].cin == l->cin && s->layers[j].cout == l->cout)
                 bl->dup_of = j;
     }
-    return CLI_OK;
+    return rc;
 }
 
 /* ---- timing ------------------------------------------------------------------------------ */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median (the mean of the middle two for an even count), p10 and p90 (nearest rank). */
-static bench_stats stats_of(double *v, int n)
-{
-    bench_stats s;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    s.p10 = v[(int)floor(0.1 * (n - 1) + 0.5)];
-    s.p90 = v[(int)floor(0.9 * (n - 1) + 0.5)];
-    return s;
-}
 
 /* One call of layer i (a repeat runs on its original's operands); the output is destroyed. */
 static vc_status run_layer(bench_state *st, int i, const bench_run *run)
@@ -403,7 +373,7 @@ static vc_status run_layer(bench_state *st, int i, const bench_run *run)
     vc_status r;
     if (cli_layer_is_pool(l)) {
         vc_pool_desc p = VC_POOL_DESC_INIT;
-        p.kmap = st->map_of[i];
+        p.kmap = st->lv.maps[i];
         p.mode = l->type == CLI_LAYER_MAXPOOL ? VC_POOL_MAX : VC_POOL_AVG;
         r = vc_pool_forward(st->ctx, &p, st->in[o], &out);
     } else {
@@ -411,7 +381,7 @@ static vc_status run_layer(bench_state *st, int i, const bench_run *run)
         vc_tensor_get_info(st->w[o], &w);
         vc_tensor_get_info(st->bias[o], &b);
         vc_conv_desc d = VC_CONV_DESC_INIT;
-        d.kmap = st->map_of[i];
+        d.kmap = st->lv.maps[i];
         d.in_channels = l->cin;
         d.out_channels = l->cout;
         d.weights = w.data;
@@ -444,7 +414,7 @@ static vc_status time_calls(bench_state *st, int i, const bench_run *run, bench_
         if (r == VC_OK) r = vc_timer_stop(st->timer, &ms);
         if (k >= 0) v[k] = ms;
     }
-    if (r == VC_OK) *out = stats_of(v, st->c->runs);
+    if (r == VC_OK) *out = bench_stats_of(v, st->c->runs);
     free(v);
     return r;
 }
@@ -457,7 +427,7 @@ static vc_status build_once(bench_state *st, int i, double *ms)
     const cli_layer *l = &st->s->layers[i];
     const cli_layer *src = l->forward >= 0 ? &st->s->layers[l->forward] : l;
     vc_coords_info ci;
-    vc_coords_get_info(st->level[src->in_level], &ci);
+    vc_coords_get_info(st->lv.levels[src->in_level], &ci);
     vc_coords *copy = NULL;
     vc_kmap *fwd = NULL, *m = NULL;
     vc_status r = vc_coords_create(st->ctx, ci.data, ci.count, ci.memory, ci.spatial_shape,
@@ -496,7 +466,7 @@ static int time_maps(const char *cmd, bench_state *st, bench_run *run)
             if (k >= 0) v[k] = ms;
         }
         if (r == VC_OK) {
-            run->maps[m].t = stats_of(v, st->c->runs);
+            run->maps[m].t = bench_stats_of(v, st->c->runs);
             run->sum_maps_ms += run->maps[m].t.median;
         } else {
             char what[256];
@@ -574,8 +544,8 @@ static int make_operands(const char *cmd, bench_state *st, const bench_run *run)
         const cli_layer *l = &st->s->layers[i];
         if (run->layers[i].dup_of >= 0) continue;
         const int64_t K = (int64_t)l->kernel[0] * l->kernel[1] * l->kernel[2];
-        vc_status r = random_tensor(st->ctx, st->level[l->in_level], l->cin, st->c->dtype, 1.0f,
-                                    11 + (uint64_t)i, &st->in[i]);
+        vc_status r = random_tensor(st->ctx, st->lv.levels[l->in_level], l->cin, st->c->dtype,
+                                    1.0f, 11 + (uint64_t)i, &st->in[i]);
         if (r == VC_OK && !cli_layer_is_pool(l))
             r = device_array(st->ctx, l->cout * K, l->cin, st->c->dtype,
                              (float)(1.0 / sqrt((double)K * (double)l->cin)), 1000 + (uint64_t)i,
@@ -599,7 +569,7 @@ static vc_status describe_layer(bench_state *st, int i, bench_layer *bl)
 {
     const cli_layer *l = &st->s->layers[i];
     const int pool = cli_layer_is_pool(l);
-    vc_status r = vc_layer_floor_get(st->ctx, st->map_of[i], l->cin, l->cout, st->c->dtype,
+    vc_status r = vc_layer_floor_get(st->ctx, st->lv.maps[i], l->cin, l->cout, st->c->dtype,
                                      st->c->tf32, pool, &bl->floor);
     if (r == VC_OK && st->c->have_peak)
         r = vc_layer_floor_rates(&bl->floor, st->c->peak[0], st->c->peak[1]);
@@ -612,7 +582,7 @@ static vc_status describe_layer(bench_state *st, int i, bench_layer *bl)
     d.in_channels = l->cin;
     d.out_channels = l->cout;
     d.allow_tf32 = st->c->tf32;
-    r = vc_conv_plan(st->ctx, &d, st->map_of[i], st->c->dtype, &bl->plan);
+    r = vc_conv_plan(st->ctx, &d, st->lv.maps[i], st->c->dtype, &bl->plan);
     if (r == VC_OK && st->c->algo != VC_ALGO_AUTO) { /* forced */
         vc_backend b = VC_BACKEND_CPU;
         vc_context_backend(st->ctx, &b);
@@ -667,21 +637,18 @@ static void state_free(bench_state *st)
         if (st->in) vc_tensor_destroy(st->in[i]);
         if (st->w) vc_tensor_destroy(st->w[i]);
         if (st->bias) vc_tensor_destroy(st->bias[i]);
-        if (st->map_of) vc_kmap_destroy(st->map_of[i]);
     }
-    for (int i = 0; st->level && i < st->s->n_levels; i++) vc_coords_destroy(st->level[i]);
+    cli_suite_levels_free(&st->lv);
     vc_timer_destroy(st->timer);
     free(st->in);
     free(st->w);
     free(st->bias);
-    free(st->map_of);
-    free(st->level);
 }
 
 /* Maps, map builds, operands, layers and the whole suite, into run. */
-static int bench_all(const char *cmd, bench_state *st, bench_run *run)
+static int bench_all(const char *cmd, bench_state *st, vc_coords *scene, bench_run *run)
 {
-    int rc = build_maps(cmd, st, run);
+    int rc = build_maps(cmd, st, scene, run);
     if (rc == CLI_OK) rc = time_maps(cmd, st, run);
     if (rc == CLI_OK) rc = make_operands(cmd, st, run);
     if (rc == CLI_OK) rc = time_layers(cmd, st, run);
@@ -694,6 +661,35 @@ static int bench_all(const char *cmd, bench_state *st, bench_run *run)
 
 /* The run on an open context: the scene, the suite (from the specs or the file), the timings,
  * the reports. */
+/* The settings of a run (the dtype's default is the backend's: fp16 on CUDA, fp32 on CPU). */
+static void run_settings(vc_context *ctx, const bench_opts *o, bench_cfg *c, bench_run *run)
+{
+    memset(run, 0, sizeof *run);
+    vc_backend b = VC_BACKEND_CPU;
+    vc_context_backend(ctx, &b);
+    if (!c->dtype_set && b == VC_BACKEND_CUDA) c->dtype = VC_DTYPE_FP16;
+    vc_context_device_name(ctx, run->device, sizeof run->device);
+    run->backend = b == VC_BACKEND_CUDA ? "cuda" : "cpu";
+    run->dtype = c->tf32 ? "tf32" : cli_dtype_name(c->dtype);
+    run->algo = o->algo ? o->algo : "auto";
+    run->runs = c->runs;
+    run->warmup = c->warmup;
+    run->flush = o->flush;
+}
+
+/* --model: a whole network on the scene (bench_net.c). */
+static int bench_model_on(const char *cmd, vc_context *ctx, const bench_opts *o,
+                          const char *scene, bench_cfg *c)
+{
+    bench_run run;
+    run_settings(ctx, o, c, &run);
+    run.model = 1;
+    const bench_model_opts m = {o->model, o->weights, scene,
+                                c->use_synth ? &c->synth : NULL, &o->read, c->net_seed,
+                                c->dtype, c->algo, o->csv, o->json, o->plot};
+    return bench_model(cmd, ctx, &m, &run);
+}
+
 static int bench_on(const char *cmd, vc_context *ctx, const bench_opts *o, const char *scene,
                     bench_cfg *c, cli_suite *suite)
 {
@@ -701,19 +697,9 @@ static int bench_on(const char *cmd, vc_context *ctx, const bench_opts *o, const
     if (o->suite && cli_suite_read(o->suite, suite, err, sizeof err))
         return cli_error(cmd, "--suite: %s", err);
     bench_run run;
-    memset(&run, 0, sizeof run);
+    run_settings(ctx, o, c, &run);
     bench_state st;
     memset(&st, 0, sizeof st);
-    vc_backend b = VC_BACKEND_CPU;
-    vc_context_backend(ctx, &b);
-    if (!c->dtype_set && b == VC_BACKEND_CUDA) c->dtype = VC_DTYPE_FP16;
-    vc_context_device_name(ctx, run.device, sizeof run.device);
-    run.backend = b == VC_BACKEND_CUDA ? "cuda" : "cpu";
-    run.dtype = c->tf32 ? "tf32" : cli_dtype_name(c->dtype);
-    run.algo = o->algo ? o->algo : "auto";
-    run.runs = c->runs;
-    run.warmup = c->warmup;
-    run.flush = o->flush;
     run.suite = suite;
     run.floor_known = 1;
     st.ctx = ctx;
@@ -723,24 +709,20 @@ static int bench_on(const char *cmd, vc_context *ctx, const bench_opts *o, const
     size_t n = (size_t)suite->n;
     run.layers = calloc(n, sizeof *run.layers);
     run.maps = calloc(n, sizeof *run.maps);
-    st.level = calloc((size_t)suite->n_levels, sizeof *st.level);
-    st.map_of = calloc(n, sizeof *st.map_of);
     st.in = calloc(n, sizeof *st.in);
     st.w = calloc(n, sizeof *st.w);
     st.bias = calloc(n, sizeof *st.bias);
     int rc = CLI_OK;
-    if (!run.layers || !run.maps || !st.level || !st.map_of || !st.in || !st.w || !st.bias)
+    if (!run.layers || !run.maps || !st.in || !st.w || !st.bias)
         rc = cli_error(cmd, "out of memory");
     vc_status r = rc ? VC_OK : vc_timer_create(ctx, &st.timer);
     if (r != VC_OK) rc = cli_vc_error(cmd, ctx, r, "cannot create a timer");
-    if (rc == CLI_OK) rc = load_scene(cmd, ctx, scene, c, &o->read, &st.level[0], &run);
-    if (rc == CLI_OK) rc = bench_all(cmd, &st, &run);
+    vc_coords *coords = NULL;
+    if (rc == CLI_OK) rc = load_scene(cmd, ctx, scene, c, &o->read, &coords, &run);
+    if (rc == CLI_OK) rc = bench_all(cmd, &st, coords, &run);
+    vc_coords_destroy(coords);
     state_free(&st);
-    if (rc == CLI_OK) {
-        int to_stdout = (o->csv && !strcmp(o->csv, "-")) || (o->json && !strcmp(o->json, "-"));
-        bench_print_table(to_stdout ? stderr : stdout, &run);
-        rc = bench_write_outputs(cmd, ctx, &run, o->csv, o->json, o->plot);
-    }
+    if (rc == CLI_OK) rc = bench_report_all(cmd, ctx, &run, o->csv, o->json, o->plot);
     free(run.layers);
     free(run.maps);
     return rc;
@@ -762,9 +744,16 @@ static int check_args(const char *cmd, const bench_opts *o, int npos)
                                    "or other output");
         return CLI_OK;
     }
+    if ((o->weights || o->net_seed) && !o->model)
+        return cli_usage_error(cmd, "%s: only with --model",
+                               o->weights ? "--weights" : "--random-weights");
+    if (o->model && (o->n_layers || o->suite))
+        return cli_usage_error(cmd, "give --model, --layer specs or --suite, one of them");
+    if (o->model && o->weights && o->net_seed)
+        return cli_usage_error(cmd, "give --weights or --random-weights, not both");
     if (o->n_layers && o->suite)
         return cli_usage_error(cmd, "give --layer specs or --suite, not both");
-    if (!o->n_layers && !o->suite)
+    if (!o->model && !o->n_layers && !o->suite)
         return cli_usage_error(cmd, "no layers: give --layer \"TYPE K S P CIN COUT\" or --suite "
                                "FILE (see voxconv bench --help)");
     if (o->synth && npos != 0)
@@ -792,6 +781,8 @@ int cmd_bench(int argc, char **argv)
                       {"--plot", &o.plot, NULL},       {"--peak", &o.peak, NULL},
                       {"--voxel-size", &o.vsize, NULL}, {"--flush-l2", NULL, &o.flush},
                       {"--compare", NULL, &o.compare}, {"--tune-cache", &tune_cache, NULL},
+                      {"--model", &o.model, NULL},     {"--weights", &o.weights, NULL},
+                      {"--random-weights", &o.net_seed, NULL},
                       CLI_READ_OPTIONS(o.read)};
     int rc = take_layers(cmd, argc, argv, &o, rest, &nrest);
     if (rc == CLI_OK)
@@ -808,6 +799,7 @@ int cmd_bench(int argc, char **argv)
     if (rc == CLI_OK && !done) rc = cli_open_context_tuned(cmd, backend, tune_cache, &ctx);
     if (rc == CLI_OK && !done) {
         if (o.compare) rc = bench_compare(cmd, ctx, pos[0], pos[1], o.plot);
+        else if (o.model) rc = bench_model_on(cmd, ctx, &o, pos[0], &c);
         else rc = bench_on(cmd, ctx, &o, pos[0], &c, &suite);
     }
     cli_suite_free(&suite);

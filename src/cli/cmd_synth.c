@@ -160,7 +160,8 @@ int cmd_synth(int argc, char **argv)
                 int64_t shape[2] = {c.count, 4};
                 rc = cli_write_npy(cmd, ctx, pos[1], c.data, VC_DTYPE_FP32, 2, shape);
             }
-            if (rc == CLI_OK) print_synth_summary(pos[0], pos[1], &d, c.count, "points", NULL, json);
+            if (rc == CLI_OK)
+                print_synth_summary(pos[0], pos[1], &d, c.count, "points", NULL, json);
         }
         vc_cloud_free(&c);
     }

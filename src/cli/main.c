@@ -19,6 +19,7 @@ static const command COMMANDS[] = {
     {"conv", cmd_conv, "run one sparse convolution layer on a .vxt tensor"},
     {"pool", cmd_pool, "run one sparse pooling layer (or global pooling) on a .vxt tensor"},
     {"export", cmd_export, "write a .vxt tensor as NumPy coords/feats .npy files"},
+    {"run", cmd_run, "run a network (model description + weights) on points or a .vxt"},
     {"synth", cmd_synth, "write a deterministic synthetic scene (.vxt voxels or points)"},
     {"bench", cmd_bench, "time layers (flags, a suite file) on a scene, with floors"},
     {"tune", cmd_tune, "time every GEMM configuration of a suite's layers; write a tune cache"},

@@ -21,7 +21,7 @@
 
 #include "cli.h"
 
-#define MAX_TEMPS 8
+#define MAX_TEMPS 64
 static const int CLEANUP_SIGNALS[] = {SIGINT, SIGTERM, SIGHUP};
 #define NSIGNALS ((int)(sizeof CLEANUP_SIGNALS / sizeof CLEANUP_SIGNALS[0]))
 

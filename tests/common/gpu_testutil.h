@@ -14,6 +14,15 @@
         CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                 \
     } while (0)
 
+/* 1 when a CUDA device is usable; 0 after printing why the test skips (its main returns 77). */
+static inline int gpu_usable(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) return 1;
+    printf("SKIP: no usable CUDA device\n");
+    return 0;
+}
+
 /* A device buffer of `bytes` (16 when 0), with a copy of `host` unless it is NULL. */
 static inline void *to_device(const void *host, size_t bytes)
 {

@@ -14,6 +14,8 @@
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "gpu_testutil.h"
+
 static vc_context *make_ctx(vc_backend b)
 {
     vc_context_desc d = VC_CONTEXT_DESC_INIT;
@@ -534,11 +536,7 @@ int main(void)
     printf("SKIP: this build has no CUDA backend\n");
     return 77;
 #else
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("SKIP: no usable CUDA device\n");
-        return 77;
-    }
+    if (!gpu_usable()) return 77;
     vc_rng rng = vc_test_rng("test_gpu_api");
     vc_context *g = make_ctx(VC_BACKEND_CUDA), *c = make_ctx(VC_BACKEND_CPU);
     vc_context *a = make_ctx(VC_BACKEND_AUTO);

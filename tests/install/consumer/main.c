@@ -34,6 +34,18 @@ int main(void)
     int bad = memcmp(out, expect, sizeof out) != 0;
     printf("voxconv %s: %g %g %g %g %s\n", vc_version(), out[0], out[1], out[2], out[3],
            bad ? "WRONG" : "ok");
+    /* a network: links the model parser and its cJSON (voxconv::cjson for the static library) */
+    vc_net_desc nd = VC_NET_DESC_INIT;
+    nd.model_json = "{\"format\": \"voxconv-model\", \"version\": 1, \"input\": {\"channels\": 1, "
+                    "\"spatial_shape\": [3, 3, 3]}, \"layers\": [{\"op\": \"subm\", \"name\": \"c\", "
+                    "\"out_channels\": 2, \"kernel\": 3}], \"outputs\": {\"y\": \"#0\"}}";
+    nd.random_weights = 1;
+    vc_net *net = NULL;
+    if (vc_net_create(ctx, &nd, &net) != VC_OK || vc_net_run(net, x) != VC_OK) {
+        printf("net failed: %s\n", vc_context_last_error(ctx));
+        bad = 1;
+    }
+    vc_net_destroy(net);
     vc_tensor_destroy(y);
     vc_tensor_destroy(x);
     vc_coords_destroy(c);

@@ -1,0 +1,302 @@
+/*
+ * cmd_run.c - voxconv run: loads a network (model description + safetensors weights, or random
+ * weights from a seed), runs it on a point file or a .vxt tensor, and writes every named output
+ * into a directory (NAME.vxt for sparse outputs, NAME.npy for dense ones), all or none.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const char RUN_HELP[] =
+    "usage: voxconv run MODEL.json WEIGHTS.safetensors IN OUT_DIR [options]\n"
+    "       voxconv run MODEL.json --random-weights SEED IN OUT_DIR [options]\n"
+    "\n"
+    "Runs a network (docs/networks.md) on IN: a point file (raw .bin, .pcd, .ply, .npy),\n"
+    "voxelized per the description's \"voxelize\" block, or a .vxt voxel tensor (placed in the\n"
+    "description's spatial shape). Writes each named output into OUT_DIR (made if missing):\n"
+    "NAME.vxt for a sparse output, NAME.npy for a dense one ([B, C*D, H, W] BEV, [B, C, D, H, W]\n"
+    "or [B, C]), all files or none.\n"
+    "\n"
+    "  --random-weights SEED   deterministic random weights (BatchNorm statistics included)\n"
+    "                          instead of WEIGHTS\n"
+    "  --dtype fp32|fp16|bf16  feature dtype of the layers (default fp16 on CUDA, fp32 on CPU);\n"
+    "                          bf16 outputs are written as float32 .npy\n"
+    "  --profile               print each step's time, voxels and pairs, and the maps' time\n"
+    "                          (a synchronisation around each step: slower frames)\n"
+    "  --runs N                run the frame N times (default 1): the outputs are the last\n"
+    "                          run's, the frame time printed is the median\n"
+    "  --format F              input format: auto|kitti|pcd|ply|npy|vxt (default auto)\n"
+    CLI_READ_OPTIONS_HELP
+    "  --json                  print the summary (and the profile) as one JSON object\n"
+    "  --backend auto|cpu|cuda context backend (default auto)\n";
+
+typedef struct run_opts {
+    const char *seed, *dtype, *format, *backend, *runs_text;
+    int64_t runs;
+    double frame_ms;
+    int profile, json;
+    cli_read_opts r;
+} run_opts;
+
+static int ends_with_vxt(const char *p)
+{
+    size_t n = strlen(p);
+    return n >= 4 && (strcmp(p + n - 4, ".vxt") == 0 || strcmp(p + n - 4, ".VXT") == 0);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int dcmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Runs the net on IN (points or .vxt) `runs` times; *frame_ms: the median wall time of a frame
+ * (the call and a synchronisation; points: voxelization included). */
+static int run_input(const char *cmd, vc_context *ctx, vc_net *net, const char *in, int fmt,
+                     const cli_read_opts *r, int runs, double *frame_ms)
+{
+    vc_status st = VC_OK;
+    vc_tensor *t = NULL;
+    vc_cloud cl;
+    memset(&cl, 0, sizeof cl);
+    int vxt = fmt == VC_FORMAT_VXT || (fmt == VC_FORMAT_AUTO && ends_with_vxt(in));
+    int rc = vxt ? cli_load_tensor(cmd, ctx, in, &t) : cli_read_cloud(cmd, ctx, in, fmt, r, &cl);
+    if (rc) return rc;
+    vc_points pts = {cl.data, cl.count, cl.dim, NULL, VC_MEMORY_HOST};
+    double *ms = cli_xcalloc((size_t)runs, sizeof *ms);
+    for (int k = 0; ms && k < runs && st == VC_OK; k++) {
+        double t0 = now_ms();
+        st = vxt ? vc_net_run(net, t) : vc_net_run_points(net, &pts);
+        if (st == VC_OK) st = vc_context_synchronize(ctx);
+        ms[k] = now_ms() - t0;
+    }
+    if (ms) {
+        qsort(ms, (size_t)runs, sizeof *ms, dcmp);
+        *frame_ms = ms[runs / 2];
+    }
+    free(ms);
+    vc_tensor_destroy(t);
+    vc_cloud_free(&cl);
+    if (!ms) return cli_error(cmd, "out of memory");
+    return st == VC_OK ? CLI_OK : cli_vc_error(cmd, ctx, st, "the network failed");
+}
+
+/* Host copies of the outputs, then every file written, or none. */
+static int write_outputs(const char *cmd, vc_context *ctx, vc_net *net, const char *dir,
+                         int32_t n)
+{
+    cli_output outs[CLI_MAX_OUTPUTS];
+    char *paths[CLI_MAX_OUTPUTS] = {NULL};
+    void *bufs[CLI_MAX_OUTPUTS] = {NULL};
+    int rc = CLI_OK;
+    if (n > CLI_MAX_OUTPUTS) return cli_error(cmd, "%d outputs (at most %d)", n, CLI_MAX_OUTPUTS);
+    for (int32_t i = 0; i < n && rc == CLI_OK; i++) {
+        vc_net_output o;
+        vc_net_get_output(net, i, &o);
+        size_t len = strlen(dir) + strlen(o.name) + 8;
+        paths[i] = cli_xcalloc(len, 1);
+        if (!paths[i]) {
+            rc = cli_error(cmd, "out of memory");
+            break;
+        }
+        snprintf(paths[i], len, "%s/%s.%s", dir, o.name, o.kind == VC_NET_SPARSE ? "vxt" : "npy");
+        memset(&outs[i], 0, sizeof outs[i]);
+        outs[i].path = paths[i];
+        if (o.kind == VC_NET_SPARSE) {
+            outs[i].tensor = o.tensor;
+            continue;
+        }
+        size_t count = 1;
+        for (int k = 0; k < o.ndim; k++) count *= (size_t)o.shape[k];
+        size_t es = vc_dtype_size(o.dtype);
+        bufs[i] = cli_xcalloc(count ? count : 1, es > 4 ? es : 4);
+        vc_status st = bufs[i] ? vc_net_copy_output(net, i, bufs[i], count * es, VC_MEMORY_HOST)
+                               : VC_ERR_OUT_OF_MEMORY;
+        if (st != VC_OK) {
+            rc = cli_vc_error(cmd, ctx, st, "cannot read a dense output");
+            break;
+        }
+        vc_dtype dt = o.dtype;
+        if (dt == VC_DTYPE_BF16) { /* NumPy has no bf16: widen in place, back to front */
+            uint16_t *h = bufs[i];
+            float *f = bufs[i];
+            for (size_t k = count; k-- > 0;) {
+                uint32_t u = (uint32_t)h[k] << 16;
+                memcpy(&f[k], &u, 4);
+            }
+            dt = VC_DTYPE_FP32;
+        }
+        outs[i].array = cli_array(bufs[i], dt, o.ndim, o.shape);
+    }
+    if (rc == CLI_OK) rc = cli_write_outputs(cmd, ctx, outs, n);
+    for (int32_t i = 0; i < n; i++) {
+        free(paths[i]);
+        free(bufs[i]);
+    }
+    return rc;
+}
+
+static void print_summary(const run_opts *o, const char *model, const char *out, vc_net *net)
+{
+    int32_t n = 0, ns = 0;
+    vc_net_output_count(net, &n);
+    vc_net_step_count(net, &ns);
+    if (o->json) {
+        cli_json_io("model", model, "output_dir", out);
+        printf(", \"outputs\": [");
+    }
+    for (int32_t i = 0; i < n; i++) {
+        vc_net_output x;
+        vc_net_get_output(net, i, &x);
+        int64_t rows = 0, ch = 0;
+        if (x.kind == VC_NET_SPARSE) {
+            vc_tensor_info ti;
+            vc_tensor_get_info(x.tensor, &ti);
+            rows = ti.count;
+            ch = ti.channels;
+        }
+        if (o->json) {
+            printf("%s{\"name\": ", i ? ", " : "");
+            cli_json_string(stdout, x.name);
+            if (x.kind == VC_NET_SPARSE)
+                printf(", \"kind\": \"sparse\", \"voxels\": %lld, \"channels\": %lld}",
+                       (long long)rows, (long long)ch);
+            else {
+                printf(", \"kind\": \"dense\", \"dtype\": \"%s\", \"shape\": [", cli_dtype_name(x.dtype));
+                for (int k = 0; k < x.ndim; k++) printf("%s%lld", k ? ", " : "", (long long)x.shape[k]);
+                printf("]}");
+            }
+        } else if (x.kind == VC_NET_SPARSE) {
+            printf("run: %s: sparse, %lld voxels x %lld channels\n", x.name, (long long)rows,
+                   (long long)ch);
+        } else {
+            printf("run: %s: dense %s [", x.name, cli_dtype_name(x.dtype));
+            for (int k = 0; k < x.ndim; k++) printf("%s%lld", k ? ", " : "", (long long)x.shape[k]);
+            printf("]\n");
+        }
+    }
+    if (o->json) printf("]");
+    if (o->profile) {
+        double total = 0, maps = 0;
+        if (o->json) printf(", \"steps\": [");
+        else printf("%-28s %-24s %10s %10s %12s %9s %9s\n", "step", "op", "voxels_in",
+                    "voxels_out", "pairs", "map_ms", "ms");
+        for (int32_t k = 0; k < ns; k++) {
+            vc_net_step_info s;
+            vc_net_get_step(net, k, &s);
+            total += s.ms + s.map_ms;
+            maps += s.map_ms;
+            if (o->json) {
+                printf("%s{\"name\": ", k ? ", " : "");
+                cli_json_string(stdout, s.name);
+                printf(", \"op\": \"%s\", \"voxels_in\": %lld, \"voxels_out\": %lld, \"pairs\": "
+                       "%lld, \"map_ms\": %.4f, \"ms\": %.4f}", s.op, (long long)s.voxels_in,
+                       (long long)s.voxels_out, (long long)s.pairs, s.map_ms, s.ms);
+            } else {
+                printf("%-28s %-24s %10lld %10lld %12lld %9.3f %9.3f\n", s.name, s.op,
+                       (long long)s.voxels_in, (long long)s.voxels_out, (long long)s.pairs,
+                       s.map_ms, s.ms);
+            }
+        }
+        if (o->json) printf("], \"maps_ms\": %.4f, \"total_ms\": %.4f", maps, total);
+        else printf("total %.3f ms (maps %.3f ms), %d steps\n", total, maps, ns);
+    }
+    if (o->json) printf(", \"runs\": %lld, \"frame_ms\": %.4f}\n", (long long)o->runs, o->frame_ms);
+    else printf("run: frame %.3f ms (median of %lld)\n", o->frame_ms, (long long)o->runs);
+}
+
+/* OUT_DIR exists as a directory, or is made (one level). */
+static int make_dir(const char *cmd, const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) == 0)
+        return S_ISDIR(sb.st_mode) ? CLI_OK : cli_error(cmd, "OUT_DIR '%s' is not a directory", dir);
+    if (mkdir(dir, 0777) != 0)
+        return cli_error(cmd, "cannot make OUT_DIR '%s': %s", dir, strerror(errno));
+    return CLI_OK;
+}
+
+/* The options into the net descriptor; CLI_USAGE after the error line. */
+static int parse_run(const char *cmd, run_opts *o, int npos, const char **pos,
+                     vc_net_desc *d, int *fmt)
+{
+    int want = o->seed ? 3 : 4;
+    if (npos != want)
+        return cli_usage_error(cmd, o->seed ? "expected MODEL IN OUT_DIR with --random-weights "
+                                              "(see voxconv run --help)"
+                                            : "expected MODEL WEIGHTS IN OUT_DIR (see voxconv "
+                                              "run --help)");
+    d->model_path = pos[0];
+    if (o->seed) {
+        d->random_weights = 1;
+        if (cli_parse_u64(cmd, "--random-weights", o->seed, &d->seed)) return CLI_USAGE;
+    } else {
+        d->weights_path = pos[1];
+    }
+    int v = 0;
+    if (o->dtype) {
+        if (cli_parse_choice(cmd, "--dtype", o->dtype, CLI_DTYPES, &v)) return CLI_USAGE;
+        d->dtype = (vc_dtype)v;
+    }
+    *fmt = 0;
+    if (o->format && cli_parse_choice(cmd, "--format", o->format, CLI_FORMATS, fmt))
+        return CLI_USAGE;
+    o->runs = 1;
+    if (o->runs_text && cli_parse_i64(cmd, "--runs", o->runs_text, 1, 10000, &o->runs))
+        return CLI_USAGE;
+    return cli_parse_read_opts(cmd, &o->r);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *cmd = "run";
+    run_opts o;
+    memset(&o, 0, sizeof o);
+    const char *pos[4];
+    int done = 0, npos = 0, fmt = 0;
+    cli_opt opts[] = {{"--random-weights", &o.seed, NULL}, {"--dtype", &o.dtype, NULL},
+                      {"--profile", NULL, &o.profile},     {"--json", NULL, &o.json},
+                      {"--format", &o.format, NULL},       {"--backend", &o.backend, NULL},
+                      {"--runs", &o.runs_text, NULL},
+                      CLI_READ_OPTIONS(o.r)};
+    int rc = cli_parse_command(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), pos,
+                               4, &npos, RUN_HELP, &done);
+    if (rc || done) return rc;
+    vc_net_desc d = VC_NET_DESC_INIT;
+    if ((rc = parse_run(cmd, &o, npos, pos, &d, &fmt))) {
+        cli_read_opts_free(&o.r);
+        return rc;
+    }
+    const char *in = pos[npos - 2], *out = pos[npos - 1];
+    vc_context *ctx = NULL;
+    vc_net *net = NULL;
+    if ((rc = cli_open_context(cmd, o.backend, &ctx))) goto done;
+    vc_status st = vc_net_create(ctx, &d, &net);
+    if (st != VC_OK) {
+        rc = cli_vc_error(cmd, ctx, st, "cannot load the network");
+        goto done;
+    }
+    vc_net_set_profiling(net, o.profile);
+    int32_t n = 0;
+    vc_net_output_count(net, &n);
+    if ((rc = run_input(cmd, ctx, net, in, fmt, &o.r, (int)o.runs, &o.frame_ms))) goto done;
+    if ((rc = make_dir(cmd, out))) goto done;
+    if ((rc = write_outputs(cmd, ctx, net, out, n))) goto done;
+    print_summary(&o, pos[0], out, net);
+done:
+    vc_net_destroy(net);
+    vc_context_destroy(ctx);
+    cli_read_opts_free(&o.r);
+    return rc;
+}

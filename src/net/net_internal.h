@@ -1,0 +1,93 @@
+/* src/net/net_internal.h - networks: the parsed model description (model.c), its weights bound
+ * and folded (weights.c) and the executor's plan (net.c). The description format is in
+ * docs/networks.md. Internal to src/net/ and the unit tests. */
+#ifndef VC_SRC_NET_INTERNAL_H
+#define VC_SRC_NET_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/internal.h"
+
+typedef enum vc_nop {
+    VC_NOP_SUBM, VC_NOP_CONV, VC_NOP_DOWNSAMPLE, VC_NOP_INVERSE, VC_NOP_TRANSPOSED,
+    VC_NOP_BATCHNORM, VC_NOP_RELU, VC_NOP_LEAKY_RELU, VC_NOP_ADD, VC_NOP_CONCAT,
+    VC_NOP_MAXPOOL, VC_NOP_AVGPOOL, VC_NOP_GLOBAL_MAXPOOL, VC_NOP_GLOBAL_AVGPOOL, VC_NOP_DENSE,
+    VC_NOP_COUNT
+} vc_nop;
+
+/* The op's name in the description ("subm", ...). */
+const char *vc_nop_name(vc_nop op);
+/* Conv ops (subm, conv, downsample, inverse, transposed): the ones with weights. */
+int vc_nop_is_conv(vc_nop op);
+
+/* Where a layer reads from: the net's input, or an earlier layer's result. */
+#define VC_NET_INPUT (-1)
+
+typedef struct vc_net_layer {
+    vc_nop op;
+    char *id;                 /* "#<index>" when the description gives none                    */
+    char *name;               /* state_dict prefix, or NULL                                    */
+    char *indice_key;         /* or NULL                                                       */
+    int32_t *inputs;          /* VC_NET_INPUT or earlier layer indices                         */
+    int32_t n_inputs;
+    vc_map_desc map;          /* convs and pools (INVERSE: kernel parameters of the forward)   */
+    int32_t key_owner;        /* inverse: the layer whose map it inverts; else -1              */
+    int64_t in_channels;      /* derived: channels of inputs[0] (convs, bn)                    */
+    int64_t channels;         /* derived: channels of the result                              */
+    int bias;                 /* convs: "<name>.bias" exists                                   */
+    float eps;                /* batchnorm                                                     */
+    float slope;              /* leaky_relu                                                    */
+    int dense;                /* the result is dense (global pools, dense)                     */
+    int bcdhw;                /* dense: layout [B, C, D, H, W] rather than [B, C*D, H, W]      */
+    int32_t readers;          /* derived: layers that read the result, plus outputs naming it  */
+} vc_net_layer;
+
+typedef struct vc_model {
+    char *name;
+    int64_t in_channels;
+    int32_t shape[3];         /* z, y, x                                                       */
+    int has_voxelize;
+    vc_voxelize_desc voxelize;
+    int32_t use_dim;          /* point columns used (0: all)                                   */
+    vc_net_layer *layers;
+    int32_t n_layers;
+    char **out_names;
+    int32_t *out_layers;      /* VC_NET_INPUT or a layer index                                */
+    int32_t n_outputs;
+} vc_model;
+
+/* Parses and checks a description (text of `len` bytes; `what` names it in messages). On
+ * failure *out is zeroed and the message (in err) names the layer and the field. */
+vc_status vc_model_parse(const char *text, size_t len, const char *what, vc_model *out,
+                         vc_err *err);
+void vc_model_free(vc_model *m);
+/* Index of the layer with that id, VC_NET_INPUT for "input", or -2. */
+int32_t vc_model_find(const vc_model *m, const char *id);
+
+/* ---- weights (weights.c) ------------------------------------------------------------------- */
+
+/* The parameters of one conv after folding, host fp32: weights [out, K, in], bias [out] (zero
+ * where there was none and no BN). BN layers not folded keep scale / shift [C]. */
+typedef struct vc_net_params {
+    float *weights;           /* convs                                                         */
+    int64_t weight_count;
+    float *bias;              /* convs: [out] or NULL (no bias, no BN folded)                  */
+    float *scale, *shift;     /* batchnorm applied apart: [C]                                  */
+} vc_net_params;
+
+/* Loads the parameters of every layer from a safetensors file (path or memory) or makes random
+ * ones from `seed`, checks them (missing, extra, mis-shaped, non-finite: errors naming the
+ * tensor) and folds each BN given in bn_of into its conv (spec: s = gamma / sqrtf(var + eps);
+ * W' = W * s[o]; b' = (b - mean) * s + beta). params is [n_layers], zeroed by the caller; on
+ * failure nothing is left allocated. */
+vc_status vc_net_load_params(vc_context *ctx, const vc_model *m, const int32_t *bn_of,
+                             const vc_net_desc *desc, vc_net_params *params);
+void vc_net_free_params(const vc_model *m, vc_net_params *params);
+
+/* The BN of layer `bn` applied apart, as scale / shift (fp32, [C]) from its four tensors
+ * (gamma, beta, mean, var), in the fold's arithmetic. */
+void vc_net_bn_affine(const float *gamma, const float *beta, const float *mean,
+                      const float *var, float eps, int64_t c, float *scale, float *shift);
+
+#endif
