@@ -643,11 +643,12 @@ const vc_tune_entry *tuned_choice(const vc_conv_args *a, int tf32, const vc_engi
     return e && e->config >= 0 ? e : NULL;
 }
 
-// One configuration to try: its index (-1: gemm/'s pick), its tap split (gemm.h's splits), and
-// whether it came from the tune table.
+// One configuration to try: its index (-1: gemm/'s pick), its tap split (gemm.h's splits),
+// whether it came from the tune table, and the tuned entry's schedule: no tile order, the split
+// in two passes.
 struct Candidate {
     int32_t cfg, splits;
-    bool tuned;
+    bool tuned, no_order, two_pass;
 };
 
 // The implicit GEMM's configurations for a layer, best first, into c (at most 5; returns the
@@ -658,16 +659,18 @@ int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dens
 {
     const vc_kmap_data *m = a->map;
     if (o.gemm_config >= 0) {
-        c[0] = {o.gemm_config, tap_splits(m, pa.c_in, o.gemm_config, pa.in_dtype, o), false};
+        c[0] = {o.gemm_config, tap_splits(m, pa.c_in, o.gemm_config, pa.in_dtype, o), false,
+                false, false};
         return 1;
     }
     int n = 0;
     if (const vc_tune_entry *te = tuned_choice(a, tf32, o))
-        c[n++] = {te->config, te->split > 1 ? te->split : 0, true};
+        c[n++] = {te->config, te->split > 1 ? te->split : 0, true, te->no_order != 0,
+                  te->two_pass != 0};
     int32_t cfgs[4];
     implicit_configs(m->n_out, a->c_in, a->c_out, m->volume, dense, pa.in_dtype, cfgs);
     for (int j = 0; j < 4; j++) {
-        c[n++] = {cfgs[j], tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype, o), false};
+        c[n++] = {cfgs[j], tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype, o), false, false, false};
         if (cfgs[j] < 0) break;
     }
     return n;
@@ -717,6 +720,7 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
         // the tap split where the tile set is too small for the device (gemm/ resolves an
         // automatic split; the workspace is sized for the groups the plan runs)
         g.splits = c[j].splits;
+        g.two_pass_split = !o.cluster_split || c[j].two_pass;
         gs = vc_gemm_plan(&g, c[j].cfg, &plan, &ge);
         if (gs == VC_ERR_UNSUPPORTED && c[j].cfg >= 0 && (c[j].tuned || o.gemm_config < 0))
             continue;
@@ -727,11 +731,12 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
                         "allocating the tap split's partial sums");
             plan.args.partial = part;
         }
-        st = tile_order_for(a, &plan, !dense, o, s, err);
+        st = tile_order_for(a, &plan, !dense && !c[j].no_order, o, s, err);
         if (st != VC_OK) goto fail;
         gs = vc_gemm_run(&plan, s, &ge);
         if (gs == VC_OK && o.choice)
-            *o.choice = {VC_ALGO_IMPLICIT_GEMM, plan.config, plan.groups, c[j].tuned ? 1 : 0};
+            *o.choice = {VC_ALGO_IMPLICIT_GEMM, plan.config, plan.groups, c[j].tuned ? 1 : 0,
+                         plan.takes_order && plan.args.tile_order ? 1 : 0, plan.clusters};
     }
     if (gs != VC_OK) st = gemm_fail(err, gs, ge, "implicit GEMM");
 fail:
@@ -840,7 +845,7 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     const vc_kmap_data *m = a->map;
     const int64_t n_out = m->n_out, c_out = a->c_out;
     if (algo == VC_ALGO_AUTO) algo = vc_conv_gpu_plan(m, a->c_in, c_out, a->in_dtype, opt);
-    if (o.choice) *o.choice = {(int32_t)algo, -1, 1, 0}; // implicit_gemm adds its GEMM's
+    if (o.choice) *o.choice = {(int32_t)algo, -1, 1, 0, 0, 0}; // implicit_gemm adds its GEMM's
     if (n_out == 0) return VC_OK;
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call

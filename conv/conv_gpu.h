@@ -43,6 +43,8 @@ typedef struct vc_conv_tune_result {
     int32_t planner_config, planner_groups;
     double planner_ms;               /* median of the confirming round (or of the sweep)      */
     int32_t best_config, best_groups;
+    int32_t best_no_order;           /* 1: the best runs without the planner's tile order     */
+    int32_t best_two_pass;           /* 1: the best's tap split runs in two passes           */
     double best_ms;                  /* the fastest candidate's median, confirming round      */
 } vc_conv_tune_result;
 
@@ -50,7 +52,9 @@ typedef struct vc_conv_tune_result {
  * overwritten) under the planner's choice and under every compiled GEMM configuration of its
  * dtype and math, each with every tap split of {planner's rule, 1, 2, 3, 4, 6, 8} (16-bit
  * features on maps of K > 1; one split otherwise), skipping those that do not fit and those
- * that resolve to a choice already timed. Each time is the median of `runs` launches after two
+ * that resolve to a choice already timed; then the schedule switches of the planner's choice
+ * and of the fastest (without the tile order it took; a clustered tap split in two passes).
+ * Each time is the median of `runs` launches after two
  * warm-up launches, each launch timed alone with events. The fastest is then timed again,
  * alternating with the planner's; it is kept only where it is faster than the planner's by
  * more than `margin` (a fraction) in both the sweep and that confirming round. Exact fp32

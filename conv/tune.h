@@ -42,12 +42,15 @@ typedef struct vc_tune_key {
 
 /* A bucket's tuned choice. config: an index into vc_gemm_configs' table, or -1 where the tuning
  * kept the planner's choice (nothing overridden). split: the tap split's groups the tuning
- * measured (1: none, 2 .. VC_GEMM_MAX_SPLITS); 0 with config -1. ms_*: the medians measured
+ * measured (1: none, 2 .. VC_GEMM_MAX_SPLITS); 0 with config -1. no_order: 1 runs without the
+ * tile order the planner's rule would take; two_pass: 1 runs the tap split in two passes where
+ * it would run as thread-block clusters (both 0 with config -1). ms_*: the medians measured
  * (informative; the planner does not read them). */
 typedef struct vc_tune_entry {
     vc_tune_key key;
     int32_t config;
     int32_t split;
+    int32_t no_order, two_pass;
     double ms_planner, ms_tuned;
 } vc_tune_entry;
 
@@ -76,12 +79,13 @@ int vc_tune_put(vc_tune_table *t, const vc_tune_entry *e);
 void vc_tune_table_clear(vc_tune_table *t);
 
 /* What the last GPU convolution on a context ran (vc_engine_options.choice; written by
- * conv/conv.cu, read by vc_context_last_conv_plan and the tuner). config: the GEMM
- * configuration of the implicit GEMM (an index into vc_gemm_configs' table), -1 for the other
- * algorithms and for layers that ran no GEMM; groups: its tap split's groups (1: none); tuned:
- * 1 when the choice came from the tune table. */
+ * conv/conv.cu, read by the tuner and the tests). config: the GEMM configuration of the
+ * implicit GEMM (an index into vc_gemm_configs' table), -1 for the other algorithms and for
+ * layers that ran no GEMM; groups: its tap split's groups (1: none); tuned: 1 when the choice
+ * came from the tune table; order: 1 when the GEMM took the map's tile order; clusters: 1 when
+ * the tap split ran as thread-block clusters. */
 typedef struct vc_conv_choice {
-    int32_t algo, config, groups, tuned;
+    int32_t algo, config, groups, tuned, order, clusters;
 } vc_conv_choice;
 
 #ifdef __cplusplus

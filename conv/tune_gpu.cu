@@ -35,7 +35,7 @@ struct Timing {
 vc_status time_choice(const Timing &t, vc_engine_options o, int runs, double *ms,
                       vc_conv_choice *ran, vc_err *err)
 {
-    vc_conv_choice c = {0, -1, 1, 0};
+    vc_conv_choice c = {0, -1, 1, 0, 0, 0};
     o.choice = &c;
     o.tune = NULL;
     double v[kMaxRuns];
@@ -61,19 +61,40 @@ cuda_fail:
     return vc_fail(err, VC_ERR_CUDA, "conv tune: timing a launch: %s", cudaGetErrorString(e));
 }
 
-// Options that force configuration cfg with tap split `split` (gemm.h; 0: the planner's rule).
-vc_engine_options forced(const vc_engine_options &o, int32_t cfg, int32_t split)
+// A choice the tuner can force: a configuration, a tap split, and the schedule switches.
+struct Choice {
+    int32_t cfg, split;      // split as gemm.h's splits (0: the planner's rule for cfg)
+    bool no_order, two_pass; // no tile order; the tap split in two passes, never as clusters
+};
+
+// Options that force choice c.
+vc_engine_options forced(const vc_engine_options &o, const Choice &c)
 {
     vc_engine_options f = o;
-    f.gemm_config = cfg;
-    f.tap_split = split;
+    f.gemm_config = c.cfg;
+    f.tap_split = c.split;
+    if (c.no_order) f.tile_order = 0;
+    if (c.two_pass) f.cluster_split = 0;
     return f;
 }
 
+// The fastest choice found so far (valid false: none).
+struct Best {
+    bool valid;
+    double ms;
+    Choice c;
+    vc_conv_choice ran;
+};
+
+void keep_if_faster(Best *b, double ms, const Choice &c, const vc_conv_choice &ran)
+{
+    if (!b->valid || ms < b->ms) *b = {true, ms, c, ran};
+}
+
 // The sweep: every configuration of the layer's dtype and math, with every split that applies;
-// the fastest that is not the planner's own choice into *best (config -1: none).
+// the fastest that is not the planner's own choice into *best.
 vc_status sweep(const Timing &t, const vc_engine_options &o, int runs, const vc_conv_choice &pl,
-                vc_conv_tune_result *res, double *best_ms, vc_conv_choice *best, vc_err *err)
+                vc_conv_tune_result *res, Best *best, vc_err *err)
 {
     const vc_kmap_data *m = t.a->map;
     const bool half = t.a->in_dtype == VC_DTYPE_FP16 || t.a->in_dtype == VC_DTYPE_BF16;
@@ -85,13 +106,13 @@ vc_status sweep(const Timing &t, const vc_engine_options &o, int runs, const vc_
     // (config, groups) already timed: a forced split can resolve to what another one ran
     int32_t seen[2 * 8 * 128];
     int n_seen = 0;
-    best->config = -1;
     for (int32_t cfg = 0; cfg < n_cfg; cfg++) {
         if (tab[cfg].ab_dtype != (vc_gemm_dtype)t.a->in_dtype || tab[cfg].math != math) continue;
         for (int si = 0; si < n_splits; si++) {
             double ms = 0.0;
             vc_conv_choice ran;
-            const vc_status st = time_choice(t, forced(o, cfg, kSplits[si]), runs, &ms, &ran, err);
+            const Choice c = {cfg, kSplits[si], false, false};
+            const vc_status st = time_choice(t, forced(o, c), runs, &ms, &ran, err);
             if (st == VC_ERR_UNSUPPORTED) continue;
             if (st != VC_OK) return st;
             if (ran.config == pl.config && ran.groups == pl.groups) continue;
@@ -105,8 +126,27 @@ vc_status sweep(const Timing &t, const vc_engine_options &o, int runs, const vc_
                 n_seen++;
             }
             res->candidates++;
-            if (best->config < 0 || ms < *best_ms) *best_ms = ms, *best = ran;
+            keep_if_faster(best, ms, c, ran);
         }
+    }
+    return VC_OK;
+}
+
+// The schedule switches of a choice that ran as `ran`: without the tile order it took, with its
+// clustered tap split in two passes, and both; each timed, the fastest kept in *best.
+vc_status refine(const Timing &t, const vc_engine_options &o, int runs, const vc_conv_choice &ran,
+                 vc_conv_tune_result *res, Best *best, vc_err *err)
+{
+    for (int v = 1; v < 4; v++) {
+        const Choice c = {ran.config, ran.groups, (v & 1) != 0, (v & 2) != 0};
+        if ((c.no_order && !ran.order) || (c.two_pass && !ran.clusters)) continue;
+        double ms = 0.0;
+        vc_conv_choice again;
+        const vc_status st = time_choice(t, forced(o, c), runs, &ms, &again, err);
+        if (st == VC_ERR_UNSUPPORTED) continue;
+        if (st != VC_OK) return st;
+        res->candidates++;
+        keep_if_faster(best, ms, c, again);
     }
     return VC_OK;
 }
@@ -122,37 +162,46 @@ extern "C" vc_status vc_conv_gpu_tune(const vc_conv_args *a, int tf32,
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv tune: bad arguments (runs %d, in "
                        "[1, %d]; margin %g, in [0, 1))", (int)runs, kMaxRuns, margin);
     const vc_engine_options o = opt ? *opt : vc_engine_options_default();
-    *res = {0, -1, 1, 0.0, -1, 1, 0.0};
+    *res = {0, -1, 1, 0.0, -1, 1, 0, 0, 0.0};
     Timing t = {a, tf32, stream, {NULL, NULL}};
     if (cudaEventCreate(&t.ev[0]) != cudaSuccess || cudaEventCreate(&t.ev[1]) != cudaSuccess) {
         const cudaError_t e = cudaGetLastError();
         if (t.ev[0]) cudaEventDestroy(t.ev[0]);
         return vc_fail(err, VC_ERR_CUDA, "conv tune: cudaEventCreate: %s", cudaGetErrorString(e));
     }
-    vc_conv_choice pl, best, again;
-    double best_ms = 0.0, p2 = 0.0, b2 = 0.0;
-    vc_status st = time_choice(t, forced(o, -1, 0), runs, &res->planner_ms, &pl, err);
+    const Choice planner = {-1, 0, false, false};
+    vc_conv_choice pl = {0, -1, 1, 0, 0, 0}, again;
+    Best best = {false, 0.0, planner, pl};
+    double p2 = 0.0, b2 = 0.0;
+    vc_status st = time_choice(t, forced(o, planner), runs, &res->planner_ms, &pl, err);
     if (st != VC_OK) goto done;
     res->candidates = 1;
     res->planner_config = pl.config;
     res->planner_groups = pl.groups;
     if (pl.config < 0) goto done; // no GEMM ran (no pairs): nothing to choose
-    st = sweep(t, o, runs, pl, res, &best_ms, &best, err);
-    if (st != VC_OK || best.config < 0 || !(best_ms < res->planner_ms * (1.0 - margin))) goto done;
-    // The confirming round, planner and candidate alternating, twice the launches each.
+    // the configurations and splits, then the schedule switches of the planner's choice and of
+    // the sweep's best
+    st = sweep(t, o, runs, pl, res, &best, err);
+    if (st == VC_OK) st = refine(t, o, runs, pl, res, &best, err);
+    if (st == VC_OK && best.valid && !best.c.no_order && !best.c.two_pass)
+        st = refine(t, o, runs, best.ran, res, &best, err);
+    if (st != VC_OK || !best.valid || !(best.ms < res->planner_ms * (1.0 - margin))) goto done;
+    // The confirming round: the planner's choice and the candidate alternating, twice each.
     for (int r = 0; r < 2 && st == VC_OK; r++) {
         double pm = 0.0, bm = 0.0;
-        st = time_choice(t, forced(o, -1, 0), runs, &pm, &again, err);
-        if (st == VC_OK)
-            st = time_choice(t, forced(o, best.config, best.groups), runs, &bm, &again, err);
+        const Choice c = {best.ran.config, best.ran.groups, best.c.no_order, best.c.two_pass};
+        st = time_choice(t, forced(o, planner), runs, &pm, &again, err);
+        if (st == VC_OK) st = time_choice(t, forced(o, c), runs, &bm, &again, err);
         p2 += pm;
         b2 += bm;
     }
     if (st != VC_OK) goto done;
     res->planner_ms = p2 / 2.0;
     if (b2 < p2 * (1.0 - margin)) {
-        res->best_config = best.config;
-        res->best_groups = best.groups;
+        res->best_config = best.ran.config;
+        res->best_groups = best.ran.groups;
+        res->best_no_order = best.c.no_order;
+        res->best_two_pass = best.c.two_pass;
         res->best_ms = b2 / 2.0;
     }
 done:

@@ -599,7 +599,9 @@ typedef struct vc_tune_report {
     char bucket[96];          /* the layer's bucket, as text ("fp16 subm K27 32->32 out 2^17
                                  taps 2^2.5"); "" for a layer that has none (no pairs)        */
     char planner[64];         /* the planner's choice, "CONFIG/GROUPS" ("" where no GEMM ran) */
-    char tuned[64];           /* the kept choice (the planner's where it stayed)               */
+    char tuned[64];           /* the kept choice (the planner's where it stayed), with
+                                 " no-order" / " two-pass" where it turns the tile order off or
+                                 runs a clustered tap split in two passes                      */
     double planner_ms;        /* medians of the confirming round where there was one          */
     double tuned_ms;
 } vc_tune_report;

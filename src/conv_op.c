@@ -204,13 +204,16 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_te
 }
 
 #ifdef VOXCONV_HAVE_CUDA
-/* "CONFIG/GROUPS" of a tuned or planned choice, "" where no GEMM ran. */
-static void choice_name(char *buf, size_t n, int32_t config, int32_t groups)
+/* "CONFIG/GROUPS" of a tuned or planned choice, with " no-order" and " two-pass" where its
+ * schedule switches are set; "" where no GEMM ran. */
+static void choice_name(char *buf, size_t n, int32_t config, int32_t groups, int no_order,
+                        int two_pass)
 {
     const vc_gemm_config *t = NULL;
     buf[0] = '\0';
     if (config >= 0 && config < vc_gemm_configs(&t))
-        snprintf(buf, n, "%s/%d", t[config].name, (int)groups);
+        snprintf(buf, n, "%s/%d%s%s", t[config].name, (int)groups, no_order ? " no-order" : "",
+                 two_pass ? " two-pass" : "");
 }
 #endif
 
@@ -271,13 +274,18 @@ vc_status vc_conv_tune(vc_context *ctx, const vc_conv_desc *desc, const vc_tenso
     if (s == VC_OK) {
         rep.candidates = res.candidates;
         rep.planner_ms = res.planner_ms;
-        choice_name(rep.planner, sizeof rep.planner, res.planner_config, res.planner_groups);
+        choice_name(rep.planner, sizeof rep.planner, res.planner_config, res.planner_groups, 0,
+                    0);
         rep.changed = res.best_config >= 0;
         rep.tuned_ms = rep.changed ? res.best_ms : res.planner_ms;
-        if (rep.changed) choice_name(rep.tuned, sizeof rep.tuned, res.best_config, res.best_groups);
+        if (rep.changed)
+            choice_name(rep.tuned, sizeof rep.tuned, res.best_config, res.best_groups,
+                        res.best_no_order, res.best_two_pass);
         else memcpy(rep.tuned, rep.planner, sizeof rep.tuned);
         e.config = res.best_config;
         e.split = rep.changed ? res.best_groups : 0;
+        e.no_order = rep.changed ? res.best_no_order : 0;
+        e.two_pass = rep.changed ? res.best_two_pass : 0;
         e.ms_planner = res.planner_ms;
         e.ms_tuned = rep.tuned_ms;
         /* A bucket where nothing was chosen among (exact fp32, no pairs) is not stored. */

@@ -147,9 +147,10 @@ static uint32_t entry_crc(uint32_t crc, const vc_tune_entry *e, const char *conf
 {
     char line[256];
     const vc_tune_key *k = &e->key;
-    const int n = snprintf(line, sizeof line, "%d %d %d %d %d %d %d %s %d\n", (int)k->math,
-                           (int)k->map_type, (int)k->volume, (int)k->c_in, (int)k->c_out,
-                           (int)k->out_log2, (int)k->taps_x2, config, (int)e->split);
+    const int n = snprintf(line, sizeof line, "%d %d %d %d %d %d %d %s %d %d %d\n",
+                           (int)k->math, (int)k->map_type, (int)k->volume, (int)k->c_in,
+                           (int)k->c_out, (int)k->out_log2, (int)k->taps_x2, config,
+                           (int)e->split, (int)e->no_order, (int)e->two_pass);
     return vc_crc32(crc, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
 }
 
@@ -216,13 +217,15 @@ static vc_tune_verdict parse_entry(parse_state *ps, const cJSON *o, int i,
         get_int(ps, o, where, "taps_x2", 0, MAX_TAPS_X2, &k->taps_x2) ||
         get_str(ps, o, where, "config", config, 64) ||
         get_int(ps, o, where, "split", 0, VC_TUNE_MAX_SPLIT, &e->split) ||
+        get_int(ps, o, where, "no_order", 0, 1, &e->no_order) ||
+        get_int(ps, o, where, "two_pass", 0, 1, &e->two_pass) ||
         get_ms(ps, o, where, "ms_planner", &e->ms_planner) ||
         get_ms(ps, o, where, "ms_tuned", &e->ms_tuned))
         return VC_TUNE_CORRUPT;
     if (strcmp(config, "auto") == 0) {
-        if (e->split != 0)
-            return bad(ps, VC_TUNE_CORRUPT, "%s: config \"auto\" needs split 0, not %d", where,
-                       (int)e->split);
+        if (e->split != 0 || e->no_order || e->two_pass)
+            return bad(ps, VC_TUNE_CORRUPT, "%s: config \"auto\" needs split, no_order and "
+                       "two_pass 0", where);
         e->config = -1;
         return VC_TUNE_LOADED;
     }
@@ -363,6 +366,8 @@ static cJSON *entry_json(const vc_tune_entry *e, const char *config)
         !cJSON_AddNumberToObject(o, "taps_x2", k->taps_x2) ||
         !cJSON_AddStringToObject(o, "config", config) ||
         !cJSON_AddNumberToObject(o, "split", e->split) ||
+        !cJSON_AddNumberToObject(o, "no_order", e->no_order) ||
+        !cJSON_AddNumberToObject(o, "two_pass", e->two_pass) ||
         !cJSON_AddNumberToObject(o, "ms_planner", e->ms_planner) ||
         !cJSON_AddNumberToObject(o, "ms_tuned", e->ms_tuned)) {
         cJSON_Delete(o);
@@ -379,10 +384,12 @@ static cJSON *entries_json(const vc_tune_table *t, const char *const *names, int
     for (int32_t i = 0; arr && t && i < t->n; i++) {
         const vc_tune_entry *e = &t->e[i];
         const vc_tune_key *k = &e->key;
-        const int ok_cfg = e->config < 0 ? e->split == 0
+        const int ok_flags = (e->no_order == 0 || e->no_order == 1) &&
+                             (e->two_pass == 0 || e->two_pass == 1);
+        const int ok_cfg = e->config < 0 ? e->split == 0 && !e->no_order && !e->two_pass
                                          : e->config < n_names && names[e->config] &&
                                                e->split >= 1 && e->split <= VC_TUNE_MAX_SPLIT;
-        if (!ok_cfg || k->math < 0 || k->math >= N_MATH || k->map_type < 0 ||
+        if (!ok_cfg || !ok_flags || k->math < 0 || k->math >= N_MATH || k->map_type < 0 ||
             k->map_type >= N_MAPS) {
             cJSON_Delete(arr);
             return NULL;

@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* a cache that loads must write back as one */
         for (int32_t i = 0; i < t.n; i++)
             if (!vc_tune_key_equal(&t.e[i].key, &back.e[i].key) ||
-                t.e[i].config != back.e[i].config || t.e[i].split != back.e[i].split)
+                t.e[i].config != back.e[i].config || t.e[i].split != back.e[i].split ||
+                t.e[i].no_order != back.e[i].no_order || t.e[i].two_pass != back.e[i].two_pass)
                 abort();
         free(text);
     }

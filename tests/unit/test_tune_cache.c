@@ -48,6 +48,8 @@ static void sample(vc_tune_table *t)
     vc_tune_entry e[3] = {entry(VC_TUNE_FP16, VC_MAP_SUBM, 27, 32, 32, 17, 5, 1, 1),
                           entry(VC_TUNE_FP16, VC_MAP_STRIDED, 27, 32, 64, 14, 3, -1, 0),
                           entry(VC_TUNE_BF16, VC_MAP_INVERSE, 8, 64, 32, 16, 0, 2, 4)};
+    e[0].no_order = 1;
+    e[2].two_pass = 1;
     for (int i = 0; i < 3; i++) CHECK(vc_tune_put(t, &e[i]) == 0);
 }
 
@@ -82,6 +84,7 @@ static void test_round_trip(void)
     for (int i = 0; i < back.n && i < 3; i++) {
         CHECK(vc_tune_key_equal(&back.e[i].key, &t.e[i].key));
         CHECK(back.e[i].config == t.e[i].config && back.e[i].split == t.e[i].split);
+        CHECK(back.e[i].no_order == t.e[i].no_order && back.e[i].two_pass == t.e[i].two_pass);
         CHECK(back.e[i].ms_planner == t.e[i].ms_planner && back.e[i].ms_tuned == t.e[i].ms_tuned);
     }
     vc_tune_table_clear(&back);
@@ -181,7 +184,12 @@ static void test_malformed(void)
     expect("\"ms_planner\":\t0.25", "\"ms_planner\":\t-1", VC_TUNE_CORRUPT, "ms_planner");
     expect("\"split\":\t1", "\"split\":\t17", VC_TUNE_CORRUPT, "split");
     expect("\"split\":\t1", "\"split\":\t0", VC_TUNE_CORRUPT, "needs a split");
-    expect("\"split\":\t0", "\"split\":\t2", VC_TUNE_CORRUPT, "needs split 0");
+    expect("\"split\":\t0", "\"split\":\t2", VC_TUNE_CORRUPT, "needs split, no_order");
+    expect("\"no_order\":\t0", "\"no_order\":\t1", VC_TUNE_CORRUPT, "needs split, no_order");
+    expect("\"no_order\":\t1", "\"no_order\":\t2", VC_TUNE_CORRUPT, "no_order");
+    expect("\"two_pass\":\t0", "\"two_pass\":\ttrue", VC_TUNE_CORRUPT, "two_pass");
+    expect("\"two_pass\":", "\"two_passes\":", VC_TUNE_CORRUPT, "\"two_pass\" is missing");
+    expect("\"no_order\":\t1", "\"no_order\":\t0", VC_TUNE_CORRUPT, "checksum");
     expect("\"sm_count\":\t132", "\"sm_count\":\t\"132\"", VC_TUNE_CORRUPT, "sm_count");
     expect("\"driver\":\t\"580.159.04\"", "\"driver\":\tnull", VC_TUNE_CORRUPT, "driver");
     expect("\"entries\":\t[{", "\"entries\":\t[7, {", VC_TUNE_CORRUPT, "entries[0] is not");
