@@ -129,6 +129,7 @@ python_tests() {
     say "python: pip install ./python (CPU only) into $venv"
     # (called from `python_tests || rc=$?`, where errexit is off: every step checks itself)
     [ -x "$py" ] || python3 -m venv "$venv" || return 1
+    py=$(cd "$venv" && pwd)/bin/python # absolute: the suite runs from python/tests
     local pip=("$py" -m pip install -q --disable-pip-version-check)
     "${pip[@]}" numpy pytest || return 1
     VOXCONV_CUDA=OFF "${pip[@]}" --no-deps --force-reinstall ./python || return 1
