@@ -58,11 +58,14 @@ class SparseConvTranspose3d(_RefConv, vsp.SparseConvTranspose3d):
 
 
 class SparseMaxPool3d(vsp.SparseMaxPool3d):
+    """spconv 2.x starts each output's maximum at 0 (checked against spconv 2.3.8, CPU and
+    GPU): the true maximum of the oracle, then max(0, .)."""
+
     def forward(self, x):
         out, oc, os_ = oracle.pool(_np(x.features), x.indices.numpy(), x.spatial_shape,
                                    tuple(self.kernel_size), tuple(self.stride),
                                    tuple(self.padding), tuple(self.dilation))
-        return _result(x, out, oc, os_, x.features)
+        return _result(x, np.maximum(out, 0.0), oc, os_, x.features)
 
 
 def dense(x):

@@ -196,6 +196,7 @@ _PROTOTYPES = {
     "vc_tensor_load": [_P, c_char_p, _PP],
     # Tensor operations and networks (net_spec.md): optional, bound when the library has them.
     "vc_tensor_to_dense": [_P, _P, _P, c_int64, c_int, c_int],
+    "vc_tensor_affine": [_P, _P, _P, _P, c_int, c_int, c_float],
     "vc_net_create": [_P, POINTER(NetDesc), _PP],
     "vc_net_destroy": [_P],
     "vc_net_run": [_P, _P],

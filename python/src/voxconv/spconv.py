@@ -274,7 +274,10 @@ class SparseInverseConv3d(SparseConvolution):
 
 
 class SparseMaxPool3d(SparseModule):
-    """spconv's SparseMaxPool3d (stride defaults to the kernel size)."""
+    """spconv's SparseMaxPool3d (stride defaults to the kernel size). spconv 2.x starts each
+    output's maximum at 0, so an output whose inputs are all negative is 0, not their maximum:
+    this drop-in does the same (a ReLU after voxconv's true max pool) so that its results are
+    spconv's. voxconv.pool(mode="max") and the C API keep the true maximum."""
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, indice_key=None,
                  subm=False, name=None):
@@ -299,6 +302,9 @@ class SparseMaxPool3d(SparseModule):
             d.kmap = keep.ptr
         out = ctypes.c_void_p()
         ctx.call("vc_pool_forward", ctypes.byref(d), ctypes.c_void_p(t.ptr), ctypes.byref(out))
+        # max(0, .) in place, before the result is handed out: spconv's zero start (above)
+        ctx.call("vc_tensor_affine", ctypes.c_void_p(out.value), None, None, L.MEMORY_HOST,
+                 L.ACT_RELU, ctypes.c_float(0.0))
         return _out_tensor(input, t, ctx, out.value)
 
 
