@@ -7,7 +7,6 @@
 
 #include "conv/conv_gpu.h"
 #include "conv/tune.h"
-#include "core/alloc.h"
 #include "gemm/gemm.h"
 
 static_assert(VC_TUNE_MAX_SPLIT == VC_GEMM_MAX_SPLITS, "a tune entry's split is a GEMM's");
@@ -17,10 +16,6 @@ namespace {
 const int kWarm = 2;      // launches before the timed ones (lazy module loads, pool growth)
 const int kMaxRuns = 64;  // timed launches a candidate, at most
 const int kSplits[] = {0, 1, 2, 3, 4, 6, 8}; // 0: the planner's rule for the configuration
-// Written before every timed launch, so each starts with a cold L2 as `voxconv bench
-// --flush-l2` and the benchmark tables measure (src/bench_op.c flushes the same amount): a
-// choice that wins only with its operands left in L2 by the previous launch is not a win there.
-const size_t kFlushBytes = (size_t)256 << 20;
 
 int cmp_double(const void *x, const void *y)
 {
@@ -33,7 +28,6 @@ struct Timing {
     int tf32;
     cudaStream_t s;
     cudaEvent_t ev[2];
-    void *flush; // kFlushBytes of device memory
 };
 
 // The median time of `runs` launches of the layer under options o (after kWarm launches), and
@@ -46,9 +40,7 @@ vc_status time_choice(const Timing &t, vc_engine_options o, int runs, double *ms
     o.tune = NULL;
     double v[kMaxRuns];
     for (int i = -kWarm; i < runs; i++) {
-        if (cudaMemsetAsync(t.flush, i & 0xff, kFlushBytes, t.s) != cudaSuccess ||
-            cudaEventRecord(t.ev[0], t.s) != cudaSuccess)
-            goto cuda_fail;
+        if (cudaEventRecord(t.ev[0], t.s) != cudaSuccess) goto cuda_fail;
         {
             const vc_status st = vc_conv_gpu(t.a, VC_ALGO_IMPLICIT_GEMM, t.tf32, &o, t.s, err);
             if (st != VC_OK) return st;
@@ -171,18 +163,11 @@ extern "C" vc_status vc_conv_gpu_tune(const vc_conv_args *a, int tf32,
                        "[1, %d]; margin %g, in [0, 1))", (int)runs, kMaxRuns, margin);
     const vc_engine_options o = opt ? *opt : vc_engine_options_default();
     *res = {0, -1, 1, 0.0, -1, 1, 0, 0, 0.0};
-    Timing t = {a, tf32, stream, {NULL, NULL}, NULL};
+    Timing t = {a, tf32, stream, {NULL, NULL}};
     if (cudaEventCreate(&t.ev[0]) != cudaSuccess || cudaEventCreate(&t.ev[1]) != cudaSuccess) {
         const cudaError_t e = cudaGetLastError();
         if (t.ev[0]) cudaEventDestroy(t.ev[0]);
         return vc_fail(err, VC_ERR_CUDA, "conv tune: cudaEventCreate: %s", cudaGetErrorString(e));
-    }
-    if (vc_dev_alloc(o.allocator, &t.flush, kFlushBytes, stream) != (int)cudaSuccess) {
-        cudaGetLastError();
-        cudaEventDestroy(t.ev[0]);
-        cudaEventDestroy(t.ev[1]);
-        return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "conv tune: cannot allocate the %zu MB L2 "
-                       "flush buffer", kFlushBytes >> 20);
     }
     const Choice planner = {-1, 0, false, false};
     vc_conv_choice pl = {0, -1, 1, 0, 0, 0}, again;
@@ -220,7 +205,6 @@ extern "C" vc_status vc_conv_gpu_tune(const vc_conv_args *a, int tf32,
         res->best_ms = b2 / 2.0;
     }
 done:
-    vc_dev_free(o.allocator, t.flush, stream);
     cudaEventDestroy(t.ev[0]);
     cudaEventDestroy(t.ev[1]);
     return st;
