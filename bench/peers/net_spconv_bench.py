@@ -35,7 +35,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 import torch
@@ -47,6 +46,7 @@ sys.path.insert(0, HERE)
 import net_modules as nm  # noqa: E402
 import spconv_to_safetensors as s2s  # noqa: E402  (tools/, on the path through net_modules)
 import vxt  # noqa: E402
+import wallclock  # noqa: E402
 
 SEED = 20261127
 WARMUP = 5
@@ -177,22 +177,8 @@ def fit_channels(feats, c):
     return np.concatenate([feats, np.zeros((len(feats), c - feats.shape[1]), feats.dtype)], 1)
 
 
-def sync():
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
 def time_frames(fn, runs):
-    for _ in range(WARMUP):
-        fn()
-    sync()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    ts.sort()
+    ts = wallclock.samples(fn, runs, WARMUP)
     return dict(median_ms=statistics.median(ts), p10_ms=ts[len(ts) // 10],
                 p90_ms=ts[(len(ts) * 9) // 10], runs=runs)
 

@@ -14,7 +14,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import numpy as np
 import torch
@@ -26,6 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
 import pcdet_backbones  # noqa: E402
 import voxconv  # noqa: E402
 import voxconv.spconv as vsp  # noqa: E402
+import wallclock  # noqa: E402  (bench/peers: this script's folder)
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 sp = None  # the peer: spconv.pytorch, or with --peer ref the NumPy-oracle reference (a CPU
@@ -102,22 +102,8 @@ def compare(a, b):
     return True, float((af - bf).abs().max()) / scale
 
 
-def sync():
-    if DEV == "cuda":
-        torch.cuda.synchronize()
-
-
 def timed(fn, runs):
-    for _ in range(3 if runs > 1 else 0):
-        fn()
-    sync()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
+    return statistics.median(wallclock.samples(fn, runs, 3 if runs > 1 else 0))
 
 
 def layer_rows(scan, feats, coords, shape, dtype, runs):
