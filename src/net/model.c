@@ -235,7 +235,8 @@ static vc_status mp_inputs(mp *p, vc_model *m, int32_t idx, const cJSON *o, vc_n
     if (multi && !many) return mp_fail(p, "\"%s\" needs \"inputs\": [ids]", vc_nop_name(L->op));
     if (!multi && many) return mp_fail(p, "\"inputs\" is for add and concat; use \"input\"");
     int n = many ? (cJSON_IsArray(many) ? cJSON_GetArraySize(many) : -1) : 1;
-    if (n < 1 || n > 64) return mp_fail(p, "\"inputs\" must be an array of 1 to 64 ids");
+    if (n < 1 || n > VC_NET_MAX_INPUTS)
+        return mp_fail(p, "\"inputs\" must be an array of 1 to %d ids", VC_NET_MAX_INPUTS);
     if (L->op == VC_NOP_ADD && n != 2) return mp_fail(p, "add takes exactly 2 inputs");
     L->inputs = malloc((size_t)n * sizeof *L->inputs);
     if (!L->inputs) return vc_fail(p->err, VC_ERR_OUT_OF_MEMORY, "out of memory");

@@ -522,7 +522,7 @@ static vc_status run_step(vc_net *net, net_step *st)
     } else if (L->op == VC_NOP_ADD) {
         s = vc_tensor_add(net->ctx, in, slot_of(net, L->inputs[1]), st->act, st->slope, &out);
     } else if (L->op == VC_NOP_CONCAT) {
-        const vc_tensor *parts[64];
+        const vc_tensor *parts[VC_NET_MAX_INPUTS];
         for (int32_t k = 0; k < L->n_inputs; k++) parts[k] = slot_of(net, L->inputs[k]);
         s = vc_tensor_concat(net->ctx, parts, L->n_inputs, &out);
     } else if (L->op == VC_NOP_MAXPOOL || L->op == VC_NOP_AVGPOOL) {

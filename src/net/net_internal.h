@@ -4,6 +4,9 @@
 #ifndef VC_SRC_NET_INTERNAL_H
 #define VC_SRC_NET_INTERNAL_H
 
+/* Inputs of one layer (add: 2; concat: 1 to this many): the executor keeps them on the stack. */
+#define VC_NET_MAX_INPUTS 64
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,7 +32,7 @@ typedef struct vc_net_layer {
     char *id;                 /* "#<index>" when the description gives none                    */
     char *name;               /* state_dict prefix, or NULL                                    */
     char *indice_key;         /* or NULL                                                       */
-    int32_t *inputs;          /* VC_NET_INPUT or earlier layer indices                         */
+    int32_t *inputs;          /* VC_NET_INPUT or earlier layer indices, VC_NET_MAX_INPUTS at most */
     int32_t n_inputs;
     vc_map_desc map;          /* convs and pools (INVERSE: kernel parameters of the forward)   */
     int32_t key_owner;        /* inverse: the layer whose map it inverts; else -1              */
