@@ -435,7 +435,6 @@ static vc_status run_conv(vc_net *net, net_step *st, const vc_tensor *in, vc_ten
  * and the input is the net's own, else on a copy. */
 static vc_status run_affine(vc_net *net, net_step *st, int32_t r, vc_tensor **out)
 {
-    const vc_net_layer *L = &net->model.layers[st->head];
     vc_tensor *t = NULL;
     vc_status s = VC_OK;
     if (r != VC_NET_INPUT && net->model.layers[r].readers == 1) {
@@ -451,7 +450,6 @@ static vc_status run_affine(vc_net *net, net_step *st, int32_t r, vc_tensor **ou
         vc_tensor_destroy(t);
         return s;
     }
-    (void)L;
     *out = t;
     return VC_OK;
 }
