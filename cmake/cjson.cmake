@@ -6,13 +6,16 @@
 #   4. a plain search of CMAKE_PREFIX_PATH, the usual places and .deps/usr (the prefix
 #      bench/deps/fetch_cjson unpacks from the Debian packages, whose absolute-path config
 #      files it drops). The build tree's programs find it at run time through their RPATH.
-#   5. VOXCONV_CJSON_FETCH (default ON): cJSON's release, downloaded; its one source file is then
-#      compiled into voxconv itself, symbols hidden, so consumers need nothing more.
+#   5. VOXCONV_CJSON_FETCH (default ON): cJSON's release, downloaded (Debian's copy of the
+#      upstream tarball, SHA-256 pinned); its one source file is then compiled into voxconv
+#      itself, symbols hidden, so consumers need nothing more. VOXCONV_CJSON_BUNDLED=ON skips
+#      steps 1-4 and takes this one (a self-contained libvoxconv).
 # Results: VOXCONV_CJSON_INCLUDE_DIR (the folder holding cJSON.h), and either
 # VOXCONV_CJSON_LIBRARY (full path of the library to link) or VOXCONV_CJSON_SOURCES (cJSON.c).
 
 set(VOXCONV_CJSON_PREFIX "" CACHE PATH "Prefix of the cJSON install to use (empty: search)")
 option(VOXCONV_CJSON_FETCH "Download cJSON's release when no installed cJSON is found" ON)
+option(VOXCONV_CJSON_BUNDLED "Always compile cJSON's downloaded release into voxconv" OFF)
 set(VOXCONV_CJSON_SOURCES "")
 
 function(_vc_cjson_from_target tgt)
@@ -30,7 +33,9 @@ function(_vc_cjson_from_target tgt)
   endif()
 endfunction()
 
-if(VOXCONV_CJSON_PREFIX)
+if(VOXCONV_CJSON_BUNDLED)
+  set(VOXCONV_CJSON_LIBRARY "")
+elseif(VOXCONV_CJSON_PREFIX)
   find_path(VOXCONV_CJSON_INCLUDE_DIR cJSON.h PATHS ${VOXCONV_CJSON_PREFIX}/include
             PATH_SUFFIXES cjson NO_DEFAULT_PATH)
   find_library(VOXCONV_CJSON_LIBRARY NAMES cjson PATHS ${VOXCONV_CJSON_PREFIX}/lib
@@ -42,14 +47,14 @@ if(VOXCONV_CJSON_PREFIX)
   endif()
 endif()
 
-if(NOT VOXCONV_CJSON_LIBRARY)
+if(NOT VOXCONV_CJSON_LIBRARY AND NOT VOXCONV_CJSON_BUNDLED)
   find_package(cJSON CONFIG QUIET)
   if(TARGET cjson)
     _vc_cjson_from_target(cjson)
   endif()
 endif()
 
-if(NOT VOXCONV_CJSON_LIBRARY)
+if(NOT VOXCONV_CJSON_LIBRARY AND NOT VOXCONV_CJSON_BUNDLED)
   find_package(PkgConfig QUIET)
   if(PKG_CONFIG_FOUND)
     pkg_check_modules(VC_PC_CJSON QUIET libcjson)
@@ -62,7 +67,7 @@ if(NOT VOXCONV_CJSON_LIBRARY)
   endif()
 endif()
 
-if(NOT VOXCONV_CJSON_LIBRARY)
+if(NOT VOXCONV_CJSON_LIBRARY AND NOT VOXCONV_CJSON_BUNDLED)
   # .deps/usr: where bench/deps/fetch_cjson unpacks it, so that every script building on a
   # machine without cJSON and without network finds it with no option.
   set(_vc_deps ${PROJECT_SOURCE_DIR}/.deps/usr)
@@ -71,7 +76,7 @@ if(NOT VOXCONV_CJSON_LIBRARY)
                HINTS ${_vc_deps}/lib/${CMAKE_LIBRARY_ARCHITECTURE} ${_vc_deps}/lib)
 endif()
 
-if(NOT VOXCONV_CJSON_LIBRARY OR NOT VOXCONV_CJSON_INCLUDE_DIR)
+if(VOXCONV_CJSON_BUNDLED OR NOT VOXCONV_CJSON_LIBRARY OR NOT VOXCONV_CJSON_INCLUDE_DIR)
   if(NOT VOXCONV_CJSON_FETCH)
     message(FATAL_ERROR "cJSON not found: install libcjson-dev (./run.sh deps does), set "
                         "VOXCONV_CJSON_PREFIX, or turn VOXCONV_CJSON_FETCH on")
@@ -79,9 +84,14 @@ if(NOT VOXCONV_CJSON_LIBRARY OR NOT VOXCONV_CJSON_INCLUDE_DIR)
   unset(VOXCONV_CJSON_LIBRARY CACHE)
   unset(VOXCONV_CJSON_INCLUDE_DIR CACHE)
   include(FetchContent)
-  # SOURCE_SUBDIR names no folder: cJSON's own build is not added, only its source is used.
-  FetchContent_Declare(vc_cjson GIT_REPOSITORY https://github.com/DaveGamble/cJSON.git
-                       GIT_TAG v1.7.18 GIT_SHALLOW TRUE SOURCE_SUBDIR voxconv-none)
+  # Debian's copy of the upstream v1.7.18 tarball (pinned by hash; the archive keeps released
+  # versions in its pool and on snapshot.debian.org). SOURCE_SUBDIR names no folder: cJSON's
+  # own build is not added, only its source is used.
+  FetchContent_Declare(vc_cjson
+    URL http://deb.debian.org/debian/pool/main/c/cjson/cjson_1.7.18.orig.tar.gz
+        https://snapshot.debian.org/archive/debian/20240601T000000Z/pool/main/c/cjson/cjson_1.7.18.orig.tar.gz
+    URL_HASH SHA256=3aa806844a03442c00769b83e99970be70fbef03735ff898f4811dd03b9f5ee5
+    SOURCE_SUBDIR voxconv-none)
   FetchContent_MakeAvailable(vc_cjson)
   set(VOXCONV_CJSON_INCLUDE_DIR ${vc_cjson_SOURCE_DIR})
   set(VOXCONV_CJSON_SOURCES ${vc_cjson_SOURCE_DIR}/cJSON.c)
