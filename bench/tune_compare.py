@@ -7,9 +7,12 @@ BENCH_DIR holds SCENE_SUITE_PASS.json for the passes A (planner), T (--tune-cach
 (planner again), as bench/run_tune writes them. Per layer timed by bench (repeats of a layer
 are skipped: bench marks them with repeat_of) the planner's median is the mean of A and A2, the
 noise |A - A2| / mean; a layer changed where T's configuration or tap split differs from A's.
+A layer is tuned where bench says its choice came from the cache ("tuned" in T's JSON): only
+those can be made slower by the cache; the others ran the planner's choice in T too, and their
+T against the planner is the run-to-run spread of a bench pass, printed as such.
 Prints markdown: per scene and suite the layers that changed (planner ms, tuned ms, gain) and
-every layer slower with the cache by more than max(3 %, 2 x its noise); then the geomean gain
-over all layers and over the changed ones, and the sums. TUNE_LAYERS.json (voxconv tune
+every tuned layer slower with the cache by more than max(3 %, 2 x its noise); then the geomean
+gain over all layers and over the changed ones, the sums, and that spread. TUNE_LAYERS.json (voxconv tune
 --json) adds the tuner's own confirming-round figures for the changed buckets. Standard library
 only.
 """
@@ -48,7 +51,8 @@ def main():
     print("Per layer: the planner's median (mean of two bench runs A, A2), the tuned one (bench "
           "with --tune-cache), gain = planner / tuned; noise = |A - A2| / mean. Slower beyond "
           "noise: tuned > planner x (1 + max(3 %, 2 x noise)).\n")
-    all_gain, changed_gain, slower = [], [], []
+    all_gain, changed_gain, slower, spread = [], [], [], []
+    tuned_gain, untouched_gain = [], []
     sums = [0.0, 0.0]
     for stem, (a, t, a2) in sorted(runs.items()):
         rows = []
@@ -67,7 +71,11 @@ def main():
             all_gain.append(gain)
             if changed:
                 changed_gain.append(gain)
-            bad = tuned > base * (1.0 + max(0.03, 2.0 * noise))
+            used = lt.get("tuned", changed)
+            if not used:
+                spread.append(abs(tuned - base) / base)
+            (tuned_gain if used else untouched_gain).append(base / tuned)
+            bad = used and tuned > base * (1.0 + max(0.03, 2.0 * noise))
             if bad:
                 slower.append((stem, la["name"], base, tuned, noise))
             if changed or bad:
@@ -83,10 +91,18 @@ def main():
             print("no layer changed")
         print()
     print("## Summary\n")
-    print("- layers: %d, changed: %d, slower beyond noise: %d" %
+    print("- layers: %d, changed: %d, tuned layers slower beyond noise: %d" %
           (len(all_gain), len(changed_gain), len(slower)))
-    print("- geomean gain, all layers: %.4f; changed layers: %.4f" %
-          (geomean(all_gain), geomean(changed_gain)))
+    if spread:
+        spread.sort()
+        print("- run-to-run spread of the %d layers the cache did not touch (|T - planner| / "
+              "planner): median %.1f %%, 90th percentile %.1f %%, largest %.1f %%" % (
+                  len(spread), 100 * spread[len(spread) // 2],
+                  100 * spread[(len(spread) * 9) // 10], 100 * spread[-1]))
+    print("- geomean gain, all layers: %.4f; changed layers: %.4f; tuned layers (%d): %.4f; "
+          "untouched layers (%d, the passes' bias: 1 if T ran as A and A2): %.4f" %
+          (geomean(all_gain), geomean(changed_gain), len(tuned_gain), geomean(tuned_gain),
+           len(untouched_gain), geomean(untouched_gain)))
     print("- sum of medians: planner %.4f ms, tuned %.4f ms (%.3f)" %
           (sums[0], sums[1], sums[0] / sums[1] if sums[1] else float("nan")))
     for s in slower:
