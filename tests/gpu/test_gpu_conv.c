@@ -852,11 +852,7 @@ static void sweep_pool(vc_rng *rng)
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("test_gpu_conv: no CUDA device, skipped\n");
-        return 77;
-    }
+    if (!gpu_usable()) return 77;
     vc_rng rng = vc_test_rng("test_gpu_conv");
     g_quick = getenv("VC_SANITIZE") != NULL;
     if (g_quick) printf("VC_SANITIZE: reduced run\n");

@@ -997,11 +997,7 @@ static void test_bad_args(void)
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("test_gpu_gemm: no CUDA device, skipped\n");
-        return 77;
-    }
+    if (!gpu_usable()) return 77;
     g_small = getenv("VC_SANITIZE") != NULL;
     vc_rng rng = vc_test_rng("test_gpu_gemm");
     CUDA_OK(cudaStreamCreate(&g_stream));

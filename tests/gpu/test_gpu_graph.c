@@ -239,11 +239,7 @@ done:
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("test_gpu_graph: no CUDA device, skipped\n");
-        return 77;
-    }
+    if (!gpu_usable()) return 77;
     vc_rng rng = vc_test_rng("test_gpu_graph");
     const char *san = getenv("VC_SANITIZE");
     const int small = san && atoi(san) != 0;

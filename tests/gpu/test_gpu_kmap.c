@@ -410,11 +410,7 @@ static void sweep_cloud(vc_rng *rng, const sweep_case *k)
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("test_gpu_kmap: no CUDA device, skipped\n");
-        return 77;
-    }
+    if (!gpu_usable()) return 77;
     vc_rng rng = vc_test_rng("test_gpu_kmap");
     CUDA_OK(cudaStreamCreate(&g_stream));
 

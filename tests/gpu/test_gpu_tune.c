@@ -16,6 +16,8 @@
 #ifdef VOXCONV_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "gpu_testutil.h"
+
 #include "gemm/gemm.h"
 #include "src/internal.h"
 
@@ -356,11 +358,7 @@ int main(void)
     printf("SKIP: this build has no CUDA backend\n");
     return 77;
 #else
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("SKIP: no usable CUDA device\n");
-        return 77;
-    }
+    if (!gpu_usable()) return 77;
     vc_rng rng = vc_test_rng("test_gpu_tune");
     scene s = {make_ctx(VC_BACKEND_CUDA, NULL), make_ctx(VC_BACKEND_CPU, NULL), NULL, 0,
                {0, 0, 0}, &rng};

@@ -834,11 +834,7 @@ static void test_scans(void)
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-        printf("test_gpu_voxelize: no CUDA device, skipped\n");
-        return 77;
-    }
+    if (!gpu_usable()) return 77;
     const char *san = getenv("VC_SANITIZE");
     g_small = san && *san && strcmp(san, "0") != 0;
     vc_rng rng = vc_test_rng("test_gpu_voxelize");
