@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "conv/conv.h"
+#include "core/floor.h"
 #include "kmap/kmap.h"
 #include "kmap/kmap_gpu.h"
 #include "hash/hash.h"
@@ -63,10 +64,11 @@ static double sector_rate(double bytes)
     return 31.6e9;
 }
 
-/* Floor in microseconds: the larger of bytes over 3.0 TB/s and sectors over `rate`. */
+/* Floor in microseconds: the larger of bytes over the H100's bandwidth (core/floor.h, the one
+ * copy of the floor model's rates) and sectors over `rate`. */
 static double floor_us(double bytes, double sectors, double rate)
 {
-    double a = bytes / 3.0e12, b = sectors / rate;
+    double a = bytes / VC_FLOOR_H100_BYTES, b = sectors / rate;
     return 1e6 * (a > b ? a : b);
 }
 

@@ -1,5 +1,6 @@
 /* core/floor.h - the floor model of docs/benchmarks.md ("Floors") for convolution and pooling
- * layers: the one copy, used by vc_layer_floor_get (src/bench_op.c) and bench/bench_conv.c.
+ * layers: the one copy, used by vc_layer_floor_get (src/bench_op.c) and bench/bench_conv.c; its
+ * bandwidth also prices the map stages of bench/bench_kmap.c.
  * The least time a layer can take is max(FLOPs / peak FLOP/s, bytes / peak bytes/s): FLOPs the
  * useful work (2 x pairs x C_in x C_out), bytes the fewest a layer must move (input and output
  * features, weights, the int32 out_in table, each once). */
