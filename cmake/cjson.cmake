@@ -33,47 +33,48 @@ function(_vc_cjson_from_target tgt)
   endif()
 endfunction()
 
-if(VOXCONV_CJSON_BUNDLED)
-  set(VOXCONV_CJSON_LIBRARY "")
-elseif(VOXCONV_CJSON_PREFIX)
-  find_path(VOXCONV_CJSON_INCLUDE_DIR cJSON.h PATHS ${VOXCONV_CJSON_PREFIX}/include
-            PATH_SUFFIXES cjson NO_DEFAULT_PATH)
-  find_library(VOXCONV_CJSON_LIBRARY NAMES cjson PATHS ${VOXCONV_CJSON_PREFIX}/lib
-               ${VOXCONV_CJSON_PREFIX}/lib/${CMAKE_LIBRARY_ARCHITECTURE}
-               ${VOXCONV_CJSON_PREFIX}/lib64 NO_DEFAULT_PATH)
-  if(NOT VOXCONV_CJSON_INCLUDE_DIR OR NOT VOXCONV_CJSON_LIBRARY)
-    message(FATAL_ERROR "VOXCONV_CJSON_PREFIX=${VOXCONV_CJSON_PREFIX} holds no cJSON "
-                        "(include/cjson/cJSON.h and lib*/libcjson)")
-  endif()
-endif()
-
-if(NOT VOXCONV_CJSON_LIBRARY AND NOT VOXCONV_CJSON_BUNDLED)
-  find_package(cJSON CONFIG QUIET)
-  if(TARGET cjson)
-    _vc_cjson_from_target(cjson)
-  endif()
-endif()
-
-if(NOT VOXCONV_CJSON_LIBRARY AND NOT VOXCONV_CJSON_BUNDLED)
-  find_package(PkgConfig QUIET)
-  if(PKG_CONFIG_FOUND)
-    pkg_check_modules(VC_PC_CJSON QUIET libcjson)
-    if(VC_PC_CJSON_FOUND)
-      find_path(VOXCONV_CJSON_INCLUDE_DIR cJSON.h PATHS ${VC_PC_CJSON_INCLUDE_DIRS}
-                PATH_SUFFIXES cjson NO_DEFAULT_PATH)
-      find_library(VOXCONV_CJSON_LIBRARY NAMES cjson PATHS ${VC_PC_CJSON_LIBRARY_DIRS}
-                   NO_DEFAULT_PATH)
+# Steps 1-4: an installed cJSON (skipped when VOXCONV_CJSON_BUNDLED asks for the download).
+if(NOT VOXCONV_CJSON_BUNDLED)
+  if(VOXCONV_CJSON_PREFIX)
+    find_path(VOXCONV_CJSON_INCLUDE_DIR cJSON.h PATHS ${VOXCONV_CJSON_PREFIX}/include
+              PATH_SUFFIXES cjson NO_DEFAULT_PATH)
+    find_library(VOXCONV_CJSON_LIBRARY NAMES cjson PATHS ${VOXCONV_CJSON_PREFIX}/lib
+                 ${VOXCONV_CJSON_PREFIX}/lib/${CMAKE_LIBRARY_ARCHITECTURE}
+                 ${VOXCONV_CJSON_PREFIX}/lib64 NO_DEFAULT_PATH)
+    if(NOT VOXCONV_CJSON_INCLUDE_DIR OR NOT VOXCONV_CJSON_LIBRARY)
+      message(FATAL_ERROR "VOXCONV_CJSON_PREFIX=${VOXCONV_CJSON_PREFIX} holds no cJSON "
+                          "(include/cjson/cJSON.h and lib*/libcjson)")
     endif()
   endif()
-endif()
 
-if(NOT VOXCONV_CJSON_LIBRARY AND NOT VOXCONV_CJSON_BUNDLED)
-  # .deps/usr: where bench/deps/fetch_cjson unpacks it, so that every script building on a
-  # machine without cJSON and without network finds it with no option.
-  set(_vc_deps ${PROJECT_SOURCE_DIR}/.deps/usr)
-  find_path(VOXCONV_CJSON_INCLUDE_DIR cJSON.h PATH_SUFFIXES cjson HINTS ${_vc_deps}/include)
-  find_library(VOXCONV_CJSON_LIBRARY NAMES cjson
-               HINTS ${_vc_deps}/lib/${CMAKE_LIBRARY_ARCHITECTURE} ${_vc_deps}/lib)
+  if(NOT VOXCONV_CJSON_LIBRARY)
+    find_package(cJSON CONFIG QUIET)
+    if(TARGET cjson)
+      _vc_cjson_from_target(cjson)
+    endif()
+  endif()
+
+  if(NOT VOXCONV_CJSON_LIBRARY)
+    find_package(PkgConfig QUIET)
+    if(PKG_CONFIG_FOUND)
+      pkg_check_modules(VC_PC_CJSON QUIET libcjson)
+      if(VC_PC_CJSON_FOUND)
+        find_path(VOXCONV_CJSON_INCLUDE_DIR cJSON.h PATHS ${VC_PC_CJSON_INCLUDE_DIRS}
+                  PATH_SUFFIXES cjson NO_DEFAULT_PATH)
+        find_library(VOXCONV_CJSON_LIBRARY NAMES cjson PATHS ${VC_PC_CJSON_LIBRARY_DIRS}
+                     NO_DEFAULT_PATH)
+      endif()
+    endif()
+  endif()
+
+  if(NOT VOXCONV_CJSON_LIBRARY)
+    # .deps/usr: where bench/deps/fetch_cjson unpacks it, so that every script building on a
+    # machine without cJSON and without network finds it with no option.
+    set(_vc_deps ${PROJECT_SOURCE_DIR}/.deps/usr)
+    find_path(VOXCONV_CJSON_INCLUDE_DIR cJSON.h PATH_SUFFIXES cjson HINTS ${_vc_deps}/include)
+    find_library(VOXCONV_CJSON_LIBRARY NAMES cjson
+                 HINTS ${_vc_deps}/lib/${CMAKE_LIBRARY_ARCHITECTURE} ${_vc_deps}/lib)
+  endif()
 endif()
 
 if(VOXCONV_CJSON_BUNDLED OR NOT VOXCONV_CJSON_LIBRARY OR NOT VOXCONV_CJSON_INCLUDE_DIR)
