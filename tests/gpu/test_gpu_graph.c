@@ -30,6 +30,7 @@
 #include "hash/hash.h"
 #include "kmap_compare.h"
 #include "map_desc.h"
+#include "real_scans.h"
 #include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
@@ -622,44 +623,16 @@ static void run_dev_set(const char *name, const int32_t *pool, int64_t N, int32_
     run_chain(name, pool, N, batch, shape, rng);
 }
 
-/* The real scans of datasets/data (datasets/fetch; $VC_DATA_ROOT/datasets/data first), voxelized
- * on the host; small: the first `cap` voxels of each. Missing ones are skipped with a line. */
+/* The real scans (real_scans.h), voxelized on the host; small: the first `cap` voxels of each. */
 static void run_dev_scans(vc_rng *rng, int64_t cap)
 {
-    const char *root = getenv("VC_DATA_ROOT");
-    const char *files[] = {"vlp16.bin", "octomap_scan.bin", "bun0.pcd"};
-    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    for (size_t f = 0; f < sizeof real_scan_files / sizeof real_scan_files[0]; f++) {
         char path[1024];
-        FILE *fp = NULL;
-        const char *dirs[] = {root, ".", "..", "../..", "../../.."};
-        for (size_t i = 0; i < sizeof dirs / sizeof dirs[0] && !fp; i++) {
-            if (!dirs[i]) continue;
-            snprintf(path, sizeof path, "%s/datasets/data/%s", dirs[i], files[f]);
-            fp = fopen(path, "rb");
-        }
-        if (!fp) {
-            printf("real scan %s: not found (datasets/fetch), SKIPPED\n", files[f]);
-            continue;
-        }
-        fclose(fp);
-        vc_cloud pc;
-        memset(&pc, 0, sizeof pc);
-        vc_status st = vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &pc);
-        CHECK_MSG(st == VC_OK, "reading %s: %s", path, vc_status_string(st));
-        if (st != VC_OK) continue;
         vc_voxels vox;
-        vc_err err = {{0}};
-        st = scene_voxelize_padded(&pc, &vox, &err);
-        CHECK_MSG(st == VC_OK, "voxelizing %s: %s", path, err.msg);
-        if (st == VC_OK) {
-            const int64_t n = vox.n < cap ? vox.n : cap;
-            printf("real scan %s: %lld voxels (%lld used), grid %dx%dx%d\n", files[f],
-                   (long long)vox.n, (long long)n, (int)vox.shape[0], (int)vox.shape[1],
-                   (int)vox.shape[2]);
-            run_dev_set(files[f], vox.coords, n, vox.batch_size, vox.shape, rng);
-            vc_voxels_free(&vox);
-        }
-        vc_cloud_free(&pc);
+        if (!real_scan_voxels(real_scan_files[f], &vox, path, sizeof path)) continue;
+        const int64_t n = vox.n < cap ? vox.n : cap;
+        run_dev_set(real_scan_files[f], vox.coords, n, vox.batch_size, vox.shape, rng);
+        vc_voxels_free(&vox);
     }
 }
 
