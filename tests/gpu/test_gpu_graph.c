@@ -69,51 +69,25 @@ static void poison_bounded(const vc_kmap_gpu_bounded *b)
     fill(m->perm, (size_t)b->max_out * 4);
 }
 
+/* One bounded build, as capture_checked (gpu_testutil.h) runs it. */
+typedef struct build_arg {
+    vc_kmap_gpu_bounded *b;
+    const int32_t *d_in;
+    int64_t n;
+} build_arg;
+
+static vc_status build_body(void *arg, cudaStream_t stream, vc_err *err)
+{
+    const build_arg *a = arg;
+    return vc_kmap_build_gpu_bounded(a->b, a->d_in, a->n, stream, err);
+}
+
 /* Captures one bounded build of b over d_in [n] into an executable graph; NULL on failure. */
 static cudaGraphExec_t capture(vc_kmap_gpu_bounded *b, const int32_t *d_in, int64_t n,
                                const char *label)
 {
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    vc_err err = {{0}};
-    /* warm-up outside the capture: loads the kernels (lazy module loading) */
-    vc_status w = vc_kmap_build_gpu_bounded(b, d_in, n, g_stream, &err);
-    CHECK_MSG(w == VC_OK, "%s: warm-up build: %s", label, err.msg);
-    CUDA_OK(cudaStreamSynchronize(g_stream));
-    cudaError_t e = cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal);
-    CHECK_MSG(e == cudaSuccess, "%s: begin capture: %s", label, cudaGetErrorString(e));
-    if (e != cudaSuccess) return NULL;
-    vc_status st = vc_kmap_build_gpu_bounded(b, d_in, n, g_stream, &err);
-    e = cudaStreamEndCapture(g_stream, &graph);
-    CHECK_MSG(st == VC_OK, "%s: bounded build under capture: %s", label, err.msg);
-    CHECK_MSG(e == cudaSuccess, "%s: end capture: %s", label, cudaGetErrorString(e));
-    if (st != VC_OK || e != cudaSuccess) {
-        cudaGetLastError();
-        if (graph) cudaGraphDestroy(graph);
-        return NULL;
-    }
-    /* only kernels and memsets: no host node, no copy, no allocation */
-    size_t count = 0;
-    CUDA_OK(cudaGraphGetNodes(graph, NULL, &count));
-    cudaGraphNode_t *nodes = malloc((count ? count : 1) * sizeof *nodes);
-    CUDA_OK(cudaGraphGetNodes(graph, nodes, &count));
-    size_t kernels = 0, others = 0;
-    for (size_t i = 0; i < count; i++) {
-        enum cudaGraphNodeType t;
-        CUDA_OK(cudaGraphNodeGetType(nodes[i], &t));
-        if (t == cudaGraphNodeTypeKernel)
-            kernels++;
-        else if (t != cudaGraphNodeTypeMemset && t != cudaGraphNodeTypeEmpty)
-            others++;
-    }
-    free(nodes);
-    CHECK_MSG(kernels > 0 && others == 0, "%s: graph of %zu nodes: %zu kernels, %zu other than "
-              "kernel or memset", label, count, kernels, others);
-    printf("%s: captured %zu nodes (%zu kernels)\n", label, count, kernels);
-    e = cudaGraphInstantiate(&exec, graph, 0);
-    CHECK_MSG(e == cudaSuccess, "%s: instantiate: %s", label, cudaGetErrorString(e));
-    cudaGraphDestroy(graph);
-    return e == cudaSuccess ? exec : NULL;
+    build_arg a = {b, d_in, n};
+    return capture_checked(g_stream, build_body, &a, label);
 }
 
 static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, int32_t batch,
