@@ -323,6 +323,21 @@ static void run_config(const config *c, frame *fs, int nf, int64_t max_points,
         stage(&b, &fs[i], batches[i], dp, db, dn);
         replay_case(&b, exec, c, &fs[i], &refs[i], label);
     }
+    if (exec && !g_small) { /* informative: device time of a replay on the last frame */
+        cudaEvent_t e0, e1;
+        float ms = 0.0f;
+        CUDA_OK(cudaEventCreate(&e0));
+        CUDA_OK(cudaEventCreate(&e1));
+        CUDA_OK(cudaEventRecord(e0, g_stream));
+        for (int k = 0; k < 20; k++) CUDA_OK(cudaGraphLaunch(exec, g_stream));
+        CUDA_OK(cudaEventRecord(e1, g_stream));
+        CUDA_OK(cudaEventSynchronize(e1));
+        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+        printf("%s: %.3f ms a replay (%s, max_points %lld)\n", c->what, ms / 20.0,
+               fs[nf - 1].name, (long long)max_points);
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+    }
     if (exec) cudaGraphExecDestroy(exec);
     vc_voxelize_gpu_bounded_destroy(&b);
     CHECK(b.work == NULL && b.coords == NULL);
