@@ -188,14 +188,38 @@ vc_status vc_conv_plan(vc_context *ctx, const vc_conv_desc *desc, const vc_kmap 
     }
 #ifdef VOXCONV_HAVE_CUDA
     const vc_dtype dt = in_dtype;
-    out->algo = vc_conv_gpu_plan(&map->data, d.in_channels, d.out_channels, dt, &ctx->opts);
+    vc_engine_options o = ctx->opts;
+    if (d.untuned) o.tune = NULL;
+    out->algo = vc_conv_gpu_plan(&map->data, d.in_channels, d.out_channels, dt, &o);
     if (out->algo == VC_ALGO_IMPLICIT_GEMM) {
         const char *name = "";
-        vc_conv_gpu_describe(&map->data, d.in_channels, d.out_channels, dt, d.allow_tf32,
-                             &ctx->opts, &name, &out->tap_split, &out->tuned);
+        vc_conv_gpu_describe(&map->data, d.in_channels, d.out_channels, dt, d.allow_tf32, &o,
+                             &name, &out->tap_split, &out->tuned);
         snprintf(out->config, sizeof out->config, "%s", name);
     }
 #endif
+    return VC_OK;
+}
+
+vc_status vc_conv_bucket(vc_context *ctx, const vc_conv_desc *desc, const vc_kmap *map,
+                         vc_dtype in_dtype, char *buf, size_t len)
+{
+    const char *fn = "vc_conv_bucket";
+    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
+    vc_ctx_clear(ctx);
+    vc_conv_desc d = VC_CONV_DESC_INIT;
+    VC_TAKE_DESC(ctx, fn, d, desc, vc_conv_desc);
+    vc_status s = check_map(ctx, fn, map);
+    if (s != VC_OK) return s;
+    if (!buf || len == 0)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: buf is NULL or empty", fn);
+    if (bad_dtype(in_dtype))
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: bad dtype %d", fn, (int)in_dtype);
+    vc_tune_key k;
+    buf[0] = '\0';
+    if (vc_tune_key_of(&map->data, d.in_channels, d.out_channels, in_dtype, d.allow_tf32,
+                       &k) == 0)
+        vc_tune_key_text(&k, buf, len);
     return VC_OK;
 }
 
