@@ -321,9 +321,9 @@ vc_status vc_conv_tune_layers(vc_context *ctx, int32_t n, const vc_conv_desc *de
     vc_ctx_clear(ctx);
     vc_tune_options o = VC_TUNE_OPTIONS_INIT;
     if (opts) VC_TAKE_DESC(ctx, fn, o, opts, vc_tune_options);
-    if (n < 1 || n > VC_TUNE_MAX_MEMBERS || !descs || !ins)
-        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: %d layers (1..%d) or NULL arrays",
-                           fn, (int)n, VC_TUNE_MAX_MEMBERS);
+    if (n < 1 || n > VC_TUNE_MAX_MEMBERS)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: %d layers (1..%d)", fn, (int)n,
+                           VC_TUNE_MAX_MEMBERS);
     if (o.runs < 1 || o.runs > 64 || o.rounds < 1 || o.rounds > 64 ||
         !(o.margin >= 0.0f && o.margin <= 0.5f))
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: runs %d (1..64), rounds %d "
@@ -332,6 +332,8 @@ vc_status vc_conv_tune_layers(vc_context *ctx, int32_t n, const vc_conv_desc *de
     if (ctx->backend != VC_BACKEND_CUDA)
         return vc_ctx_fail(ctx, VC_ERR_UNSUPPORTED, "%s: the CPU backend runs one algorithm and "
                            "one loop order: it has nothing to tune", fn);
+    if (!descs || !ins)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: descs or ins is NULL", fn);
     vc_tune_report rep[VC_TUNE_MAX_MEMBERS];
     conv_call c[VC_TUNE_MAX_MEMBERS];
     memset(rep, 0, sizeof rep);
