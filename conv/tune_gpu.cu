@@ -103,21 +103,22 @@ struct Cands {
 };
 
 // Adds the choice that ran as `ran` (with the switches of c) unless it is the planner's own
-// or one already listed.
-void add_cand(Cands *k, const Choice &c, const vc_conv_choice &ran, double ratio,
-              const vc_conv_choice &pl)
+// or one already listed; 1 where it was added.
+int add_cand(Cands *k, const Choice &c, const vc_conv_choice &ran, double ratio,
+             const vc_conv_choice &pl)
 {
     const Choice e = {ran.config, ran.groups, c.no_order, c.two_pass};
     if (!e.no_order && !e.two_pass && ran.config == pl.config && ran.groups == pl.groups)
-        return;
+        return 0;
     for (int i = 0; i < k->n; i++)
         if (k->c[i].cfg == e.cfg && k->c[i].split == e.split &&
             k->c[i].no_order == e.no_order && k->c[i].two_pass == e.two_pass)
-            return;
-    if (k->n == kMaxCands) return;
+            return 0;
+    if (k->n == kMaxCands) return 0;
     k->c[k->n] = e;
     k->ran[k->n] = ran;
     k->ratio[k->n++] = ratio;
+    return 1;
 }
 
 // The sweep on the first member: every configuration of the layer's dtype and math, with
@@ -141,8 +142,7 @@ vc_status sweep(const Timing &t, const vc_engine_options &o, int runs, const vc_
             const vc_status st = time_choice(t, forced(o, c), runs, &ms, &ran, err);
             if (st == VC_ERR_UNSUPPORTED) continue;
             if (st != VC_OK) return st;
-            res->candidates++;
-            add_cand(k, c, ran, ms / p_ms, pl);
+            res->candidates += add_cand(k, c, ran, ms / p_ms, pl);
         }
     }
     return VC_OK;
@@ -162,8 +162,7 @@ vc_status refine(const Timing &t, const vc_engine_options &o, int runs, const vc
         const vc_status st = time_choice(t, forced(o, c), runs, &ms, &again, err);
         if (st == VC_ERR_UNSUPPORTED) continue;
         if (st != VC_OK) return st;
-        res->candidates++;
-        add_cand(k, c, again, ms / p_ms, pl);
+        res->candidates += add_cand(k, c, again, ms / p_ms, pl);
     }
     return VC_OK;
 }
@@ -226,7 +225,7 @@ vc_status confirm(const Timing &t, const vc_engine_options &o, int runs, int rou
 // all members (a candidate a member refuses is out).
 vc_status rank_members(Timing *t, const vc_conv_args *const *a, int32_t n,
                        const vc_engine_options &o, int runs, const double *p_ms, Cands *k,
-                       const int *sl, int n_sl, vc_conv_tune_result *res, vc_err *err)
+                       const int *sl, int n_sl, vc_err *err)
 {
     for (int m = 1; m < n; m++) {
         t->a = a[m];
@@ -240,7 +239,6 @@ vc_status rank_members(Timing *t, const vc_conv_args *const *a, int32_t n,
                 continue;
             }
             if (st != VC_OK) return st;
-            res->candidates++;
             if (ms / p_ms[m] > k->ratio[i]) k->ratio[i] = ms / p_ms[m];
         }
     }
@@ -308,7 +306,7 @@ extern "C" vc_status vc_conv_gpu_tune(const vc_conv_args *const *a, int32_t n, i
     if (st == VC_OK) n_sl = shortlist(k, margin, sl);
     if (st != VC_OK || n_sl == 0) goto done;
     // the shortlist on the other members; the finalist has the least worst ratio
-    st = rank_members(&t, a, n, o, runs, p_ms, k, sl, n_sl, res, err);
+    st = rank_members(&t, a, n, o, runs, p_ms, k, sl, n_sl, err);
     f = -1;
     for (int j = 0; j < n_sl; j++)
         if (f < 0 || k->ratio[sl[j]] < k->ratio[f]) f = sl[j];

@@ -358,7 +358,10 @@ vc_status vc_conv_tune_layers(vc_context *ctx, int32_t n, const vc_conv_desc *de
                                              o.rounds, o.margin, ctx->stream, &res, mb, &err),
                        &err);
         if (s == VC_OK && has_key) s = tune_record(ctx, fn, &key, &res, mb, n, rep);
-        else if (s == VC_OK) rep[0].candidates = res.candidates;
+        for (int32_t i = 0; s == VC_OK && !has_key && i < n; i++) {
+            rep[i].candidates = res.candidates; /* no pairs: nothing ran, nothing stored */
+            rep[i].members = n;
+        }
     }
     for (int32_t i = 0; i < n; i++) vc_mem_free(ctx, w_cast[i], VC_MEMORY_DEVICE);
 #endif
