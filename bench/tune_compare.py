@@ -135,6 +135,10 @@ def main():
             else "not slower"))
     else:
         print("- no layer took its choice from the cache")
+    own = [t for t in tuned if t[2]["gain"] < 1.0 - 2.0 * t[2]["spread"]]
+    print("- tuned layers slower by more than twice their own spread alone (no A/A floor): %d%s"
+          % (len(own), "".join(", %s %s %.3f +- %.3f" % (t[0], t[1]["name"], t[2]["gain"],
+                                                          t[2]["spread"]) for t in own)))
     bad = [t for t in tuned if t[4]]
     for t in bad:
         print("- slower beyond noise: %s %s: %.4f -> %.4f ms, gain %.3f +- %.3f" % (

@@ -252,12 +252,14 @@ static vc_status tune_record(vc_context *ctx, const char *fn, const vc_tune_key 
     e.split = res->kept ? res->finalist_groups : 0;
     e.no_order = res->kept ? res->finalist_no_order : 0;
     e.two_pass = res->kept ? res->finalist_two_pass : 0;
-    /* the entry's figures: the member of least gain (any member without a confirmation) */
+    /* the entry's figures, from the member of least gain: the planner's median and, for a kept
+     * choice, that median over the gain, so that ms_planner / ms_tuned is the least gain */
     int32_t w = 0;
     for (int32_t i = 1; i < n; i++)
         if (mb[i].gain < mb[w].gain) w = i;
     e.ms_planner = mb[w].planner_ms;
-    e.ms_tuned = mb[w].tuned_ms;
+    e.ms_tuned = mb[w].planner_ms;
+    if (res->kept && mb[w].gain > 0.0) e.ms_tuned /= mb[w].gain;
     for (int32_t i = 0; i < n; i++) {
         vc_tune_report *r = &rep[i];
         r->candidates = res->candidates;

@@ -251,8 +251,8 @@ static void test_layer(scene *s, const layer *l, const char *path)
         if (!strcmp(kt, r.bucket)) te = &s->g->tune.e[i];
     }
     CHECK_MSG(!r.changed || (te && te->config >= 0 && te->ms_planner > te->ms_tuned &&
-                             te->ms_planner / te->ms_tuned > 1.0 + to.margin),
-              "%s: the kept entry's gain is not recorded", l->name);
+                             fabs(te->ms_planner / te->ms_tuned - r.gain) < 1e-9 * r.gain),
+              "%s: the kept entry does not record its gain %.4f", l->name, r.gain);
     CHECK_OK(s->g, vc_tune_cache_save(s->g, path));
 
     vc_context *b = make_ctx(VC_BACKEND_CUDA, path);
