@@ -235,6 +235,7 @@ static void test_layer(scene *s, const layer *l, const char *path)
 
     vc_tune_options to = VC_TUNE_OPTIONS_INIT;
     to.runs = 3;
+    if (getenv("VC_SANITIZE")) to.rounds = 3; /* memcheck: fewer launches, same logic */
     vc_tune_report r;
     CHECK_OK(s->g, vc_conv_tune(s->g, &dg, tg, &to, &r));
     printf("%s: %s: %d choices, planner %s %.4f ms, %s %s %.4f ms\n", l->name, r.bucket,
@@ -328,7 +329,7 @@ static void test_bucket(scene *s)
     const vc_tensor *in[2] = {g[0], g[1]};
     vc_tune_options to = VC_TUNE_OPTIONS_INIT;
     to.runs = 3;
-    to.rounds = 5;
+    to.rounds = getenv("VC_SANITIZE") ? 3 : 5;
     vc_tune_report r[2];
     CHECK_OK(x, vc_conv_tune_layers(x, 2, d, in, &to, r));
     CHECK(!strcmp(r[0].bucket, r[1].bucket) && r[0].changed == r[1].changed &&
