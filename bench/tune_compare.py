@@ -145,7 +145,8 @@ def main():
             t[0], t[1]["name"], t[2]["planner_ms"], t[2]["cached_ms"], t[2]["gain"],
             t[2]["spread"]))
     print("\n%s: no tuned layer slower than the planner beyond noise (%d tuned layers, %d "
-          "slower beyond noise)" % ("FAIL" if bad else "PASS", len(tuned), len(bad)))
+          "slower beyond noise)%s" % ("FAIL" if bad else "PASS", len(tuned), len(bad),
+                                      "" if tuned else "; vacuous: the cache changed no layer"))
     if len(sys.argv) > 2 and os.path.exists(sys.argv[2]):
         tuner_figures(sys.argv[2])
     if len(sys.argv) > 3:
