@@ -35,34 +35,50 @@ struct CUstream_st;
 vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
                       const vc_engine_options *opt, struct CUstream_st *stream, vc_err *err);
 
-/* What vc_conv_gpu_tune measured of a layer: the planner's choice and the fastest other one
- * (configurations are indices into vc_gemm_configs' table; groups are tap-split groups, 1 for
- * none). best_config is -1 where nothing beat the planner by the margin in both rounds. */
+/* What vc_conv_gpu_tune found for a bucket (configurations are indices into vc_gemm_configs'
+ * table; groups are tap-split groups, 1 for none). The finalist is the candidate confirmed
+ * against the planner's choice (finalist_config -1: none came that far); kept 1 where it won
+ * on every member. */
 typedef struct vc_conv_tune_result {
     int32_t candidates;              /* choices timed, the planner's included                 */
-    int32_t planner_config, planner_groups;
-    double planner_ms;               /* median of the confirming round (or of the sweep)      */
-    int32_t best_config, best_groups;
-    int32_t best_no_order;           /* 1: the best runs without the planner's tile order     */
-    int32_t best_two_pass;           /* 1: the best's tap split runs in two passes           */
-    double best_ms;                  /* the fastest candidate's median, confirming round      */
+    int32_t finalist_config, finalist_groups;
+    int32_t finalist_no_order;       /* 1: without the planner's tile order                   */
+    int32_t finalist_two_pass;       /* 1: its tap split runs in two passes                   */
+    int32_t rounds;                  /* A/B rounds of the confirmation (0: none ran)          */
+    int32_t kept;                    /* 1: the finalist beat the planner on every member      */
 } vc_conv_tune_result;
 
-/* Times the implicit GEMM of layer a (as vc_conv_gpu with VC_ALGO_IMPLICIT_GEMM; a->out is
- * overwritten) under the planner's choice and under every compiled GEMM configuration of its
- * dtype and math, each with every tap split of {planner's rule, 1, 2, 3, 4, 6, 8} (16-bit
- * features on maps of K > 1; one split otherwise), skipping those that do not fit and those
- * that resolve to a choice already timed; then the schedule switches of the planner's choice
- * and of the fastest (without the tile order it took; a clustered tap split in two passes).
- * Each time is the median of `runs` launches after two
- * warm-up launches, each launch timed alone with events. The fastest is then timed again,
- * alternating with the planner's; it is kept only where it is faster than the planner's by
- * more than `margin` (a fraction) in both the sweep and that confirming round. Exact fp32
- * (one configuration) times the planner's choice alone. opt: as for vc_conv_gpu (its
- * gemm_config, tap_split and tune are overridden). Synchronises after every launch. */
-vc_status vc_conv_gpu_tune(const vc_conv_args *a, int tf32, const vc_engine_options *opt,
-                           int32_t runs, double margin, struct CUstream_st *stream,
-                           vc_conv_tune_result *res, vc_err *err);
+/* What vc_conv_gpu_tune measured on one member layer of the bucket: the planner's choice
+ * there; with a confirmation, the medians over its rounds of each side's per-round median,
+ * gain = the median of the per-round ratios planner / finalist and spread = their median
+ * absolute deviation over the gain; without one, planner_ms = tuned_ms = the planner's
+ * median, gain = spread = 0. */
+typedef struct vc_conv_tune_member {
+    int32_t planner_config, planner_groups;
+    double planner_ms, tuned_ms, gain, spread;
+} vc_conv_tune_member;
+
+/* Tunes one bucket: a[0..n) are its member layers (1 <= n <= VC_TUNE_MAX_MEMBERS; the caller
+ * makes sure they share a bucket), timed as vc_conv_gpu with VC_ALGO_IMPLICIT_GEMM runs them
+ * (each a->out is overwritten). On the first member: the planner's choice and every compiled
+ * GEMM configuration of its dtype and math, each with every tap split of {planner's rule, 1,
+ * 2, 3, 4, 6, 8} (16-bit features on maps of K > 1; one split otherwise), skipping those that
+ * do not fit and those that resolve to a choice already timed; then the schedule switches of
+ * the planner's choice and of the fastest (without the tile order it took; a clustered tap
+ * split in two passes). Each time is the median of `runs` launches after two warm-up
+ * launches, each launch timed alone with events, and is read as a ratio to the member's own
+ * planner time. The three fastest choices (as the configuration and groups they ran with)
+ * faster than the planner's by more than `margin` are timed on every other member; a
+ * choice's score is its worst ratio over the members, and the least score, if still below
+ * 1 - margin, makes the finalist. The finalist is then confirmed on every member by `rounds`
+ * interleaved A/B rounds against the planner's choice (mb[m]); it is kept only where on
+ * every member gain > 1 + max(margin, 2 x spread). Exact fp32 (one configuration) times the
+ * planner's choice alone. opt: as for vc_conv_gpu (its gemm_config, tap_split and tune are
+ * overridden). Synchronises after every launch. */
+vc_status vc_conv_gpu_tune(const vc_conv_args *const *a, int32_t n, int tf32,
+                           const vc_engine_options *opt, int32_t runs, int32_t rounds,
+                           double margin, struct CUstream_st *stream, vc_conv_tune_result *res,
+                           vc_conv_tune_member *mb, vc_err *err);
 
 /* The algorithm VC_ALGO_AUTO runs for this map, channels and feature dtype under options opt
  * (NULL: the defaults); never AUTO. */

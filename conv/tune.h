@@ -45,7 +45,9 @@ typedef struct vc_tune_key {
  * measured (1: none, 2 .. VC_GEMM_MAX_SPLITS); 0 with config -1. no_order: 1 runs without the
  * tile order the planner's rule would take; two_pass: 1 runs the tap split in two passes where
  * it would run as thread-block clusters (both 0 with config -1). ms_*: the medians measured
- * (informative; the planner does not read them). */
+ * (informative; the planner does not read them): for a kept choice, the planner's A/B median
+ * on the member layer where it gained least and that median over the gain (the median
+ * per-round ratio), so ms_planner / ms_tuned is the entry's least measured gain. */
 typedef struct vc_tune_entry {
     vc_tune_key key;
     int32_t config;

@@ -564,11 +564,15 @@ typedef struct vc_conv_desc {
     vc_algo algo;
     int32_t allow_tf32;       /* CUDA: fp32 features may use tf32 tensor cores (about 5e-4
                                  relative error); default 0 = exact fp32 arithmetic            */
+    int32_t untuned;          /* 1: the planner's own rules even where the context's tune
+                                 cache has the layer's bucket (an A/B of the cache against
+                                 the planner in one process: voxconv bench --ab-cache);
+                                 default 0                                                     */
 } vc_conv_desc;
 
 #define VC_CONV_DESC_INIT                                                                      \
     {sizeof(vc_conv_desc), VC_MAP_DESC_INIT, NULL, 0, 0, NULL, VC_DTYPE_FP32, VC_MEMORY_HOST,    \
-     NULL, VC_ACT_NONE, 0.01f, NULL, (vc_dtype)-1, VC_ALGO_AUTO, 0}
+     NULL, VC_ACT_NONE, 0.01f, NULL, (vc_dtype)-1, VC_ALGO_AUTO, 0, 0}
 
 /* out = act(conv(in, weights) + bias + residual), on the map's output coordinates.
  * out[p, co] = sum over k, ci of in[out_in[p,k], ci] * W[co, k, ci], accumulated in fp32.
@@ -593,13 +597,15 @@ typedef struct vc_tune_options {
     uint32_t struct_size;
     int32_t runs;             /* timed launches a choice (their median), 1..64; default 5      */
     float margin;             /* a choice replaces the planner's only when faster by more than
-                                 this fraction, in the sweep and in a confirming round;
-                                 0 .. 0.5, default 0.03                                        */
+                                 this fraction and by more than twice the spread of its A/B
+                                 rounds, on every member layer; 0 .. 0.5, default 0.03        */
     int32_t skip_known;       /* 1: a layer whose bucket the table holds already is not timed
                                  again (report->known = 1); default 0: timed, and replaced     */
+    int32_t rounds;           /* interleaved A/B rounds confirming the finalist against the
+                                 planner's choice on each member, 1..64; default 7             */
 } vc_tune_options;
 
-#define VC_TUNE_OPTIONS_INIT {sizeof(vc_tune_options), 5, 0.03f, 0}
+#define VC_TUNE_OPTIONS_INIT {sizeof(vc_tune_options), 5, 0.03f, 0, 7}
 
 typedef struct vc_tune_report {
     int32_t candidates;       /* choices timed, the planner's included (1: nothing to choose:
@@ -613,8 +619,16 @@ typedef struct vc_tune_report {
     char tuned[64];           /* the kept choice (the planner's where it stayed), with
                                  " no-order" / " two-pass" where it turns the tile order off or
                                  runs a clustered tap split in two passes                      */
-    double planner_ms;        /* medians of the confirming round where there was one          */
+    double planner_ms;        /* this layer's medians: of the A/B rounds where the finalist
+                                 was confirmed, else the planner's median (both)              */
     double tuned_ms;
+    char finalist[64];        /* the choice confirmed against the planner's, kept or not; ""
+                                 where none beat it by the margin in the sweep                */
+    int32_t members;          /* the layers of the bucket tuned together                       */
+    int32_t rounds;           /* A/B rounds run (0: no finalist)                               */
+    double gain;              /* this layer: median over the rounds of planner / finalist
+                                 times; 0 without rounds                                       */
+    double spread;            /* the median absolute deviation of those ratios over the gain  */
 } vc_tune_report;
 
 /* Times the layer `desc` on `in` (as vc_conv_forward would run it, with the implicit GEMM)
@@ -622,9 +636,28 @@ typedef struct vc_tune_report {
  * and puts the result into the context's tune table for the layer's bucket (replacing an
  * earlier entry of that bucket); later convolutions on the context use it. The layer's output
  * is discarded. Takes seconds for large layers; synchronises after every launch. The CPU
- * backend has nothing to tune: VC_ERR_UNSUPPORTED. `opts` NULL = VC_TUNE_OPTIONS_INIT. */
+ * backend has nothing to tune: VC_ERR_UNSUPPORTED. `opts` NULL = VC_TUNE_OPTIONS_INIT.
+ * vc_conv_tune_layers(ctx, 1, desc, &in, opts, report). */
 VC_API vc_status vc_conv_tune(vc_context *ctx, const vc_conv_desc *desc, const vc_tensor *in,
                               const vc_tune_options *opts, vc_tune_report *report);
+/* Most layers vc_conv_tune_layers tunes one bucket over. */
+#define VC_TUNE_MAX_MEMBERS 16
+
+/* Tunes one bucket over n of its layers (1..VC_TUNE_MAX_MEMBERS; every one must fall in the bucket of the
+ * first, vc_conv_bucket: else VC_ERR_INVALID_ARGUMENT): candidates found on the first are
+ * ranked by their worst ratio to the planner's time over all of them, and the finalist is
+ * confirmed on each by opts->rounds interleaved A/B rounds against the planner's choice; the
+ * bucket keeps it only where every layer gains more than max(margin, 2 x the spread of its
+ * rounds), else it records that the planner's choice stays (docs/tune.md). reports[i] is
+ * layer i's (bucket, choices and verdict alike). */
+VC_API vc_status vc_conv_tune_layers(vc_context *ctx, int32_t n, const vc_conv_desc *descs,
+                                     const vc_tensor *const *ins, const vc_tune_options *opts,
+                                     vc_tune_report *reports);
+/* The tune bucket of a layer of desc over `map` with input features of `in_dtype` and
+ * desc->in_channels channels, as text (vc_tune_report.bucket); "" for a layer that has none
+ * (no outputs or no pairs). Layers of one text share a bucket. Any backend. */
+VC_API vc_status vc_conv_bucket(vc_context *ctx, const vc_conv_desc *desc, const vc_kmap *map,
+                                vc_dtype in_dtype, char *buf, size_t len);
 /* Buckets in the context's tune table (loaded or tuned). */
 VC_API vc_status vc_tune_cache_count(const vc_context *ctx, int32_t *count);
 /* Writes the context's tune table as a cache file (JSON, docs/formats.md), keyed by this

@@ -162,19 +162,30 @@ static int bad_dtype(vc_dtype d)
     return d != VC_DTYPE_FP32 && d != VC_DTYPE_FP16 && d != VC_DTYPE_BF16;
 }
 
+/* What vc_conv_plan and vc_conv_bucket take: the descriptor into *d, the map and dtype
+ * checked (ctx cleared by the caller). */
+static vc_status take_layer(vc_context *ctx, const char *fn, const vc_conv_desc *desc,
+                            const vc_kmap *map, vc_dtype in_dtype, vc_conv_desc *d)
+{
+    vc_conv_desc t = VC_CONV_DESC_INIT;
+    VC_TAKE_DESC(ctx, fn, t, desc, vc_conv_desc);
+    *d = t;
+    vc_status s = check_map(ctx, fn, map);
+    if (s == VC_OK && bad_dtype(in_dtype))
+        s = vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: bad dtype %d", fn, (int)in_dtype);
+    return s;
+}
+
 vc_status vc_conv_plan(vc_context *ctx, const vc_conv_desc *desc, const vc_kmap *map,
                        vc_dtype in_dtype, vc_conv_plan_info *out)
 {
     const char *fn = "vc_conv_plan";
     if (!ctx) return VC_ERR_INVALID_ARGUMENT;
     vc_ctx_clear(ctx);
-    vc_conv_desc d = VC_CONV_DESC_INIT;
-    VC_TAKE_DESC(ctx, fn, d, desc, vc_conv_desc);
-    vc_status s = check_map(ctx, fn, map);
+    vc_conv_desc d;
+    vc_status s = take_layer(ctx, fn, desc, map, in_dtype, &d);
     if (s != VC_OK) return s;
     if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    if (bad_dtype(in_dtype))
-        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: bad dtype %d", fn, (int)in_dtype);
     if (d.in_channels < 1 || d.in_channels > VC_MAX_CHANNELS || d.out_channels < 1 ||
         d.out_channels > VC_MAX_CHANNELS)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: channels %lld -> %lld outside "
@@ -188,14 +199,35 @@ vc_status vc_conv_plan(vc_context *ctx, const vc_conv_desc *desc, const vc_kmap 
     }
 #ifdef VOXCONV_HAVE_CUDA
     const vc_dtype dt = in_dtype;
-    out->algo = vc_conv_gpu_plan(&map->data, d.in_channels, d.out_channels, dt, &ctx->opts);
+    vc_engine_options o = ctx->opts;
+    if (d.untuned) o.tune = NULL;
+    out->algo = vc_conv_gpu_plan(&map->data, d.in_channels, d.out_channels, dt, &o);
     if (out->algo == VC_ALGO_IMPLICIT_GEMM) {
         const char *name = "";
-        vc_conv_gpu_describe(&map->data, d.in_channels, d.out_channels, dt, d.allow_tf32,
-                             &ctx->opts, &name, &out->tap_split, &out->tuned);
+        vc_conv_gpu_describe(&map->data, d.in_channels, d.out_channels, dt, d.allow_tf32, &o,
+                             &name, &out->tap_split, &out->tuned);
         snprintf(out->config, sizeof out->config, "%s", name);
     }
 #endif
+    return VC_OK;
+}
+
+vc_status vc_conv_bucket(vc_context *ctx, const vc_conv_desc *desc, const vc_kmap *map,
+                         vc_dtype in_dtype, char *buf, size_t len)
+{
+    const char *fn = "vc_conv_bucket";
+    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
+    vc_ctx_clear(ctx);
+    vc_conv_desc d;
+    vc_status s = take_layer(ctx, fn, desc, map, in_dtype, &d);
+    if (s != VC_OK) return s;
+    if (!buf || len == 0)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: buf is NULL or empty", fn);
+    vc_tune_key k;
+    buf[0] = '\0';
+    if (vc_tune_key_of(&map->data, d.in_channels, d.out_channels, in_dtype, d.allow_tf32,
+                       &k) == 0)
+        vc_tune_key_text(&k, buf, len);
     return VC_OK;
 }
 

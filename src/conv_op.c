@@ -192,9 +192,11 @@ vc_status vc_conv_forward(vc_context *ctx, const vc_conv_desc *desc, const vc_te
     } else {
 #ifdef VOXCONV_HAVE_CUDA
         s = conv_stage(ctx, fn, in, &c);
+        vc_engine_options o = ctx->opts;
+        if (c.d.untuned) o.tune = NULL;
         if (s == VC_OK)
-            s = vc_ctx_err(ctx, vc_conv_gpu(&c.a, c.d.algo, c.d.allow_tf32, &ctx->opts,
-                                            ctx->stream, &err),
+            s = vc_ctx_err(ctx, vc_conv_gpu(&c.a, c.d.algo, c.d.allow_tf32, &o, ctx->stream,
+                                            &err),
                            &err);
 #endif
     }
@@ -217,88 +219,162 @@ static void choice_name(char *buf, size_t n, int32_t config, int32_t groups, int
 }
 #endif
 
-vc_status vc_conv_tune(vc_context *ctx, const vc_conv_desc *desc, const vc_tensor *in,
-                       const vc_tune_options *opts, vc_tune_report *report)
+#ifdef VOXCONV_HAVE_CUDA
+/* Member i of a bucket being tuned: its call (as vc_conv_forward's) staged, its weights in the
+ * features' dtype (converted once here, not in every timed launch: what is timed is the
+ * layer's GEMM, whatever dtype a caller keeps weights in). */
+static vc_status tune_stage(vc_context *ctx, const char *fn, const vc_tensor *in, conv_call *c,
+                            void **w_cast)
 {
-    const char *fn = "vc_conv_tune";
+    vc_err err = {{0}};
+    vc_status s = conv_stage(ctx, fn, in, c);
+    if (s != VC_OK || c->a.w_dtype == c->a.in_dtype) return s;
+    const int64_t nw = c->d.out_channels * c->map->data.volume * in->channels;
+    *w_cast = vc_mem_alloc(ctx, (size_t)nw * vc_dtype_size(in->dtype), VC_MEMORY_DEVICE);
+    if (!*w_cast) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of device memory", fn);
+    s = vc_ctx_err(ctx, vc_cuda_cast(c->a.weights, c->a.w_dtype, *w_cast, in->dtype, nw,
+                                     ctx->stream, &err),
+                   &err);
+    c->a.weights = *w_cast;
+    c->a.w_dtype = in->dtype;
+    return s;
+}
+
+/* The bucket's verdict into its table and every member's report. */
+static vc_status tune_record(vc_context *ctx, const char *fn, const vc_tune_key *key,
+                             const vc_conv_tune_result *res, const vc_conv_tune_member *mb,
+                             int32_t n, vc_tune_report *rep)
+{
+    vc_tune_entry e;
+    memset(&e, 0, sizeof e);
+    e.key = *key;
+    e.config = res->kept ? res->finalist_config : -1;
+    e.split = res->kept ? res->finalist_groups : 0;
+    e.no_order = res->kept ? res->finalist_no_order : 0;
+    e.two_pass = res->kept ? res->finalist_two_pass : 0;
+    /* the entry's figures, from the member of least gain: the planner's median and, for a kept
+     * choice, that median over the gain, so that ms_planner / ms_tuned is the least gain */
+    int32_t w = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (mb[i].gain < mb[w].gain) w = i;
+    e.ms_planner = mb[w].planner_ms;
+    e.ms_tuned = mb[w].planner_ms;
+    if (res->kept && mb[w].gain > 0.0) e.ms_tuned /= mb[w].gain;
+    for (int32_t i = 0; i < n; i++) {
+        vc_tune_report *r = &rep[i];
+        r->candidates = res->candidates;
+        r->members = n;
+        r->rounds = res->rounds;
+        r->planner_ms = mb[i].planner_ms;
+        r->tuned_ms = mb[i].tuned_ms;
+        r->gain = mb[i].gain;
+        r->spread = mb[i].spread;
+        choice_name(r->planner, sizeof r->planner, mb[i].planner_config, mb[i].planner_groups,
+                    0, 0);
+        choice_name(r->finalist, sizeof r->finalist, res->finalist_config,
+                    res->finalist_groups, res->finalist_no_order, res->finalist_two_pass);
+        r->changed = res->kept;
+        if (r->changed) memcpy(r->tuned, r->finalist, sizeof r->tuned);
+        else memcpy(r->tuned, r->planner, sizeof r->tuned);
+        if (!r->changed) r->tuned_ms = r->planner_ms;
+    }
+    /* A bucket where nothing was chosen among (exact fp32, no pairs) is not stored. */
+    if (res->candidates <= 1) return VC_OK;
+    if (vc_tune_put(&ctx->tune, &e) != 0)
+        return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (int32_t i = 0; i < n; i++) rep[i].stored = 1;
+    return VC_OK;
+}
+#endif
+
+/* The members' calls begun (their maps resolved) and their buckets checked against the
+ * first's: *begun of them are begun, to be ended by the caller. */
+static vc_status tune_begin(vc_context *ctx, const char *fn, int32_t n, const vc_conv_desc *descs,
+                            const vc_tensor *const *ins, conv_call *c, vc_tune_key *key,
+                            int *has_key, vc_tune_report *rep, int32_t *begun)
+{
+    vc_status s = VC_OK;
+    *begun = 0;
+    for (int32_t i = 0; i < n && s == VC_OK; i++) {
+        if ((s = conv_begin(ctx, fn, &descs[i], ins[i], &c[i])) != VC_OK) break;
+        (*begun)++;
+        vc_tune_key k;
+        const int hk = vc_tune_key_of(&c[i].map->data, ins[i]->channels, c[i].d.out_channels,
+                                      ins[i]->dtype, c[i].d.allow_tf32, &k) == 0;
+        if (hk) vc_tune_key_text(&k, rep[i].bucket, sizeof rep[i].bucket);
+        if (i == 0) {
+            *key = k;
+            *has_key = hk;
+        } else if (hk != *has_key || (hk && !vc_tune_key_equal(&k, key))) {
+            s = vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: layer %d falls in bucket '%s', "
+                            "not in the first layer's '%s'", fn, (int)i, rep[i].bucket,
+                            rep[0].bucket);
+        }
+    }
+    return s;
+}
+
+vc_status vc_conv_tune_layers(vc_context *ctx, int32_t n, const vc_conv_desc *descs,
+                              const vc_tensor *const *ins, const vc_tune_options *opts,
+                              vc_tune_report *reports)
+{
+    const char *fn = "vc_conv_tune_layers";
     if (!ctx) return VC_ERR_INVALID_ARGUMENT;
     vc_ctx_clear(ctx);
     vc_tune_options o = VC_TUNE_OPTIONS_INIT;
     if (opts) VC_TAKE_DESC(ctx, fn, o, opts, vc_tune_options);
-    if (o.runs < 1 || o.runs > 64 || !(o.margin >= 0.0f && o.margin <= 0.5f))
-        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: runs %d (1..64) or margin %g "
-                           "(0..0.5) out of range", fn, (int)o.runs, (double)o.margin);
+    if (n < 1 || n > VC_TUNE_MAX_MEMBERS)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: %d layers (1..%d)", fn, (int)n,
+                           VC_TUNE_MAX_MEMBERS);
+    if (o.runs < 1 || o.runs > 64 || o.rounds < 1 || o.rounds > 64 ||
+        !(o.margin >= 0.0f && o.margin <= 0.5f))
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: runs %d (1..64), rounds %d "
+                           "(1..64) or margin %g (0..0.5) out of range", fn, (int)o.runs,
+                           (int)o.rounds, (double)o.margin);
     if (ctx->backend != VC_BACKEND_CUDA)
         return vc_ctx_fail(ctx, VC_ERR_UNSUPPORTED, "%s: the CPU backend runs one algorithm and "
                            "one loop order: it has nothing to tune", fn);
-    vc_tune_report rep;
-    memset(&rep, 0, sizeof rep);
-    conv_call c;
-    vc_status s = conv_begin(ctx, fn, desc, in, &c);
-    if (s != VC_OK) return s;
+    if (!descs || !ins)
+        return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: descs or ins is NULL", fn);
+    vc_tune_report rep[VC_TUNE_MAX_MEMBERS];
+    conv_call c[VC_TUNE_MAX_MEMBERS];
+    memset(rep, 0, sizeof rep);
     vc_tune_key key;
-    const int has_key = vc_tune_key_of(&c.map->data, in->channels, c.d.out_channels, in->dtype,
-                                       c.d.allow_tf32, &key) == 0;
-    if (has_key) vc_tune_key_text(&key, rep.bucket, sizeof rep.bucket);
-    if (has_key && o.skip_known && vc_tune_find(&ctx->tune, &key)) {
-        rep.known = 1;
-        conv_end(ctx, &c, 0);
-        if (report) *report = rep;
-        return VC_OK;
-    }
+    int has_key = 0;
+    int32_t begun = 0;
+    vc_status s = tune_begin(ctx, fn, n, descs, ins, c, &key, &has_key, rep, &begun);
+    const int skip = s == VC_OK && has_key && o.skip_known && vc_tune_find(&ctx->tune, &key);
+    for (int32_t i = 0; skip && i < n; i++) rep[i].known = 1;
 #ifdef VOXCONV_HAVE_CUDA
-    vc_err err = {{0}};
-    vc_conv_tune_result res;
-    void *w_cast = NULL;
-    s = conv_stage(ctx, fn, in, &c);
-    /* Weights in another dtype than the features are converted once here, not in every timed
-     * launch: what is timed is the layer's GEMM, whatever dtype a caller keeps weights in. */
-    if (s == VC_OK && c.a.w_dtype != c.a.in_dtype) {
-        const int64_t nw = c.d.out_channels * c.map->data.volume * in->channels;
-        w_cast = vc_mem_alloc(ctx, (size_t)nw * vc_dtype_size(in->dtype), VC_MEMORY_DEVICE);
-        if (!w_cast) s = vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of device memory", fn);
-        else
-            s = vc_ctx_err(ctx, vc_cuda_cast(c.a.weights, c.a.w_dtype, w_cast, in->dtype, nw,
-                                             ctx->stream, &err),
-                           &err);
-        c.a.weights = w_cast;
-        c.a.w_dtype = in->dtype;
+    void *w_cast[VC_TUNE_MAX_MEMBERS] = {NULL};
+    const vc_conv_args *args[VC_TUNE_MAX_MEMBERS];
+    for (int32_t i = 0; s == VC_OK && !skip && i < n; i++) {
+        s = tune_stage(ctx, fn, ins[i], &c[i], &w_cast[i]);
+        args[i] = &c[i].a;
     }
-    if (s == VC_OK)
-        s = vc_ctx_err(ctx, vc_conv_gpu_tune(&c.a, c.d.allow_tf32, &ctx->opts, o.runs, o.margin,
-                                             ctx->stream, &res, &err),
+    if (s == VC_OK && !skip) {
+        vc_err err = {{0}};
+        vc_conv_tune_result res;
+        vc_conv_tune_member mb[VC_TUNE_MAX_MEMBERS];
+        s = vc_ctx_err(ctx, vc_conv_gpu_tune(args, n, c[0].d.allow_tf32, &ctx->opts, o.runs,
+                                             o.rounds, o.margin, ctx->stream, &res, mb, &err),
                        &err);
-    vc_mem_free(ctx, w_cast, VC_MEMORY_DEVICE);
-    vc_tune_entry e;
-    memset(&e, 0, sizeof e);
-    if (s == VC_OK) {
-        rep.candidates = res.candidates;
-        rep.planner_ms = res.planner_ms;
-        choice_name(rep.planner, sizeof rep.planner, res.planner_config, res.planner_groups, 0,
-                    0);
-        rep.changed = res.best_config >= 0;
-        rep.tuned_ms = rep.changed ? res.best_ms : res.planner_ms;
-        if (rep.changed)
-            choice_name(rep.tuned, sizeof rep.tuned, res.best_config, res.best_groups,
-                        res.best_no_order, res.best_two_pass);
-        else memcpy(rep.tuned, rep.planner, sizeof rep.tuned);
-        e.config = res.best_config;
-        e.split = rep.changed ? res.best_groups : 0;
-        e.no_order = rep.changed ? res.best_no_order : 0;
-        e.two_pass = rep.changed ? res.best_two_pass : 0;
-        e.ms_planner = res.planner_ms;
-        e.ms_tuned = rep.tuned_ms;
-        /* A bucket where nothing was chosen among (exact fp32, no pairs) is not stored. */
-        e.key = key;
-        if (res.candidates > 1 && has_key) {
-            if (vc_tune_put(&ctx->tune, &e) != 0)
-                s = vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-            else
-                rep.stored = 1;
+        if (s == VC_OK && has_key) s = tune_record(ctx, fn, &key, &res, mb, n, rep);
+        for (int32_t i = 0; s == VC_OK && !has_key && i < n; i++) {
+            rep[i].candidates = res.candidates; /* no pairs: nothing ran, nothing stored */
+            rep[i].members = n;
         }
     }
+    for (int32_t i = 0; i < n; i++) vc_mem_free(ctx, w_cast[i], VC_MEMORY_DEVICE);
 #endif
-    conv_end(ctx, &c, 0);
-    if (s == VC_OK && report) *report = rep;
+    for (int32_t i = 0; i < begun; i++) conv_end(ctx, &c[i], 0);
+    if (s == VC_OK && reports) memcpy(reports, rep, (size_t)n * sizeof *rep);
     return s;
+}
+
+vc_status vc_conv_tune(vc_context *ctx, const vc_conv_desc *desc, const vc_tensor *in,
+                       const vc_tune_options *opts, vc_tune_report *report)
+{
+    if (!ctx) return VC_ERR_INVALID_ARGUMENT;
+    return vc_conv_tune_layers(ctx, 1, desc, &in, opts, report);
 }

@@ -25,6 +25,13 @@ typedef struct bench_layer {
     double map_ms;          /* --model: the step's map builds (median); 0 for layers         */
     int dup_of;             /* -1, or the earlier layer of the same map, type and channels
                                whose timings this one repeats (timed once)                  */
+    /* --ab-cache: the planner's own choice (plan_a, times ab_a) against the cache's (plan,
+     * times t), interleaved in one process; ab 0 where the layer had no A/B (pools, repeats) */
+    int ab;
+    vc_conv_plan_info plan_a;
+    bench_stats ab_a;
+    double gain, spread;    /* median of the per-round ratios planner / cached; their median
+                               absolute deviation over that median                           */
 } bench_layer;
 
 typedef struct bench_map {
@@ -42,6 +49,8 @@ typedef struct bench_run {
     const char *dtype;   /* fp32 tf32 fp16 bf16 */
     const char *algo;    /* auto implicit ggs grouped */
     int runs, warmup, flush;
+    int ab_rounds;       /* --ab-cache: A/B rounds per layer (0: no A/B)                     */
+    const char *ab_cache;
     /* the scene */
     char scene[512];
     int64_t voxels;

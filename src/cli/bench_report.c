@@ -111,6 +111,34 @@ static void print_steps(FILE *f, const bench_run *r)
             r->network.median, r->network.p10, r->network.p90);
 }
 
+/* "CONFIG/SPLIT" of a plan, for the A/B table. */
+static void plan_text(const vc_conv_plan_info *p, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%d", p->config[0] ? p->config : bench_algo_name(p->algo),
+             (int)p->tap_split);
+}
+
+/* --ab-cache: per conv layer the planner's own choice (A) against the cached one (B). */
+static void print_ab(FILE *f, const bench_run *r)
+{
+    fprintf(f, "\nA/B, the planner (A) against tune cache %s (B), in one process: %d rounds of "
+            "%d calls a side, ABBA...; gain = median of the per-round ratios A / B, spread = "
+            "their median absolute deviation over the gain\n\n", r->ab_cache, r->ab_rounds,
+            r->runs);
+    fprintf(f, "| layer | A: planner | B: cached | A median ms | B median ms | gain | spread |"
+            " tuned |\n|---|---|---|---:|---:|---:|---:|---|\n");
+    for (int i = 0; i < r->suite->n; i++) {
+        const bench_layer *b = &r->layers[i];
+        if (!b->ab) continue;
+        char pa[96], pb[96];
+        plan_text(&b->plan_a, pa, sizeof pa);
+        plan_text(&b->plan, pb, sizeof pb);
+        fprintf(f, "| %s | %s | %s | %.4f | %.4f | %.4f | %.4f | %s |\n",
+                r->suite->layers[i].name, pa, pb, b->ab_a.median, b->t.median, b->gain,
+                b->spread, b->plan.tuned ? "yes" : "no");
+    }
+}
+
 void bench_print_table(FILE *f, const bench_run *r)
 {
     const cli_suite *s = r->suite;
@@ -152,6 +180,7 @@ void bench_print_table(FILE *f, const bench_run *r)
                 (long long)b->n_in, (long long)b->n_out, (long long)b->pairs, b->t.median,
                 b->t.p10, b->t.p90);
     }
+    if (r->ab_rounds > 0) print_ab(f, r);
     fprintf(f, "\nwhole suite: %d layers, sum of medians %.4f ms", s->n, r->sum_ms);
     if (r->floor_known)
         fprintf(f, " (floor %.4f ms, %.1fx)", r->sum_floor_ms, r->sum_ms / r->sum_floor_ms);
@@ -252,8 +281,19 @@ static void json_layer(FILE *f, const bench_run *r, int i)
         fprintf(f, "\"floor_ms\": null, \"floor_ratio\": null");
     fprintf(f, ", \"algo\": \"%s\", \"config\": ", bench_algo_name(b->plan.algo));
     cli_json_string(f, b->plan.config);
-    fprintf(f, ", \"tap_split\": %d, \"tuned\": %s, \"map\": %d, \"repeat_of\": %d}",
+    fprintf(f, ", \"tap_split\": %d, \"tuned\": %s, \"map\": %d, \"repeat_of\": %d",
             (int)b->plan.tap_split, b->plan.tuned ? "true" : "false", b->map, b->dup_of);
+    if (b->ab) {
+        fprintf(f, ", \"ab\": {\"planner_config\": ");
+        cli_json_string(f, b->plan_a.config);
+        fprintf(f, ", \"planner_tap_split\": %d, \"planner_ms\": %.6g, \"planner_p10_ms\": "
+                "%.6g, \"planner_p90_ms\": %.6g, \"cached_ms\": %.6g, \"gain\": %.6g, "
+                "\"spread\": %.6g, \"rounds\": %d}", (int)b->plan_a.tap_split, b->ab_a.median,
+                b->ab_a.p10, b->ab_a.p90, b->t.median, b->gain, b->spread, r->ab_rounds);
+    } else if (r->ab_rounds > 0) {
+        fprintf(f, ", \"ab\": null");
+    }
+    fprintf(f, "}");
 }
 
 void bench_write_json(FILE *f, const bench_run *r)
@@ -262,8 +302,14 @@ void bench_write_json(FILE *f, const bench_run *r)
     cli_json_string(f, r->device);
     fprintf(f, ", \"backend\": \"%s\", \"dtype\": \"%s\", \"algo\": ", r->backend, r->dtype);
     cli_json_string(f, r->algo);
-    fprintf(f, ",\n  \"runs\": %d, \"warmup\": %d, \"flush_l2\": %s,\n  \"scene\": {\"source\": ",
-            r->runs, r->warmup, r->flush ? "true" : "false");
+    fprintf(f, ",\n  \"runs\": %d, \"warmup\": %d, \"flush_l2\": %s,", r->runs, r->warmup,
+            r->flush ? "true" : "false");
+    if (r->ab_rounds > 0) {
+        fprintf(f, " \"ab_cache\": ");
+        cli_json_string(f, r->ab_cache);
+        fprintf(f, ", \"ab_rounds\": %d,", r->ab_rounds);
+    }
+    fprintf(f, "\n  \"scene\": {\"source\": ");
     cli_json_string(f, r->scene);
     fprintf(f, ", \"voxels\": %lld, ", (long long)r->voxels);
     json_int3(f, "spatial_shape", r->shape);

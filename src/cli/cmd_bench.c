@@ -65,12 +65,20 @@ static const char BENCH_HELP[] =
     "  --voxel-size X,Y,Z      voxel size of a point-file scene (default 0.05,0.05,0.1)\n"
     CLI_READ_OPTIONS_HELP
     "  --tune-cache FILE       the planner's tuned choices (voxconv tune --out)\n"
+    "  --ab-cache FILE         each conv layer as the planner's own choice (A) against the\n"
+    "                          choice with tune cache FILE (B), interleaved in one process:\n"
+    "                          --ab-rounds rounds, each the median of --runs calls per side,\n"
+    "                          ABBA...; reports both medians, the median per-round ratio A/B\n"
+    "                          (the gain) and its spread; the layer's time is B's\n"
+    "  --ab-rounds N           A/B rounds per layer (default 7; only with --ab-cache)\n"
     "  --backend auto|cpu|cuda context backend (default auto)\n";
 
 typedef struct bench_opts {
     const char *suite, *dilation, *synth, *seed, *grid, *dtype, *algo, *backend, *runs;
     const char *warmup, *csv, *json, *plot, *peak, *vsize, *model, *weights, *net_seed;
+    const char *ab_cache, *ab_rounds;
     int flush, compare;
+    const char *tune_cache;
     const char *layers[MAX_LAYER_SPECS];
     int n_layers;
     cli_read_opts read;
@@ -79,7 +87,7 @@ typedef struct bench_opts {
 /* The parsed settings. */
 typedef struct bench_cfg {
     vc_dtype dtype;
-    int tf32, dtype_set, runs, warmup;
+    int tf32, dtype_set, runs, warmup, ab_rounds;
     vc_algo algo;
     double peak[2];
     int have_peak;
@@ -98,6 +106,7 @@ typedef struct bench_state {
     vc_tensor **in, **w, **bias; /* per layer (NULL for repeats: they use dup_of's)        */
     vc_timer *timer;
     double t_start;              /* progress: the host clock at the start                  */
+    int untuned;                 /* the calls ignore the tune cache (--ab-cache's A side)  */
 } bench_state;
 
 /* Moves every "--layer SPEC" / "--layer=SPEC" before a "--" into o->layers; the other
@@ -141,6 +150,12 @@ static int parse_counts(const char *cmd, const bench_opts *o, bench_cfg *c)
     if (o->warmup) {
         if (cli_parse_i64(cmd, "--warmup", o->warmup, 0, 100000, &v)) return CLI_USAGE;
         c->warmup = (int)v;
+    }
+    c->ab_rounds = o->ab_cache ? 7 : 0;
+    if (o->ab_rounds) {
+        if (!o->ab_cache) return cli_usage_error(cmd, "--ab-rounds: only with --ab-cache");
+        if (cli_parse_i64(cmd, "--ab-rounds", o->ab_rounds, 1, 1000, &v)) return CLI_USAGE;
+        c->ab_rounds = (int)v;
     }
     if (o->peak) {
         float pk[2];
@@ -391,6 +406,7 @@ static vc_status run_layer(bench_state *st, int i, const bench_run *run)
         d.activation = VC_ACT_RELU;
         d.algo = st->c->algo;
         d.allow_tf32 = st->c->tf32;
+        d.untuned = st->untuned;
         r = vc_conv_forward(st->ctx, &d, st->in[o], &out);
     }
     vc_tensor_destroy(out);
@@ -400,13 +416,13 @@ static vc_status run_layer(bench_state *st, int i, const bench_run *run)
 /* Times `fn` (warm-up runs, then runs, each after a cache flush with --flush-l2). */
 typedef vc_status (*bench_call)(bench_state *st, int i, const bench_run *run);
 
-static vc_status time_calls(bench_state *st, int i, const bench_run *run, bench_call fn,
-                            bench_stats *out)
+static vc_status time_calls_w(bench_state *st, int i, const bench_run *run, bench_call fn,
+                              int warmup, bench_stats *out)
 {
     double *v = malloc(sizeof(double) * (size_t)st->c->runs);
     if (!v) return VC_ERR_OUT_OF_MEMORY;
     vc_status r = VC_OK;
-    for (int k = -st->c->warmup; k < st->c->runs && r == VC_OK; k++) {
+    for (int k = -warmup; k < st->c->runs && r == VC_OK; k++) {
         double ms = 0;
         if (run->flush) r = vc_timer_flush_cache(st->timer);
         if (r == VC_OK) r = vc_timer_start(st->timer);
@@ -415,6 +431,50 @@ static vc_status time_calls(bench_state *st, int i, const bench_run *run, bench_
         if (k >= 0) v[k] = ms;
     }
     if (r == VC_OK) *out = bench_stats_of(v, st->c->runs);
+    free(v);
+    return r;
+}
+
+static vc_status time_calls(bench_state *st, int i, const bench_run *run, bench_call fn,
+                            bench_stats *out)
+{
+    return time_calls_w(st, i, run, fn, st->c->warmup, out);
+}
+
+/* --ab-cache: layer i as the planner's own choice (A: untuned) and the cache's (B), in
+ * rounds ABBA... (a drift weighs on both alike), each side the median of --runs calls after
+ * one untimed; per round the ratio A / B. bl->t becomes B's statistics over the rounds'
+ * medians, bl->ab_a A's. */
+static vc_status time_ab(bench_state *st, int i, const bench_run *run, bench_layer *bl)
+{
+    const int n = run->ab_rounds;
+    double *v = malloc(sizeof(double) * (size_t)(4 * n));
+    if (!v) return VC_ERR_OUT_OF_MEMORY;
+    double *a = v, *b = v + n, *ratio = v + 2 * n, *dev = v + 3 * n;
+    bench_stats s;
+    vc_status r = VC_OK;
+    for (int w = 0; w < 2 && r == VC_OK; w++) { /* --warmup calls of each side first */
+        st->untuned = w == 0;
+        r = time_calls_w(st, i, run, run_layer, st->c->warmup, &s);
+    }
+    for (int k = 0; k < n && r == VC_OK; k++) {
+        for (int side = 0; side < 2 && r == VC_OK; side++) {
+            const int cached = (side == 1) != (k % 2 == 1);
+            st->untuned = !cached;
+            r = time_calls_w(st, i, run, run_layer, 1, &s);
+            (cached ? b : a)[k] = s.median;
+        }
+        ratio[k] = b[k] > 0 ? a[k] / b[k] : 0.0;
+    }
+    st->untuned = 0;
+    if (r == VC_OK) {
+        bl->ab = 1;
+        bl->gain = bench_stats_of(ratio, n).median;
+        for (int k = 0; k < n; k++) dev[k] = fabs(ratio[k] - bl->gain);
+        bl->spread = bl->gain > 0 ? bench_stats_of(dev, n).median / bl->gain : 0.0;
+        bl->ab_a = bench_stats_of(a, n);
+        bl->t = bench_stats_of(b, n);
+    }
     free(v);
     return r;
 }
@@ -583,11 +643,14 @@ static vc_status describe_layer(bench_state *st, int i, bench_layer *bl)
     d.out_channels = l->cout;
     d.allow_tf32 = st->c->tf32;
     r = vc_conv_plan(st->ctx, &d, st->lv.maps[i], st->c->dtype, &bl->plan);
+    d.untuned = 1;
+    if (r == VC_OK) r = vc_conv_plan(st->ctx, &d, st->lv.maps[i], st->c->dtype, &bl->plan_a);
     if (r == VC_OK && st->c->algo != VC_ALGO_AUTO) { /* forced */
         vc_backend b = VC_BACKEND_CPU;
         vc_context_backend(st->ctx, &b);
         if (b == VC_BACKEND_CUDA && st->c->algo != bl->plan.algo) bl->plan.config[0] = 0;
-        bl->plan.algo = st->c->algo;
+        if (b == VC_BACKEND_CUDA && st->c->algo != bl->plan_a.algo) bl->plan_a.config[0] = 0;
+        bl->plan.algo = bl->plan_a.algo = st->c->algo;
     }
     return r;
 }
@@ -605,7 +668,9 @@ static int time_layers(const char *cmd, bench_state *st, bench_run *run)
         const cli_layer *l = &st->s->layers[i];
         bench_layer *bl = &run->layers[i];
         vc_status r = describe_layer(st, i, bl);
-        if (r == VC_OK && bl->dup_of < 0) r = time_calls(st, i, run, run_layer, &bl->t);
+        const int ab = run->ab_rounds > 0 && !cli_layer_is_pool(l);
+        if (r == VC_OK && bl->dup_of < 0 && ab) r = time_ab(st, i, run, bl);
+        else if (r == VC_OK && bl->dup_of < 0) r = time_calls(st, i, run, run_layer, &bl->t);
         if (r != VC_OK) {
             char what[256];
             layer_label(l, what, sizeof what);
@@ -675,6 +740,8 @@ static void run_settings(vc_context *ctx, const bench_opts *o, bench_cfg *c, ben
     run->runs = c->runs;
     run->warmup = c->warmup;
     run->flush = o->flush;
+    run->ab_rounds = c->ab_rounds;
+    run->ab_cache = o->ab_cache;
 }
 
 /* --model: a whole network on the scene (bench_net.c). */
@@ -739,11 +806,14 @@ static int check_args(const char *cmd, const bench_opts *o, int npos)
         if (npos != 2 || !o->plot)
             return cli_usage_error(cmd, "--compare: expected --plot OUT.svg and two result "
                                    "files A.json B.json");
-        if (o->n_layers || o->suite || o->synth || o->csv || o->json)
+        if (o->n_layers || o->suite || o->synth || o->csv || o->json || o->ab_cache)
             return cli_usage_error(cmd, "--compare draws two results: give no layers, scene "
                                    "or other output");
         return CLI_OK;
     }
+    if (o->ab_cache && (o->model || o->tune_cache))
+        return cli_usage_error(cmd, "--ab-cache: not with %s (it loads the cache itself and "
+                               "times suite layers)", o->model ? "--model" : "--tune-cache");
     if ((o->weights || o->net_seed) && !o->model)
         return cli_usage_error(cmd, "%s: only with --model",
                                o->weights ? "--weights" : "--random-weights");
@@ -771,7 +841,7 @@ int cmd_bench(int argc, char **argv)
     char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
     if (!rest) return cli_error(cmd, "out of memory");
     int nrest = 0, done = 0, npos = 0;
-    const char *pos[2] = {NULL, NULL}, *backend = NULL, *tune_cache = NULL;
+    const char *pos[2] = {NULL, NULL}, *backend = NULL;
     cli_opt opts[] = {{"--suite", &o.suite, NULL},     {"--dilation", &o.dilation, NULL},
                       {"--synth", &o.synth, NULL},     {"--seed", &o.seed, NULL},
                       {"--grid", &o.grid, NULL},       {"--dtype", &o.dtype, NULL},
@@ -780,9 +850,10 @@ int cmd_bench(int argc, char **argv)
                       {"--csv", &o.csv, NULL},         {"--json", &o.json, NULL},
                       {"--plot", &o.plot, NULL},       {"--peak", &o.peak, NULL},
                       {"--voxel-size", &o.vsize, NULL}, {"--flush-l2", NULL, &o.flush},
-                      {"--compare", NULL, &o.compare}, {"--tune-cache", &tune_cache, NULL},
+                      {"--compare", NULL, &o.compare}, {"--tune-cache", &o.tune_cache, NULL},
                       {"--model", &o.model, NULL},     {"--weights", &o.weights, NULL},
                       {"--random-weights", &o.net_seed, NULL},
+                      {"--ab-cache", &o.ab_cache, NULL}, {"--ab-rounds", &o.ab_rounds, NULL},
                       CLI_READ_OPTIONS(o.read)};
     int rc = take_layers(cmd, argc, argv, &o, rest, &nrest);
     if (rc == CLI_OK)
@@ -796,7 +867,7 @@ int cmd_bench(int argc, char **argv)
     if (rc == CLI_OK && !done && !o.compare && o.n_layers) rc = parse_specs(cmd, &o, &suite);
     if (rc == CLI_OK && !done && !o.compare) rc = cli_parse_read_opts(cmd, &o.read);
     vc_context *ctx = NULL;
-    if (rc == CLI_OK && !done) rc = cli_open_context_tuned(cmd, backend, tune_cache, &ctx);
+    if (rc == CLI_OK && !done) rc = cli_open_context_tuned(cmd, backend, o.ab_cache ? o.ab_cache : o.tune_cache, &ctx);
     if (rc == CLI_OK && !done) {
         if (o.compare) rc = bench_compare(cmd, ctx, pos[0], pos[1], o.plot);
         else if (o.model) rc = bench_model_on(cmd, ctx, &o, pos[0], &c);

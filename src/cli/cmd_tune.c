@@ -20,14 +20,17 @@ static const char TUNE_HELP[] =
     "usage: voxconv tune SUITE.txt... (SCENE.vxt... | --synth KIND[:N]) --out CACHE.json\n"
     "                    [options]\n"
     "\n"
-    "Times every compiled GEMM configuration and tap split of each convolution layer of the\n"
-    "suites, on each scene, on the GPU at hand, and writes the fastest choice of each layer\n"
-    "bucket (math, map type, kernel volume, C_in, C_out, outputs and taps per output by\n"
-    "octave; docs/tune.md) where it beats the planner's, as a tune cache keyed by the GPU,\n"
-    "its SM count, the CUDA runtime and driver and the library version. Give the cache to\n"
-    "conv or bench with --tune-cache. A layer whose bucket an earlier layer tuned is not timed\n"
-    "again. Pooling layers are not tuned. The CPU backend has nothing to tune: tune says so,\n"
-    "writes nothing and exits 0.\n"
+    "Times every compiled GEMM configuration and tap split of the convolution layers of the\n"
+    "suites, on each scene, on the GPU at hand, per layer bucket (math, map type, kernel\n"
+    "volume, C_in, C_out, outputs and taps per output by octave; docs/tune.md): candidates\n"
+    "found on the bucket's first layer are ranked by their worst ratio to the planner over all\n"
+    "its layers, and the finalist is confirmed on each layer by interleaved A/B rounds against\n"
+    "the planner's choice. A bucket keeps it only where every layer gains more than\n"
+    "max(--margin, 2 x the spread of its rounds); otherwise the planner's rule stays. Writes\n"
+    "a tune cache keyed by the GPU, its SM count, the CUDA runtime and driver and the library\n"
+    "version; give it to conv or bench with --tune-cache (bench --ab-cache checks it). Layers\n"
+    "doing the same work as an earlier one are not timed again. Pooling layers are not tuned.\n"
+    "The CPU backend has nothing to tune: tune says so, writes nothing and exits 0.\n"
     "\n"
     "  SUITE.txt               layer suites (datasets/layers/*.txt format)\n"
     "  SCENE.vxt               voxel tensors to run them on (voxconv voxelize, voxconv synth)\n"
@@ -38,15 +41,16 @@ static const char TUNE_HELP[] =
     "  --dtype fp16|bf16|tf32|fp32   features the layers run in (default fp16; tf32: fp32\n"
     "                          features on tensor cores; exact fp32 has one configuration)\n"
     "  --runs N                timed launches of each choice, their median (default 5)\n"
-    "  --margin F              a choice replaces the planner's only when faster by more than\n"
-    "                          this fraction, twice (default 0.03)\n"
+    "  --rounds N              A/B rounds confirming a finalist on each layer (default 7)\n"
+    "  --margin F              least gain a kept choice shows on every layer of its bucket\n"
+    "                          (default 0.03; twice the spread of its rounds where larger)\n"
     "  --json                  a JSON summary on stdout instead of the table\n"
     "  --backend auto|cpu|cuda context backend (default auto)\n"
     "\n"
     "example: voxconv tune datasets/layers/minkunet.txt --synth lidar --out h100.json\n";
 
 typedef struct tune_opts {
-    const char *out, *layer, *synth, *seed, *dtype, *runs, *margin, *backend;
+    const char *out, *layer, *synth, *seed, *dtype, *runs, *rounds, *margin, *backend;
     int json;
     const char *suites[MAX_INPUTS], *scenes[MAX_INPUTS];
     int n_suites, n_scenes;
@@ -101,6 +105,10 @@ static int parse_tune_opts(const char *cmd, const tune_opts *o, tune_plan *p)
         if (cli_parse_i64(cmd, "--runs", o->runs, 1, 64, &v)) return CLI_USAGE;
         to.runs = (int32_t)v;
     }
+    if (o->rounds) {
+        if (cli_parse_i64(cmd, "--rounds", o->rounds, 1, 64, &v)) return CLI_USAGE;
+        to.rounds = (int32_t)v;
+    }
     if (o->margin) {
         if (cli_parse_float(cmd, "--margin", o->margin, &to.margin)) return CLI_USAGE;
         if (!(to.margin >= 0.0f && to.margin <= 0.5f))
@@ -139,11 +147,35 @@ static float *layer_weights(int64_t n, int64_t fan_in)
     return w;
 }
 
-/* One result line (or JSON object) of a layer. */
-static void print_layer(const tune_opts *o, const char *scene, const cli_suite *s,
-                        const cli_layer *l, const vc_tune_report *r, int *first)
+/* A conv layer of the run: where it is (scene, suite, index), its map's counts and bucket;
+ * dup: an earlier layer of the same scene, bucket and counts (the same work: not timed again);
+ * done: its bucket is tuned. */
+typedef struct tune_layer {
+    int scene, suite, index, dup, done;
+    int64_t n_in, n_out, pairs;
+    char bucket[96];
+} tune_layer;
+
+/* Everything a run holds: the scenes, every (scene, suite)'s maps, the conv layers. */
+typedef struct tune_state {
+    vc_tensor *scenes[MAX_INPUTS + 1];
+    const char *names[MAX_INPUTS + 1];
+    cli_suite_levels *lv; /* [n_scenes * n_suites] */
+    int n_scenes;
+    tune_layer *layers;
+    int n_layers, first;
+} tune_state;
+
+/* One result line (or JSON object) of a layer; `note` replaces the figures of a layer not
+ * timed ("tuned already", "same as ..."). */
+static void print_layer(const tune_opts *o, const tune_state *ts, const tune_plan *p,
+                        const tune_layer *tl, const vc_tune_report *r, const char *note,
+                        int *first)
 {
     char spec[96];
+    const cli_suite *s = &p->suites[tl->suite];
+    const cli_layer *l = &s->layers[tl->index];
+    const char *scene = ts->names[tl->scene];
     cli_layer_format(l, spec, sizeof spec);
     if (o->json) {
         printf("%s\n    {\"scene\": ", *first ? "" : ",");
@@ -155,88 +187,186 @@ static void print_layer(const tune_opts *o, const char *scene, const cli_suite *
         printf(", \"spec\": ");
         cli_json_string(stdout, spec);
         printf(", \"bucket\": ");
-        cli_json_string(stdout, r->bucket);
-        printf(", \"known\": %s, \"candidates\": %d, \"planner\": ", r->known ? "true" : "false",
-               (int)r->candidates);
+        cli_json_string(stdout, tl->bucket);
+        printf(", \"known\": %s, \"candidates\": %d, \"members\": %d, \"planner\": ",
+               note ? "true" : "false", (int)r->candidates, (int)r->members);
         cli_json_string(stdout, r->planner);
-        printf(", \"planner_ms\": %.6f, \"tuned\": ", r->planner_ms);
+        printf(", \"planner_ms\": %.6f, \"finalist\": ", r->planner_ms);
+        cli_json_string(stdout, r->finalist);
+        printf(", \"rounds\": %d, \"gain\": %.4f, \"spread\": %.4f, \"tuned\": ", (int)r->rounds,
+               r->gain, r->spread);
         cli_json_string(stdout, r->tuned);
         printf(", \"tuned_ms\": %.6f, \"changed\": %s}", r->tuned_ms,
                r->changed ? "true" : "false");
-    } else if (r->known) {
-        printf("%-10s %-12s %-8s %-26s %s: tuned already\n", scene, s->name, l->name, spec,
-               r->bucket);
+    } else if (note) {
+        printf("%-10s %-12s %-8s %-26s %s: %s\n", scene, s->name, l->name, spec, tl->bucket,
+               note);
+    } else if (r->rounds > 0) {
+        printf("%-10s %-12s %-8s %-26s %s: %d choices, %d layers; planner %s %.4f ms, finalist "
+               "%s: gain %.3f +- %.3f over %d rounds, %s\n",
+               scene, s->name, l->name, spec, tl->bucket, (int)r->candidates, (int)r->members,
+               r->planner, r->planner_ms, r->finalist, r->gain, r->spread, (int)r->rounds,
+               r->changed ? "tuned" : "planner kept");
     } else {
-        printf("%-10s %-12s %-8s %-26s %s: %d choices, planner %s %.4f ms, %s %s %.4f ms "
-               "(x%.2f)\n",
-               scene, s->name, l->name, spec, r->bucket, (int)r->candidates, r->planner,
-               r->planner_ms, r->changed ? "tuned" : "kept", r->tuned, r->tuned_ms,
-               r->tuned_ms > 0 ? r->planner_ms / r->tuned_ms : 1.0);
+        printf("%-10s %-12s %-8s %-26s %s: %d choices, %d layers; planner %s %.4f ms kept (none "
+               "faster by the margin)\n",
+               scene, s->name, l->name, spec, tl->bucket, (int)r->candidates, (int)r->members,
+               r->planner, r->planner_ms);
     }
     *first = 0;
 }
 
-/* Tunes every conv layer of suite s over the scene (its coordinates and name). */
-static int tune_suite(const char *cmd, vc_context *ctx, const tune_opts *o, const tune_plan *p,
-                      const cli_suite *s, vc_coords *scene, const char *scene_name, int *first)
+/* The descriptor and input of layer tl (weights into *w, the input tensor into *in). */
+static vc_status layer_operands(vc_context *ctx, const tune_state *ts, const tune_plan *p,
+                                const tune_layer *tl, vc_conv_desc *cd, float **w,
+                                vc_tensor **in)
 {
-    cli_suite_levels lv;
-    int rc = cli_suite_levels_build(cmd, ctx, s, scene, &lv);
-    for (int i = 0; !rc && i < s->n; i++) {
-        const cli_layer *l = &s->layers[i];
-        if (cli_layer_is_pool(l)) continue;
-        vc_kmap_info ki;
-        vc_kmap_get_info(lv.maps[i], &ki);
-        vc_tensor *in = NULL;
-        float *w = layer_weights(l->cout * ki.volume * l->cin, ki.volume * l->cin);
-        vc_status st = w ? vc_tensor_create(ctx, ki.in_coords, l->cin, p->dtype, NULL,
-                                            VC_MEMORY_HOST, &in)
-                         : VC_ERR_OUT_OF_MEMORY;
-        if (st == VC_OK) st = vc_tensor_fill(ctx, in, 0.25f);
-        vc_tune_report r;
-        if (st == VC_OK) {
-            vc_conv_desc cd = VC_CONV_DESC_INIT;
-            cli_layer_map_desc(l, &cd.map);
-            cd.kmap = lv.maps[i];
-            cd.in_channels = l->cin;
-            cd.out_channels = l->cout;
-            cd.weights = w;
-            cd.weight_dtype = VC_DTYPE_FP32;
-            cd.allow_tf32 = p->tf32;
-            cd.activation = VC_ACT_RELU;
-            st = vc_conv_tune(ctx, &cd, in, &p->to, &r);
-        }
-        vc_tensor_destroy(in);
-        free(w);
-        if (st != VC_OK) {
-            char what[256];
-            snprintf(what, sizeof what, "%s: %s: layer '%s'", scene_name, s->name, l->name);
-            rc = cli_vc_error(cmd, ctx, st, what);
-        } else {
-            print_layer(o, scene_name, s, l, &r, first);
-            fflush(stdout);
+    const cli_layer *l = &p->suites[tl->suite].layers[tl->index];
+    vc_kmap *m = ts->lv[tl->scene * p->n_suites + tl->suite].maps[tl->index];
+    vc_kmap_info ki;
+    vc_kmap_get_info(m, &ki);
+    *w = layer_weights(l->cout * ki.volume * l->cin, ki.volume * l->cin);
+    vc_status st = *w ? vc_tensor_create(ctx, ki.in_coords, l->cin, p->dtype, NULL,
+                                         VC_MEMORY_HOST, in)
+                      : VC_ERR_OUT_OF_MEMORY;
+    if (st == VC_OK) st = vc_tensor_fill(ctx, *in, 0.25f);
+    vc_conv_desc d = VC_CONV_DESC_INIT;
+    cli_layer_map_desc(l, &d.map);
+    d.kmap = m;
+    d.in_channels = l->cin;
+    d.out_channels = l->cout;
+    d.weights = *w;
+    d.weight_dtype = VC_DTYPE_FP32;
+    d.allow_tf32 = p->tf32;
+    d.activation = VC_ACT_RELU;
+    *cd = d;
+    return st;
+}
+
+/* Tunes the bucket of layer `lead` over its members (distinct layers of that bucket, in the
+ * order met, at most VC_TUNE_MAX_MEMBERS; the others are listed as tuned already). */
+static int tune_bucket(const char *cmd, vc_context *ctx, const tune_opts *o, const tune_plan *p,
+                       tune_state *ts, int lead)
+{
+    int idx[VC_TUNE_MAX_MEMBERS], n = 0, rc = CLI_OK;
+    vc_conv_desc cd[VC_TUNE_MAX_MEMBERS];
+    const vc_tensor *in[VC_TUNE_MAX_MEMBERS];
+    float *w[VC_TUNE_MAX_MEMBERS];
+    vc_tune_report rep[VC_TUNE_MAX_MEMBERS];
+    vc_status st = VC_OK;
+    for (int i = lead; i < ts->n_layers && n < VC_TUNE_MAX_MEMBERS; i++) {
+        tune_layer *tl = &ts->layers[i];
+        if (tl->done || tl->dup >= 0 || strcmp(tl->bucket, ts->layers[lead].bucket)) continue;
+        if (i != lead && !tl->bucket[0]) continue; /* no bucket: tuned alone */
+        vc_tensor *t = NULL;
+        w[n] = NULL;
+        st = layer_operands(ctx, ts, p, tl, &cd[n], &w[n], &t);
+        in[n] = t;
+        idx[n++] = i;
+        if (st != VC_OK) break;
+    }
+    if (st == VC_OK) st = vc_conv_tune_layers(ctx, n, cd, in, &p->to, rep);
+    if (st != VC_OK) {
+        const tune_layer *tl = &ts->layers[idx[0]];
+        char what[256];
+        snprintf(what, sizeof what, "%s: %s: layer '%s'", ts->names[tl->scene],
+                 p->suites[tl->suite].name, p->suites[tl->suite].layers[tl->index].name);
+        rc = cli_vc_error(cmd, ctx, st, what);
+    }
+    for (int j = 0; j < n; j++) {
+        if (rc == CLI_OK) print_layer(o, ts, p, &ts->layers[idx[j]], &rep[j], NULL, &ts->first);
+        ts->layers[idx[j]].done = 1;
+        vc_tensor_destroy((vc_tensor *)in[j]);
+        free(w[j]);
+    }
+    fflush(stdout);
+    return rc;
+}
+
+/* Every (scene, suite)'s maps, and the conv layers with their buckets. */
+static int tune_collect(const char *cmd, vc_context *ctx, const tune_plan *p, tune_state *ts)
+{
+    int total = 0;
+    for (int k = 0; k < p->n_suites; k++) total += p->suites[k].n;
+    ts->lv = cli_xcalloc((size_t)(ts->n_scenes * p->n_suites), sizeof *ts->lv);
+    ts->layers = cli_xcalloc((size_t)(total * ts->n_scenes) + 1, sizeof *ts->layers);
+    if (!ts->lv || !ts->layers) return cli_error(cmd, "out of memory");
+    for (int sc = 0; sc < ts->n_scenes; sc++) {
+        vc_tensor_info ti;
+        vc_tensor_get_info(ts->scenes[sc], &ti);
+        for (int k = 0; k < p->n_suites; k++) {
+            cli_suite_levels *lv = &ts->lv[sc * p->n_suites + k];
+            int rc = cli_suite_levels_build(cmd, ctx, &p->suites[k], ti.coords, lv);
+            if (rc) return rc;
+            for (int i = 0; i < p->suites[k].n; i++) {
+                const cli_layer *l = &p->suites[k].layers[i];
+                if (cli_layer_is_pool(l)) continue;
+                tune_layer *tl = &ts->layers[ts->n_layers];
+                vc_kmap_info ki;
+                vc_kmap_get_info(lv->maps[i], &ki);
+                *tl = (tune_layer){sc, k, i, -1, 0, ki.in_count, ki.out_count, ki.pair_count,
+                                   ""};
+                vc_conv_desc d = VC_CONV_DESC_INIT;
+                d.in_channels = l->cin;
+                d.out_channels = l->cout;
+                d.allow_tf32 = p->tf32;
+                vc_status st = vc_conv_bucket(ctx, &d, lv->maps[i], p->dtype, tl->bucket,
+                                              sizeof tl->bucket);
+                if (st != VC_OK) return cli_vc_error(cmd, ctx, st, "the layer's bucket");
+                for (int j = 0; j < ts->n_layers && tl->dup < 0 && tl->bucket[0]; j++) {
+                    const tune_layer *u = &ts->layers[j];
+                    if (u->dup < 0 && u->scene == sc && u->n_in == tl->n_in &&
+                        u->n_out == tl->n_out && u->pairs == tl->pairs &&
+                        !strcmp(u->bucket, tl->bucket))
+                        tl->dup = j;
+                }
+                ts->n_layers++;
+            }
         }
     }
-    cli_suite_levels_free(&lv);
-    return rc;
+    return CLI_OK;
 }
 
-/* Every suite over one scene tensor. */
-static int tune_scene(const char *cmd, vc_context *ctx, const tune_opts *o, const tune_plan *p,
-                      vc_tensor *t, const char *name, int *first)
+/* Tunes every bucket in the order its first layer is met, then lists the layers not timed. */
+static int tune_all(const char *cmd, vc_context *ctx, const tune_opts *o, const tune_plan *p,
+                    tune_state *ts)
 {
-    vc_tensor_info ti;
-    vc_tensor_get_info(t, &ti);
-    int rc = CLI_OK;
-    for (int k = 0; !rc && k < p->n_suites; k++)
-        rc = tune_suite(cmd, ctx, o, p, &p->suites[k], ti.coords, name, first);
+    int rc = tune_collect(cmd, ctx, p, ts);
+    for (int i = 0; !rc && i < ts->n_layers; i++)
+        if (!ts->layers[i].done && ts->layers[i].dup < 0)
+            rc = tune_bucket(cmd, ctx, o, p, ts, i);
+    vc_tune_report none;
+    memset(&none, 0, sizeof none);
+    for (int i = 0; !rc && i < ts->n_layers; i++) {
+        const tune_layer *tl = &ts->layers[i];
+        if (tl->done) continue;
+        char note[160];
+        if (tl->dup >= 0) {
+            const tune_layer *u = &ts->layers[tl->dup];
+            snprintf(note, sizeof note, "tuned already (the same work as %s %s)",
+                     p->suites[u->suite].name, p->suites[u->suite].layers[u->index].name);
+        } else {
+            snprintf(note, sizeof note, "tuned already (more than %d layers in the bucket)",
+                     VC_TUNE_MAX_MEMBERS);
+        }
+        print_layer(o, ts, p, tl, &none, note, &ts->first);
+    }
     return rc;
 }
 
-/* Reads the suites, then tunes them over every scene, then writes the cache. */
+static void tune_state_free(tune_state *ts, int n_suites)
+{
+    for (int i = 0; ts->lv && i < ts->n_scenes * n_suites; i++)
+        cli_suite_levels_free(&ts->lv[i]);
+    for (int i = 0; i < ts->n_scenes; i++) vc_tensor_destroy(ts->scenes[i]);
+    free(ts->lv);
+    free(ts->layers);
+}
+
+/* Reads the suites and the scenes, tunes every bucket, then writes the cache. */
 static int tune_run(const char *cmd, vc_context *ctx, const tune_opts *o, tune_plan *p)
 {
-    int rc = CLI_OK, first = 1;
+    int rc = CLI_OK;
     for (int i = 0; i < o->n_suites; i++) {
         char err[512];
         if (cli_suite_read(o->suites[i], &p->suites[p->n_suites], err, sizeof err))
@@ -253,21 +383,22 @@ static int tune_run(const char *cmd, vc_context *ctx, const tune_opts *o, tune_p
         else printf("voxconv tune: %s\n", msg);
         return CLI_OK;
     }
-    if (o->json) printf("{\"layers\": [");
+    tune_state ts;
+    memset(&ts, 0, sizeof ts);
+    ts.first = 1;
     for (int i = 0; !rc && i < o->n_scenes; i++) {
-        vc_tensor *t = NULL;
-        if ((rc = cli_load_tensor(cmd, ctx, o->scenes[i], &t))) break;
+        rc = cli_load_tensor(cmd, ctx, o->scenes[i], &ts.scenes[ts.n_scenes]);
         const char *base = strrchr(o->scenes[i], '/');
-        rc = tune_scene(cmd, ctx, o, p, t, base ? base + 1 : o->scenes[i], &first);
-        vc_tensor_destroy(t);
+        if (!rc) ts.names[ts.n_scenes++] = base ? base + 1 : o->scenes[i];
     }
     if (!rc && o->synth) {
-        vc_tensor *t = NULL;
-        vc_status st = vc_synth_voxels(ctx, &p->synth, &t);
+        vc_status st = vc_synth_voxels(ctx, &p->synth, &ts.scenes[ts.n_scenes]);
         if (st != VC_OK) rc = cli_vc_error(cmd, ctx, st, "cannot generate the --synth scene");
-        else rc = tune_scene(cmd, ctx, o, p, t, o->synth, &first);
-        vc_tensor_destroy(t);
+        else ts.names[ts.n_scenes++] = o->synth;
     }
+    if (!rc && o->json) printf("{\"layers\": [");
+    if (!rc) rc = tune_all(cmd, ctx, o, p, &ts);
+    tune_state_free(&ts, p->n_suites);
     if (rc) return rc;
     int32_t n = 0;
     vc_tune_cache_count(ctx, &n);
@@ -290,6 +421,7 @@ int cmd_tune(int argc, char **argv)
                       {"--synth", &o.synth, NULL},     {"--seed", &o.seed, NULL},
                       {"--dtype", &o.dtype, NULL},     {"--runs", &o.runs, NULL},
                       {"--margin", &o.margin, NULL},   {"--json", NULL, &o.json},
+                      {"--rounds", &o.rounds, NULL},
                       {"--backend", &o.backend, NULL}};
     int rc = cli_parse_command(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), pos,
                                2 * MAX_INPUTS, &npos, TUNE_HELP, &done);

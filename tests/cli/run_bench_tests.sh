@@ -130,6 +130,41 @@ assert d["total"]["network_median_ms"] > 0' "$W/net.json" 2>"$W/net.err"
 then pass bench_model_json; else fail bench_model_json "$(tail -2 "$W/net.err")"; fi
 svg_ok bench_model_svg "$W/net.svg" 5
 
+# --ab-cache: the planner (A) against a cache (B) interleaved in one process. A cache made on an
+# H100 is foreign on the CPU: one warning, then A and B run the same choice (an A/A run); the
+# table gets its A/B section, the JSON an "ab" object per timed conv layer (null for pools and
+# repeats) whose gain is the median per-round ratio and the layer's time B's median.
+H100_CACHE="$SRC/tests/fuzz/corpus/tune/valid.json"
+run bench_ab "$VOX" bench --synth lidar:8000 "${LAYERS[@]}" --runs 3 --warmup 1 --ab-rounds 3 \
+  --ab-cache "$H100_CACHE" --json "$W/ab.json" "${CPU[@]}"
+if [[ "$(rc_of bench_ab)" == 0 ]] && [[ "$(grep -c "warning: tune cache" "$W/bench_ab.err")" == 1 ]] &&
+   grep -qF "| layer | A: planner | B: cached | A median ms | B median ms | gain | spread | tuned |" \
+     "$W/bench_ab.out"; then pass bench_ab
+else fail bench_ab "$(head -c 400 "$W/bench_ab.err")"; fi
+if python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+assert d["ab_rounds"] == 3 and d["ab_cache"].endswith(".json")
+n = 0
+for l in d["layers"]:
+    if l["type"] in ("maxpool", "avgpool") or l["repeat_of"] >= 0:
+        assert l["ab"] is None, l["name"]
+        continue
+    a = l["ab"]; n += 1
+    assert {"planner_config", "planner_tap_split", "planner_ms", "planner_p10_ms",
+            "planner_p90_ms", "cached_ms", "gain", "spread", "rounds"} <= set(a), a
+    assert a["rounds"] == 3 and a["cached_ms"] == l["median_ms"] > 0 and a["planner_ms"] > 0
+    assert a["gain"] > 0 and a["spread"] >= 0 and not l["tuned"]
+    assert a["planner_config"] == l["config"] and a["planner_tap_split"] == l["tap_split"]
+assert n == 5, n' "$W/ab.json" 2>"$W/ab.err"
+then pass bench_ab_json; else fail bench_ab_json "$(tail -2 "$W/ab.err")"; fi
+error err_ab_rounds_alone "--ab-rounds: only with --ab-cache" "$VOX" bench --synth uniform \
+  --layer "subm 3 1 0 4 4" --ab-rounds 3 "${CPU[@]}"
+error err_ab_rounds "--ab-rounds: expected" "$VOX" bench --synth uniform \
+  --layer "subm 3 1 0 4 4" --ab-cache "$H100_CACHE" --ab-rounds 0 "${CPU[@]}"
+error err_ab_tune_cache "--ab-cache: not with --tune-cache" "$VOX" bench --synth uniform \
+  --layer "subm 3 1 0 4 4" --ab-cache "$H100_CACHE" --tune-cache "$H100_CACHE"
+error err_ab_model "--ab-cache: not with --model" "$VOX" bench --synth lidar \
+  --model "$SRC/models/spunet_indoor.json" --ab-cache "$H100_CACHE"
+
 # ---- bench: errors --------------------------------------------------------------------------
 error err_no_layers "no layers" "$VOX" bench --synth uniform
 error err_spec_fields "expected \"TYPE K S P CIN COUT" "$VOX" bench --synth uniform \

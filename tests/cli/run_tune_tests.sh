@@ -76,6 +76,8 @@ CPU=(--backend cpu)
 error tune_no_out "--out" "$VOX" tune "$SUITE" "$W/scene.vxt" "${CPU[@]}"
 error tune_no_scene "no scene" "$VOX" tune "$SUITE" --out "$W/c.json" "${CPU[@]}"
 error tune_no_layers "no layers" "$VOX" tune "$W/scene.vxt" --out "$W/c.json" "${CPU[@]}"
+error tune_rounds "--rounds: expected" "$VOX" tune "$SUITE" "$W/scene.vxt" --out "$W/c.json" \
+  --rounds 0 "${CPU[@]}"
 error tune_bad_input "expected a layer suite" "$VOX" tune "$SUITE" "$W/scene.pcd" \
   --out "$W/c.json" "${CPU[@]}"
 error tune_out_ext "give it a .json name" "$VOX" tune "$SUITE" "$W/scene.vxt" --out "$W/c.vxt" \

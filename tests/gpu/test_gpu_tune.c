@@ -5,7 +5,11 @@
  * within the GPU tolerances of the CPU twin (1e-2 fp16/bf16, 5e-4 tf32) and are bit-identical
  * run after run. An entry forced by hand (a configuration and a tap split) is obeyed, one that
  * does not fit the layer falls back to the planner's rules, and a cache edited to name another
- * GPU loads as foreign with one warning and changes nothing. Skips (77) without a device. */
+ * GPU loads as foreign with one warning and changes nothing. Every report obeys the tuner's
+ * rule (a kept choice gained more than max(margin, 2 x spread) in its A/B rounds, and the cache
+ * entry records that gain); one bucket tuned over two layers gives both its verdict, layers
+ * of two buckets are refused; a call with desc.untuned runs the planner's own choice despite
+ * the table. Skips (77) without a device. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +194,31 @@ static void run_checked(const char *what, vc_context *x, const vc_conv_desc *d,
     vc_tensor_destroy(o2);
 }
 
+/* The tuner's rule on a report: a kept choice was confirmed by A/B rounds and gained more
+ * than max(margin, 2 x spread); a finalist not kept did not; without a finalist no rounds ran
+ * and the planner's choice stays. */
+static void check_verdict(const char *what, const vc_tune_report *r, double margin,
+                          int members)
+{
+    const double need = 1.0 + (margin > 2.0 * r->spread ? margin : 2.0 * r->spread);
+    CHECK_MSG(r->members == members, "%s: %d members, expected %d", what, (int)r->members,
+              members);
+    if (r->changed)
+        CHECK_MSG(r->rounds > 0 && r->gain > need && !strcmp(r->tuned, r->finalist),
+                  "%s: kept %s with gain %.3f +- %.3f over %d rounds", what, r->tuned, r->gain,
+                  r->spread, (int)r->rounds);
+    else if (r->rounds > 0)
+        CHECK_MSG(r->finalist[0] && (members > 1 || r->gain <= need) &&
+                      !strcmp(r->tuned, r->planner),
+                  "%s: finalist %s not kept, gain %.3f +- %.3f", what, r->finalist, r->gain,
+                  r->spread);
+    else
+        CHECK_MSG(r->gain == 0.0 && !strcmp(r->tuned, r->planner),
+                  "%s: no rounds, yet gain %.3f / tuned %s", what, r->gain, r->tuned);
+    printf("%s: finalist '%s', gain %.3f +- %.3f over %d rounds: %s\n", what, r->finalist,
+           r->gain, r->spread, (int)r->rounds, r->changed ? "kept" : "planner stays");
+}
+
 /* Tunes the layer on a, saves, loads into a new context and checks the planner obeys. */
 static void test_layer(scene *s, const layer *l, const char *path)
 {
@@ -206,6 +235,7 @@ static void test_layer(scene *s, const layer *l, const char *path)
 
     vc_tune_options to = VC_TUNE_OPTIONS_INIT;
     to.runs = 3;
+    if (getenv("VC_SANITIZE")) to.rounds = 3; /* memcheck: fewer launches, same logic */
     vc_tune_report r;
     CHECK_OK(s->g, vc_conv_tune(s->g, &dg, tg, &to, &r));
     printf("%s: %s: %d choices, planner %s %.4f ms, %s %s %.4f ms\n", l->name, r.bucket,
@@ -213,6 +243,17 @@ static void test_layer(scene *s, const layer *l, const char *path)
            r.tuned_ms);
     CHECK(r.bucket[0] != 0 && r.planner[0] != 0);
     CHECK(r.changed ? r.tuned_ms < r.planner_ms : strcmp(r.tuned, r.planner) == 0);
+    check_verdict(l->name, &r, to.margin, 1);
+    /* a kept entry records the gain it was kept for */
+    const vc_tune_entry *te = NULL;
+    for (int32_t i = 0; i < s->g->tune.n; i++) {
+        char kt[96];
+        vc_tune_key_text(&s->g->tune.e[i].key, kt, sizeof kt);
+        if (!strcmp(kt, r.bucket)) te = &s->g->tune.e[i];
+    }
+    CHECK_MSG(!r.changed || (te && te->config >= 0 && te->ms_planner > te->ms_tuned &&
+                             fabs(te->ms_planner / te->ms_tuned - r.gain) < 1e-9 * r.gain),
+              "%s: the kept entry does not record its gain %.4f", l->name, r.gain);
     CHECK_OK(s->g, vc_tune_cache_save(s->g, path));
 
     vc_context *b = make_ctx(VC_BACKEND_CUDA, path);
@@ -245,6 +286,15 @@ static void test_layer(scene *s, const layer *l, const char *path)
                                                           pi.config))),
               "%s: vc_conv_plan says %s (tuned %d), the tune report %s", l->name, pi.config,
               (int)pi.tuned, r.tuned);
+    /* the bucket the API names is the tuner's */
+    char bk[96];
+    CHECK_OK(b, vc_conv_bucket(b, &dp, m, l->dtype, bk, sizeof bk));
+    CHECK_MSG(!strcmp(bk, r.bucket), "%s: vc_conv_bucket '%s', tune '%s'", l->name, bk,
+              r.bucket);
+    /* untuned: the planner's own plan even where the cache has the bucket */
+    dp.untuned = 1;
+    CHECK_OK(b, vc_conv_plan(b, &dp, m, l->dtype, &pi));
+    CHECK(pi.tuned == 0);
     vc_kmap_destroy(m);
     vc_tensor_destroy(bg);
     vc_tensor_destroy(bc);
@@ -257,6 +307,57 @@ static void test_layer(scene *s, const layer *l, const char *path)
     vc_kmap_destroy(fg);
     vc_kmap_destroy(fc);
     free(w);
+}
+
+/* One bucket over two layers (the same layer on two copies of the scene): both reports carry
+ * the bucket's verdict under the rule, each its own A/B; layers of two buckets are refused. */
+static void test_bucket(scene *s)
+{
+    const layer l = {"bucket", VC_MAP_SUBM, 3, 1, 32, 32, VC_DTYPE_FP16, 0};
+    const layer l2 = {"other bucket", VC_MAP_SUBM, 3, 1, 32, 64, VC_DTYPE_FP16, 0};
+    vc_context *x = make_ctx(VC_BACKEND_CUDA, NULL);
+    scene sx = *s;
+    sx.g = x;
+    vc_tensor *g[3] = {NULL, NULL, NULL}, *c[3] = {NULL, NULL, NULL};
+    vc_kmap *f[6] = {NULL};
+    const vc_rng feats = {vc_rng_next(s->rng) | 1u};
+    for (int i = 0; i < 3; i++) inputs(&sx, i < 2 ? &l : &l2, feats, &g[i], &c[i], &f[2 * i],
+                                       &f[2 * i + 1]);
+    float *w = malloc((size_t)64 * 27 * 32 * 4);
+    for (int64_t i = 0; i < 64 * 27 * 32; i++) w[i] = vc_rng_float(s->rng) * 0.05f;
+    vc_conv_desc d[2] = {conv_desc(&l, w, NULL), conv_desc(&l, w, NULL)};
+    const vc_tensor *in[2] = {g[0], g[1]};
+    vc_tune_options to = VC_TUNE_OPTIONS_INIT;
+    to.runs = 3;
+    to.rounds = getenv("VC_SANITIZE") ? 3 : 5;
+    vc_tune_report r[2];
+    CHECK_OK(x, vc_conv_tune_layers(x, 2, d, in, &to, r));
+    CHECK(!strcmp(r[0].bucket, r[1].bucket) && r[0].changed == r[1].changed &&
+          r[0].rounds == r[1].rounds && !strcmp(r[0].finalist, r[1].finalist));
+    check_verdict("bucket, layer 1", &r[0], to.margin, 2);
+    check_verdict("bucket, layer 2", &r[1], to.margin, 2);
+    int wins = 0; /* not kept after rounds: some layer did not gain beyond its noise */
+    for (int i = 0; i < 2; i++)
+        wins += r[i].gain > 1.0 + (to.margin > 2.0 * r[i].spread ? to.margin : 2.0 * r[i].spread);
+    CHECK(r[0].changed || r[0].rounds == 0 || wins < 2);
+    int32_t n = 0;
+    vc_tune_cache_count(x, &n);
+    CHECK(n == 1);
+    /* two buckets: refused, the table unchanged */
+    d[1] = conv_desc(&l2, w, NULL);
+    in[1] = g[2];
+    CHECK(vc_conv_tune_layers(x, 2, d, in, &to, r) == VC_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(vc_context_last_error(x), "falls in bucket") != NULL, "%s",
+              vc_context_last_error(x));
+    vc_tune_cache_count(x, &n);
+    CHECK(n == 1);
+    for (int i = 0; i < 3; i++) {
+        vc_tensor_destroy(g[i]);
+        vc_tensor_destroy(c[i]);
+    }
+    for (int i = 0; i < 6; i++) vc_kmap_destroy(f[i]);
+    free(w);
+    CHECK_OK(x, vc_context_destroy(x));
 }
 
 /* Entries put by hand: a configuration and split the planner would not pick is obeyed; one
@@ -297,6 +398,9 @@ static void test_forced(scene *s, const char *path)
     e.split = 2;
     CHECK(e.config >= 0 && vc_tune_put(&x->tune, &e) == 0);
     run_checked("forced entry", x, &dg, xg, s->c, rc, 1e-2, e.config, 2, 1);
+    vc_conv_desc du = dg; /* a call that asks for the planner's own rules */
+    du.untuned = 1;
+    run_checked("untuned call", x, &du, xg, s->c, rc, 1e-2, planner.config, planner.groups, 0);
     CHECK_OK(x, vc_tune_cache_save(x, path));
     /* the same through a file */
     vc_context *y = make_ctx(VC_BACKEND_CUDA, path);
@@ -388,6 +492,7 @@ int main(void)
         {"subm k3 fp32", VC_MAP_SUBM, 3, 1, 16, 16, VC_DTYPE_FP32, 0},
     };
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) test_layer(&s, &layers[i], path);
+    test_bucket(&s);
     test_forced(&s, path);
     free(s.coords);
     CHECK_OK(s.g, vc_context_destroy(s.g));

@@ -328,6 +328,39 @@ static void test_buckets(void)
     CHECK(t.n == 0 && t.e == NULL);
 }
 
+/* vc_conv_bucket names a real layer's bucket on any backend: two neighbouring voxels under a
+ * subm k3 have 2 outputs and 4 pairs (2 taps each); no pairs, no bucket. */
+static void test_bucket_api(void)
+{
+    vc_context_desc cd = VC_CONTEXT_DESC_INIT;
+    cd.backend = VC_BACKEND_CPU;
+    vc_context *ctx = NULL;
+    CHECK(vc_context_create(&cd, &ctx) == VC_OK);
+    const int32_t rows[8] = {0, 1, 1, 1, 0, 1, 1, 2};
+    const int32_t shape[3] = {4, 4, 4};
+    vc_coords *c = NULL;
+    vc_kmap *m = NULL;
+    CHECK_OK(ctx, vc_coords_create(ctx, rows, 2, VC_MEMORY_HOST, shape, 1, &c));
+    vc_map_desc md = VC_MAP_DESC_INIT;
+    CHECK_OK(ctx, vc_kmap_build(ctx, c, &md, &m));
+    vc_conv_desc d = VC_CONV_DESC_INIT;
+    d.in_channels = 16;
+    d.out_channels = 32;
+    char b[96];
+    CHECK_OK(ctx, vc_conv_bucket(ctx, &d, m, VC_DTYPE_FP16, b, sizeof b));
+    CHECK_MSG(!strcmp(b, "fp16 subm K27 16->32 out 2^1 taps 2^1"), "bucket '%s'", b);
+    d.allow_tf32 = 1;
+    CHECK_OK(ctx, vc_conv_bucket(ctx, &d, m, VC_DTYPE_FP32, b, sizeof b));
+    CHECK_MSG(!strcmp(b, "tf32 subm K27 16->32 out 2^1 taps 2^1"), "bucket '%s'", b);
+    CHECK_STATUS(ctx, vc_conv_bucket(ctx, &d, m, VC_DTYPE_FP32, NULL, 0),
+                 VC_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, vc_conv_bucket(ctx, &d, NULL, VC_DTYPE_FP32, b, sizeof b),
+                 VC_ERR_INVALID_ARGUMENT);
+    vc_kmap_destroy(m);
+    vc_coords_destroy(c);
+    vc_context_destroy(ctx);
+}
+
 /* A CPU context given a cache: created, one warning, the layer's result unchanged. */
 static void test_context(void)
 {
@@ -362,6 +395,13 @@ static void test_context(void)
         CHECK_STATUS(ctx, vc_tune_cache_save(ctx, vc_test_tmp_path("tune_", "out.json")),
                      VC_ERR_UNSUPPORTED);
         CHECK_STATUS(ctx, vc_conv_tune(ctx, NULL, NULL, NULL, NULL), VC_ERR_UNSUPPORTED);
+        CHECK_STATUS(ctx, vc_conv_tune_layers(ctx, 1, NULL, NULL, NULL, NULL),
+                     VC_ERR_UNSUPPORTED);
+        CHECK_STATUS(ctx, vc_conv_tune_layers(ctx, 0, NULL, NULL, NULL, NULL),
+                     VC_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(ctx, vc_conv_tune_layers(ctx, VC_TUNE_MAX_MEMBERS + 1, NULL, NULL, NULL,
+                                              NULL),
+                     VC_ERR_INVALID_ARGUMENT);
         /* the warning outlives other calls' messages */
         if (cases[i].says) CHECK(strstr(vc_context_warning(ctx), cases[i].says) != NULL);
         vc_context_destroy(ctx);
@@ -390,6 +430,7 @@ int main(void)
     test_malformed();
     test_other_corrupt();
     test_buckets();
+    test_bucket_api();
     test_context();
     TEST_END();
 }

@@ -82,7 +82,8 @@ class ConvDesc(Structure):
                 ("in_channels", c_int64), ("out_channels", c_int64), ("weights", c_void_p),
                 ("weight_dtype", c_int), ("weight_memory", c_int), ("bias", c_void_p),
                 ("activation", c_int), ("leaky_slope", c_float), ("residual", c_void_p),
-                ("out_dtype", c_int), ("algo", c_int), ("allow_tf32", c_int32)]
+                ("out_dtype", c_int), ("algo", c_int), ("allow_tf32", c_int32),
+                ("untuned", c_int32)]
 
 
 class PoolDesc(Structure):
