@@ -490,6 +490,9 @@ typedef struct vc_kmap_bounded_arrays {
        (0 for a valid map). Device code may read the counts here instead of calling
        vc_kmap_bounded_check, at its own risk: nonzero flags mean the map must not be used.   */
     const int64_t *status;
+    /* int64 on the device: the output row count of the last build, clamped to the bound (SUBM:
+       the input count): the `count` of the next level's vc_kmap_bounded_build_dev.          */
+    const int64_t *out_count;
 } vc_kmap_bounded_arrays;
 
 /* Allocates a bounded map's arrays (synchronous; the only allocation it ever makes). */
@@ -504,6 +507,14 @@ VC_API vc_status vc_kmap_bounded_create(vc_context *ctx, const vc_kmap_bounded_d
  * call cudaGridDependencySynchronize before it reads the map; plain launches are unaffected. */
 VC_API vc_status vc_kmap_bounded_build(vc_kmap_bounded *map, const int32_t *coords,
                                        int64_t count);
+/* The same over a DEVICE count: `count` points to an int64 in device memory, read when the
+ * build runs, so a captured graph rebuilds for whatever count (and rows) the buffers then hold;
+ * coords holds max_in rows, of which rows from *count on are ignored. A count above max_in is
+ * reported by vc_kmap_bounded_check as VC_ERR_CAPACITY (never read past max_in). After either
+ * build, rows past the output count (up to max_out; SUBM: max_in) have out_in -1 and masks 0,
+ * and perm lists the live rows first, then those rows in order. */
+VC_API vc_status vc_kmap_bounded_build_dev(vc_kmap_bounded *map, const int32_t *coords,
+                                           const int64_t *count);
 /* Waits for the context's stream and reads the last build's status back: VC_OK with the counts
  * (either pointer may be NULL), or what vc_kmap_build would report - VC_ERR_DUPLICATE,
  * VC_ERR_OUT_OF_RANGE - or VC_ERR_CAPACITY when a bound was too small (the message names the

@@ -53,6 +53,61 @@ Sizes bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
     return z;
 }
 
+// Rows of the guarantee (kmap_gpu.h): the output extent.
+int64_t extent_of(const vc_kmap_gpu_bounded *b)
+{
+    return b->desc.type == VC_MAP_SUBM ? b->max_in : b->max_out;
+}
+
+// The tile order of the extent's block count, allocated once at create so that every build of
+// it in a captured graph (vc_kmap_tile_order_gpu on a view, vc_kmap_gpu_bounded_view) runs in
+// place: the order, the kernel's costs, then its ticket, which starts at zero.
+cudaError_t alloc_tile_order(vc_kmap_data *m, int64_t extent)
+{
+    const int64_t blocks = (extent + VC_KMAP_ORDER_ROWS - 1) / VC_KMAP_ORDER_ROWS;
+    if (blocks == 0) return cudaSuccess;
+    cudaError_t e = dev_alloc_n(m->alloc, &m->tile_order, 2 * blocks + 1);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(m->tile_order + 2 * blocks, 0, sizeof(int32_t), NULL);
+    if (e == cudaSuccess) m->order_blocks = blocks;
+    return e;
+}
+
+// Queues a build over the input count *d_n_in (device) or, d_n_in NULL, host_n, which the prep
+// kernel then stores in the status block (S_N_IN) for every later kernel: the launches cover
+// launch_n rows (the extent max_in, or host_n), each kernel bounded by the stored count.
+vc_status queue_build(vc_kmap_gpu_bounded *b, const int32_t *d_in, const int64_t *d_n_in,
+                      int64_t host_n, cudaStream_t s, vc_err *err)
+{
+    const int64_t launch_n = d_n_in ? b->max_in : host_n;
+    Job j;
+    vc_status st = setup_job(&j, d_in, launch_n, b->in_shape, b->batch_size, &b->desc, err);
+    if (st != VC_OK) return st;
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    vc_kmap_data *m = &b->map;
+    Sizes z = bounded_sizes(j, b);
+    Bufs bf;
+    memset(&bf, 0, sizeof bf);
+    carve(z, true, true, (char *)b->workspace, &bf);
+    j.d_n_in = bf.scr + S_N_IN;
+    const InCount ic = {d_n_in, host_n, b->max_in, !j.new_out};
+    const int64_t rows = extent_of(b);
+    cudaError_t e = j.new_out ? q_prep(z, bf, 0, s, NULL, 0, ic)
+                              : q_prep(z, bf, 0, s, m->out_in, rows * (int64_t)j.K, ic);
+    if (e == cudaSuccess) e = q_insert(j, z, bf, s);
+    if (!j.new_out) {
+        if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);
+    } else {
+        const void *sorted = NULL; // none on the dense path
+        if (e == cudaSuccess) e = q_key_sort(z, bf, false, s, &sorted);
+        if (e == cudaSuccess) e = q_rank_scatter(j, z, bf, m, rows, false, sorted, NULL, s);
+    }
+    if (e == cudaSuccess) e = q_finish(j, bf, m, rows, false, b->max_pairs, NULL, s);
+    if (e != cudaSuccess) return vc_cuda_fail(err, e, kArea, "queueing the bounded build");
+    b->last_in = d_in;
+    return VC_OK;
+}
+
 } // namespace
 
 extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int32_t shape[3],
@@ -105,6 +160,7 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.out_rows, max_pairs);
     if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.masks, n_words);
     if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.perm, max_out);
+    if (e == cudaSuccess) e = alloc_tile_order(&t.map, extent_of(&t));
     if (e == cudaSuccess) {
         t.workspace_bytes = carve(z, true, true, NULL, &bf);
         e = (cudaError_t)vc_dev_alloc(t.map.alloc, &t.workspace, t.workspace_bytes, NULL);
@@ -138,33 +194,31 @@ extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int
     if (n_in > b->max_in)
         return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: %lld input rows exceed max_in "
                        "%lld", (long long)n_in, (long long)b->max_in);
-    Job j;
-    vc_status st = setup_job(&j, d_in, n_in, b->in_shape, b->batch_size, &b->desc, err);
-    if (st != VC_OK) return st;
-    cudaStream_t s = (cudaStream_t)stream;
-    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    vc_kmap_data *m = &b->map;
-    Sizes z = bounded_sizes(j, b);
-    Bufs bf;
-    memset(&bf, 0, sizeof bf);
-    carve(z, true, true, (char *)b->workspace, &bf);
-    cudaError_t e = j.new_out ? q_prep(z, bf, 0, s)
-                              : q_prep(z, bf, n_in, s, m->out_in, n_in * (int64_t)j.K);
-    if (e == cudaSuccess) e = q_insert(j, z, bf, s);
-    if (!j.new_out) {
-        if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);
-        if (e == cudaSuccess) e = q_finish(j, bf, m, n_in, true, b->max_pairs, NULL, s);
-    } else {
-        const void *sorted = NULL; // none on the dense path
-        if (e == cudaSuccess) e = q_key_sort(z, bf, false, s, &sorted);
-        if (e == cudaSuccess)
-            e = q_rank_scatter(j, z, bf, m, b->max_out, false, sorted, NULL, s);
-        if (e == cudaSuccess) e = q_finish(j, bf, m, b->max_out, false, b->max_pairs, NULL, s);
-    }
-    if (e != cudaSuccess) return vc_cuda_fail(err, e, kArea, "queueing the bounded build");
-    b->last_in = d_in;
-    b->last_n_in = n_in;
-    return VC_OK;
+    return queue_build(b, d_in, NULL, n_in, (cudaStream_t)stream, err);
+}
+
+extern "C" vc_status vc_kmap_build_gpu_bounded_dev(vc_kmap_gpu_bounded *b, const int32_t *d_in,
+                                                   const int64_t *d_n_in,
+                                                   struct CUstream_st *stream, vc_err *err)
+{
+    if (!b || !b->workspace)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: not created");
+    if (!d_n_in)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: NULL device count");
+    return queue_build(b, d_in, d_n_in, 0, (cudaStream_t)stream, err);
+}
+
+extern "C" const int64_t *vc_kmap_gpu_bounded_out_count(const vc_kmap_gpu_bounded *b)
+{
+    return b && b->d_status ? b->d_status + S_N_LIVE : NULL;
+}
+
+extern "C" void vc_kmap_gpu_bounded_view(const vc_kmap_gpu_bounded *b, vc_kmap_data *view)
+{
+    *view = b->map;
+    view->n_in = b->max_in;
+    view->n_out = extent_of(b);
+    view->n_pairs = b->max_pairs;
 }
 
 extern "C" vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CUstream_st *stream,
@@ -177,12 +231,19 @@ extern "C" vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CU
     cudaError_t e = read_status(b->opt.cache, b->map.alloc, b->d_status, stat,
                                 (cudaStream_t)stream);
     if (e != cudaSuccess) return vc_cuda_fail(err, e, kArea, "reading the bounded map's status");
-    b->map.n_in = b->last_n_in;
+    const int64_t n_req = stat[S_N_IN], f = stat[S_FLAGS];
+    const int64_t n_in = n_req < 0 ? 0 : n_req > b->max_in ? b->max_in : n_req;
+    b->map.n_in = n_in;
     b->map.n_out = stat[S_N_OUT];
     b->map.n_pairs = stat[S_N_PAIRS];
-    vc_status st = input_error(stat, b->last_in, b->last_n_in, b->in_shape, b->batch_size, err);
+    if ((f & VC_KMAP_GPU_F_IN_COUNT) && n_req < 0)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: the input count %lld "
+                       "is negative", (long long)n_req);
+    if (f & VC_KMAP_GPU_F_IN_COUNT)
+        return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: %lld input rows exceed max_in "
+                       "%lld", (long long)n_req, (long long)b->max_in);
+    vc_status st = input_error(stat, b->last_in, n_in, b->in_shape, b->batch_size, err);
     if (st != VC_OK) return st;
-    const int64_t f = stat[S_FLAGS];
     if (f & VC_KMAP_GPU_F_OUT_OVERFLOW)
         return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: %lld output rows exceed max_out "
                        "%lld", (long long)stat[S_N_OUT], (long long)b->max_out);

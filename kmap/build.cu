@@ -13,22 +13,28 @@ struct Fill {
 };
 
 // Clears up to four regions to all ones (odd: one more int32 to -1, or NULL) and one to zero,
-// and resets the status block.
+// and resets the status block, with a bounded build's input count (InCount).
 __global__ void prep_kernel(Fill a, Fill b, Fill c, Fill d, int32_t *odd, Fill z, int64_t *scr,
-                            int64_t n_out_init)
+                            int64_t n_out_init, InCount ic)
 {
     pdl_enter();
     const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     if (t0 == 0) {
+        int64_t n_out = n_out_init, n_in = 0, flags = 0;
+        if (ic.max >= 0) {
+            n_in = ic.d ? *ic.d : ic.host;
+            if (n_in < 0 || n_in > ic.max) flags = VC_KMAP_GPU_F_IN_COUNT;
+            if (ic.subm) n_out = n_in < 0 ? 0 : n_in > ic.max ? ic.max : n_in;
+        }
         scr[S_BAD_ROW] = INT64_MAX;
         scr[S_FIRST_DUP] = INT64_MAX;
         scr[S_N_DUP] = 0;
-        scr[S_N_OUT] = n_out_init;
+        scr[S_N_OUT] = n_out;
         scr[S_N_PAIRS] = 0;
-        scr[S_FLAGS] = 0;
-        scr[S_DONE] = 0;
-        scr[7] = 0;
+        scr[S_FLAGS] = flags;
+        scr[S_N_LIVE] = n_out;
+        scr[S_N_IN] = n_in;
         if (odd) *odd = -1;
     }
     for (int64_t i = t0; i < a.words; i += step) a.p[i] = ~0ull;
@@ -121,7 +127,7 @@ size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
 // minus1: an int32 array of n_minus1 entries to fill with -1 as well (SUBM and INVERSE:
 // out_in), or NULL.
 cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s,
-                   int32_t *minus1, int64_t n_minus1)
+                   int32_t *minus1, int64_t n_minus1, const InCount &ic)
 {
     Fill f0 = {b.tin, z.cap_in > 0 ? table_words(z.cap_in, z.packed_in) : 0};
     Fill f1 = {b.tout, z.cap_out > 0 ? table_words(z.cap_out, z.packed_out) : 0};
@@ -137,7 +143,7 @@ cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream
     unsigned grid = grid_for(mx);
     if (grid > 1024) grid = 1024;
     return launch_k(b.pdl, prep_kernel, grid, kThreads, 0, s, f0, f1, f2, f3, odd, fz, b.scr,
-                    n_out_init);
+                    n_out_init, ic);
 }
 
 // Copies the status block back: THE synchronisation point of a stage. Into a mapped pinned

@@ -109,11 +109,13 @@ __device__ __forceinline__ void add_dups(unsigned n_dup, int64_t *scr)
         atomicAdd((unsigned long long *)&scr[S_N_DUP], (unsigned long long)n_dup);
 }
 
-// SUBM: inserts the input rows (out_in is all -1 already: prep).
-__global__ void subm_insert_kernel(const int32_t *coords, int64_t n, vc_keypack kin,
-                                   vc_hash_gpu_view hin, int64_t *scr)
+// SUBM: inserts the input rows (out_in is all -1 already: prep). Input kernels take the rows
+// they are launched over (n) and the device count (d_n_in, Job) that bounds them.
+__global__ void subm_insert_kernel(const int32_t *coords, int64_t n, const int64_t *d_n_in,
+                                   vc_keypack kin, vc_hash_gpu_view hin, int64_t *scr)
 {
     pdl_enter();
+    n = dev_count(d_n_in, n);
     unsigned n_dup = 0;
     GRID_LOOP(i, n)
     {
@@ -179,11 +181,11 @@ __device__ __forceinline__ void st_subm_lookup(const int32_t *coords, int64_t n,
     }
 }
 
-__global__ void subm_lookup_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
-                                   vc_hash_gpu_view hin, int32_t *out_in)
+__global__ void subm_lookup_kernel(const int32_t *coords, int64_t n, const int64_t *d_n_in,
+                                   Geom g, vc_keypack kin, vc_hash_gpu_view hin, int32_t *out_in)
 {
     pdl_enter();
-    st_subm_lookup(coords, n, g, kin, hin, out_in);
+    st_subm_lookup(coords, dev_count(d_n_in, n), g, kin, hin, out_in);
 }
 
 // The digit histograms of the output-key sort, counted as the keys are claimed (each unique key
@@ -405,16 +407,17 @@ __device__ __forceinline__ void st_newout_insert(const int32_t *coords, int64_t 
 }
 
 // The dense path's insert: the input rows into their table, the output keys into the bitmap.
-__global__ void dense_insert_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
-                                    vc_hash_gpu_view hin, vc_keypack kout, uint32_t *bits,
-                                    int64_t *scr)
+__global__ void dense_insert_kernel(const int32_t *coords, int64_t n, const int64_t *d_n_in,
+                                    Geom g, vc_keypack kin, vc_hash_gpu_view hin,
+                                    vc_keypack kout, uint32_t *bits, int64_t *scr)
 {
     pdl_enter();
-    st_newout_insert(coords, n, g, kin, hin, kout, DenseSink{bits}, scr);
+    st_newout_insert(coords, dev_count(d_n_in, n), g, kin, hin, kout, DenseSink{bits}, scr);
 }
 
 template <typename UKey>
-__global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, vc_keypack kin,
+__global__ void newout_insert_kernel(const int32_t *coords, int64_t n, const int64_t *d_n_in,
+                                     Geom g, vc_keypack kin,
                                      vc_hash_gpu_view hin, vc_keypack kout,
                                      vc_hash_gpu_view hout, UKey *ukeys, int64_t ucap,
                                      int64_t *scr, uint32_t *khist, int32_t passes,
@@ -432,7 +435,7 @@ __global__ void newout_insert_kernel(const int32_t *coords, int64_t n, Geom g, v
     const KeyHist kh = {khist ? shist : NULL, passes, dbits};
     const ClaimList<UKey> cl = {list, &n_list, kClaimList};
     const ClaimSink<UKey> sink = {hout, ukeys, ucap, scr, kh, cl};
-    st_newout_insert(coords, n, g, kin, hin, kout, sink, scr);
+    st_newout_insert(coords, dev_count(d_n_in, n), g, kin, hin, kout, sink, scr);
     __syncthreads();
     for (int i = threadIdx.x; i < nh; i += blockDim.x) {
         const uint32_t c = shist[i];
@@ -462,13 +465,16 @@ __device__ __forceinline__ void fill_minus1(int32_t *p, int64_t n)
     GRID_LOOP(i, n - 4 * n4) p[4 * n4 + i] = -1;
 }
 
-// Rank r of the sorted output keys: stored as the key's value, unpacked into out_coords; and
-// out_in cleared to -1 for the scatter.
+// Rank r < n of the sorted output keys: stored as the key's value, unpacked into out_coords;
+// and out_in cleared to -1 for the scatter over all `rows` rows (a bounded build's extent: the
+// tail rows stay -1, the guarantee of kmap_gpu.h), n published as the live count.
 template <typename UKey>
-__device__ __forceinline__ void st_rank(const UKey *sorted, int64_t n, const vc_keypack &kout,
-                                        const vc_hash_gpu_view &hout, int32_t K,
-                                        int32_t *out_coords, int32_t *out_in, int64_t *scr)
+__device__ __forceinline__ void st_rank(const UKey *sorted, int64_t n, int64_t rows,
+                                        const vc_keypack &kout, const vc_hash_gpu_view &hout,
+                                        int32_t K, int32_t *out_coords, int32_t *out_in,
+                                        int64_t *scr)
 {
+    if (blockIdx.x == 0 && threadIdx.x == 0) scr[S_N_LIVE] = n;
     GRID_LOOP(r, n)
     {
         const uint64_t key = (uint64_t)sorted[r];
@@ -481,7 +487,7 @@ __device__ __forceinline__ void st_rank(const UKey *sorted, int64_t n, const vc_
         vc_key_unpack_d(kout, key, c);
         reinterpret_cast<int4 *>(out_coords)[r] = make_int4(c[0], c[1], c[2], c[3]);
     }
-    fill_minus1(out_in, n * K);
+    fill_minus1(out_in, rows * K);
 }
 
 template <typename UKey>
@@ -490,7 +496,7 @@ __global__ void rank_kernel(const UKey *sorted, const int64_t *d_n, int64_t rows
                             int32_t *out_coords, int32_t *out_in, int64_t *scr)
 {
     pdl_enter();
-    st_rank(sorted, dev_count(d_n, rows), kout, hout, K, out_coords, out_in, scr);
+    st_rank(sorted, dev_count(d_n, rows), rows, kout, hout, K, out_coords, out_in, scr);
 }
 
 // STRIDED / DOWNSAMPLE / TRANSPOSED out_in, input-stationary: (p, k) has at most one input q,
@@ -533,12 +539,12 @@ __device__ __forceinline__ void st_scatter(const int32_t *coords, int64_t n_in, 
 }
 
 template <typename Find>
-__global__ void scatter_kernel(const int32_t *coords, int64_t n_in, Geom g, vc_keypack kout,
-                               Find out, const int64_t *d_n, int64_t rows, int32_t *out_in,
-                               int64_t *scr)
+__global__ void scatter_kernel(const int32_t *coords, int64_t n_in, const int64_t *d_n_in,
+                               Geom g, vc_keypack kout, Find out, const int64_t *d_n,
+                               int64_t rows, int32_t *out_in, int64_t *scr)
 {
     pdl_enter();
-    st_scatter(coords, n_in, g, kout, out, dev_count(d_n, rows), out_in, scr);
+    st_scatter(coords, dev_count(d_n_in, n_in), g, kout, out, dev_count(d_n, rows), out_in, scr);
 }
 
 // The dense count, tile t = block t of kRowThreads rank groups (one a thread, 2048 words):
@@ -601,16 +607,18 @@ __global__ void __launch_bounds__(kRowThreads)
 // the device count clamped to rows). A thread never unpacks more than 32 outputs: with 256
 // groups a block, a lane a group (or a warp a group in turn), the dense groups near a scanner
 // fell to a few lanes, which measured slower than a word a thread. Every block also clears
-// out_in to -1 for the scatter.
+// out_in to -1 for the scatter, over all `rows` rows (as st_rank), and block 0 publishes n.
 __global__ void __launch_bounds__(kRowThreads)
     dense_unpack_kernel(const uint32_t *bits, int64_t words, const int32_t *tsum,
                         const int32_t *sub, int32_t *base, const int64_t *d_n, int64_t rows,
-                        vc_keypack kout, int32_t K, int32_t *out_coords, int32_t *out_in)
+                        vc_keypack kout, int32_t K, int32_t *out_coords, int32_t *out_in,
+                        int64_t *scr)
 {
     pdl_enter();
     typedef cub::BlockScan<int32_t, kRowThreads> Scan;
     __shared__ typename Scan::TempStorage tmp;
     const int64_t n = dev_count(d_n, rows);
+    if (blockIdx.x == 0 && threadIdx.x == 0) scr[S_N_LIVE] = n;
     const int64_t blocks = (words + kRowThreads - 1) / kRowThreads;
     if (blockIdx.x < blocks) {
         const int64_t u = (int64_t)blockIdx.x * kRowThreads + threadIdx.x;
@@ -634,7 +642,7 @@ __global__ void __launch_bounds__(kRowThreads)
             reinterpret_cast<int4 *>(out_coords)[r] = make_int4(c[0], c[1], c[2], c[3]);
         }
     }
-    fill_minus1(out_in, n * K);
+    fill_minus1(out_in, rows * K);
 }
 
 vc_hash_gpu_view view_in(const Sizes &z, const Bufs &b)
@@ -657,12 +665,12 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s
     if (!j.new_out) {
         // out_in is all -1 already (prep)
         return launch_k(b.pdl, subm_insert_kernel, grid_for(j.n_in), kThreads, 0, s, j.d_in,
-                        j.n_in, j.kin, view_in(z, b), b.scr);
+                        j.n_in, j.d_n_in, j.kin, view_in(z, b), b.scr);
     } else if (z.dense_bits) {
         // the bitmap, then its count (n_out)
         cudaError_t e = launch_k(b.pdl, dense_insert_kernel, grid_for(j.n_in), kThreads, 0, s,
-                                 j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, b.bits,
-                                 b.scr);
+                                 j.d_in, j.n_in, j.d_n_in, j.g, j.kin, view_in(z, b), j.kout,
+                                 b.bits, b.scr);
         if (e != cudaSuccess) return e;
         const int64_t cap = z.out_bound > 0 ? z.out_bound : INT64_MAX;
         return launch_k(b.pdl, dense_count_kernel, dense_tiles(z), kRowThreads, 0, s,
@@ -671,12 +679,14 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s
     } else if (z.ukey32) {
         const PermPlan kp = key_plan(z);
         return launch_k(b.pdl, newout_insert_kernel<uint32_t>, grid_for(j.n_in), kThreads, 0,
-                        s, j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
-                        (uint32_t *)b.ukeys, z.ucap, b.scr, b.khist, kp.passes, kp.dbits);
+                        s, j.d_in, j.n_in, j.d_n_in, j.g, j.kin, view_in(z, b), j.kout,
+                        view_out(z, b), (uint32_t *)b.ukeys, z.ucap, b.scr, b.khist, kp.passes,
+                        kp.dbits);
     } else {
         return launch_k(b.pdl, newout_insert_kernel<uint64_t>, grid_for(j.n_in), kThreads, 0,
-                        s, j.d_in, j.n_in, j.g, j.kin, view_in(z, b), j.kout, view_out(z, b),
-                        (uint64_t *)b.ukeys, z.ucap, b.scr, (uint32_t *)NULL, 0, 0);
+                        s, j.d_in, j.n_in, j.d_n_in, j.g, j.kin, view_in(z, b), j.kout,
+                        view_out(z, b), (uint64_t *)b.ukeys, z.ucap, b.scr, (uint32_t *)NULL, 0,
+                        0);
     }
 }
 
@@ -694,7 +704,7 @@ cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_
         e = launch_k(b.pdl, dense_unpack_kernel, blocks > fill ? blocks : fill, kRowThreads, 0,
                      s, (const uint32_t *)b.bits, words, (const int32_t *)b.dtsum,
                      (const int32_t *)b.dsub, b.dbase, d_n, rows, j.kout, j.K, m->out_coords,
-                     m->out_in);
+                     m->out_in, b.scr);
     } else if (rows > 0) {
         const unsigned grid = grid_for(rows * j.K);
         if (z.ukey32)
@@ -712,10 +722,11 @@ cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_
     // out_in, each target found by rank in the bitmap or in the output table
     if (z.dense_bits)
         return launch_k(b.pdl, scatter_kernel<DenseFind>, grid_for(j.n_in), kThreads, 0, s,
-                        j.d_in, j.n_in, j.g, j.kout, DenseFind{b.bits, b.dbase}, d_n, rows,
-                        m->out_in, b.scr);
+                        j.d_in, j.n_in, j.d_n_in, j.g, j.kout, DenseFind{b.bits, b.dbase}, d_n,
+                        rows, m->out_in, b.scr);
     return launch_k(b.pdl, scatter_kernel<HashFind>, grid_for(j.n_in), kThreads, 0, s, j.d_in,
-                    j.n_in, j.g, j.kout, HashFind{view_out(z, b)}, d_n, rows, m->out_in, b.scr);
+                    j.n_in, j.d_n_in, j.g, j.kout, HashFind{view_out(z, b)}, d_n, rows,
+                    m->out_in, b.scr);
 }
 
 cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_in,
@@ -724,7 +735,7 @@ cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *
     if (j.n_in == 0) return cudaSuccess;
     const int64_t total = j.n_in * ((j.K - 1) / 2 + 1);
     return launch_k(b.pdl, subm_lookup_kernel, grid_for((total + kLookups - 1) / kLookups),
-                    kThreads, 0, s, j.d_in, j.n_in, j.g, j.kin, view_in(z, b), out_in);
+                    kThreads, 0, s, j.d_in, j.n_in, j.d_n_in, j.g, j.kin, view_in(z, b), out_in);
 }
 
 } // namespace kmap_gpu

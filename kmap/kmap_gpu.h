@@ -81,6 +81,9 @@ struct CUstream_st;
 #define VC_KMAP_GPU_N_PAIRS 4   /* pairs; the true count even past max_pairs (unless n_out
                                    overflowed, which leaves it partial)                         */
 #define VC_KMAP_GPU_FLAGS 5     /* VC_KMAP_GPU_F_* bits, 0 for a valid map                      */
+#define VC_KMAP_GPU_N_LIVE 6    /* output rows in the arrays: N_OUT clamped to [0, the bound]   */
+#define VC_KMAP_GPU_N_IN 7      /* bounded builds: the input count the build read (even outside
+                                   [0, max_in]); 0 for the others                               */
 #define VC_KMAP_GPU_STATUS_WORDS 8
 
 #define VC_KMAP_GPU_F_PROBE_IN 1      /* the input table overflowed its probe bound            */
@@ -90,6 +93,7 @@ struct CUstream_st;
 #define VC_KMAP_GPU_F_MISSING 16      /* internal: an output key was not found again           */
 #define VC_KMAP_GPU_F_BAD_ENTRY 32    /* inverse: a forward entry is not an input row          */
 #define VC_KMAP_GPU_F_CONFLICT 64     /* inverse: an input feeds two outputs at one offset     */
+#define VC_KMAP_GPU_F_IN_COUNT 128    /* bounded: the input count is outside [0, max_in]       */
 
 /* Milliseconds per stage of one build, measured with CUDA events on the stream. */
 typedef struct vc_kmap_gpu_timing {
@@ -136,7 +140,9 @@ void vc_kmap_data_free_gpu(vc_kmap_data *m);
  * bit), replacing an earlier one (in place where the block count is the same). One kernel
  * launch on `stream` (the first time also an allocation through m->alloc, which holds
  * the kernel's scratch after the order, and a 4-byte memset); no host synchronisation. Not to
- * be run on one map from two streams at once. */
+ * be run on one map from two streams at once. Under stream capture a build that would
+ * reallocate (a new block count) fails with VC_ERR_UNSUPPORTED instead (a bounded map's view,
+ * vc_kmap_gpu_bounded_view, never does). */
 vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st *stream, vc_err *err);
 
 /* ---- the bounded, graph-capturable variant --------------------------------------------- */
@@ -158,7 +164,6 @@ typedef struct vc_kmap_gpu_bounded {
     vc_engine_options opt;    /* the options it was created with (the defaults for NULL)       */
     int32_t dense;            /* internal: output key bits of the dense output path, or 0      */
     const int32_t *last_in;   /* input of the last queued build (the check names bad rows)     */
-    int64_t last_n_in;
 } vc_kmap_gpu_bounded;
 
 /* Allocates (once, through opt's allocator) the arrays and workspace of bounded builds of `d`
@@ -176,9 +181,42 @@ vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int32_t shape[3
  * the coordinates themselves are read when the work runs, so a captured graph replays on
  * whatever the buffer then holds). No synchronisation, no allocation, no read-back: allowed
  * under stream capture. Argument errors are returned at once; everything the data decides is
- * left in the status block for vc_kmap_gpu_bounded_check. */
+ * left in the status block for vc_kmap_gpu_bounded_check. It is the _dev build below over a
+ * count the library stores itself (a kernel parameter of the build's first kernel: a captured
+ * graph keeps the count it was captured with), with the same guarantee on tail rows. */
 vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int32_t *d_in_coords,
                                     int64_t n_in, struct CUstream_st *stream, vc_err *err);
+
+/* Queues a build over the first *d_n_in rows of d_in ([max_in, 4] device coords); d_n_in is
+ * a device int64 read when the build runs (so a captured graph rebuilds for whatever count
+ * the buffer then holds); rows from *d_n_in to max_in are ignored whatever they hold. A
+ * count above max_in sets the capacity flag (reported by the check), never reads past.
+ * Every kernel is launched over the extent (max_in input rows, the extent's output rows) and
+ * bounds itself by the count.
+ *
+ * Guarantee after a build (either entry), over the extent (max_out rows; SUBM: max_in): out_in
+ * rows past the output count are all -1 and their mask words 0; perm lists the live rows
+ * first (in vc_kmap_build's order: live rows all have a non-zero mask) then the tail rows in
+ * row order; offsets / in_rows / out_rows hold the live pairs only (offsets[K] = the pair
+ * count, on the device). Live arrays are bit-identical to vc_kmap_build's for the same rows.
+ * Tail rows of out_coords and pair slots past offsets[K] are unspecified. On a build the check
+ * rejects, none of this holds. */
+vc_status vc_kmap_build_gpu_bounded_dev(vc_kmap_gpu_bounded *b, const int32_t *d_in,
+                                        const int64_t *d_n_in, struct CUstream_st *stream,
+                                        vc_err *err);
+
+/* Device int64 holding the map's output row count after the build (subm: = *d_n_in): the
+ * count of out_coords rows, for the next level's build. Valid for the map's life. Clamped to
+ * [0, the extent] (status word VC_KMAP_GPU_N_LIVE; VC_KMAP_GPU_N_OUT keeps the true count
+ * for the check's message). */
+const int64_t *vc_kmap_gpu_bounded_out_count(const vc_kmap_gpu_bounded *b);
+
+/* A view of b's map for consumers that run over the extent (a graph's conv, the tile order):
+ * b->map with n_in = max_in, n_out = the extent (SUBM: max_in), n_pairs = max_pairs; it shares
+ * b's arrays, among them a tile order allocated at create for the extent's block count, so
+ * vc_kmap_tile_order_gpu on the view is one kernel launch (no allocation, no synchronisation:
+ * capturable). Valid while b lives; never free it. */
+void vc_kmap_gpu_bounded_view(const vc_kmap_gpu_bounded *b, vc_kmap_data *view);
 
 /* Synchronises `stream` and reads the status block of the last build queued on b (or replayed
  * from a graph that captured it): sets b->map.n_in, n_out and n_pairs and returns VC_OK, or the

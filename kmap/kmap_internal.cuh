@@ -101,7 +101,8 @@ enum {
     S_N_OUT = VC_KMAP_GPU_N_OUT,
     S_N_PAIRS = VC_KMAP_GPU_N_PAIRS,
     S_FLAGS = VC_KMAP_GPU_FLAGS,
-    S_DONE = 6, // spare (the row pass's block counter until its scan moved out); kept zero
+    S_N_LIVE = VC_KMAP_GPU_N_LIVE,
+    S_N_IN = VC_KMAP_GPU_N_IN,
     S_WORDS = VC_KMAP_GPU_STATUS_WORDS
 };
 
@@ -470,7 +471,10 @@ inline int64_t dense_tiles(const Sizes &z)
 
 struct Job {
     const int32_t *d_in;
-    int64_t n_in;
+    int64_t n_in;          // rows the input kernels are launched over: the exact count, or
+                           // (d_n_in set) the bounded build's extent max_in
+    const int64_t *d_n_in; // NULL, or the device count of input rows (the bounded build's
+                           // status word S_N_IN, clamped to [0, n_in] by each kernel: dev_count)
     int32_t shape[3];
     int32_t batch;
     vc_map_desc desc;
@@ -499,13 +503,25 @@ vc_status setup_job(Job *j, const int32_t *d_in, int64_t n_in, const int32_t sha
 void init_header(const Job &j, vc_kmap_data *m);
 int32_t dense_bits_for(const Job &j, const vc_engine_options *opt);
 
+// The input count of a bounded build, for q_prep's status block: read from *d (a device word,
+// NULL: the value host) when the prep kernel runs and stored at S_N_IN; a count outside [0, max]
+// raises VC_KMAP_GPU_F_IN_COUNT; subm: the output count (S_N_OUT, S_N_LIVE) is that count
+// clamped to [0, max]. Regular builds pass none (max < 0).
+struct InCount {
+    const int64_t *d;
+    int64_t host, max;
+    bool subm;
+};
+
 // build.cu: the workspace layout; the clear of the tables and the status block (minus1: an
-// int32 array of n_minus1 entries to fill with -1 as well, SUBM and INVERSE: out_in, or NULL);
+// int32 array of n_minus1 entries to fill with -1 as well, SUBM and INVERSE: out_in, or NULL;
+// ic: a bounded build's input count);
 // the status block's read-back (the one synchronisation point of a stage), the CPU's verdict
 // on bad input rows, and the release of a map's arrays.
 size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b);
 cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s,
-                   int32_t *minus1 = NULL, int64_t n_minus1 = 0);
+                   int32_t *minus1 = NULL, int64_t n_minus1 = 0,
+                   const InCount &ic = InCount{NULL, 0, -1, false});
 cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int64_t *scr,
                         int64_t st[S_WORDS], cudaStream_t s, void **release = NULL,
                         int n_release = 0);

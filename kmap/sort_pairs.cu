@@ -383,14 +383,17 @@ size_t rowpass_smem(int32_t K)
 }
 
 // One thread per output row p < rows (rows past the device count n get mask 0): mask words,
-// iota for a CUB mask sort (NULL: none), the block's per-offset counts cnt[k * nb + block],
+// iota for a CUB mask sort (NULL: none), perm[p] = p for the rows past n (tail, NULL: none: the
+// look-back mask sort places the n live rows, whose masks are never 0, and the tail rows sort
+// after them in row order), the block's per-offset counts cnt[k * nb + block],
 // the digit histograms of a look-back mask sort (sp). The scan of the counts runs in the next
 // launch, one block per offset (col_scan): until it moved there, the last block of this pass
 // scanned all K * nb counts alone while the other SMs idled, most of the pass's time. At most
 // 64 registers: 4 blocks per SM, so that ~500 blocks (128k rows) run in one wave.
 __global__ void __launch_bounds__(kRowThreads, 4)
     rowpass_kernel(const int32_t *out_in, int32_t K, int32_t words, const int64_t *d_n,
-                   int64_t rows, uint32_t *masks, int32_t *iota, int32_t *cnt, SortPrep sp)
+                   int64_t rows, uint32_t *masks, int32_t *iota, int32_t *tail, int32_t *cnt,
+                   SortPrep sp)
 {
     pdl_enter();
     __shared__ uint32_t shist[kMaxPasses * kMaxBins];
@@ -441,6 +444,7 @@ __global__ void __launch_bounds__(kRowThreads, 4)
         }
     }
     if (iota && p < rows) iota[p] = (int32_t)p;
+    if (tail && !valid && p < rows) tail[p] = (int32_t)p;
     __syncthreads();
     for (int i = tid; i < nh; i += kRowThreads) {
         const uint32_t c = shist[i];
@@ -808,8 +812,9 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         ps.passes = pl.passes;
         ps.dbits = pl.dbits;
         SortPrep sp = {b.hist, pl.passes, pl.dbits, b.lbz, b.lbz_words};
+        int32_t *tail = exact ? NULL : m->perm; // bounded: the extent's tail rows of perm
         e = launch_k(b.pdl, rowpass_kernel, nb, kRowThreads, rowpass_smem(K), s, m->out_in, K,
-                     words, d_n, rows, m->masks, (int32_t *)NULL, b.cnt, sp);
+                     words, d_n, rows, m->masks, (int32_t *)NULL, tail, b.cnt, sp);
         if (e != cudaSuccess) return e;
         // The scans share the launch of pass 0 and the pairs those of the later passes. Where
         // the tiles are resident, the later passes are one launch with a barrier between them
@@ -851,7 +856,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     int32_t *ident = (words % 2 == 0) ? m->perm : b.iota;
     SortPrep none = {NULL, 0, 0, NULL, 0};
     e = launch_k(b.pdl, rowpass_kernel, nb, kRowThreads, rowpass_smem(K), s, m->out_in, K,
-                 words, d_n, rows, m->masks, ident, b.cnt, none);
+                 words, d_n, rows, m->masks, ident, (int32_t *)NULL, b.cnt, none);
     if (e != cudaSuccess) return e;
     {
         LsdSort ps;

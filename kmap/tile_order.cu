@@ -126,6 +126,17 @@ static void drop_tile_order(vc_kmap_data *m, cudaStream_t s)
     m->order_blocks = 0;
 }
 
+// Whether s is capturing a graph (where neither the synchronisation nor the allocation of a
+// reallocation is allowed).
+static bool capturing(cudaStream_t s)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const bool yes = cudaStreamIsCapturing(s, &cs) == cudaSuccess &&
+                     cs != cudaStreamCaptureStatusNone;
+    cudaGetLastError();
+    return yes;
+}
+
 extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st *stream,
                                             vc_err *err)
 {
@@ -135,7 +146,13 @@ extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st 
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "tile order: map without masks or perm");
     cudaStream_t s = stream;
     const int64_t blocks = (m->n_out + VC_KMAP_ORDER_ROWS - 1) / VC_KMAP_ORDER_ROWS;
-    if (!m->tile_order || m->order_blocks != blocks) {
+    const bool in_place = m->tile_order && m->order_blocks == blocks;
+    if (!in_place && (blocks > 0 || m->tile_order) && capturing(s))
+        return vc_fail(err, VC_ERR_UNSUPPORTED, "tile order: %lld blocks, built for %lld: "
+                       "under stream capture it must be built in place (first build it once "
+                       "outside the capture at this block count)", (long long)blocks,
+                       (long long)m->order_blocks);
+    if (!in_place) {
         // One block: the order, then the kernel's scratch (the costs, the ticket), kept for a
         // rebuild in place; the ticket starts at 0 and the kernel leaves it at 0.
         drop_tile_order(m, s);
@@ -154,7 +171,7 @@ extern "C" vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st 
         reinterpret_cast<unsigned *>(m->tile_order + 2 * blocks), m->tile_order);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
-        drop_tile_order(m, s);
+        if (!capturing(s)) drop_tile_order(m, s); // the capture fails anyway: no sync in it
         return vc_cuda_fail(err, e, kArea, "building the tile order");
     }
     m->order_blocks = blocks;

@@ -73,6 +73,28 @@ vc_status vc_kmap_bounded_build(vc_kmap_bounded *m, const int32_t *coords, int64
 #endif
 }
 
+vc_status vc_kmap_bounded_build_dev(vc_kmap_bounded *m, const int32_t *coords,
+                                    const int64_t *count)
+{
+    if (!m) return VC_ERR_INVALID_ARGUMENT;
+    vc_ctx_clear(m->ctx);
+#ifdef VOXCONV_HAVE_CUDA
+    if (!count)
+        return vc_ctx_fail(m->ctx, VC_ERR_INVALID_ARGUMENT, "vc_kmap_bounded_build_dev: count "
+                           "is NULL");
+    if (m->b.max_in > 0 && !coords)
+        return vc_ctx_fail(m->ctx, VC_ERR_INVALID_ARGUMENT, "vc_kmap_bounded_build_dev: coords "
+                           "is NULL");
+    vc_err err = {{0}};
+    vc_status s = vc_kmap_build_gpu_bounded_dev(&m->b, coords, count, m->ctx->stream, &err);
+    return s == VC_OK ? VC_OK : vc_ctx_err(m->ctx, s, &err);
+#else
+    (void)coords;
+    (void)count;
+    return VC_ERR_UNSUPPORTED;
+#endif
+}
+
 vc_status vc_kmap_bounded_check(vc_kmap_bounded *m, int64_t *out_count, int64_t *pair_count)
 {
     if (!m) return VC_ERR_INVALID_ARGUMENT;
@@ -109,6 +131,7 @@ vc_status vc_kmap_bounded_arrays_get(const vc_kmap_bounded *m, vc_kmap_bounded_a
     out->masks = d->masks;
     out->perm = d->perm;
     out->status = m->b.d_status;
+    out->out_count = vc_kmap_gpu_bounded_out_count(&m->b);
     return VC_OK;
 #else
     return VC_ERR_UNSUPPORTED;
