@@ -47,13 +47,17 @@ __global__ void affine_kernel(void *x, int dtype, int64_t n, int64_t channels,
 }
 
 // One thread per (row, channel), channels fastest: a row's features are read together. Rows
-// outside the shape or the batch are skipped, as on the CPU.
-__global__ void scatter_kernel(const int32_t *coords, int64_t rows, int32_t batch, int32_t D,
-                               int32_t H, int32_t W, const void *in, int in_dtype,
-                               int64_t channels, void *dst, int dst_dtype)
+// outside the shape or the batch are skipped, as on the CPU. d_rows (or NULL): a device count;
+// only the rows below it (and below `rows`, the extent) are read.
+__global__ void scatter_kernel(const int32_t *coords, int64_t rows, const int64_t *d_rows,
+                               int32_t batch, int32_t D, int32_t H, int32_t W, const void *in,
+                               int in_dtype, int64_t channels, void *dst, int dst_dtype)
 {
+    int64_t live = rows;
+    if (d_rows && *d_rows < rows) live = *d_rows < 0 ? 0 : *d_rows;
     GRID_LOOP(i, rows * channels)
     {
+        if (i >= live * channels) break;
         const int64_t r = i / channels, c = i - r * channels;
         // Four int32 loads: a wrapped set's rows need not be 16-byte aligned.
         const int32_t *q = coords + 4 * r;
@@ -117,10 +121,13 @@ fail:
     return st;
 }
 
-extern "C" vc_status vc_to_dense_gpu(const int32_t *coords, int64_t rows, const int32_t shape[3],
-                                     int32_t batch, const void *in, vc_dtype in_dtype,
-                                     int64_t channels, void *dst, vc_dtype dst_dtype,
-                                     struct CUstream_st *stream, vc_err *err)
+namespace {
+
+// vc_to_dense_gpu and its device-count twin: the zero fill, then the scatter.
+vc_status to_dense(const int32_t *coords, int64_t rows, const int64_t *d_count,
+                   const int32_t shape[3], int32_t batch, const void *in, vc_dtype in_dtype,
+                   int64_t channels, void *dst, vc_dtype dst_dtype, cudaStream_t stream,
+                   vc_err *err)
 {
     vc_status st = VC_OK;
     // The caller checked that B*C*D*H*W elements of dst_dtype fit int64 (and dst's capacity).
@@ -130,12 +137,35 @@ extern "C" vc_status vc_to_dense_gpu(const int32_t *coords, int64_t rows, const 
     VC_CUDA_TRY(cudaMemsetAsync(dst, 0, (size_t)total * vc_dtype_size(dst_dtype), stream),
                 "dense array: zero fill");
     if (n > 0) {
-        scatter_kernel<<<grid_for(n), kThreads, 0, stream>>>(coords, rows, batch, shape[0],
-                                                             shape[1], shape[2], in,
+        scatter_kernel<<<grid_for(n), kThreads, 0, stream>>>(coords, rows, d_count, batch,
+                                                             shape[0], shape[1], shape[2], in,
                                                              (int)in_dtype, channels, dst,
                                                              (int)dst_dtype);
         VC_CUDA_TRY(cudaGetLastError(), "dense scatter kernel");
     }
 fail:
     return st;
+}
+
+} // namespace
+
+extern "C" vc_status vc_to_dense_gpu(const int32_t *coords, int64_t rows, const int32_t shape[3],
+                                     int32_t batch, const void *in, vc_dtype in_dtype,
+                                     int64_t channels, void *dst, vc_dtype dst_dtype,
+                                     struct CUstream_st *stream, vc_err *err)
+{
+    return to_dense(coords, rows, NULL, shape, batch, in, in_dtype, channels, dst, dst_dtype,
+                    stream, err);
+}
+
+extern "C" vc_status vc_to_dense_gpu_dev(const int32_t *coords, int64_t rows,
+                                         const int64_t *d_count, const int32_t shape[3],
+                                         int32_t batch, const void *in, vc_dtype in_dtype,
+                                         int64_t channels, void *dst, vc_dtype dst_dtype,
+                                         struct CUstream_st *stream, vc_err *err)
+{
+    if (!d_count)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "%s: the device row count is NULL", kArea);
+    return to_dense(coords, rows, d_count, shape, batch, in, in_dtype, channels, dst, dst_dtype,
+                    stream, err);
 }

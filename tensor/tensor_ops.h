@@ -84,6 +84,14 @@ vc_status vc_to_dense_gpu(const int32_t *coords, int64_t rows, const int32_t sha
                           int32_t batch, const void *in, vc_dtype in_dtype, int64_t channels,
                           void *dst, vc_dtype dst_dtype, struct CUstream_st *stream,
                           vc_err *err);
+/* vc_to_dense_gpu over the first *d_count rows of a [rows, ...] extent (d_count: a device int64
+ * read when the work runs; rows past it, or past `rows`, are never read; a negative count reads
+ * none). The zero fill and the scatter are queued together: no allocation, no synchronisation,
+ * capturable in a CUDA graph. The same output as vc_to_dense_gpu over those rows. */
+vc_status vc_to_dense_gpu_dev(const int32_t *coords, int64_t rows, const int64_t *d_count,
+                              const int32_t shape[3], int32_t batch, const void *in,
+                              vc_dtype in_dtype, int64_t channels, void *dst, vc_dtype dst_dtype,
+                              struct CUstream_st *stream, vc_err *err);
 
 #ifdef __cplusplus
 }

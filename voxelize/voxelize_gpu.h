@@ -22,6 +22,58 @@ vc_status vc_voxelize_gpu(const vc_voxelize_desc *d, const vc_points *pts,
                           vc_voxels *out, vc_voxelize_stats *stats, vc_err *err);
 void vc_voxels_free_gpu(vc_voxels *v);
 
+/* ---- the bounded, graph-capturable variant ---------------------------------------------- */
+
+/* Fixed extents (max_points points of dim columns in, at most max_voxels voxels out) and device
+ * counts: made once by vc_voxelize_gpu_bounded_create, then each frame is queued by _run (no
+ * allocation, no host synchronisation: capturable in a CUDA graph, whose replays voxelize
+ * whatever the point buffers and the count then hold) and checked by _check (the one sync).
+ * Fields up to `channels` are public to the library; the rest is private workspace. */
+typedef struct vc_voxelize_gpu_bounded {
+    int32_t *coords;          /* device [max_voxels, 4]: rows [0, *d_count) are live           */
+    void *features;           /* device [max_voxels, channels] of desc.dtype                   */
+    int64_t *d_count;         /* device int64: the voxels made by the last run                 */
+    int64_t max_points, dim, max_voxels;
+    int64_t channels;         /* dim, or 1 for VC_REDUCE_COUNT                                 */
+    int32_t shape[3];         /* the grid (z, y, x)                                            */
+    int32_t batch_size;       /* set by a successful _check: the last run's batch size         */
+    /* private */
+    vc_voxelize_desc desc;
+    vc_engine_options opt;    /* the options it was created with (allocator)                   */
+    int64_t *info;            /* device counters of the last run (voxelize_bounded.cu)         */
+    void *work;               /* device workspace: keys, indices, starts, flags, CUB storage   */
+    size_t work_bytes, cub_bytes;
+    const float *last_points; /* the last run's inputs (the check reads a bad point's values)  */
+    const int32_t *last_batch;
+    int32_t last_make_keys;   /* whether the last run built keys (the grid packs)              */
+} vc_voxelize_gpu_bounded;
+
+/* Checks d (as vc_voxelize_gpu does; dim in [3, VC_MAX_CHANNELS]; max_points >= 0,
+ * max_voxels >= 1), allocates every array and temporary of a run once through opt's allocator
+ * (NULL: the defaults; opt is copied) and sizes the sort storage for max_points. Synchronous;
+ * *b is zeroed first and stays zeroed on failure. */
+vc_status vc_voxelize_gpu_bounded_create(const vc_voxelize_desc *d, int64_t max_points,
+                                         int64_t dim, int64_t max_voxels,
+                                         const vc_engine_options *opt,
+                                         vc_voxelize_gpu_bounded *b, vc_err *err);
+/* Queues voxelization of the first *d_n_points rows of d_points ([max_points, dim] fp32,
+ * device; d_batch int32 [max_points] or NULL) - no allocation, no sync, capturable. Coords
+ * and features rows [0, *d_count) match vc_voxelize_gpu's for the same points exactly
+ * (same order, same bits); tail rows unspecified. More voxels than max_voxels (beyond the
+ * description's own max_voxels cap, which keeps its meaning) sets a capacity flag (*d_count
+ * is then max_voxels); a count over max_points likewise (only the first max_points points are
+ * read). Points past the count are never read. */
+vc_status vc_voxelize_gpu_bounded_run(vc_voxelize_gpu_bounded *b, const float *d_points,
+                                      const int32_t *d_batch, const int64_t *d_n_points,
+                                      struct CUstream_st *stream, vc_err *err);
+/* Synchronises; reports what vc_voxelize_gpu would report for those points (same messages
+ * where practical), VC_ERR_CAPACITY naming the voxel count needed; fills stats (may be NULL). */
+vc_status vc_voxelize_gpu_bounded_check(vc_voxelize_gpu_bounded *b, struct CUstream_st *stream,
+                                        vc_voxelize_stats *stats, vc_err *err);
+/* Frees what _create allocated (waiting for the device first) and zeroes *b. NULL and zeroed
+ * structs are fine. */
+void vc_voxelize_gpu_bounded_destroy(vc_voxelize_gpu_bounded *b);
+
 #ifdef __cplusplus
 }
 #endif
