@@ -288,7 +288,7 @@ static vc_status dev_buf(vc_net *net, const char *what, int64_t rows, int64_t co
     int64_t n = 0;
     if (vc_mul_overflow_i64(rows, cols, &n) || n > INT64_MAX / 16)
         return vc_ctx_fail(net->ctx, VC_ERR_LIMIT, "vc_net_set_bounds: %s: size overflows", what);
-    *p = vc_mem_alloc(net->ctx, (size_t)n * es ? (size_t)n * es : 1, VC_MEMORY_DEVICE);
+    *p = vc_mem_alloc(net->ctx, n > 0 ? (size_t)n * es : 1, VC_MEMORY_DEVICE);
     if (!*p)
         return vc_ctx_fail(net->ctx, VC_ERR_OUT_OF_MEMORY, "vc_net_set_bounds: out of device "
                            "memory for %s (%lld x %lld)", what, (long long)rows, (long long)cols);
@@ -363,12 +363,7 @@ static vc_status setup_map(vc_net *net, struct vc_net_graph *g, int32_t i)
     if (s != VC_OK)
         return vc_ctx_fail(net->ctx, s, "vc_net_set_bounds: the map of layer '%s' (level %d -> "
                            "%d): %s", L->id, lin, lout, err.msg);
-    gm->view = gm->b.map;
-    gm->view.n_in = max_in;
-    gm->view.n_out = max_out;
-    gm->view.n_pairs = max_pairs;
-    gm->view.tile_order = NULL;
-    gm->view.order_blocks = 0;
+    vc_kmap_gpu_bounded_view(&gm->b, &gm->view);
     g->layer_map[i] = g->n_maps++;
     if (lout != lin) {
         lo->extent = max_out;
@@ -507,7 +502,6 @@ void vc_graph_release(vc_net *net, struct vc_net_graph *g)
         if (g->exec[k]) cudaGraphExecDestroy(g->exec[k]);
     for (int32_t i = 0; g->views && i < net->model.n_outputs; i++) vc_tensor_destroy(g->views[i]);
     for (int32_t k = 0; k < g->n_maps; k++) {
-        vc_dev_free(g->maps[k].view.alloc, g->maps[k].view.tile_order, ctx->stream);
         vc_kmap_gpu_bounded_destroy(&g->maps[k].b);
     }
     for (int32_t i = 0; i < net->model.n_layers; i++) {

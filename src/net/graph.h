@@ -14,8 +14,9 @@
 #include "voxelize/voxelize_gpu.h"
 
 /* One bounded map: a distinct (input level, map description) of the net, as the per-call run's
- * map cache shares them. view: its arrays seen at the extents (n_in = the input level's, n_out
- * = the output level's, n_pairs = max_pairs) for vc_conv_gpu_bounded; it holds the tile order. */
+ * map cache shares them. view: its arrays seen at the extents (vc_kmap_gpu_bounded_view: n_in =
+ * the input level's, n_out = the output level's, n_pairs = max_pairs, the tile order made at
+ * create) for vc_conv_gpu_bounded. */
 typedef struct graph_map {
     vc_kmap_gpu_bounded b;
     vc_kmap_data view;

@@ -355,7 +355,7 @@ static vc_status check_maps(vc_net *net, net_graph *g, char *msg, size_t cap)
         }
         vc_err err = {{0}};
         vc_status s = vc_kmap_gpu_bounded_check(&g->maps[k].b, net->ctx->stream, &err);
-        snprintf(msg, cap, "vc_net_run: the map of layer '%s' (level %d -> %d): %s", id,
+        snprintf(msg, cap, "vc_net_run: the map of layer '%s' (level %d -> %d): %.380s", id,
                  gm->level_in, lo, s != VC_OK ? err.msg : "status flags set");
         return s != VC_OK ? s : VC_ERR_INTERNAL;
     }
@@ -405,7 +405,7 @@ static vc_status frame_check(vc_net *net)
         vc_err err = {{0}};
         s = vc_voxelize_gpu_bounded_check(&g->vox, net->ctx->stream, NULL, &err);
         if (s != VC_OK)
-            snprintf(msg, sizeof msg, "vc_net_run_points: level 0 (the voxels): %s", err.msg);
+            snprintf(msg, sizeof msg, "vc_net_run_points: level 0 (the voxels): %.440s", err.msg);
     }
     if (s == VC_OK) s = check_maps(net, g, msg, sizeof msg);
     if (s == VC_OK && (s = make_views(net, g)) != VC_OK)

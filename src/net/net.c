@@ -298,7 +298,7 @@ vc_status vc_net_create(vc_context *ctx, const vc_net_desc *desc, vc_net **out)
     vc_net_desc d = VC_NET_DESC_INIT;
     VC_TAKE_DESC(ctx, fn, d, desc, vc_net_desc);
     if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    vc_dtype dtype;
+    vc_dtype dtype = VC_DTYPE_FP32;
     vc_status s = check_desc(ctx, &d, &dtype);
     if (s != VC_OK) return s;
     vc_net *net = calloc(1, sizeof *net);
