@@ -246,19 +246,10 @@ static vc_status copy_features(vc_net *net, const vc_tensor *in, void *dst, cuda
 
 vc_status vc_net_graph_run(vc_net *net, const vc_tensor *in)
 {
-    const vc_model *m = &net->model;
     const vc_coords *c = in->coords;
-    if (in->channels != m->in_channels)
-        return vc_ctx_fail(net->ctx, VC_ERR_SHAPE_MISMATCH, "vc_net_run: the input has %lld "
-                           "channels, '%s' takes %lld", (long long)in->channels, m->name,
-                           (long long)m->in_channels);
-    for (int k = 0; k < 3; k++)
-        if (c->shape[k] > m->shape[k])
-            return vc_ctx_fail(net->ctx, VC_ERR_SHAPE_MISMATCH, "vc_net_run: the input's spatial "
-                               "shape [%d, %d, %d] exceeds the description's [%d, %d, %d]",
-                               c->shape[0], c->shape[1], c->shape[2], m->shape[0], m->shape[1],
-                               m->shape[2]);
-    vc_status s = rebatch(net, c->batch_size);
+    vc_status s = vc_net_check_input(net, in);
+    if (s != VC_OK) return s;
+    s = rebatch(net, c->batch_size);
     if (s != VC_OK) return s;
     net_graph *g = net->graph;
     g->pending = 0;

@@ -552,8 +552,7 @@ static vc_status run_frame(vc_net *net)
     return VC_OK;
 }
 
-/* The caller's voxels placed in the description's shape and cast to the net's dtype. */
-static vc_status place_input(vc_net *net, const vc_tensor *in)
+vc_status vc_net_check_input(vc_net *net, const vc_tensor *in)
 {
     const vc_model *m = &net->model;
     const vc_coords *c = in->coords;
@@ -567,8 +566,17 @@ static vc_status place_input(vc_net *net, const vc_tensor *in)
                                "shape [%d, %d, %d] exceeds the description's [%d, %d, %d]",
                                c->shape[0], c->shape[1], c->shape[2], m->shape[0], m->shape[1],
                                m->shape[2]);
+    return VC_OK;
+}
+
+/* The caller's voxels placed in the description's shape and cast to the net's dtype. */
+static vc_status place_input(vc_net *net, const vc_tensor *in)
+{
+    const vc_model *m = &net->model;
+    const vc_coords *c = in->coords;
+    vc_status s = vc_net_check_input(net, in);
+    if (s != VC_OK) return s;
     net->in_used = in;
-    vc_status s = VC_OK;
     if (memcmp(c->shape, m->shape, sizeof m->shape) != 0) {
         /* The rows fit the larger shape as they are: the set is copied without a new check
          * (duplicates, if any, are found by the first map build). */

@@ -157,6 +157,9 @@ struct vc_net {
  * one per (input level, map description): the per-call run's map cache shares them alike. */
 void vc_net_plan_levels(const vc_model *m, int32_t *layer_level, int32_t *n_levels,
                         int32_t *maker);
+/* The input's channels and spatial shape against the description's (net.c): a message naming
+ * both, or VC_OK. */
+vc_status vc_net_check_input(vc_net *net, const vc_tensor *in);
 /* Frees the per-call run's results (net.c). */
 void vc_net_release_run(vc_net *net);
 /* Graph mode (graph.c): the runs, the frame's one check (then the outputs of the last frame,

@@ -26,6 +26,7 @@
 
 #include "core/dtype.h"
 #include "gpu_testutil.h"
+#include "net_compare.h"
 
 static vc_context *gpu;
 static int g_quick;
@@ -50,65 +51,10 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static float *dense_host(vc_net *net, int32_t i, int64_t *n)
-{
-    vc_net_output o;
-    *n = 0;
-    if (vc_net_get_output(net, i, &o) != VC_OK) return NULL;
-    *n = 1;
-    for (int k = 0; k < o.ndim; k++) *n *= o.shape[k];
-    size_t es = vc_dtype_size(o.dtype);
-    void *raw = malloc((size_t)*n * es + 4);
-    float *f = malloc((size_t)*n * 4 + 4);
-    CHECK_OK(gpu, vc_net_copy_output(net, i, raw, (size_t)*n * es, VC_MEMORY_HOST));
-    for (int64_t k = 0; k < *n; k++)
-        f[k] = o.dtype == VC_DTYPE_FP32   ? ((float *)raw)[k]
-               : o.dtype == VC_DTYPE_FP16 ? vc_f16_to_f32(((uint16_t *)raw)[k])
-                                          : vc_bf16_to_f32(((uint16_t *)raw)[k]);
-    free(raw);
-    return f;
-}
-
-/* Every output of the graph net against the per-call net's. */
+/* Every output of the graph net against the per-call net's (both on the GPU). */
 static void compare(vc_net *g, vc_net *c, double tol, const char *what)
 {
-    int32_t n = 0;
-    vc_net_output_count(c, &n);
-    double worst = 0;
-    for (int32_t i = 0; i < n; i++) {
-        vc_net_output oc, og;
-        CHECK_OK(gpu, vc_net_get_output(c, i, &oc));
-        CHECK_OK(gpu, vc_net_get_output(g, i, &og));
-        float *fg = NULL, *fc = NULL;
-        int64_t cnt = 0, m = 0;
-        if (oc.kind == VC_NET_SPARSE) {
-            CHECK_MSG(og.kind == VC_NET_SPARSE && og.tensor && oc.tensor, "%s %s: no tensor",
-                      what, oc.name);
-            if (!og.tensor || !oc.tensor) continue;
-            int32_t *cg, *cc;
-            int64_t ng, nc, chg, chc;
-            net_host(gpu, og.tensor, &cg, &fg, &ng, &chg);
-            net_host(gpu, oc.tensor, &cc, &fc, &nc, &chc);
-            CHECK_MSG(ng == nc && chg == chc, "%s %s: %lld x %lld vs %lld x %lld", what, oc.name,
-                      (long long)ng, (long long)chg, (long long)nc, (long long)chc);
-            CHECK_MSG(ng == nc && memcmp(cg, cc, (size_t)nc * 16) == 0, "%s %s: rows differ", what,
-                      oc.name);
-            cnt = ng == nc && chg == chc ? nc * chc : 0;
-            free(cg), free(cc);
-        } else {
-            fg = dense_host(g, i, &m);
-            fc = dense_host(c, i, &cnt);
-            CHECK_MSG(fg && fc && m == cnt, "%s %s: dense sizes %lld vs %lld", what, oc.name,
-                      (long long)m, (long long)cnt);
-            if (!fg || !fc || m != cnt) cnt = 0;
-        }
-        double *ref = malloc((size_t)(cnt ? cnt : 1) * sizeof(double));
-        for (int64_t k = 0; k < cnt; k++) ref[k] = fc[k];
-        double e = cnt ? vc_rel_err(fg, ref, cnt) : 0;
-        if (e > worst) worst = e;
-        CHECK_MSG(e <= tol, "%s %s: relative error %.3g > %.3g", what, oc.name, e, tol);
-        free(ref), free(fg), free(fc);
-    }
+    double worst = net_compare(gpu, g, gpu, c, tol, what);
     printf("  %-40s outputs equal (worst relative error %.2e, tolerance %.0e)\n", what, worst,
            tol);
 }
@@ -148,25 +94,6 @@ static vc_tensor *empty_frame(const int32_t shape[3], int channels)
     CHECK_OK(gpu, vc_tensor_create(gpu, c, channels, VC_DTYPE_FP32, NULL, VC_MEMORY_HOST, &t));
     vc_coords_destroy(c);
     return t;
-}
-
-/* A scan's points with `dim` columns (extra columns zero), or NULL. */
-static float *scan_points(const char *file, int dim, int64_t *n)
-{
-    const char *root = getenv("VC_DATA_ROOT");
-    char path[1024];
-    snprintf(path, sizeof path, "%s%sdatasets/data/%s", root ? root : "", root ? "/" : "", file);
-    vc_cloud cl;
-    if (vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &cl) != VC_OK) {
-        printf("SKIP part: %s not readable (run datasets/fetch)\n", path);
-        return NULL;
-    }
-    float *p = calloc((size_t)cl.count * (size_t)dim + 1, 4);
-    for (int64_t i = 0; i < cl.count; i++)
-        for (int k = 0; k < dim && k < cl.dim; k++) p[i * dim + k] = cl.data[i * cl.dim + k];
-    *n = cl.count;
-    vc_cloud_free(&cl);
-    return p;
 }
 
 static float *synth_points(int frame, int dim, int64_t *n)
@@ -311,12 +238,12 @@ static void test_backbone(const char *model, vc_dtype dt, vc_synth_grid grid, in
     f.vox_name[f.n_vox] = "lidar (capture frame again)";
     f.vox[f.n_vox++] = synth(VC_SYNTH_LIDAR, g_quick ? 5000 : 30000, 0, grid, dim);
     int64_t n = 0;
-    float *p = scan_points("vlp16.bin", dim, &n);
+    float *p = net_scan_points("vlp16.bin", dim, &n);
     add_points(&f, "vlp16.bin points (real)", p, n, dim);
     if (!g_quick) {
         p = synth_points(3, dim, &n);
         add_points(&f, "synthetic sweep points", p, n, dim);
-        p = scan_points("vlp16.bin", dim, &n);
+        p = net_scan_points("vlp16.bin", dim, &n);
         add_points(&f, "vlp16.bin points again", p, n, dim);
     }
     vc_net_bounds b = bounds_for(ref, &f);
