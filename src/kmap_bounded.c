@@ -55,44 +55,42 @@ vc_status vc_kmap_bounded_create(vc_context *ctx, const vc_kmap_bounded_desc *de
 #endif
 }
 
-vc_status vc_kmap_bounded_build(vc_kmap_bounded *m, const int32_t *coords, int64_t count)
+/* Both builds: over `count` rows, or (d_count set) over the device count d_count. */
+static vc_status bounded_build(vc_kmap_bounded *m, const int32_t *coords, int64_t count,
+                               const int64_t *d_count, const char *fn)
 {
     if (!m) return VC_ERR_INVALID_ARGUMENT;
     vc_ctx_clear(m->ctx);
 #ifdef VOXCONV_HAVE_CUDA
-    if (count > 0 && !coords)
-        return vc_ctx_fail(m->ctx, VC_ERR_INVALID_ARGUMENT, "vc_kmap_bounded_build: coords is "
-                           "NULL");
+    if (d_count ? m->b.max_in > 0 && !coords : count > 0 && !coords)
+        return vc_ctx_fail(m->ctx, VC_ERR_INVALID_ARGUMENT, "%s: coords is NULL", fn);
     vc_err err = {{0}};
-    vc_status s = vc_kmap_build_gpu_bounded(&m->b, coords, count, m->ctx->stream, &err);
+    vc_status s = d_count ? vc_kmap_build_gpu_bounded_dev(&m->b, coords, d_count, m->ctx->stream,
+                                                          &err)
+                          : vc_kmap_build_gpu_bounded(&m->b, coords, count, m->ctx->stream,
+                                                      &err);
     return s == VC_OK ? VC_OK : vc_ctx_err(m->ctx, s, &err);
 #else
     (void)coords;
     (void)count;
+    (void)d_count;
+    (void)fn;
     return VC_ERR_UNSUPPORTED;
 #endif
+}
+
+vc_status vc_kmap_bounded_build(vc_kmap_bounded *m, const int32_t *coords, int64_t count)
+{
+    return bounded_build(m, coords, count, NULL, "vc_kmap_bounded_build");
 }
 
 vc_status vc_kmap_bounded_build_dev(vc_kmap_bounded *m, const int32_t *coords,
                                     const int64_t *count)
 {
-    if (!m) return VC_ERR_INVALID_ARGUMENT;
-    vc_ctx_clear(m->ctx);
-#ifdef VOXCONV_HAVE_CUDA
-    if (!count)
+    if (m && !count)
         return vc_ctx_fail(m->ctx, VC_ERR_INVALID_ARGUMENT, "vc_kmap_bounded_build_dev: count "
                            "is NULL");
-    if (m->b.max_in > 0 && !coords)
-        return vc_ctx_fail(m->ctx, VC_ERR_INVALID_ARGUMENT, "vc_kmap_bounded_build_dev: coords "
-                           "is NULL");
-    vc_err err = {{0}};
-    vc_status s = vc_kmap_build_gpu_bounded_dev(&m->b, coords, count, m->ctx->stream, &err);
-    return s == VC_OK ? VC_OK : vc_ctx_err(m->ctx, s, &err);
-#else
-    (void)coords;
-    (void)count;
-    return VC_ERR_UNSUPPORTED;
-#endif
+    return bounded_build(m, coords, 0, count, "vc_kmap_bounded_build_dev");
 }
 
 vc_status vc_kmap_bounded_check(vc_kmap_bounded *m, int64_t *out_count, int64_t *pair_count)

@@ -406,6 +406,23 @@ static void test_bounded(vc_context *g, vc_rng *rng)
         if (exec) CHECK(cudaGraphLaunch(exec, st) == cudaSuccess);
         snprintf(what, sizeof what, "bounded map type %d, graph replay", (int)types[t]);
         compare_bounded(g, b, rows2, n2, shape, &d, what);
+        /* the device-count build over the same buffer (n2 in device memory), and its output
+           count on the device */
+        int64_t *d_cnt = NULL, dev_out = -1, n_out = -2;
+        CHECK(cudaMalloc((void **)&d_cnt, 8) == cudaSuccess);
+        CHECK(cudaMemcpy(d_cnt, &n2, 8, cudaMemcpyHostToDevice) == cudaSuccess);
+        CHECK_OK(g, vc_kmap_bounded_build_dev(b, d_rows, d_cnt));
+        snprintf(what, sizeof what, "bounded map type %d, device count", (int)types[t]);
+        compare_bounded(g, b, rows2, n2, shape, &d, what);
+        vc_kmap_bounded_arrays ba;
+        CHECK_OK(g, vc_kmap_bounded_arrays_get(b, &ba));
+        CHECK_OK(g, vc_kmap_bounded_check(b, &n_out, NULL));
+        CHECK(ba.out_count &&
+              cudaMemcpy(&dev_out, ba.out_count, 8, cudaMemcpyDeviceToHost) == cudaSuccess);
+        CHECK_MSG(dev_out == n_out, "%s: out_count %lld, check %lld", what, (long long)dev_out,
+                  (long long)n_out);
+        CHECK_STATUS(g, vc_kmap_bounded_build_dev(b, d_rows, NULL), VC_ERR_INVALID_ARGUMENT);
+        cudaFree(d_cnt);
         if (exec) cudaGraphExecDestroy(exec);
         if (graph) cudaGraphDestroy(graph);
         CHECK(cudaMemcpy(d_rows, rows, (size_t)n * 16, cudaMemcpyHostToDevice) == cudaSuccess);

@@ -34,6 +34,7 @@
 #include "map_desc.h"
 #include "gemm/gemm.h"
 #include "hash/hash.h"
+#include "real_scans.h"
 #include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
@@ -473,42 +474,16 @@ static void wide_channels(vc_rng *rng)
 
 static void real_scans(vc_rng *rng)
 {
-    const char *env = getenv("VC_DATASETS");
-    const char *dirs[] = {env ? env : "", "datasets/data", "../datasets/data",
-                          "../../datasets/data", "../../../datasets/data"};
-    const char *files[] = {"vlp16.bin", "octomap_scan.bin", "bun0.pcd"};
-    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
-        char path[1024] = {0};
-        FILE *fp = NULL;
-        for (size_t d = 0; d < sizeof dirs / sizeof dirs[0] && !fp; d++) {
-            if (!dirs[d][0]) continue;
-            snprintf(path, sizeof path, "%s/%s", dirs[d], files[f]);
-            fp = fopen(path, "rb");
-        }
-        if (!fp) {
-            printf("real scan %s: not found (datasets/fetch; or set VC_DATASETS), SKIPPED\n",
-                   files[f]);
-            continue;
-        }
-        fclose(fp);
-        vc_cloud pc;
-        memset(&pc, 0, sizeof pc);
-        vc_status st = vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &pc);
-        CHECK_MSG(st == VC_OK, "reading %s: %s", path, vc_status_string(st));
-        if (st != VC_OK) continue;
+    for (size_t f = 0; f < sizeof real_scan_files / sizeof real_scan_files[0]; f++) {
+        char path[1024];
         vc_voxels vox;
-        vc_err err = {{0}};
-        st = scene_voxelize_padded(&pc, &vox, &err);
-        CHECK_MSG(st == VC_OK, "voxelizing %s: %s", path, err.msg);
-        if (st == VC_OK && vox.n > 0) {
+        if (!real_scan_voxels(real_scan_files[f], &vox, path, sizeof path)) continue;
+        if (vox.n > 0) {
             cloud c;
             c.rows = vox.coords;
             c.n = vox.n;
             c.batch = vox.batch_size;
             memcpy(c.shape, vox.shape, sizeof c.shape);
-            printf("real scan %s: %lld points -> %lld voxels, grid %dx%dx%d\n", path,
-                   (long long)pc.count, (long long)c.n, (int)c.shape[0], (int)c.shape[1],
-                   (int)c.shape[2]);
             int32_t *d_rows = to_device(c.rows, (size_t)c.n * 16);
             vc_map_desc ds[3] = {mkdesc(VC_MAP_SUBM, 3, 1, 0, 1),
                                  mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1),
@@ -525,7 +500,6 @@ static void real_scans(vc_rng *rng)
             cudaFree(d_rows);
         }
         vc_voxels_free(&vox);
-        vc_cloud_free(&pc);
     }
 }
 

@@ -9,6 +9,16 @@
  * maps, max_pairs for all) must come back from the check as VC_ERR_CAPACITY with the needed
  * count, and a replay on a cloud with a repeated row / a row outside the shape as
  * VC_ERR_DUPLICATE / VC_ERR_OUT_OF_RANGE, the regular build's verdicts.
+ * The device-count build (vc_kmap_build_gpu_bounded_dev), on the synthetic clouds and the real
+ * scans (datasets/fetch; skipped with a line where missing), for subm k3 / k5, strided k3 s2,
+ * downsample k2 s2 and transposed k2 s2: ONE graph (the build and the tile order of the map's
+ * view) replayed on frames of different counts written into the same buffers - 0 rows, a
+ * count past max_in and frames past max_out / max_pairs (VC_ERR_CAPACITY from the check, then
+ * the next good frame passes) - with garbage in the input rows past the count; live arrays
+ * equal the CPU twin's bit for bit, the tail rows of the extent hold out_in -1 / masks 0 / perm
+ * in row order, the device out_count is the output count and the view's tile order is the
+ * CPU's followed by the tail blocks. Then two levels in one graph: a strided map's out_coords
+ * and out_count feeding a subm _dev build.
  * VC_SANITIZE=1: small clouds (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
  * replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
@@ -20,6 +30,7 @@
 #include "hash/hash.h"
 #include "kmap_compare.h"
 #include "map_desc.h"
+#include "real_scans.h"
 #include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
@@ -69,21 +80,22 @@ static void poison_bounded(const vc_kmap_gpu_bounded *b)
     fill(m->perm, (size_t)b->max_out * 4);
 }
 
-/* Captures one bounded build of b over d_in [n] into an executable graph; NULL on failure. */
-static cudaGraphExec_t capture(vc_kmap_gpu_bounded *b, const int32_t *d_in, int64_t n,
-                               const char *label)
+/* Captures what queue(arg) queues on g_stream into an executable graph; NULL on failure. A
+ * warm-up call outside the capture loads the kernels (lazy module loading); the capture runs in
+ * the global mode, so any hidden synchronisation or allocation fails it. */
+static cudaGraphExec_t capture_q(vc_status (*queue)(const void *, vc_err *), const void *arg,
+                                 const char *label)
 {
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     vc_err err = {{0}};
-    /* warm-up outside the capture: loads the kernels (lazy module loading) */
-    vc_status w = vc_kmap_build_gpu_bounded(b, d_in, n, g_stream, &err);
+    vc_status w = queue(arg, &err);
     CHECK_MSG(w == VC_OK, "%s: warm-up build: %s", label, err.msg);
     CUDA_OK(cudaStreamSynchronize(g_stream));
     cudaError_t e = cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal);
     CHECK_MSG(e == cudaSuccess, "%s: begin capture: %s", label, cudaGetErrorString(e));
     if (e != cudaSuccess) return NULL;
-    vc_status st = vc_kmap_build_gpu_bounded(b, d_in, n, g_stream, &err);
+    vc_status st = queue(arg, &err);
     e = cudaStreamEndCapture(g_stream, &graph);
     CHECK_MSG(st == VC_OK, "%s: bounded build under capture: %s", label, err.msg);
     CHECK_MSG(e == cudaSuccess, "%s: end capture: %s", label, cudaGetErrorString(e));
@@ -114,6 +126,56 @@ static cudaGraphExec_t capture(vc_kmap_gpu_bounded *b, const int32_t *d_in, int6
     CHECK_MSG(e == cudaSuccess, "%s: instantiate: %s", label, cudaGetErrorString(e));
     cudaGraphDestroy(graph);
     return e == cudaSuccess ? exec : NULL;
+}
+
+/* Rows [n, extent) of b after a build: out_in all -1, mask words 0, perm[i] = i; the device
+ * output count is n. */
+static void check_tail(const char *label, const vc_kmap_gpu_bounded *b, int64_t n)
+{
+    const vc_kmap_data *m = &b->map;
+    const int64_t ext = b->desc.type == VC_MAP_SUBM ? b->max_in : b->max_out;
+    const int64_t K = m->volume, W = m->mask_words, t = ext - n;
+    int64_t dev_n = -1;
+    CUDA_OK(cudaMemcpy(&dev_n, vc_kmap_gpu_bounded_out_count(b), 8, cudaMemcpyDeviceToHost));
+    CHECK_MSG(dev_n == n, "%s: device out_count %lld, want %lld", label, (long long)dev_n,
+              (long long)n);
+    if (t <= 0) return;
+    int32_t *oi = malloc((size_t)(t * K) * 4), *pm = malloc((size_t)t * 4);
+    uint32_t *mk = malloc((size_t)(t * W) * 4);
+    CUDA_OK(cudaMemcpy(oi, m->out_in + n * K, (size_t)(t * K) * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(mk, m->masks + n * W, (size_t)(t * W) * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(pm, m->perm + n, (size_t)t * 4, cudaMemcpyDeviceToHost));
+    int64_t bad_oi = 0, bad_mk = 0, bad_pm = 0;
+    for (int64_t i = 0; i < t * K; i++) bad_oi += oi[i] != -1;
+    for (int64_t i = 0; i < t * W; i++) bad_mk += mk[i] != 0;
+    for (int64_t i = 0; i < t; i++) bad_pm += pm[i] != n + i;
+    CHECK_MSG(bad_oi == 0 && bad_mk == 0 && bad_pm == 0, "%s: tail rows [%lld, %lld): %lld "
+              "out_in entries not -1, %lld mask words not 0, %lld perm entries not their row",
+              label, (long long)n, (long long)ext, (long long)bad_oi, (long long)bad_mk,
+              (long long)bad_pm);
+    free(oi);
+    free(pm);
+    free(mk);
+}
+
+/* The host-count bounded build of b over d_in [n]. */
+typedef struct host_build {
+    vc_kmap_gpu_bounded *b;
+    const int32_t *d_in;
+    int64_t n;
+} host_build;
+
+static vc_status queue_host(const void *arg, vc_err *err)
+{
+    const host_build *h = arg;
+    return vc_kmap_build_gpu_bounded(h->b, h->d_in, h->n, g_stream, err);
+}
+
+static cudaGraphExec_t capture(vc_kmap_gpu_bounded *b, const int32_t *d_in, int64_t n,
+                               const char *label)
+{
+    const host_build h = {b, d_in, n};
+    return capture_q(queue_host, &h, label);
 }
 
 static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, int32_t batch,
@@ -158,6 +220,7 @@ static void run_desc(const vc_map_desc *d, int32_t *const *frames, int64_t n, in
                 char l2[220];
                 snprintf(l2, sizeof l2, "%s (graph replay %d, frame %d)", label, r, f);
                 cmp_maps(l2, &cm[f], &b.map);
+                check_tail(l2, &b, cm[f].n_out);
             }
         }
         /* 2. a replay on a cloud with a repeated row, then one with a row outside the shape */
@@ -237,6 +300,342 @@ done:
     for (int f = 0; f < NFRAMES; f++) vc_kmap_data_free(&cm[f]);
 }
 
+/* ---- the device-count build (vc_kmap_build_gpu_bounded_dev) -------------------------------- */
+
+/* One graph is captured per map and replayed on frames of different counts written into the
+ * same buffers (rows and the device count). The extent's tail rows of the input buffer are
+ * poisoned with garbage (copies of live rows, values outside the shape, 0xa5 bytes) that a build
+ * reading past the count would trip on; the output arrays are poisoned before every replay. */
+
+#define DEV_FRAMES 8
+
+typedef struct dev_frame {
+    int64_t count;    /* written into the device count word                                  */
+    int32_t *rows;    /* min(count, max_in) rows: a shuffled prefix of the pool              */
+    vc_kmap_data cpu; /* the CPU twin's map of those rows (none where count > max_in)        */
+    int good;         /* within every bound: the check passes and the arrays compare         */
+} dev_frame;
+
+/* A copy of `pool` [N] shuffled (a frame of count c uses its first min(c, N) rows). */
+static int32_t *shuffled(vc_rng *rng, const int32_t *pool, int64_t N)
+{
+    int32_t *r = malloc((size_t)(N > 0 ? N : 1) * 16);
+    memcpy(r, pool, (size_t)N * 16);
+    for (int64_t i = N - 1; i > 0; i--) {
+        const int64_t j = vc_rng_int(rng, i + 1);
+        int32_t t[4];
+        memcpy(t, r + 4 * i, 16);
+        memcpy(r + 4 * i, r + 4 * j, 16);
+        memcpy(r + 4 * j, t, 16);
+    }
+    return r;
+}
+
+/* The input buffer [max_in] gets rows [0, n) then garbage; the count word gets `count`. */
+static void upload_dev(int32_t *d_in, int64_t max_in, int64_t *d_count, const int32_t *rows,
+                       int64_t n, int64_t count, vc_rng *rng)
+{
+    int32_t *h = malloc((size_t)(max_in > 0 ? max_in : 1) * 16);
+    if (n > 0) memcpy(h, rows, (size_t)n * 16);
+    for (int64_t i = n; i < max_in; i++) {
+        if (i % 3 == 0 && n > 0) {
+            memcpy(h + 4 * i, rows + 4 * vc_rng_int(rng, n), 16); /* a duplicate */
+        } else if (i % 3 == 1) {
+            for (int a = 0; a < 4; a++) h[4 * i + a] = (int32_t)vc_rng_next(rng); /* outside */
+        } else {
+            memset(h + 4 * i, 0xa5, 16);
+        }
+    }
+    if (max_in > 0)
+        CUDA_OK(cudaMemcpyAsync(d_in, h, (size_t)max_in * 16, cudaMemcpyHostToDevice, g_stream));
+    CUDA_OK(cudaMemcpyAsync(d_count, &count, 8, cudaMemcpyHostToDevice, g_stream));
+    CUDA_OK(cudaStreamSynchronize(g_stream)); /* h and count stay alive until the copies end */
+    free(h);
+}
+
+/* The tile order of b's view, built in the graph: the CPU order of the live rows, then the tail
+ * blocks (cost 0) in order. */
+static void check_view_order(const char *label, const vc_kmap_gpu_bounded *b, vc_kmap_data *cpu)
+{
+    vc_kmap_data view;
+    vc_kmap_gpu_bounded_view(b, &view);
+    vc_err ce = {{0}};
+    vc_status cs = vc_kmap_tile_order_cpu(cpu, &ce);
+    CHECK_MSG(cs == VC_OK, "%s: cpu tile order: %s", label, ce.msg);
+    const int64_t vb = view.order_blocks, cb = cpu->order_blocks;
+    CHECK_MSG(cs == VC_OK && vb >= cb && vb == (view.n_out + VC_KMAP_ORDER_ROWS - 1) /
+                                                   VC_KMAP_ORDER_ROWS,
+              "%s: view tile order of %lld blocks, cpu %lld", label, (long long)vb,
+              (long long)cb);
+    if (cs != VC_OK || vb < cb || vb == 0) return;
+    int32_t *g = malloc((size_t)vb * 4);
+    CUDA_OK(cudaMemcpy(g, view.tile_order, (size_t)vb * 4, cudaMemcpyDeviceToHost));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < vb; i++) bad += g[i] != (i < cb ? cpu->tile_order[i] : (int32_t)i);
+    CHECK_MSG(bad == 0, "%s: view tile order differs in %lld of %lld blocks", label,
+              (long long)bad, (long long)vb);
+    free(g);
+}
+
+/* What one captured graph queues: the _dev builds of maps[0, n) (map i > 0 reads map i-1's
+ * out_coords and out_count), then the tile order of the last map's view. */
+typedef struct dev_graph {
+    vc_kmap_gpu_bounded *maps[2];
+    int n;
+    const int32_t *d_in;
+    const int64_t *d_count;
+} dev_graph;
+
+static vc_status queue_dev(const dev_graph *g, vc_err *err)
+{
+    const int32_t *in = g->d_in;
+    const int64_t *cnt = g->d_count;
+    for (int i = 0; i < g->n; i++) {
+        vc_status st = vc_kmap_build_gpu_bounded_dev(g->maps[i], in, cnt, g_stream, err);
+        if (st != VC_OK) return st;
+        in = g->maps[i]->map.out_coords;
+        cnt = vc_kmap_gpu_bounded_out_count(g->maps[i]);
+    }
+    vc_kmap_data view;
+    vc_kmap_gpu_bounded_view(g->maps[g->n - 1], &view);
+    return vc_kmap_tile_order_gpu(&view, g_stream, err);
+}
+
+static vc_status queue_dev_v(const void *arg, vc_err *err)
+{
+    const dev_graph *g = arg;
+    vc_status st = queue_dev(g, err);
+    if (st != VC_OK) return st;
+    /* under capture, a tile order that would reallocate is refused, the capture intact */
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    vc_kmap_data other;
+    vc_kmap_gpu_bounded_view(g->maps[g->n - 1], &other);
+    if (cudaStreamIsCapturing(g_stream, &cs) == cudaSuccess &&
+        cs == cudaStreamCaptureStatusActive && other.n_out > VC_KMAP_ORDER_ROWS) {
+        vc_err e2 = {{0}};
+        other.n_out = 1;
+        const vc_status r = vc_kmap_tile_order_gpu(&other, g_stream, &e2);
+        CHECK_MSG(r == VC_ERR_UNSUPPORTED, "tile order of a new block count under capture: %s "
+                  "(%s)", vc_status_string(r), e2.msg);
+    }
+    return VC_OK;
+}
+
+/* Builds frame f's CPU map (d over its rows) where its count fits max_in. */
+static int dev_cpu(const char *label, dev_frame *fr, int64_t max_in, const vc_map_desc *d,
+                   int32_t batch, const int32_t shape[3])
+{
+    memset(&fr->cpu, 0, sizeof fr->cpu);
+    if (fr->count > max_in) return 1;
+    vc_err ce = {{0}};
+    vc_status cs = vc_kmap_build_cpu(fr->rows, fr->count, shape, batch, d, NULL, 0, &fr->cpu,
+                                     &ce);
+    CHECK_MSG(cs == VC_OK, "%s: cpu map of %lld rows: %s", label, (long long)fr->count, ce.msg);
+    return cs == VC_OK;
+}
+
+static void poison_order(const vc_kmap_gpu_bounded *b)
+{
+    if (b->map.tile_order) fill(b->map.tile_order, (size_t)b->map.order_blocks * 4);
+}
+
+/* Replays exec on frame fr (rows of map 0 through the device count) and checks each level:
+ * cpu[i] its CPU map (NULL where the frame is not good); a bad frame must fail some level's
+ * check with VC_ERR_CAPACITY, naming max_in where the count passes it. */
+static void replay_frame(const char *label, cudaGraphExec_t exec, const dev_graph *g,
+                         const dev_frame *fr, int32_t *d_in, int64_t *d_count,
+                         vc_kmap_data *const *cpu, vc_rng *rng)
+{
+    const int64_t max_in = g->maps[0]->max_in;
+    upload_dev(d_in, max_in, d_count, fr->rows, fr->count < max_in ? fr->count : max_in,
+               fr->count, rng);
+    for (int i = 0; i < g->n; i++) {
+        poison_bounded(g->maps[i]);
+        poison_order(g->maps[i]);
+    }
+    CUDA_OK(cudaGraphLaunch(exec, g_stream));
+    char l2[300];
+    int failed = 0;
+    for (int i = 0; i < g->n && !failed; i++) {
+        vc_err err = {{0}};
+        snprintf(l2, sizeof l2, "%s, count %lld, level %d", label, (long long)fr->count, i);
+        const vc_status st = vc_kmap_gpu_bounded_check(g->maps[i], g_stream, &err);
+        if (fr->good) {
+            CHECK_MSG(st == VC_OK, "%s: check: %s", l2, err.msg);
+            if (st != VC_OK) return;
+            cmp_maps(l2, cpu[i], &g->maps[i]->map);
+            check_tail(l2, g->maps[i], cpu[i]->n_out);
+            if (i == g->n - 1) check_view_order(l2, g->maps[i], cpu[i]);
+            continue;
+        }
+        if (st == VC_OK && i + 1 < g->n) continue;
+        failed = 1;
+        CHECK_MSG(st == VC_ERR_CAPACITY && (fr->count <= max_in || strstr(err.msg, "max_in")),
+                  "%s: a frame past the bounds: %s (%s)", l2, vc_status_string(st), err.msg);
+    }
+}
+
+/* Frame counts of a pool of N rows: within N/2 (they size the bounds), 0, the whole pool (past
+ * max_out / max_pairs where it needs more) and past max_in, each bad one followed by good ones. */
+static void dev_counts(int64_t N, int64_t c[DEV_FRAMES])
+{
+    const int64_t h = N / 2;
+    const int64_t v[DEV_FRAMES] = {h, 0, h * 3 / 4, N, h / 3 + 1, N + 7, h, N > 0 ? 1 : 0};
+    memcpy(c, v, sizeof v);
+}
+
+static void run_dev(const char *name, const vc_map_desc *d, const int32_t *pool, int64_t N,
+                    int32_t batch, const int32_t shape[3], vc_rng *rng)
+{
+    char label[240];
+    snprintf(label, sizeof label, "%s: dev type %d k %d s %d d %d | N %lld", name, (int)d->type,
+             d->kernel[0], d->stride[0], d->dilation[0], (long long)N);
+    dev_frame fr[DEV_FRAMES];
+    int64_t counts[DEV_FRAMES], max_out = 1, max_pairs = 1;
+    dev_counts(N, counts);
+    int ok = 1;
+    for (int f = 0; f < DEV_FRAMES; f++) {
+        fr[f].count = counts[f];
+        fr[f].rows = shuffled(rng, pool, N);
+        ok &= dev_cpu(label, &fr[f], N, d, batch, shape);
+        if (ok && counts[f] <= N / 2) {
+            if (fr[f].cpu.n_out > max_out) max_out = fr[f].cpu.n_out;
+            if (fr[f].cpu.n_pairs > max_pairs) max_pairs = fr[f].cpu.n_pairs;
+        }
+    }
+    if (d->type == VC_MAP_SUBM) max_out = N > 0 ? N : 1;
+    for (int f = 0; f < DEV_FRAMES; f++)
+        fr[f].good = ok && fr[f].count <= N && fr[f].cpu.n_out <= max_out &&
+                     fr[f].cpu.n_pairs <= max_pairs;
+    vc_kmap_gpu_bounded b;
+    vc_err err = {{0}};
+    memset(&b, 0, sizeof b);
+    vc_status st = ok ? vc_kmap_gpu_bounded_create(d, shape, batch, N, max_out, max_pairs, NULL,
+                                                   &b, &err)
+                      : VC_ERR_INTERNAL;
+    CHECK_MSG(st == VC_OK, "%s: create: %s", label, err.msg);
+    int32_t *d_in = NULL;
+    int64_t *d_count = NULL;
+    CUDA_OK(cudaMalloc((void **)&d_in, (size_t)(N > 0 ? N : 1) * 16)); /* exactly max_in rows */
+    CUDA_OK(cudaMalloc((void **)&d_count, 8));
+    dev_graph g = {{&b, NULL}, 1, d_in, d_count};
+    cudaGraphExec_t exec = NULL;
+    if (st == VC_OK) {
+        upload_dev(d_in, N, d_count, fr[0].rows, fr[0].count, fr[0].count, rng);
+        exec = capture_q(queue_dev_v, &g, label);
+    }
+    for (int f = 0; exec && f < DEV_FRAMES; f++) {
+        vc_kmap_data *cpu[1] = {&fr[f].cpu};
+        replay_frame(label, exec, &g, &fr[f], d_in, d_count, cpu, rng);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    vc_kmap_gpu_bounded_destroy(&b);
+    cudaFree(d_in);
+    cudaFree(d_count);
+    for (int f = 0; f < DEV_FRAMES; f++) {
+        vc_kmap_data_free(&fr[f].cpu);
+        free(fr[f].rows);
+    }
+}
+
+/* Two levels in one graph: a STRIDED k3 s2 map of the frame, then a SUBM k3 map of its outputs
+ * (out_coords and the device out_count of the first feeding the second's _dev build). */
+static void run_chain(const char *name, const int32_t *pool, int64_t N, int32_t batch,
+                      const int32_t shape[3], vc_rng *rng)
+{
+    char label[240];
+    snprintf(label, sizeof label, "%s: chain strided k3 s2 -> subm k3 | N %lld", name,
+             (long long)N);
+    const vc_map_desc d1 = mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1), d2 = mkdesc(VC_MAP_SUBM, 3, 1, 0, 1);
+    dev_frame fr[DEV_FRAMES];
+    vc_kmap_data l2[DEV_FRAMES];
+    memset(l2, 0, sizeof l2);
+    int64_t counts[DEV_FRAMES], mo1 = 1, mp1 = 1, mp2 = 1;
+    dev_counts(N, counts);
+    int ok = 1;
+    for (int f = 0; f < DEV_FRAMES; f++) {
+        fr[f].count = counts[f];
+        fr[f].rows = shuffled(rng, pool, N);
+        ok &= dev_cpu(label, &fr[f], N, &d1, batch, shape);
+        if (ok && counts[f] <= N) {
+            dev_frame f2 = {fr[f].cpu.n_out, fr[f].cpu.out_coords, {0}, 0};
+            ok &= dev_cpu(label, &f2, INT64_MAX, &d2, fr[f].cpu.out_batch_size,
+                          fr[f].cpu.out_shape);
+            l2[f] = f2.cpu;
+        }
+        if (ok && counts[f] <= N / 2) {
+            if (fr[f].cpu.n_out > mo1) mo1 = fr[f].cpu.n_out;
+            if (fr[f].cpu.n_pairs > mp1) mp1 = fr[f].cpu.n_pairs;
+            if (l2[f].n_pairs > mp2) mp2 = l2[f].n_pairs;
+        }
+    }
+    for (int f = 0; f < DEV_FRAMES; f++)
+        fr[f].good = ok && fr[f].count <= N && fr[f].cpu.n_out <= mo1 &&
+                     fr[f].cpu.n_pairs <= mp1 && l2[f].n_pairs <= mp2;
+    vc_kmap_gpu_bounded b1, b2;
+    memset(&b1, 0, sizeof b1);
+    memset(&b2, 0, sizeof b2);
+    vc_err err = {{0}};
+    vc_status st = ok ? vc_kmap_gpu_bounded_create(&d1, shape, batch, N, mo1, mp1, NULL, &b1,
+                                                   &err)
+                      : VC_ERR_INTERNAL;
+    if (st == VC_OK)
+        st = vc_kmap_gpu_bounded_create(&d2, b1.map.out_shape, b1.map.out_batch_size, mo1, mo1,
+                                        mp2, NULL, &b2, &err);
+    CHECK_MSG(st == VC_OK, "%s: create: %s", label, err.msg);
+    int32_t *d_in = NULL;
+    int64_t *d_count = NULL;
+    CUDA_OK(cudaMalloc((void **)&d_in, (size_t)(N > 0 ? N : 1) * 16));
+    CUDA_OK(cudaMalloc((void **)&d_count, 8));
+    dev_graph g = {{&b1, &b2}, 2, d_in, d_count};
+    cudaGraphExec_t exec = NULL;
+    if (st == VC_OK) {
+        upload_dev(d_in, N, d_count, fr[0].rows, fr[0].count, fr[0].count, rng);
+        exec = capture_q(queue_dev_v, &g, label);
+    }
+    for (int f = 0; exec && f < DEV_FRAMES; f++) {
+        vc_kmap_data *cpu[2] = {&fr[f].cpu, &l2[f]};
+        replay_frame(label, exec, &g, &fr[f], d_in, d_count, cpu, rng);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    vc_kmap_gpu_bounded_destroy(&b1);
+    vc_kmap_gpu_bounded_destroy(&b2);
+    cudaFree(d_in);
+    cudaFree(d_count);
+    for (int f = 0; f < DEV_FRAMES; f++) {
+        vc_kmap_data_free(&fr[f].cpu);
+        vc_kmap_data_free(&l2[f]);
+        free(fr[f].rows);
+    }
+}
+
+/* The device-count tests over one pool of distinct rows: every map type, then the chain. */
+static void run_dev_set(const char *name, const int32_t *pool, int64_t N, int32_t batch,
+                        const int32_t shape[3], vc_rng *rng)
+{
+    const vc_map_desc descs[] = {
+        mkdesc(VC_MAP_SUBM, 3, 1, 0, 1),       mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1),
+        mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 0, 1), mkdesc(VC_MAP_TRANSPOSED, 2, 2, 0, 1),
+        mkdesc(VC_MAP_SUBM, 5, 1, 0, 2), /* K > 32: the CUB mask sort over the extent */
+    };
+    for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++)
+        run_dev(name, &descs[i], pool, N, batch, shape, rng);
+    run_chain(name, pool, N, batch, shape, rng);
+}
+
+/* The real scans (real_scans.h), voxelized on the host; small: the first `cap` voxels of each. */
+static void run_dev_scans(vc_rng *rng, int64_t cap)
+{
+    for (size_t f = 0; f < sizeof real_scan_files / sizeof real_scan_files[0]; f++) {
+        char path[1024];
+        vc_voxels vox;
+        if (!real_scan_voxels(real_scan_files[f], &vox, path, sizeof path)) continue;
+        const int64_t n = vox.n < cap ? vox.n : cap;
+        run_dev_set(real_scan_files[f], vox.coords, n, vox.batch_size, vox.shape, rng);
+        vc_voxels_free(&vox);
+    }
+}
+
 int main(void)
 {
     if (!gpu_usable()) return 77;
@@ -267,8 +666,14 @@ int main(void)
         for (size_t di = 0; di < sizeof descs / sizeof descs[0]; di++)
             run_desc(&descs[di], frames, n, sets[si].batch, sets[si].shape, d_in);
         cudaFree(d_in);
+        if (!small || si == 0) {
+            char name[64];
+            snprintf(name, sizeof name, "synthetic set %zu", si);
+            run_dev_set(name, frames[0], n, sets[si].batch, sets[si].shape, &rng);
+        }
         for (int f = 0; f < NFRAMES; f++) free(frames[f]);
     }
+    run_dev_scans(&rng, small ? 2000 : INT64_MAX);
     cudaStreamDestroy(g_stream);
     TEST_END();
 }

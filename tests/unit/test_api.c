@@ -555,6 +555,7 @@ static void test_kmap_bounded_cpu(void)
     CHECK_STATUS(ctx, vc_kmap_bounded_create(ctx, &d, &b), VC_ERR_INVALID_ARGUMENT);
     CHECK(vc_kmap_bounded_create(NULL, &d, &b) == VC_ERR_INVALID_ARGUMENT);
     CHECK(vc_kmap_bounded_build(NULL, NULL, 0) == VC_ERR_INVALID_ARGUMENT);
+    CHECK(vc_kmap_bounded_build_dev(NULL, NULL, NULL) == VC_ERR_INVALID_ARGUMENT);
     CHECK(vc_kmap_bounded_check(NULL, NULL, NULL) == VC_ERR_INVALID_ARGUMENT);
     CHECK(vc_kmap_bounded_arrays_get(NULL, NULL) == VC_ERR_INVALID_ARGUMENT);
     CHECK(vc_kmap_bounded_destroy(NULL) == VC_OK);
