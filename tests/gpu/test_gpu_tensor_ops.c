@@ -7,8 +7,9 @@
  * Affine takes scale and shift from the host and from the device, to_dense writes device and
  * host destinations. Then the device-only calls are shown to queue work without waiting: they
  * run while the stream is held by a host callback, which they would wait for if they
- * synchronised. VC_SANITIZE=1: small sizes (for compute-sanitizer). Prints its seed
- * (VC_TEST_SEED replays). Exits 77 without a CUDA build or a usable device. */
+ * synchronised. The device-count scatter (vc_to_dense_gpu_dev) is captured in a CUDA graph
+ * and replayed with other counts against vc_tensor_to_dense. VC_SANITIZE=1: small sizes (for
+ * compute-sanitizer). Prints its seed (VC_TEST_SEED replays). Exits 77 without a CUDA build or a usable device. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
 #include <stdatomic.h>
 #include <time.h>
@@ -20,6 +21,8 @@
 #include <cuda_runtime_api.h>
 
 #include "gpu_testutil.h"
+
+#include "tensor/tensor_ops.h"
 
 static vc_context *g_gpu, *g_cpu;
 static cudaStream_t g_stream;
@@ -239,6 +242,96 @@ static void test_to_dense(vc_rng *rng)
     }
 }
 
+/* ---- the device-count dense scatter in a CUDA graph ------------------------------------------ */
+
+/* vc_to_dense_gpu_dev (tensor/tensor_ops.h) over an extent of E rows, captured once in the
+ * global capture mode and replayed with other counts and rows in the same buffers: each dense
+ * array must equal vc_tensor_to_dense (CPU context) of the live rows. Every extent row holds a
+ * distinct in-shape coordinate and non-zero features, so a replay that read a row past the
+ * count would differ; the destination is poisoned with 0xFF before each replay. */
+static void dense_graph_case(vc_rng *rng, int64_t E, int32_t B, const int32_t shape[3],
+                             int64_t C, vc_dtype dt, vc_dtype ot)
+{
+    const int64_t total = (int64_t)B * C * shape[0] * shape[1] * shape[2];
+    const size_t es = vc_dtype_size(ot), ies = vc_dtype_size(dt), bytes = (size_t)total * es;
+    int32_t *dc = NULL;
+    void *df = NULL, *dst = NULL;
+    int64_t *dn = NULL;
+    CUDA_OK(cudaMalloc((void **)&dc, (size_t)E * 16));
+    CUDA_OK(cudaMalloc(&df, (size_t)(E * C) * ies));
+    CUDA_OK(cudaMalloc((void **)&dn, sizeof(int64_t)));
+    CUDA_OK(cudaMalloc(&dst, bytes));
+    vc_err err = {{0}};
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CUDA_OK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
+    vc_status st = vc_to_dense_gpu_dev(dc, E, dn, shape, B, df, dt, C, dst, ot,
+                                       (struct CUstream_st *)g_stream, &err);
+    CUDA_OK(cudaStreamEndCapture(g_stream, &graph));
+    CHECK_MSG(st == VC_OK, "to_dense_dev under capture: %s", err.msg);
+    if (graph) CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    if (graph) cudaGraphDestroy(graph);
+    unsigned char *ref = malloc(bytes + 1), *back = malloc(bytes + 1);
+    const int64_t counts[7] = {E, 0, 1, E / 2 + 1, E - 1, E + 5, E};
+    for (int k = 0; exec && k < 7; k++) {
+        int64_t n = 0;
+        int32_t *rows = rand_coords(rng, shape, B, E, 0, &n);
+        CHECK_MSG(n == E, "the shape holds %lld of the %lld rows", (long long)n, (long long)E);
+        double *vals = malloc(sizeof(double) * (size_t)(E * C + 1));
+        void *buf = rand_buffer(rng, E * C, dt, 3.0, vals);
+        const int64_t live = counts[k] < E ? counts[k] : E;
+        CUDA_OK(cudaMemcpyAsync(dc, rows, (size_t)E * 16, cudaMemcpyHostToDevice, g_stream));
+        CUDA_OK(cudaMemcpyAsync(df, buf, (size_t)(E * C) * ies, cudaMemcpyHostToDevice,
+                                g_stream));
+        CUDA_OK(cudaMemcpyAsync(dn, &counts[k], sizeof(int64_t), cudaMemcpyHostToDevice,
+                                g_stream));
+        CUDA_OK(cudaMemsetAsync(dst, 0xFF, bytes, g_stream));
+        CUDA_OK(cudaGraphLaunch(exec, g_stream));
+        CUDA_OK(cudaMemcpyAsync(back, dst, bytes, cudaMemcpyDeviceToHost, g_stream));
+        CUDA_OK(cudaStreamSynchronize(g_stream));
+        vc_coords *cc = NULL;
+        vc_tensor *tc = NULL;
+        CHECK_OK(g_cpu, vc_coords_create(g_cpu, rows, live, VC_MEMORY_HOST, shape, B, &cc));
+        CHECK_OK(g_cpu, vc_tensor_create(g_cpu, cc, C, dt, buf, VC_MEMORY_HOST, &tc));
+        memset(ref, 0xFF, bytes);
+        CHECK_OK(g_cpu, vc_tensor_to_dense(g_cpu, tc, ref, total, ot, VC_MEMORY_HOST));
+        const int same = memcmp(back, ref, bytes) == 0;
+        CHECK_MSG(same, "to_dense_dev replay %d: %s -> %s, count %lld of %lld rows differs from "
+                  "vc_tensor_to_dense", k, dt_name(dt), dt_name(ot), (long long)counts[k],
+                  (long long)E);
+        printf("  dense graph %s -> %s [%d, %lld, %d, %d, %d]: count %lld of %lld rows%s\n",
+               dt_name(dt), dt_name(ot), (int)B, (long long)C, (int)shape[0], (int)shape[1],
+               (int)shape[2], (long long)counts[k], (long long)E,
+               same ? ", bit-identical" : ", DIFFERS");
+        vc_tensor_destroy(tc);
+        vc_coords_destroy(cc);
+        free(rows);
+        free(vals);
+        free(buf);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    free(ref);
+    free(back);
+    CUDA_OK(cudaFree(dc));
+    CUDA_OK(cudaFree(df));
+    CUDA_OK(cudaFree(dn));
+    CUDA_OK(cudaFree(dst));
+    /* a NULL count is refused */
+    CHECK(vc_to_dense_gpu_dev(NULL, 1, NULL, shape, B, NULL, dt, C, NULL, ot,
+                              (struct CUstream_st *)g_stream, &err) == VC_ERR_INVALID_ARGUMENT);
+}
+
+static void test_dense_graph(vc_rng *rng)
+{
+    const int32_t small[3] = {5, 9, 7}, bev[3] = {2, 200, 176};
+    dense_graph_case(rng, 40, 3, small, 3, VC_DTYPE_FP32, VC_DTYPE_FP32);
+    dense_graph_case(rng, 33, 2, small, 5, VC_DTYPE_BF16, VC_DTYPE_FP16);
+    if (g_small)
+        dense_graph_case(rng, 400, 2, bev, 8, VC_DTYPE_FP16, VC_DTYPE_FP32);
+    else
+        dense_graph_case(rng, 20000, 2, bev, 64, VC_DTYPE_FP16, VC_DTYPE_FP16);
+}
+
 /* ---- no synchronisation --------------------------------------------------------------------- */
 
 static atomic_int g_release, g_timed_out;
@@ -336,6 +429,7 @@ int main(void)
     if (!g_gpu || !g_cpu) TEST_END();
     test_elementwise(&rng);
     test_to_dense(&rng);
+    test_dense_graph(&rng);
     test_no_sync(&rng);
     CHECK_OK(g_gpu, vc_context_destroy(g_gpu));
     CHECK_OK(g_cpu, vc_context_destroy(g_cpu));

@@ -700,39 +700,6 @@ static void test_kitti(vc_rng *rng)
 
 /* ---- real scans -------------------------------------------------------------------------- */
 
-/* Looks for datasets/data/NAME: under $VC_TEST_DATA_ROOT (the data folder itself or the
- * repository root), the working directory and its parents, then the source tree. */
-static int find_scan(const char *name, char *path, size_t cap)
-{
-    char dirs[8][1024];
-    int nd = 0;
-    const char *root = getenv("VC_TEST_DATA_ROOT");
-    char src[1024];
-    int srclen = snprintf(src, sizeof src, "%s", __FILE__);
-    char *slash = srclen > 0 && (size_t)srclen < sizeof src ? strrchr(src, '/') : NULL;
-    if (slash) *slash = 0;
-    const int have_root = root && *root;
-    const char *pre[6] = {have_root ? root : NULL, have_root ? root : NULL, "", "", "",
-                          slash ? src : NULL};
-    const char *post[6] = {"", "/datasets/data", "datasets/data", "../datasets/data",
-                           "../../datasets/data", "/../../datasets/data"};
-    for (int i = 0; i < 6; i++) {
-        if (!pre[i]) continue;
-        int len = snprintf(dirs[nd], sizeof dirs[0], "%s%s", pre[i], post[i]);
-        if (len > 0 && (size_t)len < sizeof dirs[0]) nd++; /* a truncated path is skipped */
-    }
-    for (int i = 0; i < nd; i++) {
-        int len = snprintf(path, cap, "%s/%s", dirs[i], name);
-        if (len <= 0 || (size_t)len >= cap) continue;
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            fclose(f);
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static void scan_cases(const char *name, const float *pts, int64_t n, int dim,
                        const int32_t *batch)
 {
