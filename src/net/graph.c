@@ -431,8 +431,9 @@ static vc_status setup_tables(vc_net *net, struct vc_net_graph *g)
     g->dense_shape = calloc(n ? n : 1, sizeof *g->dense_shape);
     g->dense_ndim = calloc(n ? n : 1, sizeof *g->dense_ndim);
     g->views = calloc((size_t)net->model.n_outputs + 1, sizeof *g->views);
+    g->ev = calloc(n + 2, sizeof *g->ev);
     if (!g->maps || !g->layer_map || !g->buf || !g->buf_owned || !g->dense || !g->dense_shape ||
-        !g->dense_ndim || !g->views)
+        !g->dense_ndim || !g->views || !g->ev)
         return vc_ctx_fail(net->ctx, VC_ERR_OUT_OF_MEMORY, "vc_net_set_bounds: out of memory");
     for (size_t i = 0; i < n; i++) g->layer_map[i] = -1;
     return VC_OK;
@@ -451,6 +452,10 @@ static vc_status setup_status(vc_net *net, struct vc_net_graph *g)
     if (e == cudaSuccess) e = cudaHostGetDevicePointer(&d, h, 0);
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&g->cap_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&g->map_stream, cudaStreamNonBlocking);
+    for (int32_t k = 0; k < g->n_maps + 2 && e == cudaSuccess; k++)
+        e = cudaEventCreateWithFlags(&g->ev[k], cudaEventDisableTiming);
     if (e != cudaSuccess) {
         if (h) cudaFreeHost(h);
         cudaGetLastError();
@@ -505,7 +510,8 @@ void vc_graph_release(vc_net *net, struct vc_net_graph *g)
         vc_kmap_gpu_bounded_destroy(&g->maps[k].b);
     }
     for (int32_t i = 0; i < net->model.n_layers; i++) {
-        if (g->buf && g->buf_owned[i]) vc_mem_free(ctx, g->buf[i], VC_MEMORY_DEVICE);
+        if (g->buf && g->buf_owned && g->buf_owned[i])
+            vc_mem_free(ctx, g->buf[i], VC_MEMORY_DEVICE);
         if (g->dense) vc_mem_free(ctx, g->dense[i], VC_MEMORY_DEVICE);
     }
     if (g->has_vox) vc_voxelize_gpu_bounded_destroy(&g->vox);
@@ -517,6 +523,10 @@ void vc_graph_release(vc_net *net, struct vc_net_graph *g)
     arena_release(&g->arena);
     if (g->stat_host) cudaFreeHost(g->stat_host);
     if (g->cap_stream) cudaStreamDestroy(g->cap_stream);
+    if (g->map_stream) cudaStreamDestroy(g->map_stream);
+    for (int32_t k = 0; g->ev && k < net->model.n_layers + 2; k++)
+        if (g->ev[k]) cudaEventDestroy(g->ev[k]);
+    free(g->ev);
     cudaStreamSynchronize(ctx->stream);
     cudaGetLastError();
     free(g->maps);

@@ -24,7 +24,7 @@ typedef struct graph_map {
     int32_t level_in, level_out;
     int32_t layer;            /* the first layer on the map (messages)                         */
     int order_stale;          /* set at the frame's start: the tile order follows the build    */
-    int built;                /* queued in the frame being queued                              */
+    int waited;               /* the frame's stream waited for its build (once a frame)       */
 } graph_map;
 
 /* One level: a coordinate set of the frame at its fixed extent. */
@@ -77,6 +77,8 @@ struct vc_net_graph {
     vc_engine_options opts;   /* the context's, with the arena as allocator                    */
     int64_t *stat_host, *stat_dev; /* mapped pinned: level counts, then 8 words a map          */
     cudaStream_t cap_stream;  /* capture (the context's may be the legacy stream)              */
+    cudaStream_t map_stream;  /* the frame's map builds, forked from the frame's stream        */
+    cudaEvent_t *ev;          /* [n_maps + 2]: each map built, then the fork and the join      */
     cudaGraphExec_t exec[2];  /* [0] voxels in, [1] points in                                  */
     int pending;              /* a frame queued and not checked                                */
     int points_frame;         /* the last frame came from points                               */

@@ -26,18 +26,45 @@ static vc_status step_fail(vc_net *net, const net_step *st, vc_status s, const v
     return vc_ctx_fail(net->ctx, s, "vc_net_run: layer '%s' (%s): %s", L->id, st->op, err->msg);
 }
 
-/* Queues the bounded build of map gm over its input level's live rows, once a frame. */
-static vc_status build_map(vc_net *net, net_graph *g, graph_map *gm, cudaStream_t s)
+static vc_status cuda_fail(vc_net *net, cudaError_t e, const char *what)
 {
-    if (gm->built) return VC_OK;
-    const graph_level *li = &g->lv[gm->level_in];
-    vc_err err = {{0}};
-    vc_status st = vc_kmap_build_gpu_bounded_dev(&gm->b, li->coords, li->d_count, s, &err);
-    if (st != VC_OK)
-        return vc_ctx_fail(net->ctx, st, "vc_net_run: the map of layer '%s': %s",
-                           net->model.layers[gm->layer].id, err.msg);
-    gm->built = 1;
-    gm->order_stale = 1;
+    cudaGetLastError();
+    return vc_ctx_fail(net->ctx, VC_ERR_CUDA, "vc_net_run: %s: %s", what, cudaGetErrorString(e));
+}
+
+/* Every map's bounded build over its input level's live rows, in creation order (a level's
+ * maker before the maps on it), on the map stream forked from s: deeper levels' maps build while
+ * the shallower levels' convs run. Event k marks map k built. */
+static vc_status queue_maps(vc_net *net, net_graph *g, cudaStream_t s)
+{
+    const int32_t fork = g->n_maps;
+    cudaError_t e = cudaEventRecord(g->ev[fork], s);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(g->map_stream, g->ev[fork], 0);
+    if (e != cudaSuccess) return cuda_fail(net, e, "forking the map builds");
+    for (int32_t k = 0; k < g->n_maps; k++) {
+        graph_map *gm = &g->maps[k];
+        const graph_level *li = &g->lv[gm->level_in];
+        vc_err err = {{0}};
+        vc_status st = vc_kmap_build_gpu_bounded_dev(&gm->b, li->coords, li->d_count,
+                                                     g->map_stream, &err);
+        if (st != VC_OK)
+            return vc_ctx_fail(net->ctx, st, "vc_net_run: the map of layer '%s': %s",
+                               net->model.layers[gm->layer].id, err.msg);
+        if ((e = cudaEventRecord(g->ev[k], g->map_stream)) != cudaSuccess)
+            return cuda_fail(net, e, "marking a map built");
+        gm->waited = 0;
+        gm->order_stale = 1;
+    }
+    return VC_OK;
+}
+
+/* s waits for map k (once a frame). */
+static vc_status wait_map(vc_net *net, net_graph *g, int32_t k, cudaStream_t s)
+{
+    if (g->maps[k].waited) return VC_OK;
+    cudaError_t e = cudaStreamWaitEvent(s, g->ev[k], 0);
+    if (e != cudaSuccess) return cuda_fail(net, e, "waiting for a map");
+    g->maps[k].waited = 1;
     return VC_OK;
 }
 
@@ -45,7 +72,7 @@ static vc_status queue_conv(vc_net *net, net_graph *g, const net_step *st, cudaS
 {
     const vc_net_layer *L = &net->model.layers[st->head];
     graph_map *gm = &g->maps[g->layer_map[st->head]];
-    vc_status r = build_map(net, g, gm, s);
+    vc_status r = wait_map(net, g, g->layer_map[st->head], s);
     if (r != VC_OK) return r;
     vc_conv_args a;
     memset(&a, 0, sizeof a);
@@ -82,6 +109,7 @@ static vc_status queue_tensor_op(vc_net *net, net_graph *g, const net_step *st, 
     if (L->op == VC_NOP_DENSE) {
         const graph_level *l = &g->lv[in == VC_NET_INPUT ? 0 : net->layer_level[in]];
         const int64_t ch = in == VC_NET_INPUT ? m->in_channels : m->layers[in].channels;
+        if (l->map >= 0 && (q = wait_map(net, g, l->map, s)) != VC_OK) return q;
         q = vc_to_dense_gpu_dev(l->coords, l->extent, l->d_count, l->shape, g->batch,
                                 vc_graph_data(net, in), net->dtype, ch, g->dense[r], net->dtype,
                                 s, &err);
@@ -113,22 +141,28 @@ static vc_status queue_tensor_op(vc_net *net, net_graph *g, const net_step *st, 
     return q == VC_OK ? VC_OK : step_fail(net, st, q, &err);
 }
 
-/* The whole frame on stream s (points: from the fixed points buffer). */
+/* The whole frame on stream s (points: from the fixed points buffer), the map builds forked
+ * onto the map stream and joined before the status gather. */
 static vc_status queue_frame(vc_net *net, net_graph *g, cudaStream_t s, int points)
 {
     vc_err err = {{0}};
     vc_status q = VC_OK;
-    for (int32_t k = 0; k < g->n_maps; k++) g->maps[k].built = 0;
     if (points) {
         q = vc_voxelize_gpu_bounded_run(&g->vox, g->pts, NULL, g->pts_count, s, &err);
         if (q != VC_OK)
             return vc_ctx_fail(net->ctx, q, "vc_net_run_points: voxelization: %s", err.msg);
     }
+    q = queue_maps(net, g, s);
     for (int32_t k = 0; k < net->n_steps && q == VC_OK; k++) {
         const net_step *st = &net->steps[k];
         q = vc_nop_is_conv(net->model.layers[st->head].op) ? queue_conv(net, g, st, s)
                                                            : queue_tensor_op(net, g, st, s);
     }
+    /* the join: the status words are the maps' too */
+    cudaError_t e = cudaSuccess;
+    if (q == VC_OK && (e = cudaEventRecord(g->ev[g->n_maps + 1], g->map_stream)) == cudaSuccess)
+        e = cudaStreamWaitEvent(s, g->ev[g->n_maps + 1], 0);
+    if (q == VC_OK && e != cudaSuccess) q = cuda_fail(net, e, "joining the map builds");
     if (q != VC_OK) return q;
     vc_frame_gather fg;
     memset(&fg, 0, sizeof fg);
