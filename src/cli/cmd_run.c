@@ -152,6 +152,7 @@ static int write_outputs(const char *cmd, vc_context *ctx, vc_net *net, const ch
     char *paths[CLI_MAX_OUTPUTS] = {NULL};
     void *bufs[CLI_MAX_OUTPUTS] = {NULL};
     int rc = CLI_OK;
+    memset(outs, 0, sizeof outs);
     if (n > CLI_MAX_OUTPUTS) return cli_error(cmd, "%d outputs (at most %d)", n, CLI_MAX_OUTPUTS);
     for (int32_t i = 0; i < n && rc == CLI_OK; i++) {
         vc_net_output o;
