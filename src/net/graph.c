@@ -503,6 +503,7 @@ void vc_graph_release(vc_net *net, struct vc_net_graph *g)
 {
     vc_context *ctx = net->ctx;
     cudaStreamSynchronize(ctx->stream);
+    if (g->map_stream) cudaStreamSynchronize(g->map_stream); /* a frame that failed unjoined */
     for (int k = 0; k < 2; k++)
         if (g->exec[k]) cudaGraphExecDestroy(g->exec[k]);
     for (int32_t i = 0; g->views && i < net->model.n_outputs; i++) vc_tensor_destroy(g->views[i]);
