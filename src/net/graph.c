@@ -119,7 +119,6 @@ static vc_status check_graphable(vc_net *net)
         const vc_net_layer *L = &m->layers[i];
         const char *why = NULL;
         if (L->op == VC_NOP_INVERSE) why = "inverse convs (their bounded map is not built yet)";
-        else if (L->op == VC_NOP_MAXPOOL || L->op == VC_NOP_AVGPOOL) why = "pooling";
         else if (L->op == VC_NOP_GLOBAL_MAXPOOL || L->op == VC_NOP_GLOBAL_AVGPOOL)
             why = "global pooling";
         if (why)
@@ -333,7 +332,7 @@ static vc_status setup_input(vc_net *net, struct vc_net_graph *g)
     return s;
 }
 
-/* The map of conv layer i: an existing one of the same key, or a new bounded map. */
+/* The map of conv or pool layer i: an existing one of the same key, or a new bounded map. */
 static vc_status setup_map(vc_net *net, struct vc_net_graph *g, int32_t i)
 {
     const vc_model *m = &net->model;
@@ -483,7 +482,7 @@ vc_status vc_graph_setup(vc_net *net, struct vc_net_graph *g, int32_t batch)
     vc_status s = setup_tables(net, g);
     if (s == VC_OK) s = setup_input(net, g);
     for (int32_t i = 0; i < m->n_layers && s == VC_OK; i++)
-        if (vc_nop_is_conv(m->layers[i].op)) s = setup_map(net, g, i);
+        if (has_map(&m->layers[i])) s = setup_map(net, g, i);
     if (s == VC_OK) s = setup_results(net, g);
     if (s == VC_OK) s = setup_status(net, g);
     /* Every allocation above was stream ordered: done before a frame runs on another stream. */

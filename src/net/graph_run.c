@@ -1,9 +1,9 @@
 /* src/net/graph_run.c - the frame of a net's graph mode (graph.h): the input copied into the
  * fixed buffers and its count written by a kernel, then the frame queued - the bounded
  * voxelization (points), each map's bounded build over its input level's device count, every
- * step over its level's extent (convs through vc_conv_gpu_bounded, the tensor operations over
- * extent rows, the dense output scattering the live rows), and one gather of every status word
- * into mapped host memory. The first frame of each input kind (voxels, points) runs eagerly and
+ * step over its level's extent (convs through vc_conv_gpu_bounded, pools over the map's view,
+ * the tensor operations over extent rows, the dense output scattering the live rows), and one
+ * gather of every status word into mapped host memory. The first frame of each input kind (voxels, points) runs eagerly and
  * is then captured as a CUDA graph; later frames replay it. Nothing here waits for the device
  * except the frame's one check (frame_check), on the first output call after a run. */
 #include <stdio.h>
@@ -16,6 +16,7 @@
 #include "conv/conv_gpu.h"
 #include "core/dtype.h"
 #include "core/elementwise.h"
+#include "pool/pool.h"
 #include "tensor/tensor_ops.h"
 
 typedef struct vc_net_graph net_graph;
@@ -96,6 +97,20 @@ static vc_status queue_conv(vc_net *net, net_graph *g, const net_step *st, cudaS
     return r == VC_OK ? VC_OK : step_fail(net, st, r, &err);
 }
 
+/* A max / average pool over its bounded map's view: tail outputs have no taps (they get 0). */
+static vc_status queue_pool(vc_net *net, net_graph *g, const net_step *st, cudaStream_t s)
+{
+    const vc_net_layer *L = &net->model.layers[st->head];
+    const int32_t k = g->layer_map[st->head];
+    vc_status q = wait_map(net, g, k, s);
+    if (q != VC_OK) return q;
+    vc_err err = {{0}};
+    q = vc_pool_gpu(&g->maps[k].view, L->op == VC_NOP_MAXPOOL ? VC_POOL_MAX : VC_POOL_AVG,
+                    vc_graph_data(net, L->inputs[0]), net->dtype, L->channels, g->buf[st->last],
+                    &g->opts, s, &err);
+    return q == VC_OK ? VC_OK : step_fail(net, st, q, &err);
+}
+
 /* BN apart, a lone activation, add, concat, dense: over the level's extent rows (tail rows
  * compute garbage nobody reads), dense over the live rows (device count). */
 static vc_status queue_tensor_op(vc_net *net, net_graph *g, const net_step *st, cudaStream_t s)
@@ -155,7 +170,9 @@ static vc_status queue_frame(vc_net *net, net_graph *g, cudaStream_t s, int poin
     q = queue_maps(net, g, s);
     for (int32_t k = 0; k < net->n_steps && q == VC_OK; k++) {
         const net_step *st = &net->steps[k];
-        q = vc_nop_is_conv(net->model.layers[st->head].op) ? queue_conv(net, g, st, s)
+        const vc_nop op = net->model.layers[st->head].op;
+        q = vc_nop_is_conv(op) ? queue_conv(net, g, st, s)
+            : op == VC_NOP_MAXPOOL || op == VC_NOP_AVGPOOL ? queue_pool(net, g, st, s)
                                                            : queue_tensor_op(net, g, st, s);
     }
     /* the join: the status words are the maps' too */

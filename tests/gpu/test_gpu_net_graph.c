@@ -9,7 +9,7 @@
  * (fp32) / 2e-3 (fp16). A frame over level 0's bound fails at once with VC_ERR_CAPACITY; a frame
  * over an inner level's bound fails at its first output call with VC_ERR_CAPACITY naming that
  * level, and the next good frame is right. A small model with a BN applied apart, a lone
- * activation, an add and a concat covers the tensor operations over extents. No host sync in
+ * activation, an add, a concat and pools covers the other operations over extents. No host sync in
  * vc_net_run: right after it returns on the 100k frame, cudaStreamQuery must say the frame is
  * still running (4 times out of 5; a run that waited would never leave it running).
  * VC_SANITIZE=1: one model, fp16, small frames. Prints its seed. Skips (77) without a device. */
@@ -304,7 +304,8 @@ static void test_backbone(const char *model, vc_dtype dt, vc_synth_grid grid, in
 }
 
 /* The tensor operations over extents: a BN applied apart, a lone activation in place on a
- * concat, an add of two non-conv results, a concat, a dense output; a voxel-only description. */
+ * concat, an add of two non-conv results, a concat, a dense output, a strided max pool (a level
+ * of its own) and a subm average pool; a voxel-only description. */
 static const char MIX_MODEL[] =
     "{\"format\": \"voxconv-model\", \"version\": 1, \"name\": \"graph-mix\",\n"
     " \"input\": {\"channels\": 4, \"spatial_shape\": [21, 128, 128]},\n"
@@ -318,9 +319,12 @@ static const char MIX_MODEL[] =
     "  {\"op\": \"concat\", \"id\": \"cat\", \"inputs\": [\"sum\", \"a\"]},\n"
     "  {\"op\": \"leaky_relu\", \"id\": \"lr\", \"slope\": 0.1},\n"
     "  {\"op\": \"conv\", \"id\": \"down\", \"name\": \"down\", \"out_channels\": 8, \"kernel\": 3, \"stride\": 2, \"padding\": 1, \"indice_key\": \"sp\"},\n"
-    "  {\"op\": \"dense\", \"id\": \"bev\", \"input\": \"down\"}\n"
+    "  {\"op\": \"dense\", \"id\": \"bev\", \"input\": \"down\"},\n"
+    "  {\"op\": \"maxpool\", \"id\": \"mp\", \"input\": \"down\", \"kernel\": 2, \"stride\": 2},\n"
+    "  {\"op\": \"avgpool\", \"id\": \"ap\", \"input\": \"a\", \"kernel\": 3, \"map\": \"subm\"}\n"
     " ],\n"
-    " \"outputs\": {\"stem\": \"stem\", \"cat\": \"lr\", \"down\": \"down\", \"bev\": \"bev\"}}\n";
+    " \"outputs\": {\"stem\": \"stem\", \"cat\": \"lr\", \"down\": \"down\", \"bev\": \"bev\",\n"
+    "             \"mp\": \"mp\", \"ap\": \"ap\"}}\n";
 
 static void test_mix(void)
 {
@@ -334,10 +338,11 @@ static void test_mix(void)
     vc_net_bounds b = VC_NET_BOUNDS_INIT;
     b.max_voxels[0] = 9000;
     b.max_voxels[1] = 46000; /* the strided level's whole grid, 11 x 64 x 64: never over */
+    b.max_voxels[2] = 6000;  /* the pooled level's whole grid, 5 x 32 x 32 */
     CHECK_OK(gpu, vc_net_set_bounds(g, &b));
     int32_t levels = 0;
     CHECK_OK(gpu, vc_net_level_count(g, &levels));
-    CHECK_MSG(levels == 2, "graph-mix has %d levels, not 2", levels);
+    CHECK_MSG(levels == 3, "graph-mix has %d levels, not 3", levels);
     const int64_t sizes[4] = {6000, 300, 0, 8500};
     for (int i = 0; i < 4; i++) {
         vc_tensor *t = sizes[i] ? NULL : empty_frame(shape, 4);
