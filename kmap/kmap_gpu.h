@@ -39,6 +39,11 @@
  *    input rows, as the regular build would.
  *    Device consumers may instead read d_status directly (n_out / n_pairs words) and skip the
  *    check, at their own risk: a nonzero flags word means the map must not be used.
+ *    The input count too may live on the device (vc_kmap_build_gpu_bounded_dev): the build's
+ *    first kernel copies it into the status block (N_IN) and every kernel, launched over the
+ *    extent, bounds itself by it; the output count (N_LIVE) feeds the next level's build, so
+ *    a network's levels chain in one graph. Rows of the extent past the counts are tail rows
+ *    with a guarantee (below) that lets consumers run over the extent.
  *
  * Kernels. A build is a sequence of ordinary kernels (no host synchronisation between them),
  * with CUB radix sorts only for masks of K > 32 and 64-bit output keys. The new-output types

@@ -19,7 +19,8 @@
  * in row order, the device out_count is the output count and the view's tile order is the
  * CPU's followed by the tail blocks. Then two levels in one graph: a strided map's out_coords
  * and out_count feeding a subm _dev build.
- * VC_SANITIZE=1: small clouds (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
+ * VC_SANITIZE=1: small clouds, the device-count tests on one synthetic cloud and the first 2000
+ * voxels of one real scan (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
  * replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -623,13 +624,15 @@ static void run_dev_set(const char *name, const int32_t *pool, int64_t N, int32_
     run_chain(name, pool, N, batch, shape, rng);
 }
 
-/* The real scans (real_scans.h), voxelized on the host; small: the first `cap` voxels of each. */
-static void run_dev_scans(vc_rng *rng, int64_t cap)
+/* The real scans (real_scans.h), voxelized on the host: the first `cap` voxels of each, of
+ * the first `scans` found. */
+static void run_dev_scans(vc_rng *rng, int64_t cap, int scans)
 {
-    for (size_t f = 0; f < sizeof real_scan_files / sizeof real_scan_files[0]; f++) {
+    for (size_t f = 0; f < sizeof real_scan_files / sizeof real_scan_files[0] && scans > 0; f++) {
         char path[1024];
         vc_voxels vox;
         if (!real_scan_voxels(real_scan_files[f], &vox, path, sizeof path)) continue;
+        scans--;
         const int64_t n = vox.n < cap ? vox.n : cap;
         run_dev_set(real_scan_files[f], vox.coords, n, vox.batch_size, vox.shape, rng);
         vc_voxels_free(&vox);
@@ -673,7 +676,7 @@ int main(void)
         }
         for (int f = 0; f < NFRAMES; f++) free(frames[f]);
     }
-    run_dev_scans(&rng, small ? 2000 : INT64_MAX);
+    run_dev_scans(&rng, small ? 2000 : INT64_MAX, small ? 1 : 3);
     cudaStreamDestroy(g_stream);
     TEST_END();
 }
