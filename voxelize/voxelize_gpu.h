@@ -48,7 +48,7 @@ typedef struct vc_voxelize_gpu_bounded {
     int32_t last_make_keys;   /* whether the last run built keys (the grid packs)              */
 } vc_voxelize_gpu_bounded;
 
-/* Checks d (as vc_voxelize_gpu does; dim in [3, VC_MAX_CHANNELS]; max_points >= 0,
+/* Checks d (as vc_voxelize_gpu does; dim in [3, VC_MAX_CHANNELS]; max_points >= 1,
  * max_voxels >= 1), allocates every array and temporary of a run once through opt's allocator
  * (NULL: the defaults; opt is copied) and sizes the sort storage for max_points. Synchronous;
  * *b is zeroed first and stays zeroed on failure. */
@@ -62,12 +62,20 @@ vc_status vc_voxelize_gpu_bounded_create(const vc_voxelize_desc *d, int64_t max_
  * (same order, same bits); tail rows unspecified. More voxels than max_voxels (beyond the
  * description's own max_voxels cap, which keeps its meaning) sets a capacity flag (*d_count
  * is then max_voxels); a count over max_points likewise (only the first max_points points are
- * read). Points past the count are never read. */
+ * read). Points past the count are never read. The pointers must be device-accessible (not
+ * inspected, unlike vc_voxelize_gpu's: a run only queues work); they and the count are read
+ * when the work runs. Sorting cost: max_points keys over the bits a key can
+ * use, the batch field's bits included - with batch indices and desc.batch_size 0 that field
+ * is 31 bits wide (give the batch size where it is known). */
 vc_status vc_voxelize_gpu_bounded_run(vc_voxelize_gpu_bounded *b, const float *d_points,
                                       const int32_t *d_batch, const int64_t *d_n_points,
                                       struct CUstream_st *stream, vc_err *err);
 /* Synchronises; reports what vc_voxelize_gpu would report for those points (same messages
- * where practical), VC_ERR_CAPACITY naming the voxel count needed; fills stats (may be NULL). */
+ * where practical), VC_ERR_CAPACITY naming the voxel count needed; fills stats (may be NULL).
+ * Order: a negative count (VC_ERR_INVALID_ARGUMENT), a count over max_points (VC_ERR_CAPACITY,
+ * before any error of the points, since the points past max_points were not read), then
+ * vc_voxelize_gpu's errors in its order, then more voxels than max_voxels. On VC_OK sets
+ * b->batch_size. */
 vc_status vc_voxelize_gpu_bounded_check(vc_voxelize_gpu_bounded *b, struct CUstream_st *stream,
                                         vc_voxelize_stats *stats, vc_err *err);
 /* Frees what _create allocated (waiting for the device first) and zeroes *b. NULL and zeroed

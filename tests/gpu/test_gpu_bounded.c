@@ -168,48 +168,18 @@ static void ref_free(ref_run *r)
 
 /* ---- the graph ------------------------------------------------------------------------------- */
 
-/* Captures one run of b into an executable graph; NULL on failure. */
-static cudaGraphExec_t capture(vc_voxelize_gpu_bounded *b, const float *dp, const int32_t *db,
-                               const int64_t *dn, const char *label)
+/* One bounded run, as capture_checked (gpu_testutil.h) runs it. */
+typedef struct run_arg {
+    vc_voxelize_gpu_bounded *b;
+    const float *dp;
+    const int32_t *db;
+    const int64_t *dn;
+} run_arg;
+
+static vc_status run_body(void *arg, cudaStream_t stream, vc_err *err)
 {
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    vc_err err = {{0}};
-    vc_status st = vc_voxelize_gpu_bounded_run(b, dp, db, dn, g_stream, &err);
-    CHECK_MSG(st == VC_OK, "%s: warm-up run: %s", label, err.msg);
-    CUDA_OK(cudaStreamSynchronize(g_stream));
-    cudaError_t e = cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal);
-    CHECK_MSG(e == cudaSuccess, "%s: begin capture: %s", label, cudaGetErrorString(e));
-    if (e != cudaSuccess) return NULL;
-    st = vc_voxelize_gpu_bounded_run(b, dp, db, dn, g_stream, &err);
-    e = cudaStreamEndCapture(g_stream, &graph);
-    CHECK_MSG(st == VC_OK, "%s: run under capture: %s", label, err.msg);
-    CHECK_MSG(e == cudaSuccess, "%s: end capture: %s", label, cudaGetErrorString(e));
-    if (st != VC_OK || e != cudaSuccess) {
-        cudaGetLastError();
-        if (graph) cudaGraphDestroy(graph);
-        return NULL;
-    }
-    size_t count = 0, kernels = 0, others = 0;
-    CUDA_OK(cudaGraphGetNodes(graph, NULL, &count));
-    cudaGraphNode_t *nodes = malloc((count ? count : 1) * sizeof *nodes);
-    CUDA_OK(cudaGraphGetNodes(graph, nodes, &count));
-    for (size_t i = 0; i < count; i++) {
-        enum cudaGraphNodeType t;
-        CUDA_OK(cudaGraphNodeGetType(nodes[i], &t));
-        if (t == cudaGraphNodeTypeKernel)
-            kernels++;
-        else if (t != cudaGraphNodeTypeMemset && t != cudaGraphNodeTypeEmpty)
-            others++;
-    }
-    free(nodes);
-    CHECK_MSG(kernels > 0 && others == 0, "%s: graph of %zu nodes: %zu kernels, %zu other than "
-              "kernel or memset", label, count, kernels, others);
-    printf("%s: captured %zu nodes (%zu kernels)\n", label, count, kernels);
-    e = cudaGraphInstantiate(&exec, graph, 0);
-    CHECK_MSG(e == cudaSuccess, "%s: instantiate: %s", label, cudaGetErrorString(e));
-    cudaGraphDestroy(graph);
-    return e == cudaSuccess ? exec : NULL;
+    const run_arg *a = arg;
+    return vc_voxelize_gpu_bounded_run(a->b, a->dp, a->db, a->dn, stream, err);
 }
 
 /* ---- one description over every frame -------------------------------------------------------- */
@@ -344,13 +314,29 @@ static void run_config(const config *c, frame *fs, int nf, int64_t max_points,
     cudaGraphExec_t exec = NULL;
     if (st == VC_OK) {
         stage(&b, &fs[0], batches[0], dp, db, dn);
-        exec = capture(&b, dp, db, dn, c->what);
+        run_arg a = {&b, dp, db, dn};
+        exec = capture_checked(g_stream, run_body, &a, c->what);
     }
     for (int i = 0; exec && i < nf; i++) {
         char label[160];
         snprintf(label, sizeof label, "%s | %s", c->what, fs[i].name);
         stage(&b, &fs[i], batches[i], dp, db, dn);
         replay_case(&b, exec, c, &fs[i], &refs[i], label);
+    }
+    if (exec && !g_small) { /* informative: device time of a replay on the last frame */
+        cudaEvent_t e0, e1;
+        float ms = 0.0f;
+        CUDA_OK(cudaEventCreate(&e0));
+        CUDA_OK(cudaEventCreate(&e1));
+        CUDA_OK(cudaEventRecord(e0, g_stream));
+        for (int k = 0; k < 20; k++) CUDA_OK(cudaGraphLaunch(exec, g_stream));
+        CUDA_OK(cudaEventRecord(e1, g_stream));
+        CUDA_OK(cudaEventSynchronize(e1));
+        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+        printf("%s: %.3f ms a replay (%s, max_points %lld)\n", c->what, ms / 20.0,
+               fs[nf - 1].name, (long long)max_points);
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
     }
     if (exec) cudaGraphExecDestroy(exec);
     vc_voxelize_gpu_bounded_destroy(&b);
@@ -409,7 +395,9 @@ int main(void)
     g_cap_points = g_small ? 3000 : 0;
     vc_rng rng = vc_test_rng("test_gpu_bounded");
     if (g_small) printf("VC_SANITIZE: at most %lld points a frame\n", (long long)g_cap_points);
-    CUDA_OK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+    /* a blocking stream: the plain cudaMemcpy / cudaMemset of the helpers (to_device) are
+     * ordered with it */
+    CUDA_OK(cudaStreamCreate(&g_stream));
     vc_context *ctx = NULL;
     vc_context_desc cd = VC_CONTEXT_DESC_INIT;
     cd.backend = VC_BACKEND_CPU;

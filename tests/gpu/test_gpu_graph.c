@@ -81,52 +81,26 @@ static void poison_bounded(const vc_kmap_gpu_bounded *b)
     fill(m->perm, (size_t)b->max_out * 4);
 }
 
-/* Captures what queue(arg) queues on g_stream into an executable graph; NULL on failure. A
- * warm-up call outside the capture loads the kernels (lazy module loading); the capture runs in
- * the global mode, so any hidden synchronisation or allocation fails it. */
+/* What queue(arg) queues on g_stream, as a graph_body for capture_checked (gpu_testutil.h). */
+typedef struct queue_arg {
+    vc_status (*queue)(const void *, vc_err *);
+    const void *arg;
+} queue_arg;
+
+static vc_status queue_body(void *p, cudaStream_t stream, vc_err *err)
+{
+    (void)stream; /* the queue functions queue on g_stream, the stream captured */
+    const queue_arg *q = p;
+    return q->queue(q->arg, err);
+}
+
+/* Captures what queue(arg) queues on g_stream into an executable graph (capture_checked: a
+ * warm-up outside the capture, the global mode, only kernel and memset nodes); NULL on failure. */
 static cudaGraphExec_t capture_q(vc_status (*queue)(const void *, vc_err *), const void *arg,
                                  const char *label)
 {
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    vc_err err = {{0}};
-    vc_status w = queue(arg, &err);
-    CHECK_MSG(w == VC_OK, "%s: warm-up build: %s", label, err.msg);
-    CUDA_OK(cudaStreamSynchronize(g_stream));
-    cudaError_t e = cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal);
-    CHECK_MSG(e == cudaSuccess, "%s: begin capture: %s", label, cudaGetErrorString(e));
-    if (e != cudaSuccess) return NULL;
-    vc_status st = queue(arg, &err);
-    e = cudaStreamEndCapture(g_stream, &graph);
-    CHECK_MSG(st == VC_OK, "%s: bounded build under capture: %s", label, err.msg);
-    CHECK_MSG(e == cudaSuccess, "%s: end capture: %s", label, cudaGetErrorString(e));
-    if (st != VC_OK || e != cudaSuccess) {
-        cudaGetLastError();
-        if (graph) cudaGraphDestroy(graph);
-        return NULL;
-    }
-    /* only kernels and memsets: no host node, no copy, no allocation */
-    size_t count = 0;
-    CUDA_OK(cudaGraphGetNodes(graph, NULL, &count));
-    cudaGraphNode_t *nodes = malloc((count ? count : 1) * sizeof *nodes);
-    CUDA_OK(cudaGraphGetNodes(graph, nodes, &count));
-    size_t kernels = 0, others = 0;
-    for (size_t i = 0; i < count; i++) {
-        enum cudaGraphNodeType t;
-        CUDA_OK(cudaGraphNodeGetType(nodes[i], &t));
-        if (t == cudaGraphNodeTypeKernel)
-            kernels++;
-        else if (t != cudaGraphNodeTypeMemset && t != cudaGraphNodeTypeEmpty)
-            others++;
-    }
-    free(nodes);
-    CHECK_MSG(kernels > 0 && others == 0, "%s: graph of %zu nodes: %zu kernels, %zu other than "
-              "kernel or memset", label, count, kernels, others);
-    printf("%s: captured %zu nodes (%zu kernels)\n", label, count, kernels);
-    e = cudaGraphInstantiate(&exec, graph, 0);
-    CHECK_MSG(e == cudaSuccess, "%s: instantiate: %s", label, cudaGetErrorString(e));
-    cudaGraphDestroy(graph);
-    return e == cudaSuccess ? exec : NULL;
+    queue_arg q = {queue, arg};
+    return capture_checked(g_stream, queue_body, &q, label);
 }
 
 /* Rows [n, extent) of b after a build: out_in all -1, mask words 0, perm[i] = i; the device

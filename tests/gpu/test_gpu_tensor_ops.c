@@ -249,6 +249,27 @@ static void test_to_dense(vc_rng *rng)
  * array must equal vc_tensor_to_dense (CPU context) of the live rows. Every extent row holds a
  * distinct in-shape coordinate and non-zero features, so a replay that read a row past the
  * count would differ; the destination is poisoned with 0xFF before each replay. */
+typedef struct dense_arg {
+    const int32_t *coords;
+    int64_t rows;
+    const int64_t *count;
+    const int32_t *shape;
+    int32_t batch;
+    const void *in;
+    vc_dtype in_dtype;
+    int64_t channels;
+    void *dst;
+    vc_dtype dst_dtype;
+} dense_arg;
+
+static vc_status dense_body(void *arg, cudaStream_t stream, vc_err *err)
+{
+    const dense_arg *a = arg;
+    return vc_to_dense_gpu_dev(a->coords, a->rows, a->count, a->shape, a->batch, a->in,
+                               a->in_dtype, a->channels, a->dst, a->dst_dtype,
+                               (struct CUstream_st *)stream, err);
+}
+
 static void dense_graph_case(vc_rng *rng, int64_t E, int32_t B, const int32_t shape[3],
                              int64_t C, vc_dtype dt, vc_dtype ot)
 {
@@ -262,15 +283,11 @@ static void dense_graph_case(vc_rng *rng, int64_t E, int32_t B, const int32_t sh
     CUDA_OK(cudaMalloc((void **)&dn, sizeof(int64_t)));
     CUDA_OK(cudaMalloc(&dst, bytes));
     vc_err err = {{0}};
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    CUDA_OK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
-    vc_status st = vc_to_dense_gpu_dev(dc, E, dn, shape, B, df, dt, C, dst, ot,
-                                       (struct CUstream_st *)g_stream, &err);
-    CUDA_OK(cudaStreamEndCapture(g_stream, &graph));
-    CHECK_MSG(st == VC_OK, "to_dense_dev under capture: %s", err.msg);
-    if (graph) CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    if (graph) cudaGraphDestroy(graph);
+    const int64_t zero = 0;
+    CUDA_OK(cudaMemcpyAsync(dn, &zero, sizeof zero, cudaMemcpyHostToDevice, g_stream));
+    CUDA_OK(cudaStreamSynchronize(g_stream)); /* the warm-up's count */
+    dense_arg a = {dc, E, dn, shape, B, df, dt, C, dst, ot};
+    cudaGraphExec_t exec = capture_checked(g_stream, dense_body, &a, "to_dense_dev");
     unsigned char *ref = malloc(bytes + 1), *back = malloc(bytes + 1);
     const int64_t counts[7] = {E, 0, 1, E / 2 + 1, E - 1, E + 5, E};
     for (int k = 0; exec && k < 7; k++) {
