@@ -302,15 +302,26 @@ vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32, const vc_
 // time, and the layers it served ran faster (docs/benchmarks.md "Tile order"). Not built while
 // the stream is being captured: its allocation would then belong to the graph, and the map
 // outlives it.
+// A bounded view (order_stale not NULL: vc_conv_gpu_bounded) rebuilds its order in place on the
+// frame's first layer that takes one (*order_stale set), since perm changed with the frame; its
+// extent, and so its block count, is fixed, so after the first build (outside capture) the
+// rebuild neither allocates nor waits.
 vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
-                         bool rows_in_perm, const vc_engine_options &o, cudaStream_t s,
-                         vc_err *err)
+                         bool rows_in_perm, const vc_engine_options &o, int *order_stale,
+                         cudaStream_t s, vc_err *err)
 {
     const vc_kmap_data *m = a->map;
     plan->args.tile_order = NULL;
     plan->args.order_blocks = 0;
     if (!rows_in_perm || !o.tile_order) return VC_OK;
-    if (!m->tile_order) {
+    if (order_stale) {
+        if (!plan->takes_order || a->map_cache != m) return VC_OK;
+        if (*order_stale || !m->tile_order) {
+            const vc_status st = vc_kmap_tile_order_gpu(a->map_cache, s, err);
+            if (st != VC_OK) return st;
+            *order_stale = 0;
+        }
+    } else if (!m->tile_order) {
         cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
         if (a->map_cache != m || cudaStreamIsCapturing(s, &cap) != cudaSuccess ||
             cap != cudaStreamCaptureStatusNone || !plan->takes_order) {
@@ -680,7 +691,8 @@ int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dens
 // weights): the candidates of implicit_candidates in turn until one fits; the workspace of the
 // split it plans and the tile order it takes; one launch. What ran goes to o.choice.
 vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const void *w, int tf32,
-                        const vc_engine_options &o, cudaStream_t s, vc_err *err)
+                        const vc_engine_options &o, int *order_stale, cudaStream_t s,
+                        vc_err *err)
 {
     const vc_kmap_data *m = a->map;
     const int64_t n_out = m->n_out, c_out = a->c_out;
@@ -731,7 +743,7 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
                         "allocating the tap split's partial sums");
             plan.args.partial = part;
         }
-        st = tile_order_for(a, &plan, !dense && !c[j].no_order, o, s, err);
+        st = tile_order_for(a, &plan, !dense && !c[j].no_order, o, order_stale, s, err);
         if (st != VC_OK) goto fail;
         gs = vc_gemm_run(&plan, s, &ge);
         if (gs == VC_OK && o.choice)
@@ -864,12 +876,41 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     st = gemm_operands(a, &pa, &w, &ops, o, s, err);
     if (st != VC_OK) goto fail;
     if (algo == VC_ALGO_IMPLICIT_GEMM)
-        st = implicit_gemm(a, pa, w, tf32, o, s, err);
+        st = implicit_gemm(a, pa, w, tf32, o, NULL, s, err);
     else if (algo == VC_ALGO_GATHER_GEMM_SCATTER_GROUPED)
         st = ggs_grouped(&pa, w, tf32, epi, o, s, err);
     else
         st = ggs_per_offset(&pa, w, tf32, epi, o, s, err);
 fail:
+    vc_dev_free(o.allocator, ops, s);
+    return st;
+}
+
+// The implicit GEMM over a bounded view: the same operands and GEMM as vc_conv_gpu's implicit
+// path, planned on the view's extents (n_out rows through perm; the tail rows have no taps, so
+// their tiles skip the main loop and write the epilogue alone), never the per-offset GGS's
+// read-back. Scratch (widened operands, tap-split partials) from opt's allocator.
+extern "C" vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32,
+                                         const vc_engine_options *opt, int *order_stale,
+                                         struct CUstream_st *stream, vc_err *err)
+{
+    vc_status st = check_args(a, VC_ALGO_IMPLICIT_GEMM, err);
+    if (st != VC_OK) return st;
+    if (!order_stale)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: bounded view without its order flag");
+    const vc_engine_options o = opt ? *opt : vc_engine_options_default();
+    const vc_kmap_data *m = a->map;
+    if (o.choice) *o.choice = {VC_ALGO_IMPLICIT_GEMM, -1, 1, 0, 0, 0};
+    if (m->n_out == 0) return VC_OK;
+    if (m->n_in == 0 || m->n_pairs == 0)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "conv: a bounded view has extents >= 1");
+    cudaStream_t s = stream;
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    void *ops = NULL;
+    const void *w = a->weights;
+    vc_conv_args pa = *a;
+    st = gemm_operands(a, &pa, &w, &ops, o, s, err);
+    if (st == VC_OK) st = implicit_gemm(a, pa, w, tf32, o, order_stale, s, err);
     vc_dev_free(o.allocator, ops, s);
     return st;
 }

@@ -35,6 +35,20 @@ struct CUstream_st;
 vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
                       const vc_engine_options *opt, struct CUstream_st *stream, vc_err *err);
 
+/* The implicit GEMM over a BOUNDED map view (a frame of src/net/graph.c): a->map's n_in, n_out
+ * and n_pairs are the extents of fixed buffers, not counts, and its arrays hold a bounded build
+ * over device counts (kmap/kmap_gpu.h, vc_kmap_build_gpu_bounded_dev): out_in rows and mask words
+ * past the live output count are -1 and 0, perm lists the live rows first. Input and output
+ * arrays have the extents' rows; rows past the live counts are tail rows (unspecified, never
+ * read by a live row). Plans from the extents (tile configuration, tap split), never reads
+ * anything back, never synchronises; scratch comes from opt->allocator (in a captured frame,
+ * the graph's arena). a->map_cache must be the view itself: its tile order is rebuilt in place
+ * where the plan takes one and *order_stale is set (then cleared) - the frame's first layer on
+ * the map - and built (allocating through the map's allocator) the first time, which must
+ * happen outside stream capture at the same extents. */
+vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32, const vc_engine_options *opt,
+                              int *order_stale, struct CUstream_st *stream, vc_err *err);
+
 /* What vc_conv_gpu_tune found for a bucket (configurations are indices into vc_gemm_configs'
  * table; groups are tap-split groups, 1 for none). The finalist is the candidate confirmed
  * against the planner's choice (finalist_config -1: none came that far); kept 1 where it won

@@ -1006,6 +1006,44 @@ VC_API vc_status vc_net_copy_output(vc_net *net, int32_t index, void *dst, size_
 /* VC_ERR_INVALID_ARGUMENT when no output has that name. */
 VC_API vc_status vc_net_find_output(const vc_net *net, const char *name, int32_t *index);
 
+/* Graph mode (CUDA; docs/networks.md "Graph mode"). With upper bounds set, every buffer of a
+ * frame has a fixed row extent (its bound) and the live row counts stay on the device: a frame
+ * then runs with no host synchronisation, is captured once as a CUDA graph (the first run after
+ * vc_net_set_bounds runs eagerly, then is captured) and later runs replay it on frames of any
+ * size within the bounds. A "level" is a coordinate set of the frame, in the order the network
+ * makes them: [0] the input voxels, then each strided / downsampling / transposed conv's new
+ * set (vc_net_level_count). */
+#define VC_NET_MAX_LEVELS 16
+typedef struct vc_net_bounds {
+    uint32_t struct_size;
+    int64_t max_points;                    /* points per frame (vc_net_run_points); 0 if only
+                                              vc_net_run is used                               */
+    int64_t max_voxels[VC_NET_MAX_LEVELS]; /* rows per level; 0 = the previous level's bound
+                                              ([0]: the description's voxelize max_voxels)     */
+} vc_net_bounds;
+#define VC_NET_BOUNDS_INIT {sizeof(vc_net_bounds), 0, {0}}
+/* Fixes the net's bounds: allocates every buffer of a frame once (batch size 1; a frame of
+ * another batch size allocates and captures again). With bounds set, vc_net_run and
+ * vc_net_run_points copy the input into the fixed buffers, queue the frame (or launch its graph)
+ * and return WITHOUT synchronising; an input over level 0's bound known on the host fails at
+ * once (VC_ERR_CAPACITY). The first of vc_net_get_output / vc_net_copy_output after a run
+ * synchronises once and checks the whole frame: a level over its bound is VC_ERR_CAPACITY
+ * naming the level and the rows it needed (never truncated), duplicate / out-of-range input
+ * rows as per call; that status is then returned by every output call until the next run, and
+ * the next good frame works. Sparse outputs are then views of the fixed buffers with the live
+ * row counts (valid until the next run). NULL returns the net to per-call runs. CUDA only (CPU:
+ * VC_ERR_UNSUPPORTED); nets with inverse convs or global pooling: VC_ERR_UNSUPPORTED
+ * naming the layer; the implicit GEMM only (algo AUTO or IMPLICIT_GEMM). */
+VC_API vc_status vc_net_set_bounds(vc_net *net, const vc_net_bounds *bounds);
+/* The bounds in force (VC_ERR_INVALID_ARGUMENT when none), each level's resolved. */
+VC_API vc_status vc_net_bounds_get(const vc_net *net, vc_net_bounds *out);
+/* Levels of the net's frame (1 + the convs that make a new coordinate set, shared sets counted
+ * once); needs no bounds. */
+VC_API vc_status vc_net_level_count(const vc_net *net, int32_t *count);
+/* Rows of each level in the last per-call run (counts[0 .. level_count)), for bounds from a
+ * sample frame (the CLI's --bounds auto). VC_ERR_INVALID_ARGUMENT before a per-call run. */
+VC_API vc_status vc_net_level_rows(const vc_net *net, int64_t *counts, int32_t n);
+
 /* Profiling: when on, the next runs time every step (CUDA events / host clock; adds syncs). */
 typedef struct vc_net_step_info {
     const char *name;          /* layer id                                                     */

@@ -150,6 +150,15 @@ vc_status vc_coords_wrap(vc_context *ctx, const int32_t *coords, int64_t count, 
     return VC_OK;
 }
 
+vc_status vc_coords_view(vc_context *ctx, int32_t *data, int64_t count, const int32_t shape[3],
+                         int32_t batch_size, vc_coords **out)
+{
+    vc_coords *c = new_set(ctx, data, 0, count, shape, batch_size);
+    if (!c) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "out of memory for a coordinate set");
+    *out = c;
+    return VC_OK;
+}
+
 vc_status vc_coords_retain(vc_coords *coords)
 {
     if (!coords) return VC_ERR_INVALID_ARGUMENT;

@@ -112,6 +112,11 @@ vc_status vc_mem_to_device(vc_context *ctx, const void *p, vc_memory where, size
 vc_status vc_coords_trusted(vc_context *ctx, const int32_t *src, vc_memory where, int64_t count,
                             const int32_t shape[3], int32_t batch_size, vc_coords **out);
 
+/* A set over rows that voxconv made and keeps (in the context's memory; not copied, not
+ * owned, not validated): the live rows of a bounded frame's fixed buffer (src/net/graph.c). */
+vc_status vc_coords_view(vc_context *ctx, int32_t *data, int64_t count, const int32_t shape[3],
+                         int32_t batch_size, vc_coords **out);
+
 /* A new tensor on `coords` whose features (in the context's memory) are not initialised: for
  * operations that write every element. Checks as vc_tensor_create does, messages naming fn. */
 vc_status vc_tensor_alloc(vc_context *ctx, const char *fn, vc_coords *coords, int64_t channels,

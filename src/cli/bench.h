@@ -82,6 +82,7 @@ typedef struct bench_model_opts {
     vc_dtype dtype;
     vc_algo algo;
     const char *csv, *json, *plot;
+    const cli_bounds *bounds;            /* --bounds: then graph replays timed too, or NULL   */
 } bench_model_opts;
 
 int bench_model(const char *cmd, vc_context *ctx, const bench_model_opts *m, bench_run *run);

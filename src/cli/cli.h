@@ -212,4 +212,21 @@ extern const char *const CLI_SYNTH_KINDS[]; /* lidar indoor uniform */
 /* "KIND" or "KIND:N" (N voxels to aim at) into d->kind and d->voxels. */
 int cli_parse_synth(const char *cmd, const char *flag, const char *text, vc_synth_desc *d);
 
+/* ---- graph mode's --bounds (net_bounds.c) --------------------------------------------------- */
+
+typedef struct cli_bounds {
+    int set, automatic;       /* automatic: "auto[:MARGIN]"                                    */
+    double margin;
+    int64_t voxels[VC_NET_MAX_LEVELS];
+    int32_t n;
+} cli_bounds;
+
+/* "N0[,N1,...]" or "auto[:MARGIN]" (default margin 1.25). */
+int cli_parse_bounds(const char *cmd, const char *text, cli_bounds *b);
+/* Puts the net in graph mode. auto: one per-call frame on t (voxels) or pts first, then every
+ * level's rows (and the points) x margin; explicit: the levels given, max_points = the points'
+ * count. Prints the bounds unless quiet. CLI_OK, or CLI_FAIL after the error line. */
+int cli_set_bounds(const char *cmd, vc_context *ctx, vc_net *net, const cli_bounds *b,
+                   const vc_tensor *t, const vc_points *pts, int quiet);
+
 #endif /* VOXCONV_CLI_H */

@@ -50,6 +50,8 @@ static const char BENCH_HELP[] =
     "                          frame timed, then each step profiled; a point scene or --synth\n"
     "                          is voxelized by the model; --weights W.safetensors or\n"
     "                          --random-weights SEED (default 1)\n"
+    "  --bounds N0[,N1,...]|auto[:MARGIN]   with --model: then the frame as a CUDA graph\n"
+    "                          replay too (voxconv run --help), beside the per-call time\n"
     "  --dilation D            the dilation of --layer specs that give none (default 1)\n"
     "  --dtype fp32|tf32|fp16|bf16   features and weights (default fp16 on CUDA, fp32 on CPU;\n"
     "                          tf32: fp32 data on tensor cores)\n"
@@ -77,6 +79,8 @@ typedef struct bench_opts {
     const char *suite, *dilation, *synth, *seed, *grid, *dtype, *algo, *backend, *runs;
     const char *warmup, *csv, *json, *plot, *peak, *vsize, *model, *weights, *net_seed;
     const char *ab_cache, *ab_rounds;
+    const char *bounds_text;
+    cli_bounds bounds;
     int flush, compare;
     const char *tune_cache;
     const char *layers[MAX_LAYER_SPECS];
@@ -753,7 +757,8 @@ static int bench_model_on(const char *cmd, vc_context *ctx, const bench_opts *o,
     run.model = 1;
     const bench_model_opts m = {o->model, o->weights, scene,
                                 c->use_synth ? &c->synth : NULL, &o->read, c->net_seed,
-                                c->dtype, c->algo, o->csv, o->json, o->plot};
+                                c->dtype, c->algo, o->csv, o->json, o->plot,
+                                o->bounds.set ? &o->bounds : NULL};
     return bench_model(cmd, ctx, &m, &run);
 }
 
@@ -854,6 +859,7 @@ int cmd_bench(int argc, char **argv)
                       {"--model", &o.model, NULL},     {"--weights", &o.weights, NULL},
                       {"--random-weights", &o.net_seed, NULL},
                       {"--ab-cache", &o.ab_cache, NULL}, {"--ab-rounds", &o.ab_rounds, NULL},
+                      {"--bounds", &o.bounds_text, NULL},
                       CLI_READ_OPTIONS(o.read)};
     int rc = take_layers(cmd, argc, argv, &o, rest, &nrest);
     if (rc == CLI_OK)
@@ -863,6 +869,10 @@ int cmd_bench(int argc, char **argv)
     cli_suite suite;
     memset(&suite, 0, sizeof suite);
     if (rc == CLI_OK && !done) rc = check_args(cmd, &o, npos);
+    if (rc == CLI_OK && !done && o.bounds_text) {
+        if (!o.model) rc = cli_usage_error(cmd, "--bounds: only with --model");
+        else if (cli_parse_bounds(cmd, o.bounds_text, &o.bounds)) rc = CLI_USAGE;
+    }
     if (rc == CLI_OK && !done && !o.compare) rc = parse_cfg(cmd, &o, &c);
     if (rc == CLI_OK && !done && !o.compare && o.n_layers) rc = parse_specs(cmd, &o, &suite);
     if (rc == CLI_OK && !done && !o.compare) rc = cli_parse_read_opts(cmd, &o.read);

@@ -29,15 +29,23 @@ static const char RUN_HELP[] =
     "                          (a synchronisation around each step: slower frames)\n"
     "  --runs N                run the frame N times (default 1): the outputs are the last\n"
     "                          run's, the frame time printed is the median\n"
+    "  --bounds N0[,N1,...]|auto[:MARGIN]   graph mode (CUDA): voxels per level (a level\n"
+    "                          without a number takes the previous one's); auto: one per-call\n"
+    "                          frame first, each level's rows (and the points) x MARGIN\n"
+    "                          (default 1.25). The frame is captured as a CUDA graph once,\n"
+    "                          then replayed (docs/networks.md \"Graph mode\")\n"
+    "  --repeat N              then run N more frames, each timed alone (run + the output\n"
+    "                          check), and N back to back; print both per frame\n"
     "  --format F              input format: auto|kitti|pcd|ply|npy|vxt (default auto)\n"
     CLI_READ_OPTIONS_HELP
     "  --json                  print the summary (and the profile) as one JSON object\n"
     "  --backend auto|cpu|cuda context backend (default auto)\n";
 
 typedef struct run_opts {
-    const char *seed, *dtype, *format, *backend, *runs_text;
-    int64_t runs;
-    double frame_ms;
+    const char *seed, *dtype, *format, *backend, *runs_text, *bounds_text, *repeat_text;
+    int64_t runs, repeat;
+    double frame_ms, repeat_ms, repeat_p90_ms, back_to_back_ms;
+    cli_bounds bounds;
     int profile, json;
     cli_read_opts r;
 } run_opts;
@@ -61,34 +69,78 @@ static int dcmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Runs the net on IN (points or .vxt) `runs` times; *frame_ms: the median wall time of a frame
- * (the call and a synchronisation; points: voxelization included). */
+/* One frame and its outputs' check: per call the run waits for the frame; in graph mode the
+ * first output call does (the frame's one synchronisation, which reports its errors). */
+static vc_status frame(vc_context *ctx, vc_net *net, const vc_tensor *t, const vc_points *pts)
+{
+    vc_status st = t ? vc_net_run(net, t) : vc_net_run_points(net, pts);
+    vc_net_output o;
+    if (st == VC_OK) st = vc_net_get_output(net, 0, &o);
+    if (st == VC_OK) st = vc_context_synchronize(ctx);
+    return st;
+}
+
+/* `n` frames, each timed alone, into ms[]. */
+static vc_status time_frames(vc_context *ctx, vc_net *net, const vc_tensor *t,
+                             const vc_points *pts, int64_t n, double *ms)
+{
+    vc_status st = VC_OK;
+    for (int64_t k = 0; k < n && st == VC_OK; k++) {
+        double t0 = now_ms();
+        st = frame(ctx, net, t, pts);
+        ms[k] = now_ms() - t0;
+    }
+    return st;
+}
+
+/* --repeat: n frames timed alone (median, p90), then n back to back (one check at the end). */
+static vc_status repeat_frames(vc_context *ctx, vc_net *net, const vc_tensor *t,
+                               const vc_points *pts, run_opts *o, double *ms)
+{
+    vc_status st = time_frames(ctx, net, t, pts, o->repeat, ms);
+    if (st != VC_OK) return st;
+    qsort(ms, (size_t)o->repeat, sizeof *ms, dcmp);
+    o->repeat_ms = ms[o->repeat / 2];
+    o->repeat_p90_ms = ms[(o->repeat * 9) / 10 < o->repeat ? (o->repeat * 9) / 10 : o->repeat - 1];
+    double t0 = now_ms();
+    for (int64_t k = 0; k < o->repeat && st == VC_OK; k++)
+        st = t ? vc_net_run(net, t) : vc_net_run_points(net, pts);
+    vc_net_output out;
+    if (st == VC_OK) st = vc_net_get_output(net, 0, &out);
+    if (st == VC_OK) st = vc_context_synchronize(ctx);
+    o->back_to_back_ms = (now_ms() - t0) / (double)o->repeat;
+    return st;
+}
+
+/* Runs the net on IN (points or .vxt): graph mode first where --bounds is given, then `runs`
+ * frames (o->frame_ms: the median wall time of a frame, its check included; points:
+ * voxelization included), then --repeat's. */
 static int run_input(const char *cmd, vc_context *ctx, vc_net *net, const char *in, int fmt,
-                     const cli_read_opts *r, int runs, double *frame_ms)
+                     run_opts *o)
 {
     vc_status st = VC_OK;
     vc_tensor *t = NULL;
     vc_cloud cl;
     memset(&cl, 0, sizeof cl);
     int vxt = fmt == VC_FORMAT_VXT || (fmt == VC_FORMAT_AUTO && ends_with_vxt(in));
-    int rc = vxt ? cli_load_tensor(cmd, ctx, in, &t) : cli_read_cloud(cmd, ctx, in, fmt, r, &cl);
+    int rc = vxt ? cli_load_tensor(cmd, ctx, in, &t) : cli_read_cloud(cmd, ctx, in, fmt, &o->r, &cl);
     if (rc) return rc;
     vc_points pts = {cl.data, cl.count, cl.dim, NULL, VC_MEMORY_HOST};
-    double *ms = cli_xcalloc((size_t)runs, sizeof *ms);
-    for (int k = 0; ms && k < runs && st == VC_OK; k++) {
-        double t0 = now_ms();
-        st = vxt ? vc_net_run(net, t) : vc_net_run_points(net, &pts);
-        if (st == VC_OK) st = vc_context_synchronize(ctx);
-        ms[k] = now_ms() - t0;
-    }
-    if (ms) {
-        qsort(ms, (size_t)runs, sizeof *ms, dcmp);
-        *frame_ms = ms[runs / 2];
+    const vc_points *p = vxt ? NULL : &pts;
+    if (o->bounds.set) rc = cli_set_bounds(cmd, ctx, net, &o->bounds, t, p, o->json);
+    int64_t most = o->runs > o->repeat ? o->runs : o->repeat;
+    double *ms = cli_xcalloc((size_t)most, sizeof *ms);
+    if (!ms && rc == CLI_OK) rc = cli_error(cmd, "out of memory");
+    if (rc == CLI_OK) st = time_frames(ctx, net, t, p, o->runs, ms);
+    if (rc == CLI_OK && st == VC_OK) {
+        qsort(ms, (size_t)o->runs, sizeof *ms, dcmp);
+        o->frame_ms = ms[o->runs / 2];
+        if (o->repeat > 0) st = repeat_frames(ctx, net, t, p, o, ms);
     }
     free(ms);
     vc_tensor_destroy(t);
     vc_cloud_free(&cl);
-    if (!ms) return cli_error(cmd, "out of memory");
+    if (rc != CLI_OK) return rc;
     return st == VC_OK ? CLI_OK : cli_vc_error(cmd, ctx, st, "the network failed");
 }
 
@@ -100,6 +152,7 @@ static int write_outputs(const char *cmd, vc_context *ctx, vc_net *net, const ch
     char *paths[CLI_MAX_OUTPUTS] = {NULL};
     void *bufs[CLI_MAX_OUTPUTS] = {NULL};
     int rc = CLI_OK;
+    memset(outs, 0, sizeof outs);
     if (n > CLI_MAX_OUTPUTS) return cli_error(cmd, "%d outputs (at most %d)", n, CLI_MAX_OUTPUTS);
     for (int32_t i = 0; i < n && rc == CLI_OK; i++) {
         vc_net_output o;
@@ -212,8 +265,22 @@ static void print_summary(const run_opts *o, const char *model, const char *out,
         if (o->json) printf("], \"maps_ms\": %.4f, \"total_ms\": %.4f", maps, total);
         else printf("total %.3f ms (maps %.3f ms), %d steps\n", total, maps, ns);
     }
-    if (o->json) printf(", \"runs\": %lld, \"frame_ms\": %.4f}\n", (long long)o->runs, o->frame_ms);
-    else printf("run: frame %.3f ms (median of %lld)\n", o->frame_ms, (long long)o->runs);
+    const char *mode = o->bounds.set ? "graph replay" : "per call";
+    if (o->json) {
+        printf(", \"runs\": %lld, \"frame_ms\": %.4f, \"graph\": %s", (long long)o->runs,
+               o->frame_ms, o->bounds.set ? "true" : "false");
+        if (o->repeat > 0)
+            printf(", \"repeat\": %lld, \"repeat_ms\": %.4f, \"repeat_p90_ms\": %.4f, "
+                   "\"back_to_back_ms\": %.4f", (long long)o->repeat, o->repeat_ms,
+                   o->repeat_p90_ms, o->back_to_back_ms);
+        printf("}\n");
+        return;
+    }
+    printf("run: frame %.3f ms (median of %lld)\n", o->frame_ms, (long long)o->runs);
+    if (o->repeat > 0)
+        printf("run: %s %.3f ms per frame (median of %lld, p90 %.3f), back to back %.3f ms per "
+               "frame\n", mode, o->repeat_ms, (long long)o->repeat, o->repeat_p90_ms,
+               o->back_to_back_ms);
 }
 
 /* OUT_DIR exists as a directory, or is made (one level). */
@@ -255,6 +322,11 @@ static int parse_run(const char *cmd, run_opts *o, int npos, const char **pos,
     o->runs = 1;
     if (o->runs_text && cli_parse_i64(cmd, "--runs", o->runs_text, 1, 10000, &o->runs))
         return CLI_USAGE;
+    if (o->repeat_text && cli_parse_i64(cmd, "--repeat", o->repeat_text, 1, 100000, &o->repeat))
+        return CLI_USAGE;
+    if (o->bounds_text && cli_parse_bounds(cmd, o->bounds_text, &o->bounds)) return CLI_USAGE;
+    if (o->bounds.set && o->profile)
+        return cli_usage_error(cmd, "--profile times steps per call: not with --bounds");
     return cli_parse_read_opts(cmd, &o->r);
 }
 
@@ -268,7 +340,8 @@ int cmd_run(int argc, char **argv)
     cli_opt opts[] = {{"--random-weights", &o.seed, NULL}, {"--dtype", &o.dtype, NULL},
                       {"--profile", NULL, &o.profile},     {"--json", NULL, &o.json},
                       {"--format", &o.format, NULL},       {"--backend", &o.backend, NULL},
-                      {"--runs", &o.runs_text, NULL},
+                      {"--runs", &o.runs_text, NULL},      {"--bounds", &o.bounds_text, NULL},
+                      {"--repeat", &o.repeat_text, NULL},
                       CLI_READ_OPTIONS(o.r)};
     int rc = cli_parse_command(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), pos,
                                4, &npos, RUN_HELP, &done);
@@ -290,7 +363,7 @@ int cmd_run(int argc, char **argv)
     vc_net_set_profiling(net, o.profile);
     int32_t n = 0;
     vc_net_output_count(net, &n);
-    if ((rc = run_input(cmd, ctx, net, in, fmt, &o.r, (int)o.runs, &o.frame_ms))) goto done;
+    if ((rc = run_input(cmd, ctx, net, in, fmt, &o))) goto done;
     if ((rc = make_dir(cmd, out))) goto done;
     if ((rc = write_outputs(cmd, ctx, net, out, n))) goto done;
     print_summary(&o, pos[0], out, net);

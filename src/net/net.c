@@ -15,53 +15,6 @@
 #include "core/dtype.h"
 #include "src/net/net_internal.h"
 
-#define NO_RESIDUAL (-2) /* VC_NET_INPUT is -1: the net's input may be a residual */
-
-typedef struct net_step {
-    int32_t head, last;       /* first and last layer of the step                              */
-    int32_t members[4];       /* its layers: head, then what it took (bn, add, activation)      */
-    int32_t n_members;
-    int32_t bn;               /* conv: the BN folded into it, or -1                             */
-    int32_t residual;         /* conv: the result added before the activation (a layer or
-                                 VC_NET_INPUT), or NO_RESIDUAL                                 */
-    vc_activation act;
-    float slope;
-    char op[64];
-    int64_t voxels_in, voxels_out, pairs;
-    double ms, map_ms;
-} net_step;
-
-/* What the net keeps per layer. */
-typedef struct net_layer_state {
-    void *weights;            /* conv weights [out, K, in] in the net's dtype, in `mem`         */
-    float *bias;              /* conv bias [out] fp32, or NULL                                  */
-    float *scale, *shift;     /* BN applied apart, fp32 [C]                                     */
-    int32_t step_of;          /* the step whose `last` this layer is, or -1                     */
-    vc_tensor *slot;          /* sparse result of this run                                      */
-    vc_kmap *map;             /* the map a conv / pool used this run (a reference)              */
-    void *dense;              /* dense result (owned, in `mem`)                                 */
-    size_t dense_cap;
-    int64_t dense_shape[5];
-    int32_t dense_ndim;
-    int32_t left;             /* readers still to run in this run                               */
-} net_layer_state;
-
-struct vc_net {
-    vc_context *ctx;
-    vc_model model;
-    vc_dtype dtype;
-    vc_algo algo;
-    vc_memory mem;            /* the context's native memory                                   */
-    net_layer_state *ls;      /* per layer                                                     */
-    net_step *steps;
-    int32_t n_steps;
-    vc_tensor *input;         /* the input as placed (owned), or NULL when the caller's is used */
-    vc_tensor *vox;           /* vc_net_run_points: the voxels of the last run (owned)          */
-    const vc_tensor *in_used;
-    int profiling;
-    int ran;
-};
-
 static double now_ms(void)
 {
     struct timespec ts;
@@ -224,7 +177,7 @@ static vc_status upload_params(vc_net *net, const vc_net_params *P)
     return s;
 }
 
-static void release_run(vc_net *net)
+void vc_net_release_run(vc_net *net)
 {
     const vc_model *m = &net->model;
     for (int32_t i = 0; i < m->n_layers; i++) {
@@ -244,8 +197,9 @@ vc_status vc_net_destroy(vc_net *net)
 {
     if (!net) return VC_OK;
     const vc_model *m = &net->model;
+    vc_net_graph_free(net);
     if (net->ls) {
-        release_run(net);
+        vc_net_release_run(net);
         for (int32_t i = 0; i < m->n_layers; i++) {
             vc_mem_free(net->ctx, net->ls[i].weights, net->mem);
             vc_mem_free(net->ctx, net->ls[i].bias, net->mem);
@@ -256,6 +210,7 @@ vc_status vc_net_destroy(vc_net *net)
     }
     free(net->ls);
     free(net->steps);
+    free(net->layer_level);
     vc_model_free(&net->model);
     free(net);
     return VC_OK;
@@ -267,6 +222,10 @@ static vc_status alloc_tables(vc_net *net)
     net->ls = calloc(n, sizeof *net->ls);
     if (!net->ls) return vc_ctx_fail(net->ctx, VC_ERR_OUT_OF_MEMORY, "vc_net_create: out of memory");
     for (size_t i = 0; i < n; i++) net->ls[i].step_of = -1;
+    net->layer_level = calloc(n ? n : 1, sizeof *net->layer_level);
+    if (!net->layer_level)
+        return vc_ctx_fail(net->ctx, VC_ERR_OUT_OF_MEMORY, "vc_net_create: out of memory");
+    vc_net_plan_levels(&net->model, net->layer_level, &net->n_levels, NULL);
     return VC_OK;
 }
 
@@ -339,7 +298,7 @@ vc_status vc_net_create(vc_context *ctx, const vc_net_desc *desc, vc_net **out)
     vc_net_desc d = VC_NET_DESC_INIT;
     VC_TAKE_DESC(ctx, fn, d, desc, vc_net_desc);
     if (!out) return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    vc_dtype dtype;
+    vc_dtype dtype = VC_DTYPE_FP32;
     vc_status s = check_desc(ctx, &d, &dtype);
     if (s != VC_OK) return s;
     vc_net *net = calloc(1, sizeof *net);
@@ -531,6 +490,8 @@ static vc_status run_step(vc_net *net, net_step *st)
     if (s != VC_OK) return s;
     net->ls[st->last].slot = out;
     st->voxels_out = out ? out->coords->count : 0;
+    int32_t lv = net->layer_level[st->last];
+    if (out && lv >= 0 && lv < VC_NET_MAX_LEVELS) net->level_rows[lv] = st->voxels_out;
     return VC_OK;
 }
 
@@ -591,8 +552,7 @@ static vc_status run_frame(vc_net *net)
     return VC_OK;
 }
 
-/* The caller's voxels placed in the description's shape and cast to the net's dtype. */
-static vc_status place_input(vc_net *net, const vc_tensor *in)
+vc_status vc_net_check_input(vc_net *net, const vc_tensor *in)
 {
     const vc_model *m = &net->model;
     const vc_coords *c = in->coords;
@@ -606,8 +566,17 @@ static vc_status place_input(vc_net *net, const vc_tensor *in)
                                "shape [%d, %d, %d] exceeds the description's [%d, %d, %d]",
                                c->shape[0], c->shape[1], c->shape[2], m->shape[0], m->shape[1],
                                m->shape[2]);
+    return VC_OK;
+}
+
+/* The caller's voxels placed in the description's shape and cast to the net's dtype. */
+static vc_status place_input(vc_net *net, const vc_tensor *in)
+{
+    const vc_model *m = &net->model;
+    const vc_coords *c = in->coords;
+    vc_status s = vc_net_check_input(net, in);
+    if (s != VC_OK) return s;
     net->in_used = in;
-    vc_status s = VC_OK;
     if (memcmp(c->shape, m->shape, sizeof m->shape) != 0) {
         /* The rows fit the larger shape as they are: the set is copied without a new check
          * (duplicates, if any, are found by the first map build). */
@@ -639,11 +608,17 @@ vc_status vc_net_run(vc_net *net, const vc_tensor *in)
     vc_ctx_clear(net->ctx);
     vc_status s = vc_tensor_check(net->ctx, "vc_net_run", "in", in);
     if (s != VC_OK) return s;
-    release_run(net);
+    if (net->graph) return vc_net_graph_run(net, in);
+    vc_net_release_run(net);
     net->ran = 0;
+    net->level_rows_set = 0;
     s = place_input(net, in);
-    if (s == VC_OK) s = run_frame(net);
-    if (s != VC_OK) release_run(net);
+    if (s == VC_OK) {
+        net->level_rows[0] = net->in_used->coords->count;
+        s = run_frame(net);
+    }
+    if (s != VC_OK) vc_net_release_run(net);
+    net->level_rows_set = s == VC_OK;
     return s;
 }
 
@@ -658,6 +633,7 @@ vc_status vc_net_run_points(vc_net *net, const vc_points *points)
                            "\"voxelize\" block: voxelize the points and call vc_net_run", m->name);
     if (!points)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_net_run_points: points is NULL");
+    if (net->graph) return vc_net_graph_run_points(net, points);
     int32_t use = m->use_dim ? m->use_dim : points->dim;
     if (points->dim < use)
         return vc_ctx_fail(ctx, VC_ERR_SHAPE_MISMATCH, "vc_net_run_points: points have %d "
@@ -729,6 +705,7 @@ vc_status vc_net_get_output(const vc_net *net, int32_t index, vc_net_output *out
     if (index < 0 || index >= m->n_outputs)
         return vc_ctx_fail(net->ctx, VC_ERR_INVALID_ARGUMENT, "vc_net_get_output: index %d not "
                            "in [0, %d)", index, m->n_outputs);
+    if (net->graph) return vc_net_graph_output((vc_net *)net, index, out);
     int32_t r = m->out_layers[index];
     memset(out, 0, sizeof *out);
     out->name = m->out_names[index];

@@ -93,4 +93,80 @@ void vc_net_free_params(const vc_model *m, vc_net_params *params);
 void vc_net_bn_affine(const float *gamma, const float *beta, const float *mean,
                       const float *var, float eps, int64_t c, float *scale, float *shift);
 
+/* ---- the executor (net.c) and its graph mode (graph.c) ------------------------------------- */
+
+#define NO_RESIDUAL (-2) /* VC_NET_INPUT is -1: the net's input may be a residual */
+
+typedef struct net_step {
+    int32_t head, last;       /* first and last layer of the step                              */
+    int32_t members[4];       /* its layers: head, then what it took (bn, add, activation)      */
+    int32_t n_members;
+    int32_t bn;               /* conv: the BN folded into it, or -1                             */
+    int32_t residual;         /* conv: the result added before the activation (a layer or
+                                 VC_NET_INPUT), or NO_RESIDUAL                                 */
+    vc_activation act;
+    float slope;
+    char op[64];
+    int64_t voxels_in, voxels_out, pairs;
+    double ms, map_ms;
+} net_step;
+
+/* What the net keeps per layer. */
+typedef struct net_layer_state {
+    void *weights;            /* conv weights [out, K, in] in the net's dtype, in `mem`         */
+    float *bias;              /* conv bias [out] fp32, or NULL                                  */
+    float *scale, *shift;     /* BN applied apart, fp32 [C]                                     */
+    int32_t step_of;          /* the step whose `last` this layer is, or -1                     */
+    vc_tensor *slot;          /* sparse result of this run                                      */
+    vc_kmap *map;             /* the map a conv / pool used this run (a reference)              */
+    void *dense;              /* dense result (owned, in `mem`)                                 */
+    size_t dense_cap;
+    int64_t dense_shape[5];
+    int32_t dense_ndim;
+    int32_t left;             /* readers still to run in this run                               */
+} net_layer_state;
+
+struct vc_net {
+    vc_context *ctx;
+    vc_model model;
+    vc_dtype dtype;
+    vc_algo algo;
+    vc_memory mem;            /* the context's native memory                                   */
+    net_layer_state *ls;      /* per layer                                                     */
+    net_step *steps;
+    int32_t n_steps;
+    vc_tensor *input;         /* the input as placed (owned), or NULL when the caller's is used */
+    vc_tensor *vox;           /* vc_net_run_points: the voxels of the last run (owned)          */
+    const vc_tensor *in_used;
+    int profiling;
+    int ran;
+    int32_t *layer_level;     /* per layer: the level (coordinate set) of its sparse result, or
+                                 -1 (dense results); vc_net_plan_levels                        */
+    int32_t n_levels;         /* may pass VC_NET_MAX_LEVELS (then no graph mode)               */
+    int64_t level_rows[VC_NET_MAX_LEVELS]; /* rows of each level in the last per-call run      */
+    int level_rows_set;
+    struct vc_net_graph *graph; /* graph mode (graph.c), or NULL: per-call runs               */
+};
+
+
+/* Levels of m (docs/networks.md "Graph mode"): layer_level[i] for every layer ([n_layers]), the
+ * level count into *n_levels (may pass VC_NET_MAX_LEVELS; layer_level then still holds every
+ * index), and for each level below VC_NET_MAX_LEVELS the layer whose map makes it (-1 for level
+ * 0) into maker (may be NULL). A conv or pool with a SUBM map stays on its input's level, an
+ * INVERSE one returns to the level its forward map read; any other map type makes a new level,
+ * one per (input level, map description): the per-call run's map cache shares them alike. */
+void vc_net_plan_levels(const vc_model *m, int32_t *layer_level, int32_t *n_levels,
+                        int32_t *maker);
+/* The input's channels and spatial shape against the description's (net.c): a message naming
+ * both, or VC_OK. */
+vc_status vc_net_check_input(vc_net *net, const vc_tensor *in);
+/* Frees the per-call run's results (net.c). */
+void vc_net_release_run(vc_net *net);
+/* Graph mode (graph.c): the runs, the frame's one check (then the outputs of the last frame,
+ * views with the live counts, are in out_views), and the teardown. */
+vc_status vc_net_graph_run(vc_net *net, const vc_tensor *in);
+vc_status vc_net_graph_run_points(vc_net *net, const vc_points *points);
+vc_status vc_net_graph_output(vc_net *net, int32_t index, vc_net_output *out);
+void vc_net_graph_free(vc_net *net);
+
 #endif

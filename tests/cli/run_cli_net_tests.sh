@@ -7,7 +7,8 @@
 #   datasets/data/vlp16.bin (skipped with a SKIP line when datasets/fetch has not run;
 #   VC_REQUIRE_DATA=1 makes it mandatory): every named output written, with the shapes the
 #   model implies; a second run gives the same bytes; the scan voxelized by `voxconv voxelize`
-#   with the model's settings and run as a .vxt gives the same bytes; --json and --profile.
+#   with the model's settings and run as a .vxt gives the same bytes; --json and --profile;
+#   --repeat per call; --bounds refused on the CPU (graph mode is CUDA's).
 # - bad arguments and bad files: a non-zero exit and exactly one stderr line "voxconv run: ...".
 # Prints PASS/FAIL/SKIP per case and "N passed, N failed"; exit 0 when none failed.
 set -u
@@ -62,6 +63,10 @@ error bad_model "not valid JSON" "$VOX" run "$W/bad.json" x.bin "$W/o" --random-
 error bad_weights "header length" "$VOX" run "$M" "$W/bad.safetensors" x.bin "$W/o" "${CPU[@]}"
 error no_weights "cannot open" "$VOX" run "$M" "$W/none.safetensors" x.bin "$W/o" "${CPU[@]}"
 error no_input "x.bin" "$VOX" run "$M" "$W/x.bin" "$W/o" --random-weights 1 "${CPU[@]}"
+error bad_bounds "--bounds" "$VOX" run "$M" x.bin "$W/o" --random-weights 1 --bounds 10,x "${CPU[@]}"
+error bad_margin "--bounds auto:MARGIN" "$VOX" run "$M" x.bin "$W/o" --random-weights 1 --bounds auto:0.5 "${CPU[@]}"
+error bounds_profile "--profile" "$VOX" run "$M" x.bin "$W/o" --random-weights 1 --bounds auto --profile "${CPU[@]}"
+error bad_repeat "--repeat" "$VOX" run "$M" x.bin "$W/o" --random-weights 1 --repeat 0 "${CPU[@]}"
 
 # ---- the real scan ----------------------------------------------------------------------------
 SCAN="$SRC/datasets/data/vlp16.bin"
@@ -96,6 +101,11 @@ else
   if grep -q "^total .* ms (maps .* ms), 22 steps" "$W/run_vxt.out"; then pass profile_table
   else fail profile_table "$(tail -n 2 "$W/run_vxt.out")"; fi
   error out_is_file "not a directory" "$VOX" run "$M" --random-weights 7 "$W/scan.vxt" "$W/a_file" "${CPU[@]}"
+  # graph mode is CUDA's: the CPU refuses the bounds, per-call --repeat times frames
+  error bounds_cpu "graph mode needs a CUDA context" "$VOX" run "$M" --random-weights 7 "$W/scan.vxt" "$W/d" --bounds 50000,30000 "${CPU[@]}"
+  ok repeat "$VOX" run "$M" --random-weights 7 "$W/scan.vxt" "$W/e" --repeat 2 "${CPU[@]}"
+  if grep -qE "^run: per call [0-9.]+ ms per frame \(median of 2, p90 [0-9.]+\), back to back [0-9.]+ ms" "$W/repeat.out"
+  then pass repeat_line; else fail repeat_line "$(tail -n 1 "$W/repeat.out")"; fi
 fi
 
 echo "$npass passed, $nfail failed${nskip:+, $nskip skipped}"

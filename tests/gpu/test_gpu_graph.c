@@ -81,25 +81,26 @@ static void poison_bounded(const vc_kmap_gpu_bounded *b)
     fill(m->perm, (size_t)b->max_out * 4);
 }
 
-/* A queue function of this file (it queues on g_stream) as capture_checked's body. */
-typedef struct queued {
+/* What queue(arg) queues on g_stream, as a graph_body for capture_checked (gpu_testutil.h). */
+typedef struct queue_arg {
     vc_status (*queue)(const void *, vc_err *);
     const void *arg;
-} queued;
+} queue_arg;
 
-static vc_status queued_body(void *arg, cudaStream_t stream, vc_err *err)
+static vc_status queue_body(void *p, cudaStream_t stream, vc_err *err)
 {
-    (void)stream; /* always g_stream */
-    const queued *q = arg;
+    (void)stream; /* the queue functions queue on g_stream, the stream captured */
+    const queue_arg *q = p;
     return q->queue(q->arg, err);
 }
 
-/* Captures what queue(arg) queues on g_stream (capture_checked, gpu_testutil.h). */
+/* Captures what queue(arg) queues on g_stream into an executable graph (capture_checked: a
+ * warm-up outside the capture, the global mode, only kernel and memset nodes); NULL on failure. */
 static cudaGraphExec_t capture_q(vc_status (*queue)(const void *, vc_err *), const void *arg,
                                  const char *label)
 {
-    queued q = {queue, arg};
-    return capture_checked(g_stream, queued_body, &q, label);
+    queue_arg q = {queue, arg};
+    return capture_checked(g_stream, queue_body, &q, label);
 }
 
 /* Rows [n, extent) of b after a build: out_in all -1, mask words 0, perm[i] = i; the device

@@ -17,65 +17,15 @@
 
 #include "core/dtype.h"
 #include "gpu_testutil.h"
+#include "net_compare.h"
 
 static vc_context *cpu, *gpu;
 static int g_quick;
 
-static float *dense_host(vc_context *ctx, vc_net *net, int32_t i, int64_t *n)
-{
-    vc_net_output o;
-    vc_net_get_output(net, i, &o);
-    *n = 1;
-    for (int k = 0; k < o.ndim; k++) *n *= o.shape[k];
-    size_t es = vc_dtype_size(o.dtype);
-    void *raw = malloc((size_t)*n * es + 4);
-    float *f = malloc((size_t)*n * 4 + 4);
-    CHECK_OK(ctx, vc_net_copy_output(net, i, raw, (size_t)*n * es, VC_MEMORY_HOST));
-    for (int64_t k = 0; k < *n; k++)
-        f[k] = o.dtype == VC_DTYPE_FP32   ? ((float *)raw)[k]
-               : o.dtype == VC_DTYPE_FP16 ? vc_f16_to_f32(((uint16_t *)raw)[k])
-                                          : vc_bf16_to_f32(((uint16_t *)raw)[k]);
-    free(raw);
-    return f;
-}
-
 /* Every output of the GPU net against the CPU net's. */
 static void compare(vc_net *g, vc_net *c, double tol, const char *what)
 {
-    int32_t n = 0;
-    vc_net_output_count(c, &n);
-    for (int32_t i = 0; i < n; i++) {
-        vc_net_output oc, og;
-        vc_net_get_output(c, i, &oc);
-        vc_net_get_output(g, i, &og);
-        float *fg, *fc;
-        int64_t cnt, m;
-        if (oc.kind == VC_NET_SPARSE) {
-            int32_t *cg, *cc;
-            int64_t ng, nc, chg, chc;
-            net_host(gpu, og.tensor, &cg, &fg, &ng, &chg);
-            net_host(cpu, oc.tensor, &cc, &fc, &nc, &chc);
-            CHECK_MSG(ng == nc && chg == chc, "%s %s: %lld x %lld vs %lld x %lld", what, oc.name,
-                      (long long)ng, (long long)chg, (long long)nc, (long long)chc);
-            CHECK_MSG(ng == nc && memcmp(cg, cc, (size_t)nc * 16) == 0, "%s %s: rows differ", what,
-                      oc.name);
-            cnt = ng == nc && chg == chc ? nc * chc : 0;
-            free(cg), free(cc);
-        } else {
-            fg = dense_host(gpu, g, i, &m);
-            fc = dense_host(cpu, c, i, &cnt);
-            CHECK_MSG(m == cnt, "%s %s: dense sizes %lld vs %lld", what, oc.name, (long long)m,
-                      (long long)cnt);
-            if (m != cnt) cnt = 0;
-        }
-        double *ref = malloc((size_t)(cnt ? cnt : 1) * sizeof(double));
-        for (int64_t k = 0; k < cnt; k++) ref[k] = fc[k];
-        double e = vc_rel_err(fg, ref, cnt);
-        printf("  %s %-24s %12lld values, relative error %.2e (tolerance %.0e)\n", what, oc.name,
-               (long long)cnt, e, tol);
-        CHECK_MSG(e <= tol, "%s %s: relative error %.3g > %.3g", what, oc.name, e, tol);
-        free(ref), free(fg), free(fc);
-    }
+    net_compare(gpu, g, cpu, c, tol, what);
 }
 
 static double now_ms(void)
@@ -89,25 +39,6 @@ static int dcmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-/* A scan's points with `dim` columns (extra columns zero), or NULL. */
-static float *scan_points(const char *file, int dim, int64_t *n)
-{
-    const char *root = getenv("VC_DATA_ROOT");
-    char path[1024];
-    snprintf(path, sizeof path, "%s%sdatasets/data/%s", root ? root : "", root ? "/" : "", file);
-    vc_cloud cl;
-    if (vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &cl) != VC_OK) {
-        printf("SKIP: %s not readable (run datasets/fetch)\n", path);
-        return NULL;
-    }
-    float *p = calloc((size_t)cl.count * (size_t)dim + 1, 4);
-    for (int64_t i = 0; i < cl.count; i++)
-        for (int k = 0; k < dim && k < cl.dim; k++) p[i * dim + k] = cl.data[i * cl.dim + k];
-    *n = cl.count;
-    vc_cloud_free(&cl);
-    return p;
 }
 
 static vc_net *net_of(vc_context *ctx, const char *path, const char *json, const uint8_t *w,
@@ -133,7 +64,7 @@ static void test_model(const char *model, const char *scan, int dim)
     char path[1024];
     snprintf(path, sizeof path, "%s%smodels/%s", root ? root : "", root ? "/" : "", model);
     int64_t np = 0;
-    float *pts = scan_points(scan, dim, &np);
+    float *pts = net_scan_points(scan, dim, &np);
     if (!pts) return;
     vc_points p = {pts, np, dim, NULL, VC_MEMORY_HOST};
     printf("%s on %s (%lld points)\n", model, scan, (long long)np);

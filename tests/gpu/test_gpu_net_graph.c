@@ -1,0 +1,426 @@
+/* tests/gpu/test_gpu_net_graph.c - a net's graph mode (vc_net_set_bounds) against the same net
+ * run per call, on one GPU context. For each detection backbone (models/voxel_backbone8x_kitti,
+ * voxel_res_backbone8x_kitti, voxel_res_backbone8x_nuscenes) with random weights, in fp32 and
+ * fp16: bounds from per-call runs of every frame (vc_net_level_rows, x 1.25), then the graph
+ * net captures on one frame and replays on the others - synthetic LiDAR scans of ~30k and
+ * ~100k voxels, a uniform cloud, an empty frame, the first frame again, and points input (the
+ * repository's real VLP-16 scan and a synthetic sweep). Every output must equal the per-call
+ * run's: sparse coordinates exactly, features and the dense BEV within a relative error of 1e-5
+ * (fp32) / 2e-3 (fp16). A frame over level 0's bound fails at once with VC_ERR_CAPACITY; a frame
+ * over an inner level's bound fails at its first output call with VC_ERR_CAPACITY naming that
+ * level, and the next good frame is right. A small model with a BN applied apart, a lone
+ * activation, an add, a concat and pools covers the other operations over extents. No host sync in
+ * vc_net_run: right after it returns on the 100k frame, cudaStreamQuery must say the frame is
+ * still running (4 times out of 5; a run that waited would never leave it running).
+ * VC_SANITIZE=1: one model, fp16, small frames. Prints its seed. Skips (77) without a device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../unit/net_testutil.h"
+#include "testutil.h"
+
+#ifdef VOXCONV_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "core/dtype.h"
+#include "gpu_testutil.h"
+#include "net_compare.h"
+
+static vc_context *gpu;
+static int g_quick;
+
+#define MAX_FRAMES 8
+
+/* Frames of one model: voxel tensors and point sets. */
+typedef struct frames {
+    vc_tensor *vox[MAX_FRAMES];
+    const char *vox_name[MAX_FRAMES];
+    int n_vox;
+    vc_points pts[MAX_FRAMES];
+    const char *pts_name[MAX_FRAMES];
+    float *pts_data[MAX_FRAMES];
+    int n_pts;
+} frames;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Every output of the graph net against the per-call net's (both on the GPU). */
+static void compare(vc_net *g, vc_net *c, double tol, const char *what)
+{
+    double worst = net_compare(gpu, g, gpu, c, tol, what);
+    printf("  %-40s outputs equal (worst relative error %.2e, tolerance %.0e)\n", what, worst,
+           tol);
+}
+
+static vc_net *net_of(const char *path, const char *json, vc_dtype dt)
+{
+    vc_net_desc d = VC_NET_DESC_INIT;
+    d.model_path = path;
+    d.model_json = json;
+    d.random_weights = 1;
+    d.seed = 2026;
+    d.dtype = dt;
+    vc_net *net = NULL;
+    CHECK_OK(gpu, vc_net_create(gpu, &d, &net));
+    return net;
+}
+
+static vc_tensor *synth(vc_synth_kind kind, int64_t voxels, int frame, vc_synth_grid grid,
+                        int channels)
+{
+    vc_synth_desc d = VC_SYNTH_DESC_INIT;
+    d.kind = kind;
+    d.voxels = voxels;
+    d.frame = frame;
+    d.grid = grid;
+    d.channels = channels;
+    vc_tensor *t = NULL;
+    CHECK_OK(gpu, vc_synth_voxels(gpu, &d, &t));
+    return t;
+}
+
+static vc_tensor *empty_frame(const int32_t shape[3], int channels)
+{
+    vc_coords *c = NULL;
+    vc_tensor *t = NULL;
+    CHECK_OK(gpu, vc_coords_create(gpu, NULL, 0, VC_MEMORY_HOST, shape, 1, &c));
+    CHECK_OK(gpu, vc_tensor_create(gpu, c, channels, VC_DTYPE_FP32, NULL, VC_MEMORY_HOST, &t));
+    vc_coords_destroy(c);
+    return t;
+}
+
+static float *synth_points(int frame, int dim, int64_t *n)
+{
+    vc_synth_desc d = VC_SYNTH_DESC_INIT;
+    d.frame = frame;
+    vc_cloud cl;
+    CHECK_OK(gpu, vc_synth_points(gpu, &d, &cl));
+    float *p = calloc((size_t)cl.count * (size_t)dim + 1, 4);
+    for (int64_t i = 0; i < cl.count; i++)
+        for (int k = 0; k < dim && k < cl.dim; k++) p[i * dim + k] = cl.data[i * cl.dim + k];
+    *n = cl.count;
+    vc_cloud_free(&cl);
+    return p;
+}
+
+static void add_points(frames *f, const char *name, float *data, int64_t n, int dim)
+{
+    if (!data) return;
+    vc_points p = {data, n, dim, NULL, VC_MEMORY_HOST};
+    f->pts[f->n_pts] = p;
+    f->pts_data[f->n_pts] = data;
+    f->pts_name[f->n_pts++] = name;
+}
+
+static void free_frames(frames *f)
+{
+    for (int i = 0; i < f->n_vox; i++) vc_tensor_destroy(f->vox[i]);
+    for (int i = 0; i < f->n_pts; i++) free(f->pts_data[i]);
+    memset(f, 0, sizeof *f);
+}
+
+/* Bounds covering every frame: per-call runs, each level's largest count x 1.25 + 64. */
+static vc_net_bounds bounds_for(vc_net *ref, const frames *f)
+{
+    vc_net_bounds b = VC_NET_BOUNDS_INIT;
+    int32_t levels = 0;
+    CHECK_OK(gpu, vc_net_level_count(ref, &levels));
+    int64_t rows[VC_NET_MAX_LEVELS] = {0}, most[VC_NET_MAX_LEVELS] = {0};
+    for (int i = 0; i < f->n_vox + f->n_pts; i++) {
+        vc_status s = i < f->n_vox ? vc_net_run(ref, f->vox[i])
+                                   : vc_net_run_points(ref, &f->pts[i - f->n_vox]);
+        CHECK_OK(gpu, s);
+        if (s != VC_OK) continue;
+        CHECK_OK(gpu, vc_net_level_rows(ref, rows, levels));
+        for (int l = 0; l < levels; l++)
+            if (rows[l] > most[l]) most[l] = rows[l];
+    }
+    for (int i = 0; i < f->n_pts; i++)
+        if (f->pts[i].count > b.max_points) b.max_points = f->pts[i].count;
+    printf("  bounds:");
+    for (int l = 0; l < levels; l++) {
+        b.max_voxels[l] = most[l] + most[l] / 4 + 64;
+        printf(" %lld", (long long)b.max_voxels[l]);
+    }
+    printf(" voxels, %lld points\n", (long long)b.max_points);
+    return b;
+}
+
+/* vc_net_run returns before the 100k frame is done: the stream is still busy right after. */
+static void check_no_sync(vc_net *g, vc_tensor *big)
+{
+    int busy = 0;
+    double t_run = 0, t_all = 0;
+    for (int k = 0; k < 5; k++) {
+        vc_net_output o;
+        double t0 = now_ms();
+        CHECK_OK(gpu, vc_net_run(g, big));
+        double t1 = now_ms();
+        busy += cudaStreamQuery(NULL) == cudaErrorNotReady;
+        CHECK_OK(gpu, vc_net_get_output(g, 0, &o));
+        t_run += t1 - t0;
+        t_all += now_ms() - t0;
+    }
+    cudaGetLastError();
+    printf("  no host sync in vc_net_run: the stream was busy after %d of 5 runs (run returns in "
+           "%.3f ms, the frame ends at %.3f ms)\n", busy, t_run / 5, t_all / 5);
+    CHECK_MSG(busy >= 4, "vc_net_run left the stream idle after %d of 5 runs: it waited", 5 - busy);
+}
+
+/* An inner level over its bound: VC_ERR_CAPACITY at the first output call, naming the level;
+ * the output calls keep saying so; the next good frame is right. */
+static void check_inner_capacity(const char *path, vc_dtype dt, vc_tensor *big, vc_tensor *tiny,
+                                 vc_net *ref, double tol)
+{
+    vc_net *g = net_of(path, NULL, dt);
+    if (!g) return;
+    vc_net_bounds b = VC_NET_BOUNDS_INIT;
+    b.max_voxels[0] = 200000;
+    b.max_voxels[1] = 400; /* the strided level of a uniform 40-voxel frame has at most 320 */
+    for (int l = 2; l < VC_NET_MAX_LEVELS; l++) b.max_voxels[l] = 200000;
+    CHECK_OK(gpu, vc_net_set_bounds(g, &b));
+    vc_net_output o;
+    CHECK_OK(gpu, vc_net_run(g, big));
+    CHECK_STATUS(gpu, vc_net_get_output(g, 0, &o), VC_ERR_CAPACITY);
+    const char *msg = vc_context_last_error(gpu);
+    CHECK_MSG(strstr(msg, "level 1") != NULL, "the capacity error does not name level 1: %s", msg);
+    printf("  over an inner bound: %s\n", msg);
+    CHECK_STATUS(gpu, vc_net_get_output(g, 0, &o), VC_ERR_CAPACITY);
+    CHECK_OK(gpu, vc_net_run(g, tiny));
+    CHECK_OK(gpu, vc_net_run(ref, tiny));
+    compare(g, ref, tol, "good frame after the capacity error");
+    vc_net_destroy(g);
+}
+
+/* One detection backbone in one dtype. */
+static void test_backbone(const char *model, vc_dtype dt, vc_synth_grid grid, int dim)
+{
+    const char *root = getenv("VC_DATA_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s%smodels/%s", root ? root : "", root ? "/" : "", model);
+    const double tol = dt == VC_DTYPE_FP32 ? 1e-5 : 2e-3;
+    printf("%s %s\n", model, dt == VC_DTYPE_FP32 ? "fp32" : "fp16");
+    vc_net *ref = net_of(path, NULL, dt), *g = net_of(path, NULL, dt);
+    if (!ref || !g) {
+        vc_net_destroy(ref), vc_net_destroy(g);
+        return;
+    }
+    frames f;
+    memset(&f, 0, sizeof f);
+    vc_tensor *first = synth(VC_SYNTH_LIDAR, g_quick ? 5000 : 30000, 0, grid, dim);
+    int32_t shape[3] = {1, 1, 1};
+    if (first) {
+        vc_tensor_info ti;
+        vc_coords_info ci;
+        vc_tensor_get_info(first, &ti);
+        vc_coords_get_info(ti.coords, &ci);
+        memcpy(shape, ci.spatial_shape, sizeof shape);
+    }
+    f.vox_name[f.n_vox] = "lidar (capture)";
+    f.vox[f.n_vox++] = first;
+    int big = -1;
+    if (!g_quick) {
+        big = f.n_vox;
+        f.vox_name[f.n_vox] = "lidar ~100k";
+        f.vox[f.n_vox++] = synth(VC_SYNTH_LIDAR, 0, 1, grid, dim);
+    }
+    f.vox_name[f.n_vox] = "uniform";
+    f.vox[f.n_vox++] = synth(VC_SYNTH_UNIFORM, g_quick ? 2000 : 7000, 2, grid, dim);
+    f.vox_name[f.n_vox] = "empty";
+    f.vox[f.n_vox++] = empty_frame(shape, dim);
+    if (!g_quick) {
+        f.vox_name[f.n_vox] = "lidar (capture frame again)";
+        f.vox[f.n_vox++] = synth(VC_SYNTH_LIDAR, 30000, 0, grid, dim);
+    }
+    int64_t n = 0;
+    float *p = net_scan_points("vlp16.bin", dim, &n);
+    add_points(&f, "vlp16.bin points (real)", p, n, dim);
+    if (!g_quick) {
+        p = synth_points(3, dim, &n);
+        add_points(&f, "synthetic sweep points", p, n, dim);
+        p = net_scan_points("vlp16.bin", dim, &n);
+        add_points(&f, "vlp16.bin points again", p, n, dim);
+    }
+    vc_net_bounds b = bounds_for(ref, &f);
+    CHECK_OK(gpu, vc_net_set_bounds(g, &b));
+    char what[160];
+    for (int i = 0; i < f.n_vox; i++) {
+        vc_tensor_info ti;
+        vc_tensor_get_info(f.vox[i], &ti);
+        snprintf(what, sizeof what, "%s (%lld voxels)", f.vox_name[i], (long long)ti.count);
+        CHECK_OK(gpu, vc_net_run(g, f.vox[i]));
+        CHECK_OK(gpu, vc_net_run(ref, f.vox[i]));
+        compare(g, ref, tol, what);
+    }
+    for (int i = 0; i < f.n_pts; i++) {
+        snprintf(what, sizeof what, "%s (%lld)", f.pts_name[i], (long long)f.pts[i].count);
+        CHECK_OK(gpu, vc_net_run_points(g, &f.pts[i]));
+        CHECK_OK(gpu, vc_net_run_points(ref, &f.pts[i]));
+        compare(g, ref, tol, what);
+    }
+    /* over level 0's bound: refused at once; the net goes on */
+    vc_net_bounds small = b;
+    small.max_voxels[0] = 100;
+    vc_net *gs = net_of(path, NULL, dt);
+    if (gs) {
+        CHECK_OK(gpu, vc_net_set_bounds(gs, &small));
+        CHECK_STATUS(gpu, vc_net_run(gs, first), VC_ERR_CAPACITY);
+        CHECK_MSG(strstr(vc_context_last_error(gpu), "level 0") != NULL, "no level 0 in: %s",
+                  vc_context_last_error(gpu));
+        vc_net_output o;
+        CHECK_STATUS(gpu, vc_net_get_output(gs, 0, &o), VC_ERR_CAPACITY);
+        vc_net_destroy(gs);
+    }
+    if (f.n_pts > 0) {
+        vc_points over = f.pts[0];
+        over.count = b.max_points + 1;
+        float *data = calloc((size_t)over.count * (size_t)dim, 4);
+        memcpy(data, f.pts[0].data, (size_t)f.pts[0].count * (size_t)dim * 4);
+        over.data = data;
+        CHECK_STATUS(gpu, vc_net_run_points(g, &over), VC_ERR_CAPACITY);
+        free(data);
+        CHECK_OK(gpu, vc_net_run(g, first));
+        CHECK_OK(gpu, vc_net_run(ref, first));
+        compare(g, ref, tol, "after the points over max_points");
+    }
+    vc_tensor *tiny = synth(VC_SYNTH_UNIFORM, 40, 5, grid, dim);
+    check_inner_capacity(path, dt, first, tiny, ref, tol);
+    if (big >= 0) check_no_sync(g, f.vox[big]);
+    /* back to per-call runs */
+    CHECK_OK(gpu, vc_net_set_bounds(g, NULL));
+    CHECK_OK(gpu, vc_net_run(g, first));
+    CHECK_OK(gpu, vc_net_run(ref, first));
+    compare(g, ref, 0, "per call again (bit-identical)");
+    vc_tensor_destroy(tiny);
+    free_frames(&f);
+    vc_net_destroy(ref), vc_net_destroy(g);
+}
+
+/* The tensor operations over extents: a BN applied apart, a lone activation in place on a
+ * concat, an add of two non-conv results, a concat, a dense output, a strided max pool (a level
+ * of its own) and a subm average pool; a voxel-only description. */
+static const char MIX_MODEL[] =
+    "{\"format\": \"voxconv-model\", \"version\": 1, \"name\": \"graph-mix\",\n"
+    " \"input\": {\"channels\": 4, \"spatial_shape\": [21, 128, 128]},\n"
+    " \"layers\": [\n"
+    "  {\"op\": \"subm\", \"id\": \"c0\", \"name\": \"c0\", \"out_channels\": 16, \"kernel\": 3, \"indice_key\": \"s1\"},\n"
+    "  {\"op\": \"relu\", \"id\": \"stem\"},\n"
+    "  {\"op\": \"batchnorm\", \"id\": \"side\", \"input\": \"stem\", \"name\": \"side\"},\n"
+    "  {\"op\": \"relu\", \"id\": \"side_act\"},\n"
+    "  {\"op\": \"subm\", \"id\": \"a\", \"input\": \"stem\", \"name\": \"a\", \"out_channels\": 16, \"kernel\": 3, \"indice_key\": \"s1\"},\n"
+    "  {\"op\": \"add\", \"id\": \"sum\", \"inputs\": [\"side_act\", \"stem\"]},\n"
+    "  {\"op\": \"concat\", \"id\": \"cat\", \"inputs\": [\"sum\", \"a\"]},\n"
+    "  {\"op\": \"leaky_relu\", \"id\": \"lr\", \"slope\": 0.1},\n"
+    "  {\"op\": \"conv\", \"id\": \"down\", \"name\": \"down\", \"out_channels\": 8, \"kernel\": 3, \"stride\": 2, \"padding\": 1, \"indice_key\": \"sp\"},\n"
+    "  {\"op\": \"dense\", \"id\": \"bev\", \"input\": \"down\"},\n"
+    "  {\"op\": \"maxpool\", \"id\": \"mp\", \"input\": \"down\", \"kernel\": 2, \"stride\": 2},\n"
+    "  {\"op\": \"avgpool\", \"id\": \"ap\", \"input\": \"a\", \"kernel\": 3, \"map\": \"subm\"}\n"
+    " ],\n"
+    " \"outputs\": {\"stem\": \"stem\", \"cat\": \"lr\", \"down\": \"down\", \"bev\": \"bev\",\n"
+    "             \"mp\": \"mp\", \"ap\": \"ap\"}}\n";
+
+static void test_mix(void)
+{
+    printf("graph-mix fp32 (tensor operations over extents)\n");
+    vc_net *ref = net_of(NULL, MIX_MODEL, VC_DTYPE_FP32), *g = net_of(NULL, MIX_MODEL, VC_DTYPE_FP32);
+    if (!ref || !g) {
+        vc_net_destroy(ref), vc_net_destroy(g);
+        return;
+    }
+    const int32_t shape[3] = {21, 128, 128};
+    vc_net_bounds b = VC_NET_BOUNDS_INIT;
+    b.max_voxels[0] = 9000;
+    b.max_voxels[1] = 46000; /* the strided level's whole grid, 11 x 64 x 64: never over */
+    b.max_voxels[2] = 6000;  /* the pooled level's whole grid, 5 x 32 x 32 */
+    CHECK_OK(gpu, vc_net_set_bounds(g, &b));
+    int32_t levels = 0;
+    CHECK_OK(gpu, vc_net_level_count(g, &levels));
+    CHECK_MSG(levels == 3, "graph-mix has %d levels, not 3", levels);
+    const int64_t sizes[4] = {6000, 300, 0, 8500};
+    for (int i = 0; i < 4; i++) {
+        vc_tensor *t = sizes[i] ? NULL : empty_frame(shape, 4);
+        if (!t) {
+            vc_synth_desc d = VC_SYNTH_DESC_INIT;
+            d.kind = VC_SYNTH_UNIFORM;
+            d.voxels = sizes[i];
+            d.frame = i;
+            vc_tensor *u = NULL;
+            CHECK_OK(gpu, vc_synth_voxels(gpu, &d, &u));
+            if (!u) continue;
+            /* the uniform cloud on the KITTI grid, folded into this shape (distinct rows kept) */
+            vc_tensor_info ti;
+            vc_tensor_get_info(u, &ti);
+            int32_t *rows = malloc((size_t)ti.count * 16 + 16);
+            float *feat = malloc((size_t)ti.count * 16 + 16);
+            vc_coords_copy_out(gpu, ti.coords, rows, VC_MEMORY_HOST);
+            vc_tensor_copy_out(gpu, u, feat, VC_DTYPE_FP32, VC_MEMORY_HOST);
+            int64_t n = 0;
+            char *seen = calloc((size_t)21 * 128 * 128, 1);
+            for (int64_t r = 0; r < ti.count; r++) {
+                int32_t z = rows[r * 4 + 1] % 21, y = rows[r * 4 + 2] % 128, x = rows[r * 4 + 3] % 128;
+                size_t key = ((size_t)z * 128 + (size_t)y) * 128 + (size_t)x;
+                if (seen[key]) continue;
+                seen[key] = 1;
+                int32_t *o = rows + n * 4;
+                o[0] = 0, o[1] = z, o[2] = y, o[3] = x;
+                memmove(feat + n * 4, feat + r * 4, 16);
+                n++;
+            }
+            vc_coords *c = NULL;
+            CHECK_OK(gpu, vc_coords_create(gpu, rows, n, VC_MEMORY_HOST, shape, 1, &c));
+            CHECK_OK(gpu, vc_tensor_create(gpu, c, 4, VC_DTYPE_FP32, feat, VC_MEMORY_HOST, &t));
+            vc_coords_destroy(c);
+            vc_tensor_destroy(u);
+            free(rows), free(feat), free(seen);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "graph-mix frame %d", i);
+        CHECK_OK(gpu, vc_net_run(g, t));
+        CHECK_OK(gpu, vc_net_run(ref, t));
+        compare(g, ref, 1e-5, what);
+        vc_tensor_destroy(t);
+    }
+    vc_net_destroy(ref), vc_net_destroy(g);
+}
+
+int main(void)
+{
+    if (!gpu_usable()) return 77;
+    vc_rng rng = vc_test_rng("test_gpu_net_graph"); /* prints the seed; the frames are fixed */
+    (void)rng;
+    g_quick = getenv("VC_SANITIZE") != NULL;
+    vc_context_desc d = VC_CONTEXT_DESC_INIT;
+    d.backend = VC_BACKEND_CUDA;
+    if (vc_context_create(&d, &gpu) != VC_OK) {
+        printf("test_gpu_net_graph: no usable CUDA device (%s), skipped\n",
+               vc_context_last_error(NULL));
+        return 77;
+    }
+    test_mix();
+    test_backbone("voxel_res_backbone8x_kitti.json", VC_DTYPE_FP16, VC_SYNTH_GRID_KITTI, 4);
+    if (!g_quick) {
+        test_backbone("voxel_res_backbone8x_kitti.json", VC_DTYPE_FP32, VC_SYNTH_GRID_KITTI, 4);
+        test_backbone("voxel_backbone8x_kitti.json", VC_DTYPE_FP16, VC_SYNTH_GRID_KITTI, 4);
+        test_backbone("voxel_backbone8x_kitti.json", VC_DTYPE_FP32, VC_SYNTH_GRID_KITTI, 4);
+        test_backbone("voxel_res_backbone8x_nuscenes.json", VC_DTYPE_FP16,
+                      VC_SYNTH_GRID_NUSCENES, 5);
+        test_backbone("voxel_res_backbone8x_nuscenes.json", VC_DTYPE_FP32,
+                      VC_SYNTH_GRID_NUSCENES, 5);
+    }
+    CHECK_OK(gpu, vc_context_destroy(gpu));
+    TEST_END();
+}
+#else
+int main(void)
+{
+    printf("test_gpu_net_graph: built without CUDA, skipped\n");
+    return 77;
+}
+#endif
