@@ -877,7 +877,8 @@ int cmd_bench(int argc, char **argv)
     if (rc == CLI_OK && !done && !o.compare && o.n_layers) rc = parse_specs(cmd, &o, &suite);
     if (rc == CLI_OK && !done && !o.compare) rc = cli_parse_read_opts(cmd, &o.read);
     vc_context *ctx = NULL;
-    if (rc == CLI_OK && !done) rc = cli_open_context_tuned(cmd, backend, o.ab_cache ? o.ab_cache : o.tune_cache, &ctx);
+    if (rc == CLI_OK && !done)
+        rc = cli_open_context_tuned(cmd, backend, o.ab_cache ? o.ab_cache : o.tune_cache, &ctx);
     if (rc == CLI_OK && !done) {
         if (o.compare) rc = bench_compare(cmd, ctx, pos[0], pos[1], o.plot);
         else if (o.model) rc = bench_model_on(cmd, ctx, &o, pos[0], &c);
