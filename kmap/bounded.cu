@@ -1,5 +1,6 @@
 // kmap/bounded.cu - the bounded, graph-capturable GPU map builds (kmap_gpu.h, variant 2): sized
-// once by caller-given bounds, queued without host synchronisation, checked afterwards.
+// once by caller-given bounds, queued without host synchronisation, checked afterwards; the
+// bounded INVERSE of a bounded forward map, built from its arrays and device counts.
 #include "kmap/kmap_internal.cuh"
 
 using namespace kmap_gpu;
@@ -29,6 +30,13 @@ Sizes bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
 {
     Sizes z;
     memset(&z, 0, sizeof z);
+    z.cub_bytes = b->sort_bytes; // sized at create
+    if (b->fwd) { // INVERSE: no hash tables, the row passes over the extent
+        z.K = j.K;
+        z.words = j.words;
+        z.rows = b->max_out;
+        return z;
+    }
     z.packed_in = j.bits_in <= VC_HASH_GPU_PACKED_BITS;
     z.cap_in = input_cap(b->max_in, z.packed_in);
     z.K = j.K;
@@ -49,7 +57,6 @@ Sizes bounded_sizes(const Job &j, const vc_kmap_gpu_bounded *b)
     } else {
         z.rows = b->max_in;
     }
-    z.cub_bytes = b->sort_bytes; // sized at create
     return z;
 }
 
@@ -71,6 +78,52 @@ cudaError_t alloc_tile_order(vc_kmap_data *m, int64_t extent)
         e = cudaMemsetAsync(m->tile_order + 2 * blocks, 0, sizeof(int32_t), NULL);
     if (e == cudaSuccess) m->order_blocks = blocks;
     return e;
+}
+
+// Allocates t's arrays (out_coords for the new-output types, out_in [n_entries], the pairs
+// [max_pairs], masks [n_words], perm and the tile order over the extent), its workspace and its
+// cleared status block, then waits for the legacy stream. On failure frees what it made.
+vc_status alloc_bounded(const Job &j, vc_kmap_gpu_bounded *t, int64_t n_entries,
+                        int64_t n_words, vc_err *err)
+{
+    Sizes z = bounded_sizes(j, t);
+    Bufs bf;
+    memset(&bf, 0, sizeof bf);
+    cudaGetLastError();
+    cudaError_t e = cub_bytes_for(&z);
+    t->sort_bytes = z.cub_bytes;
+    const vc_allocator *a = t->map.alloc;
+    vc_kmap_data *m = &t->map;
+    if (e == cudaSuccess && j.new_out) e = dev_alloc_n(a, &m->out_coords, 4 * t->max_out);
+    if (e == cudaSuccess) e = dev_alloc_n(a, &m->out_in, n_entries);
+    if (e == cudaSuccess) e = dev_alloc_n(a, &m->offsets, (int64_t)j.K + 1);
+    if (e == cudaSuccess) e = dev_alloc_n(a, &m->in_rows, t->max_pairs);
+    if (e == cudaSuccess) e = dev_alloc_n(a, &m->out_rows, t->max_pairs);
+    if (e == cudaSuccess) e = dev_alloc_n(a, &m->masks, n_words);
+    if (e == cudaSuccess) e = dev_alloc_n(a, &m->perm, t->max_out);
+    if (e == cudaSuccess) e = alloc_tile_order(m, extent_of(t));
+    if (e == cudaSuccess) {
+        t->workspace_bytes = carve(z, true, true, NULL, &bf);
+        e = (cudaError_t)vc_dev_alloc(a, &t->workspace, t->workspace_bytes, NULL);
+    }
+    if (e == cudaSuccess) {
+        carve(z, true, true, (char *)t->workspace, &bf);
+        t->d_status = bf.scr;
+        // Clear the status so that a check before any build reports nothing stale.
+        e = cudaMemsetAsync(t->d_status, 0, S_WORDS * sizeof(int64_t), NULL);
+    }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(NULL);
+    if (e != cudaSuccess) {
+        vc_status st = vc_cuda_fail(err, e, kArea, "allocating the bounded map");
+        free_map_arrays(m);
+        vc_dev_free(a, t->workspace, NULL);
+        t->workspace = NULL;
+        return st;
+    }
+    m->n_in = 0;
+    m->n_out = 0;
+    m->n_pairs = 0;
+    return VC_OK;
 }
 
 // Queues a build over the input count *d_n_in (device) or, d_n_in NULL, host_n, which the prep
@@ -147,41 +200,80 @@ extern "C" vc_status vc_kmap_gpu_bounded_create(const vc_map_desc *d, const int3
     t.opt = opt ? *opt : vc_engine_options_default();
     t.map.alloc = t.opt.allocator;
     t.dense = dense_bits_for(j, &t.opt);
-    Sizes z = bounded_sizes(j, &t);
+    st = alloc_bounded(j, &t, n_entries, n_words, err);
+    if (st != VC_OK) return st;
+    *b = t;
+    return VC_OK;
+}
+
+extern "C" vc_status vc_kmap_gpu_bounded_create_inverse(const vc_kmap_gpu_bounded *fwd,
+                                                        const vc_engine_options *opt,
+                                                        vc_kmap_gpu_bounded *b, vc_err *err)
+{
+    if (!b) return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded inverse map: NULL argument");
+    memset(b, 0, sizeof *b);
+    if (!fwd || !fwd->workspace || fwd->fwd)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded inverse map: the forward map is "
+                       "not a created bounded map");
+    vc_kmap_gpu_bounded t;
+    memset(&t, 0, sizeof t);
+    vc_kmap_data hdr = fwd->map; // its header at zero counts: the inverse's header
+    hdr.n_in = hdr.n_out = hdr.n_pairs = 0;
+    vc_status st = vc_kmap_inverse_header(&hdr, fwd->in_shape, fwd->batch_size, &t.map, err);
+    if (st != VC_OK) return st;
+    t.desc = fwd->desc;
+    t.desc.type = VC_MAP_INVERSE;
+    t.desc.inverse_of = NULL;
+    for (int a = 0; a < 3; a++) t.in_shape[a] = fwd->map.out_shape[a];
+    t.batch_size = fwd->map.out_batch_size;
+    t.max_in = fwd->max_out;
+    t.max_out = fwd->max_in;
+    t.max_pairs = fwd->max_pairs;
+    t.fwd = fwd;
+    t.opt = opt ? *opt : vc_engine_options_default();
+    t.map.alloc = t.opt.allocator;
+    Job j;
+    memset(&j, 0, sizeof j);
+    j.K = t.map.volume;
+    j.words = t.map.mask_words;
+    int64_t n_entries = 0, n_words = 0;
+    if (vc_mul_overflow_i64(t.max_out, j.K, &n_entries) ||
+        vc_mul_overflow_i64(t.max_out, j.words, &n_words))
+        return vc_fail(err, VC_ERR_LIMIT, "bounded inverse map: bounds overflow");
+    st = alloc_bounded(j, &t, n_entries, n_words, err);
+    if (st != VC_OK) return st;
+    *b = t;
+    return VC_OK;
+}
+
+extern "C" vc_status vc_kmap_build_gpu_bounded_inverse(vc_kmap_gpu_bounded *b,
+                                                       const vc_kmap_gpu_bounded *fwd,
+                                                       struct CUstream_st *stream, vc_err *err)
+{
+    if (!b || !b->workspace || !fwd || b->fwd != fwd)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded inverse map: not created over this "
+                       "forward map");
+    cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
+    const cudaStream_t s = (cudaStream_t)stream;
+    Job j;
+    memset(&j, 0, sizeof j);
+    j.K = b->map.volume;
+    j.words = b->map.mask_words;
+    vc_kmap_data *m = &b->map;
+    const Sizes z = bounded_sizes(j, b);
     Bufs bf;
     memset(&bf, 0, sizeof bf);
-    cudaGetLastError();
-    cudaError_t e = cub_bytes_for(&z);
-    t.sort_bytes = z.cub_bytes;
-    if (e == cudaSuccess && j.new_out) e = dev_alloc_n(t.map.alloc, &t.map.out_coords, 4 * max_out);
-    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.out_in, n_entries);
-    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.offsets, (int64_t)j.K + 1);
-    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.in_rows, max_pairs);
-    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.out_rows, max_pairs);
-    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.masks, n_words);
-    if (e == cudaSuccess) e = dev_alloc_n(t.map.alloc, &t.map.perm, max_out);
-    if (e == cudaSuccess) e = alloc_tile_order(&t.map, extent_of(&t));
-    if (e == cudaSuccess) {
-        t.workspace_bytes = carve(z, true, true, NULL, &bf);
-        e = (cudaError_t)vc_dev_alloc(t.map.alloc, &t.workspace, t.workspace_bytes, NULL);
-    }
-    if (e == cudaSuccess) {
-        carve(z, true, true, (char *)t.workspace, &bf);
-        t.d_status = bf.scr;
-        // Clear the status so that a check before any build reports nothing stale.
-        e = cudaMemsetAsync(t.d_status, 0, S_WORDS * sizeof(int64_t), NULL);
-    }
-    if (e == cudaSuccess) e = cudaStreamSynchronize(NULL);
-    if (e != cudaSuccess) {
-        st = vc_cuda_fail(err, e, kArea, "allocating the bounded map");
-        free_map_arrays(&t.map);
-        vc_dev_free(t.map.alloc, t.workspace, NULL);
-        return st;
-    }
-    t.map.n_in = 0;
-    t.map.n_out = 0;
-    t.map.n_pairs = 0;
-    *b = t;
+    carve(z, true, true, (char *)b->workspace, &bf);
+    // The output count is the forward's input count, clamped like a SUBM build's (InCount).
+    const InCount ic = {fwd->d_status + S_N_IN, 0, fwd->max_in, true};
+    const int64_t rows = b->max_out;
+    cudaError_t e = q_prep(z, bf, 0, s, m->out_in, rows * (int64_t)j.K, ic);
+    if (e == cudaSuccess)
+        e = q_inverse(fwd->map.out_in, fwd->max_out * (int64_t)j.K, j.K, fwd->max_in,
+                      fwd->d_status, m->out_in, bf.scr, s);
+    if (e == cudaSuccess) e = q_finish(j, bf, m, rows, false, b->max_pairs, NULL, s);
+    if (e != cudaSuccess) return vc_cuda_fail(err, e, kArea, "queueing the bounded inverse");
+    b->last_in = NULL;
     return VC_OK;
 }
 
@@ -189,8 +281,9 @@ extern "C" vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int
                                                int64_t n_in, struct CUstream_st *stream,
                                                vc_err *err)
 {
-    if (!b || !b->workspace)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: not created");
+    if (!b || !b->workspace || b->fwd)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: not created (or an "
+                       "inverse: vc_kmap_build_gpu_bounded_inverse builds it)");
     if (n_in > b->max_in)
         return vc_fail(err, VC_ERR_CAPACITY, "bounded kernel map: %lld input rows exceed max_in "
                        "%lld", (long long)n_in, (long long)b->max_in);
@@ -201,8 +294,9 @@ extern "C" vc_status vc_kmap_build_gpu_bounded_dev(vc_kmap_gpu_bounded *b, const
                                                    const int64_t *d_n_in,
                                                    struct CUstream_st *stream, vc_err *err)
 {
-    if (!b || !b->workspace)
-        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: not created");
+    if (!b || !b->workspace || b->fwd)
+        return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: not created (or an "
+                       "inverse: vc_kmap_build_gpu_bounded_inverse builds it)");
     if (!d_n_in)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: NULL device count");
     return queue_build(b, d_in, d_n_in, 0, (cudaStream_t)stream, err);
@@ -221,6 +315,30 @@ extern "C" void vc_kmap_gpu_bounded_view(const vc_kmap_gpu_bounded *b, vc_kmap_d
     view->n_pairs = b->max_pairs;
 }
 
+// The check's verdict on an inverse's status flags f (its counts already in b->map).
+static vc_status inverse_verdict(const vc_kmap_gpu_bounded *b, int64_t f, int64_t n_pairs,
+                                 vc_err *err)
+{
+    const unsigned long long cap_bits = VC_KMAP_GPU_F_IN_COUNT | VC_KMAP_GPU_F_OUT_OVERFLOW |
+                                        VC_KMAP_GPU_F_PAIR_OVERFLOW | VC_KMAP_GPU_F_PROBE_IN |
+                                        VC_KMAP_GPU_F_PROBE_OUT;
+    if (f & VC_KMAP_GPU_F_FORWARD) {
+        const unsigned long long ff = (unsigned long long)f >> VC_KMAP_GPU_FORWARD_SHIFT;
+        return vc_fail(err, ff & cap_bits ? VC_ERR_CAPACITY : VC_ERR_INVALID_ARGUMENT,
+                       "bounded inverse map: its forward map's build failed (%s, forward flags "
+                       "0x%llx): its check names the cause",
+                       ff & cap_bits ? "a bound" : ff ? "a malformed build" : "bad input rows",
+                       ff);
+    }
+    if (f & VC_KMAP_GPU_F_PAIR_OVERFLOW)
+        return vc_fail(err, VC_ERR_CAPACITY, "bounded inverse map: %lld pairs exceed max_pairs "
+                       "%lld", (long long)n_pairs, (long long)b->max_pairs);
+    if (f != 0)
+        return vc_fail(err, VC_ERR_INTERNAL, "bounded inverse map: malformed forward map "
+                       "(status flags 0x%llx)", (unsigned long long)f);
+    return VC_OK;
+}
+
 extern "C" vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CUstream_st *stream,
                                                vc_err *err)
 {
@@ -236,6 +354,7 @@ extern "C" vc_status vc_kmap_gpu_bounded_check(vc_kmap_gpu_bounded *b, struct CU
     b->map.n_in = n_in;
     b->map.n_out = stat[S_N_OUT];
     b->map.n_pairs = stat[S_N_PAIRS];
+    if (b->fwd) return inverse_verdict(b, f, stat[S_N_PAIRS], err);
     if ((f & VC_KMAP_GPU_F_IN_COUNT) && n_req < 0)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "bounded kernel map: the input count %lld "
                        "is negative", (long long)n_req);

@@ -52,9 +52,30 @@ __global__ void status_kernel(const int64_t *scr, int64_t *dst)
 }
 
 // INVERSE: out_in[q, k] = p for every forward entry (p -> q at k). out_in starts at -1.
+// fwd_scr NULL: the regular build, n_entries and fwd_n_in exact. Else the bounded build: the
+// forward map's status block, which bounds the entries by its live output rows (N_LIVE x K of
+// the extent's n_entries) and the rows by its input count (N_IN, clamped to fwd_n_in, its
+// max_in); a forward build that failed (flags, bad input rows) leaves out_in all -1 and raises
+// F_FORWARD with its flags above VC_KMAP_GPU_FORWARD_SHIFT; thread 0 stores the inverse's
+// input count (the forward's N_LIVE) at S_N_IN.
 __global__ void inverse_kernel(const int32_t *fwd_out_in, int64_t n_entries, int32_t K,
-                               int64_t fwd_n_in, int32_t *out_in, int64_t *scr)
+                               int64_t fwd_n_in, const int64_t *fwd_scr, int32_t *out_in,
+                               int64_t *scr)
 {
+    if (fwd_scr) {
+        const int64_t ff = fwd_scr[S_FLAGS];
+        const bool bad = ff != 0 || fwd_scr[S_N_DUP] != 0 || fwd_scr[S_BAD_ROW] != INT64_MAX;
+        const int64_t live = dev_count(fwd_scr + S_N_LIVE, n_entries / K);
+        if (blockIdx.x == 0 && threadIdx.x == 0) {
+            scr[S_N_IN] = live;
+            if (bad)
+                raise_flag(scr, VC_KMAP_GPU_F_FORWARD |
+                                    ((unsigned long long)ff << VC_KMAP_GPU_FORWARD_SHIFT));
+        }
+        if (bad) return;
+        n_entries = live * K;
+        fwd_n_in = dev_count(fwd_scr + S_N_IN, fwd_n_in);
+    }
     GRID_LOOP(i, n_entries)
     {
         int32_t q = fwd_out_in[i];
@@ -239,6 +260,17 @@ void free_map_arrays(vc_kmap_data *m)
     m->order_blocks = 0;
     m->offsets = NULL;
     m->masks = NULL;
+}
+
+// Queues the inverse scatter of fwd_out_in [n_entries / K rows, K] into out_in (all -1 by
+// then; inverse_kernel says what fwd_scr, the bounded build's, changes). No launch for none.
+cudaError_t q_inverse(const int32_t *fwd_out_in, int64_t n_entries, int32_t K, int64_t fwd_n_in,
+                      const int64_t *fwd_scr, int32_t *out_in, int64_t *scr, cudaStream_t s)
+{
+    if (n_entries <= 0) return cudaSuccess;
+    inverse_kernel<<<grid_for(n_entries), kThreads, 0, s>>>(fwd_out_in, n_entries, K, fwd_n_in,
+                                                            fwd_scr, out_in, scr);
+    return cudaGetLastError();
 }
 
 namespace {
@@ -618,11 +650,8 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
                 "allocating workspace");
     carve(z, true, true, (char *)ws, &b);
     VC_CUDA_TRY(q_prep(z, b, n, s, m.out_in, n_entries), "clearing the status and out_in");
-    if (fwd_entries > 0) {
-        inverse_kernel<<<grid_for(fwd_entries), kThreads, 0, s>>>(fwd->out_in, fwd_entries, K,
-                                                                  fwd->n_in, m.out_in, b.scr);
-        VC_CUDA_TRY(cudaGetLastError(), "inverse kernel");
-    }
+    VC_CUDA_TRY(q_inverse(fwd->out_in, fwd_entries, K, fwd->n_in, NULL, m.out_in, b.scr, s),
+                "inverse kernel");
     VC_CUDA_TRY(q_finish(j, b, &m, n, true, fwd->n_pairs, NULL, s), "pairs and masks");
     // SYNC POINT (the only one): n_pairs and the flags.
     VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s), "reading the counts back");

@@ -99,6 +99,9 @@ struct CUstream_st;
 #define VC_KMAP_GPU_F_BAD_ENTRY 32    /* inverse: a forward entry is not an input row          */
 #define VC_KMAP_GPU_F_CONFLICT 64     /* inverse: an input feeds two outputs at one offset     */
 #define VC_KMAP_GPU_F_IN_COUNT 128    /* bounded: the input count is outside [0, max_in]       */
+#define VC_KMAP_GPU_F_FORWARD 256     /* bounded inverse: its forward map's build failed; the
+                                         forward's flags are copied above FORWARD_SHIFT        */
+#define VC_KMAP_GPU_FORWARD_SHIFT 16
 
 /* Milliseconds per stage of one build, measured with CUDA events on the stream. */
 typedef struct vc_kmap_gpu_timing {
@@ -153,7 +156,7 @@ vc_status vc_kmap_tile_order_gpu(vc_kmap_data *m, struct CUstream_st *stream, vc
 /* ---- the bounded, graph-capturable variant --------------------------------------------- */
 
 typedef struct vc_kmap_gpu_bounded {
-    vc_map_desc desc;         /* SUBM, STRIDED, DOWNSAMPLE or TRANSPOSED                       */
+    vc_map_desc desc;         /* SUBM, STRIDED, DOWNSAMPLE, TRANSPOSED or INVERSE              */
     int32_t in_shape[3];
     int32_t batch_size;
     int64_t max_in, max_out, max_pairs;
@@ -169,6 +172,7 @@ typedef struct vc_kmap_gpu_bounded {
     vc_engine_options opt;    /* the options it was created with (the defaults for NULL)       */
     int32_t dense;            /* internal: output key bits of the dense output path, or 0      */
     const int32_t *last_in;   /* input of the last queued build (the check names bad rows)     */
+    const struct vc_kmap_gpu_bounded *fwd; /* INVERSE: the forward map it was created over     */
 } vc_kmap_gpu_bounded;
 
 /* Allocates (once, through opt's allocator) the arrays and workspace of bounded builds of `d`
@@ -209,6 +213,28 @@ vc_status vc_kmap_build_gpu_bounded(vc_kmap_gpu_bounded *b, const int32_t *d_in_
 vc_status vc_kmap_build_gpu_bounded_dev(vc_kmap_gpu_bounded *b, const int32_t *d_in,
                                         const int64_t *d_n_in, struct CUstream_st *stream,
                                         vc_err *err);
+
+/* The bounded INVERSE of fwd (a STRIDED or DOWNSAMPLE bounded map): its inputs are fwd's
+ * outputs (extent fwd->max_out), its outputs fwd's inputs (extent fwd->max_in, shape and batch
+ * size fwd's input ones), max_pairs fwd's (the inverse has exactly fwd's pairs). Allocates its
+ * arrays once as vc_kmap_gpu_bounded_create does (opt likewise; NULL: the defaults); fwd must
+ * outlive b. desc.type is VC_MAP_INVERSE, out_coords NULL (the outputs are fwd's input rows).
+ * Synchronous; *b is zeroed first and stays zeroed on failure. */
+vc_status vc_kmap_gpu_bounded_create_inverse(const vc_kmap_gpu_bounded *fwd,
+                                             const vc_engine_options *opt,
+                                             vc_kmap_gpu_bounded *b, vc_err *err);
+
+/* Queues the build of the inverse b of fwd (created by vc_kmap_gpu_bounded_create_inverse over
+ * that fwd) from fwd's arrays and device counts: queue it on the stream of fwd's build, after it
+ * (or order the streams). No allocation, no synchronisation: capturable. The input count is
+ * fwd's output count (N_LIVE), the output count fwd's input count (its N_IN, clamped to
+ * fwd->max_in); live arrays are bit-identical to vc_kmap_inverse_gpu's / the CPU twin's of the
+ * same forward map, with the tail guarantee of the _dev build over the extent fwd->max_in. A
+ * forward build that failed leaves the inverse empty with VC_KMAP_GPU_F_FORWARD set, which
+ * vc_kmap_gpu_bounded_check reports (VC_ERR_CAPACITY where the forward hit a bound). */
+vc_status vc_kmap_build_gpu_bounded_inverse(vc_kmap_gpu_bounded *b,
+                                            const vc_kmap_gpu_bounded *fwd,
+                                            struct CUstream_st *stream, vc_err *err);
 
 /* Device int64 holding the map's output row count after the build (subm: = *d_n_in): the
  * count of out_coords rows, for the next level's build. Valid for the map's life. Clamped to

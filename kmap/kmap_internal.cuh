@@ -528,6 +528,10 @@ cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int
 vc_status input_error(const int64_t st[S_WORDS], const int32_t *d_in, int64_t n_in,
                       const int32_t shape[3], int32_t batch_size, vc_err *err);
 void free_map_arrays(vc_kmap_data *m);
+// The INVERSE's scatter of a forward out_in (fwd_scr: the bounded forward build's status block,
+// or NULL for exact counts; build.cu's inverse_kernel).
+cudaError_t q_inverse(const int32_t *fwd_out_in, int64_t n_entries, int32_t K, int64_t fwd_n_in,
+                      const int64_t *fwd_scr, int32_t *out_in, int64_t *scr, cudaStream_t s);
 
 // discover.cu: the inserts (and the new-output types' output keys), SUBM's out_in, and the
 // new-output types' outputs and out_in.
