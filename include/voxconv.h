@@ -1032,8 +1032,9 @@ typedef struct vc_net_bounds {
  * rows as per call; that status is then returned by every output call until the next run, and
  * the next good frame works. Sparse outputs are then views of the fixed buffers with the live
  * row counts (valid until the next run). NULL returns the net to per-call runs. CUDA only (CPU:
- * VC_ERR_UNSUPPORTED); nets with inverse convs or global pooling: VC_ERR_UNSUPPORTED
- * naming the layer; the implicit GEMM only (algo AUTO or IMPLICIT_GEMM). */
+ * VC_ERR_UNSUPPORTED); nets with global pooling: VC_ERR_UNSUPPORTED naming the layer (inverse
+ * convs run: their maps invert their key owners' in the frame); the implicit GEMM only (algo
+ * AUTO or IMPLICIT_GEMM). */
 VC_API vc_status vc_net_set_bounds(vc_net *net, const vc_net_bounds *bounds);
 /* The bounds in force (VC_ERR_INVALID_ARGUMENT when none), each level's resolved. */
 VC_API vc_status vc_net_bounds_get(const vc_net *net, vc_net_bounds *out);

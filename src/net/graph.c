@@ -118,8 +118,7 @@ static vc_status check_graphable(vc_net *net)
     for (int32_t i = 0; i < m->n_layers; i++) {
         const vc_net_layer *L = &m->layers[i];
         const char *why = NULL;
-        if (L->op == VC_NOP_INVERSE) why = "inverse convs (their bounded map is not built yet)";
-        else if (L->op == VC_NOP_GLOBAL_MAXPOOL || L->op == VC_NOP_GLOBAL_AVGPOOL)
+        if (L->op == VC_NOP_GLOBAL_MAXPOOL || L->op == VC_NOP_GLOBAL_AVGPOOL)
             why = "global pooling";
         if (why)
             return vc_ctx_fail(net->ctx, VC_ERR_UNSUPPORTED, "%s: layer '%s' (%s): graph mode "
@@ -332,13 +331,39 @@ static vc_status setup_input(vc_net *net, struct vc_net_graph *g)
     return s;
 }
 
+/* An inverse conv's map: the bounded INVERSE of its key owner's map (made before it: the
+ * owner comes first), shared by the inverses of one owner; its levels exist already. */
+static vc_status setup_inverse(vc_net *net, struct vc_net_graph *g, int32_t i, graph_map *gm)
+{
+    const vc_net_layer *L = &net->model.layers[i];
+    const int32_t fwd = L->key_owner >= 0 ? g->layer_map[L->key_owner] : -1;
+    if (fwd < 0)
+        return vc_ctx_fail(net->ctx, VC_ERR_INTERNAL, "vc_net_set_bounds: layer '%s': its key "
+                           "owner has no map", L->id);
+    for (int32_t k = 0; k < g->n_maps; k++)
+        if (g->maps[k].fwd == fwd) {
+            g->layer_map[i] = k;
+            return VC_OK;
+        }
+    gm->fwd = fwd;
+    vc_err err = {{0}};
+    vc_status s = vc_kmap_gpu_bounded_create_inverse(&g->maps[fwd].b, &net->ctx->opts, &gm->b,
+                                                     &err);
+    if (s != VC_OK)
+        return vc_ctx_fail(net->ctx, s, "vc_net_set_bounds: the inverse map of layer '%s' (level "
+                           "%d -> %d): %s", L->id, gm->level_in, gm->level_out, err.msg);
+    vc_kmap_gpu_bounded_view(&gm->b, &gm->view);
+    g->layer_map[i] = g->n_maps++;
+    return VC_OK;
+}
+
 /* The map of conv or pool layer i: an existing one of the same key, or a new bounded map. */
 static vc_status setup_map(vc_net *net, struct vc_net_graph *g, int32_t i)
 {
     const vc_model *m = &net->model;
     const vc_net_layer *L = &m->layers[i];
     const int32_t lin = in_level(m, net->layer_level, i), lout = net->layer_level[i];
-    for (int32_t k = 0; k < g->n_maps; k++)
+    for (int32_t k = 0; k < g->n_maps && L->op != VC_NOP_INVERSE; k++)
         if (g->maps[k].level_in == lin && same_map(&g->maps[k].desc, &L->map)) {
             g->layer_map[i] = k;
             return VC_OK;
@@ -350,6 +375,8 @@ static vc_status setup_map(vc_net *net, struct vc_net_graph *g, int32_t i)
     gm->level_in = lin;
     gm->level_out = lout;
     gm->layer = i;
+    gm->fwd = -1;
+    if (L->op == VC_NOP_INVERSE) return setup_inverse(net, g, i, gm);
     graph_level *li = &g->lv[lin], *lo = &g->lv[lout];
     const int64_t max_in = li->extent;
     const int64_t max_out = L->map.type == VC_MAP_SUBM ? max_in : g->bounds.max_voxels[lout];

@@ -23,6 +23,8 @@ typedef struct graph_map {
     vc_map_desc desc;
     int32_t level_in, level_out;
     int32_t layer;            /* the first layer on the map (messages)                         */
+    int32_t fwd;              /* INVERSE: the map it inverts (its key owner's), built first;
+                                 else -1                                                        */
     int order_stale;          /* set at the frame's start: the tile order follows the build    */
     int waited;               /* the frame's stream waited for its build (once a frame)       */
 } graph_map;

@@ -46,8 +46,12 @@ static vc_status queue_maps(vc_net *net, net_graph *g, cudaStream_t s)
         graph_map *gm = &g->maps[k];
         const graph_level *li = &g->lv[gm->level_in];
         vc_err err = {{0}};
-        vc_status st = vc_kmap_build_gpu_bounded_dev(&gm->b, li->coords, li->d_count,
-                                                     g->map_stream, &err);
+        /* an inverse after the map it inverts (created, so queued, before it) */
+        vc_status st = gm->fwd >= 0 ? vc_kmap_build_gpu_bounded_inverse(
+                                          &gm->b, &g->maps[gm->fwd].b, g->map_stream, &err)
+                                    : vc_kmap_build_gpu_bounded_dev(&gm->b, li->coords,
+                                                                    li->d_count, g->map_stream,
+                                                                    &err);
         if (st != VC_OK)
             return vc_ctx_fail(net->ctx, st, "vc_net_run: the map of layer '%s': %s",
                                net->model.layers[gm->layer].id, err.msg);

@@ -18,7 +18,9 @@
  * equal the CPU twin's bit for bit, the tail rows of the extent hold out_in -1 / masks 0 / perm
  * in row order, the device out_count is the output count and the view's tile order is the
  * CPU's followed by the tail blocks. Then two levels in one graph: a strided map's out_coords
- * and out_count feeding a subm _dev build.
+ * and out_count feeding a subm _dev build; and a downsample k2 s2 / strided k3 s2 map with its
+ * bounded INVERSE (vc_kmap_build_gpu_bounded_inverse) in one graph, the inverse compared with
+ * the CPU twin's inverse of the same frame, tail and all.
  * VC_SANITIZE=1: small clouds, the device-count tests on one synthetic cloud and the first 2000
  * voxels of one real scan (for compute-sanitizer runs). Prints its seed (VC_TEST_SEED
  * replays). Exits 77 without a CUDA build or a usable device. */
@@ -359,6 +361,7 @@ typedef struct dev_graph {
     int n;
     const int32_t *d_in;
     const int64_t *d_count;
+    int inverse; /* maps[1] is the bounded inverse of maps[0] (its build reads maps[0]'s)      */
 } dev_graph;
 
 static vc_status queue_dev(const dev_graph *g, vc_err *err)
@@ -366,7 +369,10 @@ static vc_status queue_dev(const dev_graph *g, vc_err *err)
     const int32_t *in = g->d_in;
     const int64_t *cnt = g->d_count;
     for (int i = 0; i < g->n; i++) {
-        vc_status st = vc_kmap_build_gpu_bounded_dev(g->maps[i], in, cnt, g_stream, err);
+        vc_status st = g->inverse && i == 1
+                           ? vc_kmap_build_gpu_bounded_inverse(g->maps[1], g->maps[0], g_stream,
+                                                               err)
+                           : vc_kmap_build_gpu_bounded_dev(g->maps[i], in, cnt, g_stream, err);
         if (st != VC_OK) return st;
         in = g->maps[i]->map.out_coords;
         cnt = vc_kmap_gpu_bounded_out_count(g->maps[i]);
@@ -493,7 +499,7 @@ static void run_dev(const char *name, const vc_map_desc *d, const int32_t *pool,
     int64_t *d_count = NULL;
     CUDA_OK(cudaMalloc((void **)&d_in, (size_t)(N > 0 ? N : 1) * 16)); /* exactly max_in rows */
     CUDA_OK(cudaMalloc((void **)&d_count, 8));
-    dev_graph g = {{&b, NULL}, 1, d_in, d_count};
+    dev_graph g = {{&b, NULL}, 1, d_in, d_count, 0};
     cudaGraphExec_t exec = NULL;
     if (st == VC_OK) {
         upload_dev(d_in, N, d_count, fr[0].rows, fr[0].count, fr[0].count, rng);
@@ -562,7 +568,7 @@ static void run_chain(const char *name, const int32_t *pool, int64_t N, int32_t 
     int64_t *d_count = NULL;
     CUDA_OK(cudaMalloc((void **)&d_in, (size_t)(N > 0 ? N : 1) * 16));
     CUDA_OK(cudaMalloc((void **)&d_count, 8));
-    dev_graph g = {{&b1, &b2}, 2, d_in, d_count};
+    dev_graph g = {{&b1, &b2}, 2, d_in, d_count, 0};
     cudaGraphExec_t exec = NULL;
     if (st == VC_OK) {
         upload_dev(d_in, N, d_count, fr[0].rows, fr[0].count, fr[0].count, rng);
@@ -584,7 +590,86 @@ static void run_chain(const char *name, const int32_t *pool, int64_t N, int32_t 
     }
 }
 
-/* The device-count tests over one pool of distinct rows: every map type, then the chain. */
+/* A forward map and its bounded INVERSE in one graph (vc_kmap_build_gpu_bounded_dev of d, then
+ * vc_kmap_build_gpu_bounded_inverse from its arrays and device counts), replayed on the frames
+ * of run_dev: the inverse's live arrays equal the CPU twin's inverse of the CPU forward map bit
+ * for bit, its tail rows (the extent is the forward's max_in) hold the guarantee, its view's
+ * tile order is built in the graph; on a frame past a bound the inverse's own check fails too
+ * (VC_ERR_CAPACITY: the forward's failure is carried in its status). */
+static void run_inverse(const char *name, const vc_map_desc *d, const int32_t *pool, int64_t N,
+                        int32_t batch, const int32_t shape[3], vc_rng *rng)
+{
+    char label[240];
+    snprintf(label, sizeof label, "%s: inverse of type %d k %d s %d | N %lld", name,
+             (int)d->type, d->kernel[0], d->stride[0], (long long)N);
+    dev_frame fr[DEV_FRAMES];
+    vc_kmap_data inv[DEV_FRAMES];
+    memset(inv, 0, sizeof inv);
+    int64_t counts[DEV_FRAMES], mo = 1, mp = 1;
+    dev_counts(N, counts);
+    int ok = 1;
+    for (int f = 0; f < DEV_FRAMES; f++) {
+        fr[f].count = counts[f];
+        fr[f].rows = shuffled(rng, pool, N);
+        ok &= dev_cpu(label, &fr[f], N, d, batch, shape);
+        if (ok && counts[f] <= N) {
+            vc_err ce = {{0}};
+            const vc_status cs = vc_kmap_inverse_cpu(&fr[f].cpu, shape, batch, NULL, &inv[f], &ce);
+            CHECK_MSG(cs == VC_OK, "%s: cpu inverse: %s", label, ce.msg);
+            ok &= cs == VC_OK;
+        }
+        if (ok && counts[f] <= N / 2) {
+            if (fr[f].cpu.n_out > mo) mo = fr[f].cpu.n_out;
+            if (fr[f].cpu.n_pairs > mp) mp = fr[f].cpu.n_pairs;
+        }
+    }
+    for (int f = 0; f < DEV_FRAMES; f++)
+        fr[f].good = ok && fr[f].count <= N && fr[f].cpu.n_out <= mo && fr[f].cpu.n_pairs <= mp;
+    vc_kmap_gpu_bounded b1, b2;
+    memset(&b1, 0, sizeof b1);
+    memset(&b2, 0, sizeof b2);
+    vc_err err = {{0}};
+    vc_status st = ok ? vc_kmap_gpu_bounded_create(d, shape, batch, N, mo, mp, NULL, &b1, &err)
+                      : VC_ERR_INTERNAL;
+    if (st == VC_OK) st = vc_kmap_gpu_bounded_create_inverse(&b1, NULL, &b2, &err);
+    CHECK_MSG(st == VC_OK, "%s: create: %s", label, err.msg);
+    CHECK_MSG(st != VC_OK || (b2.max_in == b1.max_out && b2.max_out == b1.max_in &&
+                              b2.max_pairs == b1.max_pairs && !b2.map.out_coords),
+              "%s: inverse bounds %lld / %lld / %lld", label, (long long)b2.max_in,
+              (long long)b2.max_out, (long long)b2.max_pairs);
+    int32_t *d_in = NULL;
+    int64_t *d_count = NULL;
+    CUDA_OK(cudaMalloc((void **)&d_in, (size_t)(N > 0 ? N : 1) * 16));
+    CUDA_OK(cudaMalloc((void **)&d_count, 8));
+    dev_graph g = {{&b1, &b2}, 2, d_in, d_count, 1};
+    cudaGraphExec_t exec = NULL;
+    if (st == VC_OK) {
+        upload_dev(d_in, N, d_count, fr[0].rows, fr[0].count, fr[0].count, rng);
+        exec = capture_q(queue_dev_v, &g, label);
+    }
+    for (int f = 0; exec && f < DEV_FRAMES; f++) {
+        vc_kmap_data *cpu[2] = {&fr[f].cpu, &inv[f]};
+        replay_frame(label, exec, &g, &fr[f], d_in, d_count, cpu, rng);
+        if (fr[f].good) continue;
+        vc_err e2 = {{0}};
+        st = vc_kmap_gpu_bounded_check(&b2, g_stream, &e2);
+        CHECK_MSG(st == VC_ERR_CAPACITY, "%s, count %lld: the inverse of a failed forward build: "
+                  "%s (%s)", label, (long long)fr[f].count, vc_status_string(st), e2.msg);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    vc_kmap_gpu_bounded_destroy(&b2);
+    vc_kmap_gpu_bounded_destroy(&b1);
+    cudaFree(d_in);
+    cudaFree(d_count);
+    for (int f = 0; f < DEV_FRAMES; f++) {
+        vc_kmap_data_free(&fr[f].cpu);
+        vc_kmap_data_free(&inv[f]);
+        free(fr[f].rows);
+    }
+}
+
+/* The device-count tests over one pool of distinct rows: every map type, the chain, then the
+ * inverses of the downsample k2 s2 and strided k3 s2 maps. */
 static void run_dev_set(const char *name, const int32_t *pool, int64_t N, int32_t batch,
                         const int32_t shape[3], vc_rng *rng)
 {
@@ -596,6 +681,10 @@ static void run_dev_set(const char *name, const int32_t *pool, int64_t N, int32_
     for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++)
         run_dev(name, &descs[i], pool, N, batch, shape, rng);
     run_chain(name, pool, N, batch, shape, rng);
+    const vc_map_desc fwd[] = {mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 0, 1),
+                               mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1)};
+    for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
+        run_inverse(name, &fwd[i], pool, N, batch, shape, rng);
 }
 
 /* The real scans (real_scans.h), voxelized on the host: the first `cap` voxels of each, of

@@ -9,10 +9,13 @@
  * (fp32) / 2e-3 (fp16). A frame over level 0's bound fails at once with VC_ERR_CAPACITY; a frame
  * over an inner level's bound fails at its first output call with VC_ERR_CAPACITY naming that
  * level, and the next good frame is right. A small model with a BN applied apart, a lone
- * activation, an add, a concat and pools covers the other operations over extents. No host sync in
+ * activation, an add, a concat and pools covers the other operations over extents. The U-Net
+ * (spunet_indoor: inverse convs over the bounded inverse maps, concat skips) likewise, fp16 and
+ * fp32, on synthetic rooms and real scans' points (datasets/fetch). No host sync in
  * vc_net_run: right after it returns on the 100k frame, cudaStreamQuery must say the frame is
  * still running (4 times out of 5; a run that waited would never leave it running).
- * VC_SANITIZE=1: one model, fp16, small frames. Prints its seed. Skips (77) without a device. */
+ * VC_SANITIZE=1: the U-Net and one backbone, fp16, small frames. Prints its seed. Skips (77)
+ * without a device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +156,26 @@ static vc_net_bounds bounds_for(vc_net *ref, const frames *f)
     return b;
 }
 
+/* Every frame of f through the graph net g (captured on the first) and the per-call ref. */
+static void compare_frames(vc_net *g, vc_net *ref, const frames *f, double tol)
+{
+    char what[160];
+    for (int i = 0; i < f->n_vox; i++) {
+        vc_tensor_info ti;
+        vc_tensor_get_info(f->vox[i], &ti);
+        snprintf(what, sizeof what, "%s (%lld voxels)", f->vox_name[i], (long long)ti.count);
+        CHECK_OK(gpu, vc_net_run(g, f->vox[i]));
+        CHECK_OK(gpu, vc_net_run(ref, f->vox[i]));
+        compare(g, ref, tol, what);
+    }
+    for (int i = 0; i < f->n_pts; i++) {
+        snprintf(what, sizeof what, "%s (%lld)", f->pts_name[i], (long long)f->pts[i].count);
+        CHECK_OK(gpu, vc_net_run_points(g, &f->pts[i]));
+        CHECK_OK(gpu, vc_net_run_points(ref, &f->pts[i]));
+        compare(g, ref, tol, what);
+    }
+}
+
 /* vc_net_run returns before the 100k frame is done: the stream is still busy right after. */
 static void check_no_sync(vc_net *g, vc_tensor *big)
 {
@@ -174,23 +197,30 @@ static void check_no_sync(vc_net *g, vc_tensor *big)
     CHECK_MSG(busy >= 4, "vc_net_run left the stream idle after %d of 5 runs: it waited", 5 - busy);
 }
 
-/* An inner level over its bound: VC_ERR_CAPACITY at the first output call, naming the level;
- * the output calls keep saying so; the next good frame is right. */
+/* An inner level over its bound (`level`'s bound: the tiny frame's rows there, from a per-call
+ * run; every other level 200000): VC_ERR_CAPACITY at the first output call, naming the level;
+ * the output calls keep saying so; the next good frame (the tiny one) is right. */
 static void check_inner_capacity(const char *path, vc_dtype dt, vc_tensor *big, vc_tensor *tiny,
-                                 vc_net *ref, double tol)
+                                 vc_net *ref, double tol, int level)
 {
+    int64_t rows[VC_NET_MAX_LEVELS] = {0};
+    int32_t levels = 0;
+    CHECK_OK(gpu, vc_net_run(ref, tiny));
+    CHECK_OK(gpu, vc_net_level_count(ref, &levels));
+    CHECK_OK(gpu, vc_net_level_rows(ref, rows, levels));
     vc_net *g = net_of(path, NULL, dt);
     if (!g) return;
     vc_net_bounds b = VC_NET_BOUNDS_INIT;
-    b.max_voxels[0] = 200000;
-    b.max_voxels[1] = 400; /* the strided level of a uniform 40-voxel frame has at most 320 */
-    for (int l = 2; l < VC_NET_MAX_LEVELS; l++) b.max_voxels[l] = 200000;
+    for (int l = 0; l < VC_NET_MAX_LEVELS; l++) b.max_voxels[l] = 200000;
+    b.max_voxels[level] = rows[level] > 0 ? rows[level] : 1;
     CHECK_OK(gpu, vc_net_set_bounds(g, &b));
     vc_net_output o;
     CHECK_OK(gpu, vc_net_run(g, big));
     CHECK_STATUS(gpu, vc_net_get_output(g, 0, &o), VC_ERR_CAPACITY);
     const char *msg = vc_context_last_error(gpu);
-    CHECK_MSG(strstr(msg, "level 1") != NULL, "the capacity error does not name level 1: %s", msg);
+    char want[32];
+    snprintf(want, sizeof want, "level %d", level);
+    CHECK_MSG(strstr(msg, want) != NULL, "the capacity error does not name %s: %s", want, msg);
     printf("  over an inner bound: %s\n", msg);
     CHECK_STATUS(gpu, vc_net_get_output(g, 0, &o), VC_ERR_CAPACITY);
     CHECK_OK(gpu, vc_net_run(g, tiny));
@@ -250,21 +280,7 @@ static void test_backbone(const char *model, vc_dtype dt, vc_synth_grid grid, in
     }
     vc_net_bounds b = bounds_for(ref, &f);
     CHECK_OK(gpu, vc_net_set_bounds(g, &b));
-    char what[160];
-    for (int i = 0; i < f.n_vox; i++) {
-        vc_tensor_info ti;
-        vc_tensor_get_info(f.vox[i], &ti);
-        snprintf(what, sizeof what, "%s (%lld voxels)", f.vox_name[i], (long long)ti.count);
-        CHECK_OK(gpu, vc_net_run(g, f.vox[i]));
-        CHECK_OK(gpu, vc_net_run(ref, f.vox[i]));
-        compare(g, ref, tol, what);
-    }
-    for (int i = 0; i < f.n_pts; i++) {
-        snprintf(what, sizeof what, "%s (%lld)", f.pts_name[i], (long long)f.pts[i].count);
-        CHECK_OK(gpu, vc_net_run_points(g, &f.pts[i]));
-        CHECK_OK(gpu, vc_net_run_points(ref, &f.pts[i]));
-        compare(g, ref, tol, what);
-    }
+    compare_frames(g, ref, &f, tol);
     /* over level 0's bound: refused at once; the net goes on */
     vc_net_bounds small = b;
     small.max_voxels[0] = 100;
@@ -291,13 +307,65 @@ static void test_backbone(const char *model, vc_dtype dt, vc_synth_grid grid, in
         compare(g, ref, tol, "after the points over max_points");
     }
     vc_tensor *tiny = synth(VC_SYNTH_UNIFORM, 40, 5, grid, dim);
-    check_inner_capacity(path, dt, first, tiny, ref, tol);
+    check_inner_capacity(path, dt, first, tiny, ref, tol, 1);
     if (big >= 0) check_no_sync(g, f.vox[big]);
     /* back to per-call runs */
     CHECK_OK(gpu, vc_net_set_bounds(g, NULL));
     CHECK_OK(gpu, vc_net_run(g, first));
     CHECK_OK(gpu, vc_net_run(ref, first));
     compare(g, ref, 0, "per call again (bit-identical)");
+    vc_tensor_destroy(tiny);
+    free_frames(&f);
+    vc_net_destroy(ref), vc_net_destroy(g);
+}
+
+/* The U-Net (models/spunet_indoor.json: subm k5 stem, four k2 s2 downsamples, their inverse
+ * convs and the concat skips) in one dtype: synthetic indoor rooms of ~40k and ~120k voxels,
+ * a small one, an empty frame, the first again, and points input (the real scans octomap_scan,
+ * bun0 and table_scene_lms400, voxelized by the graph); then level 2 over its bound. */
+static void test_unet(vc_dtype dt)
+{
+    const char *root = getenv("VC_DATA_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s%smodels/spunet_indoor.json", root ? root : "",
+             root ? "/" : "");
+    const double tol = dt == VC_DTYPE_FP32 ? 1e-5 : 2e-3;
+    printf("spunet_indoor.json %s\n", dt == VC_DTYPE_FP32 ? "fp32" : "fp16");
+    vc_net *ref = net_of(path, NULL, dt), *g = net_of(path, NULL, dt);
+    if (!ref || !g) {
+        vc_net_destroy(ref), vc_net_destroy(g);
+        return;
+    }
+    frames f;
+    memset(&f, 0, sizeof f);
+    const vc_synth_grid kg = VC_SYNTH_GRID_KITTI; /* unused by the indoor scene */
+    vc_tensor *first = synth(VC_SYNTH_INDOOR, g_quick ? 2500 : 40000, 0, kg, 3);
+    const int32_t shape[3] = {208, 800, 1600};
+    f.vox_name[f.n_vox] = "indoor (capture)";
+    f.vox[f.n_vox++] = first;
+    if (!g_quick) {
+        f.vox_name[f.n_vox] = "indoor ~120k";
+        f.vox[f.n_vox++] = synth(VC_SYNTH_INDOOR, 120000, 1, kg, 3);
+    }
+    f.vox_name[f.n_vox] = "indoor small";
+    f.vox[f.n_vox++] = synth(VC_SYNTH_INDOOR, g_quick ? 700 : 6000, 2, kg, 3);
+    f.vox_name[f.n_vox] = "empty";
+    f.vox[f.n_vox++] = empty_frame(shape, 3);
+    if (!g_quick) {
+        f.vox_name[f.n_vox] = "indoor (capture frame again)";
+        f.vox[f.n_vox++] = synth(VC_SYNTH_INDOOR, 40000, 0, kg, 3);
+    }
+    const char *scans[3] = {"bun0.pcd", "octomap_scan.bin", "table_scene_lms400.pcd"};
+    for (int i = 0; i < (g_quick ? 1 : 3); i++) {
+        int64_t n = 0;
+        float *p = net_scan_points(scans[i], 3, &n);
+        add_points(&f, scans[i], p, n, 3);
+    }
+    vc_net_bounds b = bounds_for(ref, &f);
+    CHECK_OK(gpu, vc_net_set_bounds(g, &b));
+    compare_frames(g, ref, &f, tol);
+    vc_tensor *tiny = synth(VC_SYNTH_INDOOR, 300, 5, kg, 3);
+    check_inner_capacity(path, dt, first, tiny, ref, tol, 2);
     vc_tensor_destroy(tiny);
     free_frames(&f);
     vc_net_destroy(ref), vc_net_destroy(g);
@@ -404,8 +472,10 @@ int main(void)
         return 77;
     }
     test_mix();
+    test_unet(VC_DTYPE_FP16);
     test_backbone("voxel_res_backbone8x_kitti.json", VC_DTYPE_FP16, VC_SYNTH_GRID_KITTI, 4);
     if (!g_quick) {
+        test_unet(VC_DTYPE_FP32);
         test_backbone("voxel_res_backbone8x_kitti.json", VC_DTYPE_FP32, VC_SYNTH_GRID_KITTI, 4);
         test_backbone("voxel_backbone8x_kitti.json", VC_DTYPE_FP16, VC_SYNTH_GRID_KITTI, 4);
         test_backbone("voxel_backbone8x_kitti.json", VC_DTYPE_FP32, VC_SYNTH_GRID_KITTI, 4);
