@@ -519,6 +519,46 @@ static void run_dev(const char *name, const vc_map_desc *d, const int32_t *pool,
     }
 }
 
+/* Two maps in one graph (b2 built from b1's out_coords and out_count, or - inverse - b2 the
+ * bounded inverse of b1), captured on frame 0 where `made` and replayed on every frame of fr
+ * (second[f]: b2's CPU map of frame f); with an inverse, a frame past a bound must fail the
+ * inverse's own check too (VC_ERR_CAPACITY: the forward's failure is carried in its status).
+ * Then frees the maps, the frames' rows and both levels' CPU maps. */
+static void replay_two(const char *label, int made, vc_kmap_gpu_bounded *b1,
+                       vc_kmap_gpu_bounded *b2, int inverse, dev_frame *fr, vc_kmap_data *second,
+                       int64_t N, vc_rng *rng)
+{
+    int32_t *d_in = NULL;
+    int64_t *d_count = NULL;
+    CUDA_OK(cudaMalloc((void **)&d_in, (size_t)(N > 0 ? N : 1) * 16));
+    CUDA_OK(cudaMalloc((void **)&d_count, 8));
+    dev_graph g = {{b1, b2}, 2, d_in, d_count, inverse};
+    cudaGraphExec_t exec = NULL;
+    if (made) {
+        upload_dev(d_in, N, d_count, fr[0].rows, fr[0].count, fr[0].count, rng);
+        exec = capture_q(queue_dev_v, &g, label);
+    }
+    for (int f = 0; exec && f < DEV_FRAMES; f++) {
+        vc_kmap_data *cpu[2] = {&fr[f].cpu, &second[f]};
+        replay_frame(label, exec, &g, &fr[f], d_in, d_count, cpu, rng);
+        if (!inverse || fr[f].good) continue;
+        vc_err e2 = {{0}};
+        const vc_status st = vc_kmap_gpu_bounded_check(b2, g_stream, &e2);
+        CHECK_MSG(st == VC_ERR_CAPACITY, "%s, count %lld: the inverse of a failed forward build: "
+                  "%s (%s)", label, (long long)fr[f].count, vc_status_string(st), e2.msg);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    vc_kmap_gpu_bounded_destroy(b2); /* an inverse before the map it inverts */
+    vc_kmap_gpu_bounded_destroy(b1);
+    cudaFree(d_in);
+    cudaFree(d_count);
+    for (int f = 0; f < DEV_FRAMES; f++) {
+        vc_kmap_data_free(&fr[f].cpu);
+        vc_kmap_data_free(&second[f]);
+        free(fr[f].rows);
+    }
+}
+
 /* Two levels in one graph: a STRIDED k3 s2 map of the frame, then a SUBM k3 map of its outputs
  * (out_coords and the device out_count of the first feeding the second's _dev build). */
 static void run_chain(const char *name, const int32_t *pool, int64_t N, int32_t batch,
@@ -564,38 +604,14 @@ static void run_chain(const char *name, const int32_t *pool, int64_t N, int32_t 
         st = vc_kmap_gpu_bounded_create(&d2, b1.map.out_shape, b1.map.out_batch_size, mo1, mo1,
                                         mp2, NULL, &b2, &err);
     CHECK_MSG(st == VC_OK, "%s: create: %s", label, err.msg);
-    int32_t *d_in = NULL;
-    int64_t *d_count = NULL;
-    CUDA_OK(cudaMalloc((void **)&d_in, (size_t)(N > 0 ? N : 1) * 16));
-    CUDA_OK(cudaMalloc((void **)&d_count, 8));
-    dev_graph g = {{&b1, &b2}, 2, d_in, d_count, 0};
-    cudaGraphExec_t exec = NULL;
-    if (st == VC_OK) {
-        upload_dev(d_in, N, d_count, fr[0].rows, fr[0].count, fr[0].count, rng);
-        exec = capture_q(queue_dev_v, &g, label);
-    }
-    for (int f = 0; exec && f < DEV_FRAMES; f++) {
-        vc_kmap_data *cpu[2] = {&fr[f].cpu, &l2[f]};
-        replay_frame(label, exec, &g, &fr[f], d_in, d_count, cpu, rng);
-    }
-    if (exec) cudaGraphExecDestroy(exec);
-    vc_kmap_gpu_bounded_destroy(&b1);
-    vc_kmap_gpu_bounded_destroy(&b2);
-    cudaFree(d_in);
-    cudaFree(d_count);
-    for (int f = 0; f < DEV_FRAMES; f++) {
-        vc_kmap_data_free(&fr[f].cpu);
-        vc_kmap_data_free(&l2[f]);
-        free(fr[f].rows);
-    }
+    replay_two(label, st == VC_OK, &b1, &b2, 0, fr, l2, N, rng);
 }
 
 /* A forward map and its bounded INVERSE in one graph (vc_kmap_build_gpu_bounded_dev of d, then
  * vc_kmap_build_gpu_bounded_inverse from its arrays and device counts), replayed on the frames
  * of run_dev: the inverse's live arrays equal the CPU twin's inverse of the CPU forward map bit
  * for bit, its tail rows (the extent is the forward's max_in) hold the guarantee, its view's
- * tile order is built in the graph; on a frame past a bound the inverse's own check fails too
- * (VC_ERR_CAPACITY: the forward's failure is carried in its status). */
+ * tile order is built in the graph; on a frame past a bound the inverse's own check fails too. */
 static void run_inverse(const char *name, const vc_map_desc *d, const int32_t *pool, int64_t N,
                         int32_t batch, const int32_t shape[3], vc_rng *rng)
 {
@@ -637,35 +653,7 @@ static void run_inverse(const char *name, const vc_map_desc *d, const int32_t *p
                               b2.max_pairs == b1.max_pairs && !b2.map.out_coords),
               "%s: inverse bounds %lld / %lld / %lld", label, (long long)b2.max_in,
               (long long)b2.max_out, (long long)b2.max_pairs);
-    int32_t *d_in = NULL;
-    int64_t *d_count = NULL;
-    CUDA_OK(cudaMalloc((void **)&d_in, (size_t)(N > 0 ? N : 1) * 16));
-    CUDA_OK(cudaMalloc((void **)&d_count, 8));
-    dev_graph g = {{&b1, &b2}, 2, d_in, d_count, 1};
-    cudaGraphExec_t exec = NULL;
-    if (st == VC_OK) {
-        upload_dev(d_in, N, d_count, fr[0].rows, fr[0].count, fr[0].count, rng);
-        exec = capture_q(queue_dev_v, &g, label);
-    }
-    for (int f = 0; exec && f < DEV_FRAMES; f++) {
-        vc_kmap_data *cpu[2] = {&fr[f].cpu, &inv[f]};
-        replay_frame(label, exec, &g, &fr[f], d_in, d_count, cpu, rng);
-        if (fr[f].good) continue;
-        vc_err e2 = {{0}};
-        st = vc_kmap_gpu_bounded_check(&b2, g_stream, &e2);
-        CHECK_MSG(st == VC_ERR_CAPACITY, "%s, count %lld: the inverse of a failed forward build: "
-                  "%s (%s)", label, (long long)fr[f].count, vc_status_string(st), e2.msg);
-    }
-    if (exec) cudaGraphExecDestroy(exec);
-    vc_kmap_gpu_bounded_destroy(&b2);
-    vc_kmap_gpu_bounded_destroy(&b1);
-    cudaFree(d_in);
-    cudaFree(d_count);
-    for (int f = 0; f < DEV_FRAMES; f++) {
-        vc_kmap_data_free(&fr[f].cpu);
-        vc_kmap_data_free(&inv[f]);
-        free(fr[f].rows);
-    }
+    replay_two(label, st == VC_OK, &b1, &b2, 1, fr, inv, N, rng);
 }
 
 /* The device-count tests over one pool of distinct rows: every map type, the chain, then the

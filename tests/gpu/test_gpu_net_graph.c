@@ -229,19 +229,28 @@ static void check_inner_capacity(const char *path, vc_dtype dt, vc_tensor *big, 
     vc_net_destroy(g);
 }
 
+/* models/MODEL's path into path[cap] and two nets of it in dtype dt, the per-call reference and
+ * the one for graph mode; 0 (none left) where one could not be made. */
+static int two_nets(const char *model, vc_dtype dt, char *path, size_t cap, vc_net **ref,
+                    vc_net **g)
+{
+    const char *root = getenv("VC_DATA_ROOT");
+    snprintf(path, cap, "%s%smodels/%s", root ? root : "", root ? "/" : "", model);
+    printf("%s %s\n", model, dt == VC_DTYPE_FP32 ? "fp32" : "fp16");
+    *ref = net_of(path, NULL, dt);
+    *g = net_of(path, NULL, dt);
+    if (*ref && *g) return 1;
+    vc_net_destroy(*ref), vc_net_destroy(*g);
+    return 0;
+}
+
 /* One detection backbone in one dtype. */
 static void test_backbone(const char *model, vc_dtype dt, vc_synth_grid grid, int dim)
 {
-    const char *root = getenv("VC_DATA_ROOT");
     char path[1024];
-    snprintf(path, sizeof path, "%s%smodels/%s", root ? root : "", root ? "/" : "", model);
     const double tol = dt == VC_DTYPE_FP32 ? 1e-5 : 2e-3;
-    printf("%s %s\n", model, dt == VC_DTYPE_FP32 ? "fp32" : "fp16");
-    vc_net *ref = net_of(path, NULL, dt), *g = net_of(path, NULL, dt);
-    if (!ref || !g) {
-        vc_net_destroy(ref), vc_net_destroy(g);
-        return;
-    }
+    vc_net *ref = NULL, *g = NULL;
+    if (!two_nets(model, dt, path, sizeof path, &ref, &g)) return;
     frames f;
     memset(&f, 0, sizeof f);
     vc_tensor *first = synth(VC_SYNTH_LIDAR, g_quick ? 5000 : 30000, 0, grid, dim);
@@ -325,17 +334,13 @@ static void test_backbone(const char *model, vc_dtype dt, vc_synth_grid grid, in
  * bun0 and table_scene_lms400, voxelized by the graph); then level 2 over its bound. */
 static void test_unet(vc_dtype dt)
 {
-    const char *root = getenv("VC_DATA_ROOT");
     char path[1024];
-    snprintf(path, sizeof path, "%s%smodels/spunet_indoor.json", root ? root : "",
-             root ? "/" : "");
-    const double tol = dt == VC_DTYPE_FP32 ? 1e-5 : 2e-3;
-    printf("spunet_indoor.json %s\n", dt == VC_DTYPE_FP32 ? "fp32" : "fp16");
-    vc_net *ref = net_of(path, NULL, dt), *g = net_of(path, NULL, dt);
-    if (!ref || !g) {
-        vc_net_destroy(ref), vc_net_destroy(g);
-        return;
-    }
+    /* fp16: the graph's GEMMs may split taps otherwise than the per-call run's (they plan on
+     * the extents), and the U-Net chains about three times the backbones' convs, each output
+     * rounded to fp16: a looser bound than theirs, still far below a wrong map's error */
+    const double tol = dt == VC_DTYPE_FP32 ? 1e-5 : 5e-3;
+    vc_net *ref = NULL, *g = NULL;
+    if (!two_nets("spunet_indoor.json", dt, path, sizeof path, &ref, &g)) return;
     frames f;
     memset(&f, 0, sizeof f);
     const vc_synth_grid kg = VC_SYNTH_GRID_KITTI; /* unused by the indoor scene */
