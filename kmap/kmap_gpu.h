@@ -229,7 +229,9 @@ vc_status vc_kmap_gpu_bounded_create_inverse(const vc_kmap_gpu_bounded *fwd,
  * (or order the streams). No allocation, no synchronisation: capturable. The input count is
  * fwd's output count (N_LIVE), the output count fwd's input count (its N_IN, clamped to
  * fwd->max_in); live arrays are bit-identical to vc_kmap_inverse_gpu's / the CPU twin's of the
- * same forward map, with the tail guarantee of the _dev build over the extent fwd->max_in. A
+ * same forward map, with the tail guarantee of the _dev build over the extent fwd->max_in
+ * (except that a live row may have mask 0 - an input no forward output reads, e.g. past the
+ * last stride window - and then comes last among the live rows in perm, as there). A
  * forward build that failed leaves the inverse empty with VC_KMAP_GPU_F_FORWARD set, which
  * vc_kmap_gpu_bounded_check reports (VC_ERR_CAPACITY where the forward hit a bound). */
 vc_status vc_kmap_build_gpu_bounded_inverse(vc_kmap_gpu_bounded *b,
