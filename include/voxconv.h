@@ -975,8 +975,13 @@ VC_API vc_status vc_net_destroy(vc_net *net);
 /* Runs one frame on a voxel tensor (channels = the description's input channels; its coordinate
  * set's spatial shape may be smaller than the description's, then it is placed in the
  * description's shape; any dtype: cast to the net's). Outputs stay valid until the next run or
- * destroy. Synchronises on the CUDA backend (once per kernel map built, and for dense outputs
- * of global pooling). */
+ * destroy. On the CUDA backend, without bounds set (vc_net_set_bounds): the net's first frame
+ * runs step by step (a synchronisation per kernel map built, and for dense outputs of global
+ * pooling); from the second frame on, where graph mode can run the net, the frame runs as a
+ * CUDA graph under bounds the net sets itself from the largest level counts seen (plus a
+ * quarter), and the run checks it before returning: ONE synchronisation a frame. A frame that
+ * outgrows those bounds is run again after they grow to what it needed (never truncated).
+ * vc_net_set_auto_bounds(net, 0) or profiling keep every frame step by step. */
 VC_API vc_status vc_net_run(vc_net *net, const vc_tensor *in);
 /* Voxelizes points per the description's "voxelize" block (VC_ERR_INVALID_ARGUMENT without
  * one), then runs. */
@@ -1041,6 +1046,9 @@ VC_API vc_status vc_net_bounds_get(const vc_net *net, vc_net_bounds *out);
 /* Levels of the net's frame (1 + the convs that make a new coordinate set, shared sets counted
  * once); needs no bounds. */
 VC_API vc_status vc_net_level_count(const vc_net *net, int32_t *count);
+/* On (the default) / off: per-call runs through graph mode with bounds the net grows itself
+ * (vc_net_run). Off gives back the memory of those bounds. */
+VC_API vc_status vc_net_set_auto_bounds(vc_net *net, int32_t on);
 /* Rows of each level in the last per-call run (counts[0 .. level_count)), for bounds from a
  * sample frame (the CLI's --bounds auto). VC_ERR_INVALID_ARGUMENT before a per-call run. */
 VC_API vc_status vc_net_level_rows(const vc_net *net, int64_t *counts, int32_t n);

@@ -207,6 +207,7 @@ extern "C" vc_status vc_voxelize_gpu_bounded_check(vc_voxelize_gpu_bounded *b,
     VC_CUDA_TRY(cudaMemcpyAsync(h, b->info, sizeof h, cudaMemcpyDeviceToHost, s),
                 "reading the counts");
     VC_CUDA_TRY(cudaStreamSynchronize(s), "voxelizing");
+    b->voxels_needed = 0;
     if (h[INF_NREQ] < 0)
         return vc_fail(err, VC_ERR_INVALID_ARGUMENT, "voxelize: points count %lld is negative",
                        (long long)h[INF_NREQ]);
@@ -217,6 +218,7 @@ extern "C" vc_status vc_voxelize_gpu_bounded_check(vc_voxelize_gpu_bounded *b,
     st = report_counts(h, &b->desc, b->last_points, b->dim, b->last_batch, b->shape,
                        b->last_make_keys != 0, &batch_size, &kp, err);
     if (st != VC_OK) return st;
+    b->voxels_needed = h[INF_KEPT];
     if (h[INF_KEPT] > b->max_voxels)
         return vc_fail(err, VC_ERR_CAPACITY, "%s: %lld voxels exceed max_voxels %lld", kBounded,
                        (long long)h[INF_KEPT], (long long)b->max_voxels);

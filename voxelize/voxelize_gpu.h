@@ -37,6 +37,8 @@ typedef struct vc_voxelize_gpu_bounded {
     int64_t channels;         /* dim, or 1 for VC_REDUCE_COUNT                                 */
     int32_t shape[3];         /* the grid (z, y, x)                                            */
     int32_t batch_size;       /* set by a successful _check: the last run's batch size         */
+    int64_t voxels_needed;    /* set by _check: the voxels the last run made (max_voxels cap
+                                 applied, not the bound): what a bound must hold for it        */
     /* private */
     vc_voxelize_desc desc;
     vc_engine_options opt;    /* the options it was created with (allocator)                   */

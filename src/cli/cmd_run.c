@@ -28,7 +28,10 @@ static const char RUN_HELP[] =
     "  --profile               print each step's time, voxels and pairs, and the maps' time\n"
     "                          (a synchronisation around each step: slower frames)\n"
     "  --runs N                run the frame N times (default 1): the outputs are the last\n"
-    "                          run's, the frame time printed is the median\n"
+    "                          run's, the frame time printed is the median. On CUDA, runs\n"
+    "                          after the first go through graph mode with bounds the net\n"
+    "                          grows itself: one synchronisation a frame\n"
+    "  --step-by-step          every run step by step instead (a synchronisation per map)\n"
     "  --bounds N0[,N1,...]|auto[:MARGIN]   graph mode (CUDA): voxels per level (a level\n"
     "                          without a number takes the previous one's); auto: one per-call\n"
     "                          frame first, each level's rows (and the points) x MARGIN\n"
@@ -46,7 +49,7 @@ typedef struct run_opts {
     int64_t runs, repeat;
     double frame_ms, repeat_ms, repeat_p90_ms, back_to_back_ms;
     cli_bounds bounds;
-    int profile, json;
+    int profile, json, steps;
     cli_read_opts r;
 } run_opts;
 
@@ -338,7 +341,8 @@ int cmd_run(int argc, char **argv)
     const char *pos[4];
     int done = 0, npos = 0, fmt = 0;
     cli_opt opts[] = {{"--random-weights", &o.seed, NULL}, {"--dtype", &o.dtype, NULL},
-                      {"--profile", NULL, &o.profile},     {"--json", NULL, &o.json},
+                      {"--profile", NULL, &o.profile},
+                      {"--step-by-step", NULL, &o.steps},     {"--json", NULL, &o.json},
                       {"--format", &o.format, NULL},       {"--backend", &o.backend, NULL},
                       {"--runs", &o.runs_text, NULL},      {"--bounds", &o.bounds_text, NULL},
                       {"--repeat", &o.repeat_text, NULL},
@@ -361,6 +365,7 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     vc_net_set_profiling(net, o.profile);
+    if (o.steps) vc_net_set_auto_bounds(net, 0);
     int32_t n = 0;
     vc_net_output_count(net, &n);
     if ((rc = run_input(cmd, ctx, net, in, fmt, &o))) goto done;

@@ -161,11 +161,25 @@ static vc_status resolve_bounds(vc_net *net, const vc_net_bounds *in, vc_net_bou
 }
 #endif
 
+int vc_net_graphable(vc_net *net)
+{
+#ifdef VOXCONV_HAVE_CUDA
+    if (net->ctx->backend != VC_BACKEND_CUDA) return 0;
+    vc_status s = check_graphable(net);
+    vc_ctx_clear(net->ctx);
+    return s == VC_OK;
+#else
+    (void)net;
+    return 0;
+#endif
+}
+
 vc_status vc_net_set_bounds(vc_net *net, const vc_net_bounds *bounds)
 {
     const char *fn = "vc_net_set_bounds";
     if (!net) return VC_ERR_INVALID_ARGUMENT;
     vc_ctx_clear(net->ctx);
+    net->auto_graph = 0; /* the caller's bounds from now on (graph_auto.c sets it again) */
     if (!bounds) {
         vc_net_graph_free(net);
         net->ran = 0;

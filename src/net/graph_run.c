@@ -358,8 +358,12 @@ vc_status vc_net_graph_run_points(vc_net *net, const vc_points *p)
     if (s != VC_OK) return queued(net, s, 1);
     cudaStream_t st = net->ctx->stream;
     cudaError_t e = cudaSuccess;
-    /* the first `use` columns of each point, host or device, in one strided copy */
-    if (p->count > 0)
+    /* the first `use` columns of each point, host or device: one plain copy where they are
+     * all the columns, else one strided copy */
+    if (p->count > 0 && p->dim == use)
+        e = cudaMemcpyAsync(g->pts, p->data, (size_t)p->count * (size_t)use * sizeof(float),
+                            cudaMemcpyDefault, st);
+    else if (p->count > 0)
         e = cudaMemcpy2DAsync(g->pts, (size_t)use * sizeof(float), p->data,
                               (size_t)p->dim * sizeof(float), (size_t)use * sizeof(float),
                               (size_t)p->count, cudaMemcpyDefault, st);
@@ -461,6 +465,42 @@ static vc_status frame_check(vc_net *net)
     return s == VC_OK ? VC_OK : vc_ctx_fail(net->ctx, s, "%s", msg);
 }
 
+vc_status vc_net_graph_check(vc_net *net)
+{
+    return frame_check(net);
+}
+
+int vc_net_graph_needs(const vc_net *net, int64_t *need)
+{
+    const net_graph *g = net->graph;
+    int bound_only = 1, over = 0;
+    for (int32_t l = 0; l < g->n_levels; l++) need[l] = g->stat_host[l];
+    if (g->points_frame && g->vox.voxels_needed > need[0]) {
+        need[0] = g->vox.voxels_needed;
+        over |= need[0] > g->lv[0].extent;
+    }
+    for (int32_t k = 0; k < g->n_maps; k++) {
+        const int64_t *w = g->stat_host + g->n_levels + (int64_t)k * VC_KMAP_GPU_STATUS_WORDS;
+        if (map_clean(w)) continue;
+        const graph_map *gm = &g->maps[k];
+        const int64_t f = w[VC_KMAP_GPU_FLAGS];
+        /* an inverse only carries its forward map's failure: that map's words decide */
+        if (gm->fwd >= 0 && (f & VC_KMAP_GPU_F_FORWARD)) continue;
+        /* outputs past the bound (their pairs may pass theirs too: max_pairs follows it) */
+        const int64_t bound = VC_KMAP_GPU_F_OUT_OVERFLOW | VC_KMAP_GPU_F_PAIR_OVERFLOW;
+        if ((f & VC_KMAP_GPU_F_OUT_OVERFLOW) && (f & ~bound) == 0 &&
+            gm->level_out != gm->level_in && w[VC_KMAP_GPU_BAD_ROW] == INT64_MAX &&
+            w[VC_KMAP_GPU_N_DUP] == 0) {
+            if (w[VC_KMAP_GPU_N_OUT] > need[gm->level_out])
+                need[gm->level_out] = w[VC_KMAP_GPU_N_OUT];
+            over = 1;
+        } else {
+            bound_only = 0;
+        }
+    }
+    return over && bound_only;
+}
+
 vc_status vc_net_graph_output(vc_net *net, int32_t index, vc_net_output *out)
 {
     net_graph *g = net->graph;
@@ -485,6 +525,18 @@ vc_status vc_net_graph_output(vc_net *net, int32_t index, vc_net_output *out)
 }
 
 #else /* no CUDA: never reached (vc_net_set_bounds refuses) */
+
+vc_status vc_net_graph_check(vc_net *net)
+{
+    return vc_ctx_fail(net->ctx, VC_ERR_UNSUPPORTED, "vc_net_run: no graph mode without CUDA");
+}
+
+int vc_net_graph_needs(const vc_net *net, int64_t *need)
+{
+    (void)net;
+    (void)need;
+    return 0;
+}
 
 vc_status vc_net_graph_run(vc_net *net, const vc_tensor *in)
 {

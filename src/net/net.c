@@ -304,6 +304,7 @@ vc_status vc_net_create(vc_context *ctx, const vc_net_desc *desc, vc_net **out)
     vc_net *net = calloc(1, sizeof *net);
     if (!net) return vc_ctx_fail(ctx, VC_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     net->ctx = ctx;
+    net->auto_bounds = 1;
     net->dtype = dtype;
     net->algo = d.algo;
     net->mem = vc_ctx_native(ctx);
@@ -602,13 +603,23 @@ static vc_status place_input(vc_net *net, const vc_tensor *in)
     return VC_OK;
 }
 
+/* A graph the net made for its own per-call runs, given up before a step-by-step run. */
+static void drop_auto_graph(vc_net *net)
+{
+    if (!net->auto_graph) return;
+    vc_net_graph_free(net);
+    net->auto_graph = 0;
+}
+
 vc_status vc_net_run(vc_net *net, const vc_tensor *in)
 {
     if (!net) return VC_ERR_INVALID_ARGUMENT;
     vc_ctx_clear(net->ctx);
     vc_status s = vc_tensor_check(net->ctx, "vc_net_run", "in", in);
     if (s != VC_OK) return s;
-    if (net->graph) return vc_net_graph_run(net, in);
+    if (net->graph && !net->auto_graph) return vc_net_graph_run(net, in);
+    if (vc_net_auto_ready(net)) return vc_net_auto_run(net, in, NULL);
+    drop_auto_graph(net);
     vc_net_release_run(net);
     net->ran = 0;
     net->level_rows_set = 0;
@@ -633,7 +644,9 @@ vc_status vc_net_run_points(vc_net *net, const vc_points *points)
                            "\"voxelize\" block: voxelize the points and call vc_net_run", m->name);
     if (!points)
         return vc_ctx_fail(ctx, VC_ERR_INVALID_ARGUMENT, "vc_net_run_points: points is NULL");
-    if (net->graph) return vc_net_graph_run_points(net, points);
+    if (net->graph && !net->auto_graph) return vc_net_graph_run_points(net, points);
+    if (!points->batch && vc_net_auto_ready(net)) return vc_net_auto_run(net, NULL, points);
+    drop_auto_graph(net);
     int32_t use = m->use_dim ? m->use_dim : points->dim;
     if (points->dim < use)
         return vc_ctx_fail(ctx, VC_ERR_SHAPE_MISMATCH, "vc_net_run_points: points have %d "

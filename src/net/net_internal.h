@@ -146,6 +146,8 @@ struct vc_net {
     int64_t level_rows[VC_NET_MAX_LEVELS]; /* rows of each level in the last per-call run      */
     int level_rows_set;
     struct vc_net_graph *graph; /* graph mode (graph.c), or NULL: per-call runs               */
+    int auto_bounds;          /* per-call runs may go through graph mode (graph_auto.c)        */
+    int auto_graph;           /* graph holds bounds graph_auto.c set, not the caller's         */
 };
 
 
@@ -168,5 +170,18 @@ vc_status vc_net_graph_run(vc_net *net, const vc_tensor *in);
 vc_status vc_net_graph_run_points(vc_net *net, const vc_points *points);
 vc_status vc_net_graph_output(vc_net *net, int32_t index, vc_net_output *out);
 void vc_net_graph_free(vc_net *net);
+/* Graph mode's frame check (the one synchronisation) now, rather than at the first output. */
+vc_status vc_net_graph_check(vc_net *net);
+/* After a checked frame: each level's rows into need[n_levels] - the live count, or where a
+ * level outgrew its bound (VC_ERR_CAPACITY) the count it needed. Returns 1 when every failure
+ * of the frame was a level over its bound (growing the bounds and running again can succeed),
+ * else 0. */
+int vc_net_graph_needs(const vc_net *net, int64_t *need);
+/* 1 where graph mode can run the net (vc_net_set_bounds would accept it); quiet. */
+int vc_net_graphable(vc_net *net);
+/* Per-call runs through graph mode with bounds the net grows itself (graph_auto.c): whether
+ * the next per-call run takes that path, and the run (in: voxels, or pts: points). */
+int vc_net_auto_ready(vc_net *net);
+vc_status vc_net_auto_run(vc_net *net, const vc_tensor *in, const vc_points *pts);
 
 #endif
