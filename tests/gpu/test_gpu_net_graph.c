@@ -11,11 +11,12 @@
  * level, and the next good frame is right. A small model with a BN applied apart, a lone
  * activation, an add, a concat and pools covers the other operations over extents. The U-Net
  * (spunet_indoor: inverse convs over the bounded inverse maps, concat skips) likewise, fp16 and
- * fp32, on synthetic rooms and real scans' points (datasets/fetch). No host sync in
+ * fp32 (fp16 within 5e-3: tol_of), on synthetic rooms and real scans' points (datasets/fetch),
+ * capacity at level 2; and under the net's own bounds (test_auto). No host sync in
  * vc_net_run: right after it returns on the 100k frame, cudaStreamQuery must say the frame is
  * still running (4 times out of 5; a run that waited would never leave it running).
- * VC_SANITIZE=1: the U-Net and one backbone, fp16, small frames. Prints its seed. Skips (77)
- * without a device. */
+ * VC_SANITIZE=1: the U-Net (no auto bounds) and one backbone, fp16, small frames. Prints its
+ * seed. Skips (77) without a device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,7 @@ static void test_unet(vc_dtype dt)
     for (int i = 0; i < (g_quick ? 1 : 3); i++) {
         int64_t n = 0;
         float *p = net_scan_points(scans[i], 3, &n);
+        if (g_quick && n > 8000) n = 8000; /* the sanitizer run: its first 8000 points */
         add_points(&f, scans[i], p, n, 3);
     }
     vc_net_bounds b = bounds_for(ref, &f);
@@ -571,11 +573,12 @@ int main(void)
     test_unet(VC_DTYPE_FP16);
     test_auto("voxel_res_backbone8x_kitti.json", VC_DTYPE_FP16, VC_SYNTH_LIDAR,
               VC_SYNTH_GRID_KITTI, 4, "vlp16.bin");
-    test_auto("spunet_indoor.json", VC_DTYPE_FP16, VC_SYNTH_INDOOR, VC_SYNTH_GRID_KITTI, 3,
-              "bun0.pcd");
-    if (!g_quick)
+    if (!g_quick) {
+        test_auto("spunet_indoor.json", VC_DTYPE_FP16, VC_SYNTH_INDOOR, VC_SYNTH_GRID_KITTI, 3,
+                  "bun0.pcd");
         test_auto("voxel_backbone8x_kitti.json", VC_DTYPE_FP32, VC_SYNTH_LIDAR,
                   VC_SYNTH_GRID_KITTI, 4, "vlp16.bin");
+    }
     test_backbone("voxel_res_backbone8x_kitti.json", VC_DTYPE_FP16, VC_SYNTH_GRID_KITTI, 4);
     if (!g_quick) {
         test_unet(VC_DTYPE_FP32);
