@@ -354,6 +354,12 @@ static vc_status setup_inverse(vc_net *net, struct vc_net_graph *g, int32_t i, g
     if (fwd < 0)
         return vc_ctx_fail(net->ctx, VC_ERR_INTERNAL, "vc_net_set_bounds: layer '%s': its key "
                            "owner has no map", L->id);
+    if (g->maps[fwd].level_out != gm->level_in)
+        return vc_ctx_fail(net->ctx, VC_ERR_INVALID_ARGUMENT, "vc_net_set_bounds: layer '%s' "
+                           "reads level %d, but the map of '%s' (indice_key \"%s\") makes level "
+                           "%d: an inverse's input must be its key owner's output set", L->id,
+                           gm->level_in, net->model.layers[L->key_owner].id, L->indice_key,
+                           g->maps[fwd].level_out);
     for (int32_t k = 0; k < g->n_maps; k++)
         if (g->maps[k].fwd == fwd) {
             g->layer_map[i] = k;
