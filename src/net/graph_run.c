@@ -480,10 +480,10 @@ int vc_net_graph_needs(const vc_net *net, int64_t *need)
         if (map_clean(w)) continue;
         const graph_map *gm = &g->maps[k];
         const int64_t f = w[VC_KMAP_GPU_FLAGS];
-        /* outputs past the bound (their pairs may pass theirs too: max_pairs follows it) */
-        const int64_t bound = VC_KMAP_GPU_F_OUT_OVERFLOW | VC_KMAP_GPU_F_PAIR_OVERFLOW;
-        if ((f & VC_KMAP_GPU_F_OUT_OVERFLOW) && (f & ~bound) == 0 &&
-            gm->level_out != gm->level_in && w[VC_KMAP_GPU_BAD_ROW] == INT64_MAX &&
+        /* outputs past the bound; the other flags such a build raises follow from it (its
+         * pairs' bound follows max_out, its output table is sized for max_out keys) */
+        if ((f & VC_KMAP_GPU_F_OUT_OVERFLOW) && gm->level_out != gm->level_in &&
+            w[VC_KMAP_GPU_BAD_ROW] == INT64_MAX &&
             w[VC_KMAP_GPU_N_DUP] == 0) {
             if (w[VC_KMAP_GPU_N_OUT] > need[gm->level_out])
                 need[gm->level_out] = w[VC_KMAP_GPU_N_OUT];
