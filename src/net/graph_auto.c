@@ -51,9 +51,10 @@ vc_status vc_net_auto_run(vc_net *net, const vc_tensor *in, const vc_points *pts
     for (int32_t l = 0; l < net->n_levels; l++) rows[l] = net->level_rows[l];
     if (in) rows[0] = in->coords->count > rows[0] ? in->coords->count : rows[0];
     vc_status s = grow_to(net, rows, pts ? pts->count : 0);
-    /* Each retry grows at least one level past what overflowed; a level fed by an overflowed
-     * one may only show its need on the next attempt, hence one try per level. */
-    for (int32_t attempt = 0; s == VC_OK && attempt <= net->n_levels; attempt++) {
+    /* Each retry grows at least one level past what overflowed. A level fed by an overflowed
+     * one may only show its need on the next attempt, and a build whose output table overflowed
+     * may undercount what it needed: two tries per level. */
+    for (int32_t attempt = 0; s == VC_OK && attempt <= 2 * net->n_levels; attempt++) {
         s = in ? vc_net_graph_run(net, in) : vc_net_graph_run_points(net, pts);
         if (s == VC_OK) s = vc_net_graph_check(net);
         if (s != VC_ERR_CAPACITY) break;

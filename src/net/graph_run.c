@@ -486,10 +486,10 @@ int vc_net_graph_needs(const vc_net *net, int64_t *need)
         const int64_t f = w[VC_KMAP_GPU_FLAGS];
         /* an inverse only carries its forward map's failure: that map's words decide */
         if (gm->fwd >= 0 && (f & VC_KMAP_GPU_F_FORWARD)) continue;
-        /* outputs past the bound (their pairs may pass theirs too: max_pairs follows it) */
-        const int64_t bound = VC_KMAP_GPU_F_OUT_OVERFLOW | VC_KMAP_GPU_F_PAIR_OVERFLOW;
-        if ((f & VC_KMAP_GPU_F_OUT_OVERFLOW) && (f & ~bound) == 0 &&
-            gm->level_out != gm->level_in && w[VC_KMAP_GPU_BAD_ROW] == INT64_MAX &&
+        /* outputs past the bound; the other flags such a build raises follow from it (its
+         * pairs' bound follows max_out, its output table is sized for max_out keys) */
+        if ((f & VC_KMAP_GPU_F_OUT_OVERFLOW) && gm->level_out != gm->level_in &&
+            w[VC_KMAP_GPU_BAD_ROW] == INT64_MAX &&
             w[VC_KMAP_GPU_N_DUP] == 0) {
             if (w[VC_KMAP_GPU_N_OUT] > need[gm->level_out])
                 need[gm->level_out] = w[VC_KMAP_GPU_N_OUT];

@@ -438,6 +438,14 @@ static void test_models(vc_rng *rng, const vc_tensor *in, const int32_t model_sh
         check_res_unfused(net, &p, in, model_shape, what);
         CHECK_OK(ctx, vc_net_run(net, in)); /* maps cached, buffers reused: the same bits */
         check_res_fused(net, &p, in, model_shape, what);
+        /* the CPU runs step by step whatever the auto-bounds switch says */
+        CHECK_STATUS(ctx, vc_net_set_auto_bounds(NULL, 1), VC_ERR_INVALID_ARGUMENT);
+        CHECK_OK(ctx, vc_net_set_profiling(net, 0));
+        CHECK_OK(ctx, vc_net_set_auto_bounds(net, 1));
+        CHECK_OK(ctx, vc_net_run(net, in));
+        check_res_fused(net, &p, in, model_shape, what);
+        CHECK_OK(ctx, vc_net_set_auto_bounds(net, 0));
+        CHECK_OK(ctx, vc_net_set_profiling(net, 1));
         int32_t ns = 0;
         vc_net_step_info si;
         CHECK_OK(ctx, vc_net_step_count(net, &ns));
