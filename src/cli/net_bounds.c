@@ -68,7 +68,8 @@ int cli_set_bounds(const char *cmd, vc_context *ctx, vc_net *net, const cli_boun
         int64_t rows[VC_NET_MAX_LEVELS] = {0};
         st = t ? vc_net_run(net, t) : vc_net_run_points(net, pts);
         if (st == VC_OK) st = vc_net_level_rows(net, rows, levels);
-        if (st != VC_OK) return cli_vc_error(cmd, ctx, st, "--bounds auto: the sample frame failed");
+        if (st != VC_OK)
+            return cli_vc_error(cmd, ctx, st, "--bounds auto: the sample frame failed");
         for (int32_t l = 0; l < levels; l++) nb.max_voxels[l] = grow(rows[l], b->margin);
         if (pts) nb.max_points = grow(pts->count, b->margin);
     } else {

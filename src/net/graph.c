@@ -94,7 +94,8 @@ vc_status vc_net_bounds_get(const vc_net *net, vc_net_bounds *out)
 {
     if (!net) return VC_ERR_INVALID_ARGUMENT;
     vc_ctx_clear(net->ctx);
-    if (!out) return vc_ctx_fail(net->ctx, VC_ERR_INVALID_ARGUMENT, "vc_net_bounds_get: out is NULL");
+    if (!out)
+        return vc_ctx_fail(net->ctx, VC_ERR_INVALID_ARGUMENT, "vc_net_bounds_get: out is NULL");
     if (!net->graph)
         return vc_ctx_fail(net->ctx, VC_ERR_INVALID_ARGUMENT, "vc_net_bounds_get: no bounds set");
 #ifdef VOXCONV_HAVE_CUDA
@@ -148,7 +149,8 @@ static vc_status resolve_bounds(vc_net *net, const vc_net_bounds *in, vc_net_bou
             out->max_voxels[l] = 0;
             continue;
         }
-        if (v == 0) v = l > 0 ? out->max_voxels[l - 1] : m->has_voxelize ? m->voxelize.max_voxels : 0;
+        if (v == 0)
+            v = l > 0 ? out->max_voxels[l - 1] : m->has_voxelize ? m->voxelize.max_voxels : 0;
         if (v < 1 || v > VC_MAX_ROWS)
             return vc_ctx_fail(net->ctx, VC_ERR_INVALID_ARGUMENT, "%s: max_voxels[%d] is %lld: "
                                "each level's bound must be in [1, %lld]%s", fn, l, (long long)v,

@@ -3,8 +3,8 @@
  * voxelization (points), each map's bounded build over its input level's device count, every
  * step over its level's extent (convs through vc_conv_gpu_bounded, pools over the map's view,
  * the tensor operations over extent rows, the dense output scattering the live rows), and one
- * gather of every status word into mapped host memory. The first frame of each input kind (voxels, points) runs eagerly and
- * is then captured as a CUDA graph; later frames replay it. Nothing here waits for the device
+ * gather of every status word into mapped host memory. The first frame of each input kind
+ * (voxels, points) runs eagerly and is then captured as a CUDA graph; later frames replay it. Nothing here waits for the device
  * except the frame's one check (frame_check), on the first output call after a run. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -439,8 +439,9 @@ static vc_status frame_check(vc_net *net)
 {
     net_graph *g = net->graph;
     if (!g->pending)
-        return g->frame_status == VC_OK ? VC_OK
-                                        : vc_ctx_fail(net->ctx, g->frame_status, "%s", g->frame_msg);
+        return g->frame_status == VC_OK
+                   ? VC_OK
+                   : vc_ctx_fail(net->ctx, g->frame_status, "%s", g->frame_msg);
     g->pending = 0;
     char msg[512] = "";
     vc_status s = VC_OK;

@@ -519,7 +519,8 @@ static const char MIX_MODEL[] =
 static void test_mix(void)
 {
     printf("graph-mix fp32 (tensor operations over extents)\n");
-    vc_net *ref = net_of(NULL, MIX_MODEL, VC_DTYPE_FP32), *g = net_of(NULL, MIX_MODEL, VC_DTYPE_FP32);
+    vc_net *ref = net_of(NULL, MIX_MODEL, VC_DTYPE_FP32);
+    vc_net *g = net_of(NULL, MIX_MODEL, VC_DTYPE_FP32);
     if (!ref || !g) {
         vc_net_destroy(ref), vc_net_destroy(g);
         return;
@@ -554,7 +555,8 @@ static void test_mix(void)
             int64_t n = 0;
             char *seen = calloc((size_t)21 * 128 * 128, 1);
             for (int64_t r = 0; r < ti.count; r++) {
-                int32_t z = rows[r * 4 + 1] % 21, y = rows[r * 4 + 2] % 128, x = rows[r * 4 + 3] % 128;
+                int32_t z = rows[r * 4 + 1] % 21, y = rows[r * 4 + 2] % 128;
+                int32_t x = rows[r * 4 + 3] % 128;
                 size_t key = ((size_t)z * 128 + (size_t)y) * 128 + (size_t)x;
                 if (seen[key]) continue;
                 seen[key] = 1;
