@@ -4,8 +4,9 @@
  * step over its level's extent (convs through vc_conv_gpu_bounded, pools over the map's view,
  * the tensor operations over extent rows, the dense output scattering the live rows), and one
  * gather of every status word into mapped host memory. The first frame of each input kind
- * (voxels, points) runs eagerly and is then captured as a CUDA graph; later frames replay it. Nothing here waits for the device
- * except the frame's one check (frame_check), on the first output call after a run. */
+ * (voxels, points) runs eagerly and is then captured as a CUDA graph; later frames replay it.
+ * Nothing here waits for the device except the frame's one check (frame_check): on the first
+ * output call after a run, or at once for the per-call runs of graph_auto.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
