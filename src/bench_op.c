@@ -1,13 +1,13 @@
 /* src/bench_op.c - what a benchmark needs from the library and cannot do through the rest of
  * the API: timers on the context's stream (vc_timer_*), the planner's choice for a layer
  * (vc_conv_plan) and the floor model (vc_layer_floor_get, core/floor.h). */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* core/clock.h */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/floor.h"
+#include "core/clock.h"
 #include "internal.h"
 
 #ifdef VOXCONV_HAVE_CUDA
@@ -27,12 +27,6 @@ struct vc_timer {
     unsigned char fill; /* the flush's byte, new each time                                     */
 };
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 #ifdef VOXCONV_HAVE_CUDA
 static vc_status cuda_fail(vc_context *ctx, const char *fn, cudaError_t e)
@@ -77,7 +71,7 @@ vc_status vc_timer_start(vc_timer *t)
         return e == cudaSuccess ? VC_OK : cuda_fail(t->ctx, "vc_timer_start", e);
     }
 #endif
-    t->t0 = now_ms();
+    t->t0 = vc_clock_ms();
     return VC_OK;
 }
 
@@ -98,7 +92,7 @@ vc_status vc_timer_stop(vc_timer *t, double *ms)
         return VC_OK;
     }
 #endif
-    *ms = now_ms() - t->t0;
+    *ms = vc_clock_ms() - t->t0;
     return VC_OK;
 }
 

@@ -94,6 +94,8 @@ int cli_open_context_tuned(const char *cmd, const char *backend_text, const char
                            vc_context **ctx);
 /* "fp32", "fp16", "bf16", "int32" or "?". */
 const char *cli_dtype_name(vc_dtype t);
+/* The host's monotonic clock in milliseconds (host-side frame and run times). */
+double cli_now_ms(void);
 /* calloc that never asks for 0 bytes. */
 void *cli_xcalloc(size_t n, size_t size);
 /* The error line of a failed file call: "VERB 'PATH': <detail>", the path left out when the

@@ -15,7 +15,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
 #include "suite_levels.h"
@@ -244,12 +243,6 @@ static int parse_specs(const char *cmd, const bench_opts *o, cli_suite *s)
     return CLI_OK;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 /* ---- the scene --------------------------------------------------------------------------- */
 
@@ -662,7 +655,7 @@ static vc_status describe_layer(bench_state *st, int i, bench_layer *bl)
 static void progress(bench_state *st, const char *what, int i, int n, const char *name,
                      double ms)
 {
-    if (now_ms() - st->t_start < 2000.0) return;
+    if (cli_now_ms() - st->t_start < 2000.0) return;
     fprintf(stderr, "voxconv bench: %s %d/%d %s: %.4f ms\n", what, i + 1, n, name, ms);
 }
 
@@ -777,7 +770,7 @@ static int bench_on(const char *cmd, vc_context *ctx, const bench_opts *o, const
     st.ctx = ctx;
     st.s = suite;
     st.c = c;
-    st.t_start = now_ms();
+    st.t_start = cli_now_ms();
     size_t n = (size_t)suite->n;
     run.layers = calloc(n, sizeof *run.layers);
     run.maps = calloc(n, sizeof *run.maps);

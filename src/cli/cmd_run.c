@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cli.h"
 
@@ -59,12 +58,6 @@ static int ends_with_vxt(const char *p)
     return n >= 4 && (strcmp(p + n - 4, ".vxt") == 0 || strcmp(p + n - 4, ".VXT") == 0);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 static int dcmp(const void *a, const void *b)
 {
@@ -89,9 +82,9 @@ static vc_status time_frames(vc_context *ctx, vc_net *net, const vc_tensor *t,
 {
     vc_status st = VC_OK;
     for (int64_t k = 0; k < n && st == VC_OK; k++) {
-        double t0 = now_ms();
+        double t0 = cli_now_ms();
         st = frame(ctx, net, t, pts);
-        ms[k] = now_ms() - t0;
+        ms[k] = cli_now_ms() - t0;
     }
     return st;
 }
@@ -105,13 +98,13 @@ static vc_status repeat_frames(vc_context *ctx, vc_net *net, const vc_tensor *t,
     qsort(ms, (size_t)o->repeat, sizeof *ms, dcmp);
     o->repeat_ms = ms[o->repeat / 2];
     o->repeat_p90_ms = ms[(o->repeat * 9) / 10 < o->repeat ? (o->repeat * 9) / 10 : o->repeat - 1];
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     for (int64_t k = 0; k < o->repeat && st == VC_OK; k++)
         st = t ? vc_net_run(net, t) : vc_net_run_points(net, pts);
     vc_net_output out;
     if (st == VC_OK) st = vc_net_get_output(net, 0, &out);
     if (st == VC_OK) st = vc_context_synchronize(ctx);
-    o->back_to_back_ms = (now_ms() - t0) / (double)o->repeat;
+    o->back_to_back_ms = (cli_now_ms() - t0) / (double)o->repeat;
     return st;
 }
 

@@ -3,9 +3,11 @@
  * dtypes, file loads and saves that fail with one line naming the file, host copies of a
  * tensor, and small JSON pieces.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -59,6 +61,13 @@ int cli_open_context_tuned(const char *cmd, const char *backend_text, const char
 const char *cli_dtype_name(vc_dtype t)
 {
     return (unsigned)t <= VC_DTYPE_BF16 ? CLI_DTYPES[t] : (t == VC_DTYPE_INT32 ? "int32" : "?");
+}
+
+double cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 void *cli_xcalloc(size_t n, size_t size)

@@ -7,20 +7,14 @@
  * earlier steps. Every map is built through the coordinate set's cache, so layers on one set
  * with one kernel share one map, and an inverse conv uses the very map of the conv it inverts.
  * Results are freed once their last reader ran; outputs live until the next run. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* core/clock.h */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/dtype.h"
+#include "core/clock.h"
 #include "src/net/net_internal.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 /* ---- the plan ------------------------------------------------------------------------------ */
 
@@ -352,7 +346,7 @@ static vc_status step_map(vc_net *net, int32_t i, const vc_tensor *in, net_step 
                                "map of '%s' (indice_key \"%s\") was not built in this run",
                                L->id, net->model.layers[L->key_owner].id, L->indice_key);
     }
-    double t0 = net->profiling ? now_ms() : 0;
+    double t0 = net->profiling ? vc_clock_ms() : 0;
     vc_status s = vc_kmap_build(net->ctx, in->coords, &md, &net->ls[i].map);
     if (s != VC_OK) {
         char msg[sizeof net->ctx->err.msg];
@@ -361,7 +355,7 @@ static vc_status step_map(vc_net *net, int32_t i, const vc_tensor *in, net_step 
     }
     if (net->profiling) {
         vc_context_synchronize(net->ctx);
-        st->map_ms = now_ms() - t0;
+        st->map_ms = vc_clock_ms() - t0;
     }
     vc_kmap_info info;
     vc_kmap_get_info(net->ls[i].map, &info);
@@ -531,7 +525,7 @@ static vc_status run_frame(vc_net *net)
         double t0 = 0;
         if (net->profiling) {
             vc_context_synchronize(net->ctx);
-            t0 = now_ms();
+            t0 = vc_clock_ms();
         }
         st->map_ms = 0;
         st->pairs = 0;
@@ -545,7 +539,7 @@ static vc_status run_frame(vc_net *net)
         }
         if (net->profiling) {
             vc_context_synchronize(net->ctx);
-            st->ms = now_ms() - t0 - st->map_ms;
+            st->ms = vc_clock_ms() - t0 - st->map_ms;
         }
         drop_inputs(net, st);
     }

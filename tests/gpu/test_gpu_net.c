@@ -4,10 +4,10 @@
  * residual test model with BatchNorm statistics far from the identity from a safetensors
  * buffer. Prints each model's GPU frame time (run_points, wall clock, median of 20) as a
  * figure for the lead, not a check. Skips (77) without CUDA or a device. */
+#define _POSIX_C_SOURCE 200809L /* core/clock.h */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../unit/net_testutil.h"
 #include "testutil.h"
@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "core/dtype.h"
+#include "core/clock.h"
 #include "gpu_testutil.h"
 #include "net_compare.h"
 
@@ -28,12 +29,6 @@ static void compare(vc_net *g, vc_net *c, double tol, const char *what)
     net_compare(gpu, g, cpu, c, tol, what);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 static int dcmp(const void *a, const void *b)
 {
@@ -80,10 +75,10 @@ static void test_model(const char *model, const char *scan, int dim)
         int reps = g_quick ? 2 : 20;
         double t[20];
         for (int r = 0; r < reps; r++) {
-            double t0 = now_ms();
+            double t0 = vc_clock_ms();
             vc_net_run_points(g16, &p);
             vc_context_synchronize(gpu);
-            t[r] = now_ms() - t0;
+            t[r] = vc_clock_ms() - t0;
         }
         qsort(t, (size_t)reps, sizeof t[0], dcmp);
         printf("  GPU fp16 frame (host points -> outputs): median %.3f ms over %d runs\n",

@@ -17,10 +17,10 @@
  * still running (4 times out of 5; a run that waited would never leave it running).
  * VC_SANITIZE=1: the U-Net (no auto bounds) and one backbone, fp16, small frames. Prints its
  * seed. Skips (77) without a device. */
+#define _POSIX_C_SOURCE 200809L /* core/clock.h */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../unit/net_testutil.h"
 #include "testutil.h"
@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include "core/dtype.h"
+#include "core/clock.h"
 #include "gpu_testutil.h"
 #include "net_compare.h"
 
@@ -48,12 +49,6 @@ typedef struct frames {
     int n_pts;
 } frames;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 /* Every output of the graph net against the per-call net's (both on the GPU). */
 static void compare(vc_net *g, vc_net *c, double tol, const char *what)
@@ -186,13 +181,13 @@ static void check_no_sync(vc_net *g, vc_tensor *big)
     double t_run = 0, t_all = 0;
     for (int k = 0; k < 5; k++) {
         vc_net_output o;
-        double t0 = now_ms();
+        double t0 = vc_clock_ms();
         CHECK_OK(gpu, vc_net_run(g, big));
-        double t1 = now_ms();
+        double t1 = vc_clock_ms();
         busy += cudaStreamQuery(NULL) == cudaErrorNotReady;
         CHECK_OK(gpu, vc_net_get_output(g, 0, &o));
         t_run += t1 - t0;
-        t_all += now_ms() - t0;
+        t_all += vc_clock_ms() - t0;
     }
     cudaGetLastError();
     printf("  no host sync in vc_net_run: the stream was busy after %d of 5 runs (run returns in "

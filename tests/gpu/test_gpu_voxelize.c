@@ -14,15 +14,16 @@
  * The device allocators are filled with 0xFF (NaN) before each GPU run, so an unwritten output
  * element shows. VC_SANITIZE=1 keeps sizes small (for compute-sanitizer). Prints its seed
  * (VC_TEST_SEED replays). Exits 77 without a CUDA build or a usable device. */
+#define _POSIX_C_SOURCE 200809L /* core/clock.h */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "voxelize/voxelize.h"
 #include "core/dtype.h"
+#include "core/clock.h"
 #include "scenes.h"
 #include "testutil.h"
 #include "voxconv.h"
@@ -79,12 +80,6 @@ static void gpu_run_free(gpu_run *r)
     memset(&r->v, 0, sizeof r->v);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 /* Runs the GPU voxelizer on device copies of pts / batch (stream: g_stream or the default). */
 static void gpu_voxelize(const vc_voxelize_desc *d, const float *pts, int64_t n, int dim,
@@ -102,10 +97,10 @@ static void gpu_voxelize(const vc_voxelize_desc *d, const float *pts, int64_t n,
     memset(&st, 0x5a, sizeof st);
     vc_voxelize_stats st_before = st;
     cudaStream_t s = default_stream ? (cudaStream_t)0 : g_stream;
-    double t0 = now_ms();
+    double t0 = vc_clock_ms();
     r->st = vc_voxelize_gpu(d, &p, NULL, s, &out, &st, &r->err);
     CUDA_OK(cudaStreamSynchronize(s));
-    r->ms = now_ms() - t0;
+    r->ms = vc_clock_ms() - t0;
     if (r->st != VC_OK) {
         CHECK_MSG(memcmp(&out, &out_before, sizeof out) == 0, "failed call wrote *out");
         CHECK_MSG(memcmp(&st, &st_before, sizeof st) == 0, "failed call wrote *stats");
