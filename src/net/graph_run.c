@@ -382,6 +382,12 @@ vc_status vc_net_graph_run_points(vc_net *net, const vc_points *p)
 
 /* ---- the check and the outputs ---------------------------------------------------------- */
 
+/* Map k's status words in the gathered block (after the level counts). */
+static const int64_t *map_words(const net_graph *g, int32_t k)
+{
+    return g->stat_host + g->n_levels + (int64_t)k * VC_KMAP_GPU_STATUS_WORDS;
+}
+
 static int map_clean(const int64_t *w)
 {
     return w[VC_KMAP_GPU_BAD_ROW] == INT64_MAX && w[VC_KMAP_GPU_N_DUP] == 0 &&
@@ -393,7 +399,7 @@ static int map_clean(const int64_t *w)
 static vc_status check_maps(vc_net *net, net_graph *g, char *msg, size_t cap)
 {
     for (int32_t k = 0; k < g->n_maps; k++) {
-        const int64_t *w = g->stat_host + g->n_levels + (int64_t)k * VC_KMAP_GPU_STATUS_WORDS;
+        const int64_t *w = map_words(g, k);
         if (map_clean(w)) continue;
         const graph_map *gm = &g->maps[k];
         const char *id = net->model.layers[gm->layer].id;
@@ -482,7 +488,7 @@ int vc_net_graph_needs(const vc_net *net, int64_t *need)
         over |= need[0] > g->lv[0].extent;
     }
     for (int32_t k = 0; k < g->n_maps; k++) {
-        const int64_t *w = g->stat_host + g->n_levels + (int64_t)k * VC_KMAP_GPU_STATUS_WORDS;
+        const int64_t *w = map_words(g, k);
         if (map_clean(w)) continue;
         const graph_map *gm = &g->maps[k];
         const int64_t f = w[VC_KMAP_GPU_FLAGS];
