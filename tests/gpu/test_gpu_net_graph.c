@@ -419,16 +419,11 @@ static void test_unet(vc_dtype dt)
 static void test_auto(const char *model, vc_dtype dt, vc_synth_kind kind, vc_synth_grid grid,
                       int dim, const char *scan)
 {
-    const char *root = getenv("VC_DATA_ROOT");
     char path[1024];
-    snprintf(path, sizeof path, "%s%smodels/%s", root ? root : "", root ? "/" : "", model);
+    vc_net *ref = NULL, *a = NULL;
+    printf("auto bounds: ");
+    if (!two_nets(model, dt, path, sizeof path, &ref, &a)) return;
     const double tol = tol_of(model, dt);
-    printf("auto bounds: %s %s\n", model, dt == VC_DTYPE_FP32 ? "fp32" : "fp16");
-    vc_net *ref = net_of(path, NULL, dt), *a = net_of(path, NULL, dt);
-    if (!ref || !a) {
-        vc_net_destroy(ref), vc_net_destroy(a);
-        return;
-    }
     CHECK_OK(gpu, vc_net_set_auto_bounds(a, 1));
     const int64_t sizes[] = {3000, 20000, g_quick ? 6000 : 100000, 0, 1500, 20000};
     const int n_sizes = (int)(sizeof sizes / sizeof sizes[0]);
