@@ -59,6 +59,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench_util.h"
+#include "frame_maps.h"
 #include "pool/pool.h"
 #include "voxelize/voxelize.h"
 
@@ -511,7 +512,8 @@ static int best_algo(const layer_result *r)
 typedef struct summary {
     char scene[64], net[64];
     int layers;
-    float ms_impl, ms_ggs, ms_grp, ms_best, ms_auto, e2e[3], floor_ms, build_ms;
+    float ms_impl, ms_ggs, ms_grp, ms_best, ms_auto, e2e[3], floor_ms, build_ms, fm_serial,
+        fm_forked;
 } summary;
 
 static summary g_sum[MAX_SCENES * MAX_NETS];
@@ -562,7 +564,7 @@ static void time_network(frame_state *fs, int nf, const net *nt, int *const *map
 /* A row of the summary (g_sum): sums of the layer medians (implicit, ggs, grouped, best, auto,
  * floor), map builds and the whole-network times. */
 static void add_summary(const scene *sc, const net *nt, const double sums[6], double build,
-                        const float e2e[3])
+                        const float e2e[3], const frame_maps_result *fm)
 {
     if (g_nsum >= MAX_SCENES * MAX_NETS) return;
     summary *s = &g_sum[g_nsum++];
@@ -576,7 +578,45 @@ static void add_summary(const scene *sc, const net *nt, const double sums[6], do
     s->ms_auto = (float)sums[4];
     s->floor_ms = (float)sums[5];
     s->build_ms = (float)build;
+    s->fm_serial = (float)fm->serial_ms;
+    s->fm_forked = (float)fm->forked_ms;
     memcpy(s->e2e, e2e, sizeof s->e2e);
+}
+
+/* A frame's maps as one job (frame_maps.h): the maps the net uses and the makers of their
+ * levels, in creation order, from frame 0. */
+static void frame_maps_of(const frame_state *fs, const net *nt, const int *map_of,
+                          frame_maps_result *res)
+{
+    int used[MAX_MAPS] = {0}, idx[MAX_MAPS], lvl[MAX_LEVELS], n = 0, nlv = 1;
+    for (int i = 0; i < nt->n; i++) used[map_of[i]] = 1;
+    for (int e = fs->nmaps - 1; e >= 0; e--) { /* dependencies come earlier */
+        const map_entry *me = &fs->maps[e];
+        if (!used[e]) continue;
+        if (me->type == VC_MAP_INVERSE) used[me->fwd] = 1;
+        for (int d = 0; d < e; d++)
+            if (fs->maps[d].out_level == me->in_level && fs->maps[d].type != VC_MAP_SUBM &&
+                fs->maps[d].type != VC_MAP_INVERSE)
+                used[d] = 1;
+    }
+    frame_map fm[MAX_MAPS];
+    int32_t out_level[MAX_MAPS];
+    lvl[0] = 0;
+    for (int e = 0; e < fs->nmaps; e++) {
+        if (!used[e]) continue;
+        const map_entry *me = &fs->maps[e];
+        const int makes = me->type != VC_MAP_SUBM && me->type != VC_MAP_INVERSE;
+        idx[e] = n;
+        fm[n] = (frame_map){desc_of(me->type, me->k, me->s, me->p),
+                            me->type == VC_MAP_INVERSE ? 0 : lvl[me->in_level],
+                            me->type == VC_MAP_INVERSE ? idx[me->fwd] : -1,
+                            {0, 0, 0}, &me->m};
+        memcpy(fm[n].in_shape, fs->lv[me->in_level].shape, sizeof fm[n].in_shape);
+        out_level[n] = makes ? nlv : -1;
+        if (makes) lvl[me->out_level] = nlv++;
+        n++;
+    }
+    frame_maps_time(fs->lv[0].coords, fs->lv[0].n, fm, out_level, n, g_runs, &g_opt, g_s, res);
 }
 
 /* Times one network on one scene; map_of[f][i] is layer i's map in frame f. */
@@ -722,8 +762,12 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
            "ms, best per layer %.3f ms; sum of layer medians: implicit %.3f, ggs %.3f, grouped "
            "ggs %.3f, best %.3f, auto %.3f, floor %.3f ms; map builds %.3f ms\n", e2e[0], e2e[1],
            e2e[2], sum_impl, sum_ggs, sum_grp, sum_best, sum_auto, sum_floor, build);
+    frame_maps_result fm = {0, 0, 0};
+    frame_maps_of(&fs[0], nt, map_of[0], &fm);
+    printf("frame maps, one CUDA graph of bounded builds: serial %.3f ms, forked %.3f ms%s\n",
+           fm.serial_ms, fm.forked_ms, fm.mismatches ? " MISMATCH" : "");
     const double sums[6] = {sum_impl, sum_ggs, sum_grp, sum_best, sum_auto, sum_floor};
-    add_summary(sc, nt, sums, build, e2e);
+    add_summary(sc, nt, sums, build, e2e, &fm);
     free(res);
 }
 
@@ -860,13 +904,15 @@ static void print_summary(void)
     printf("\n## Summary (fp16, ms; layer sums are medians of single layers with L2 flushed; "
            "'net' runs the layers back to back)\n\n");
     printf("| scene | network | layers | sum impl | sum ggs | sum grouped | sum best | sum auto |"
-           " sum floor | net impl | net ggs | net best | map builds |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           " sum floor | net impl | net ggs | net best | map builds | frame maps serial | frame maps"
+           " forked |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < g_nsum; i++) {
         const summary *s = &g_sum[i];
         printf("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | "
-               "%.3f |\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs, s->ms_grp,
-               s->ms_best, s->ms_auto, s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2], s->build_ms);
+               "%.3f | %.3f | %.3f |\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs, s->ms_grp,
+               s->ms_best, s->ms_auto, s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2], s->build_ms,
+               s->fm_serial, s->fm_forked);
     }
 }
 

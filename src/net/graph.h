@@ -79,8 +79,9 @@ struct vc_net_graph {
     vc_engine_options opts;   /* the context's, with the arena as allocator                    */
     int64_t *stat_host, *stat_dev; /* mapped pinned: level counts, then 8 words a map          */
     cudaStream_t cap_stream;  /* capture (the context's may be the legacy stream)              */
-    cudaStream_t map_stream;  /* the frame's map builds, forked from the frame's stream        */
-    cudaEvent_t *ev;          /* [n_maps + 2]: each map built, then the fork and the join      */
+    cudaStream_t map_stream[2]; /* the frame's map builds, forked from the frame's stream: [0]
+                                 the maps that make a level, [1] the others (graph_run.c)      */
+    cudaEvent_t *ev;          /* [n_maps + 3]: each map built, the fork, the two joins         */
     cudaGraphExec_t exec[2];  /* [0] voxels in, [1] points in                                  */
     int pending;              /* a frame queued and not checked                                */
     int points_frame;         /* the last frame came from points                               */

@@ -34,29 +34,50 @@ static vc_status cuda_fail(vc_net *net, cudaError_t e, const char *what)
     return vc_ctx_fail(net->ctx, VC_ERR_CUDA, "vc_net_run: %s: %s", what, cudaGetErrorString(e));
 }
 
+/* Whether map k makes a level (its outputs are the coordinates of a coarser or finer level). */
+static int makes_level(const net_graph *g, int32_t k)
+{
+    for (int32_t l = 0; l < g->n_levels; l++)
+        if (g->lv[l].map == k) return 1;
+    return 0;
+}
+
 /* Every map's bounded build over its input level's live rows, in creation order (a level's
- * maker before the maps on it), on the map stream forked from s: deeper levels' maps build while
- * the shallower levels' convs run. Event k marks map k built. */
+ * maker before the maps on it), forked from s onto two map streams: the maps that make levels
+ * in a chain on map_stream[0], the others (the subm maps of each level, the inverses) on
+ * map_stream[1], each waiting only for the map that makes its input level and, for an inverse,
+ * its forward map. Deeper levels' maps build while the shallower levels' convs run, and a
+ * level's own maps while the next level is made. No more than two builds run at once: a
+ * build's sort blocks wait at barriers for one another (kmap/sort_pairs.cu, at most one per
+ * SM a build), which stays deadlock-free while every waiting block of every build in flight
+ * fits on the device at once. Event k marks map k built. */
 static vc_status queue_maps(vc_net *net, net_graph *g, cudaStream_t s)
 {
     const int32_t fork = g->n_maps;
     cudaError_t e = cudaEventRecord(g->ev[fork], s);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(g->map_stream, g->ev[fork], 0);
+    for (int i = 0; i < 2 && e == cudaSuccess; i++)
+        e = cudaStreamWaitEvent(g->map_stream[i], g->ev[fork], 0);
     if (e != cudaSuccess) return cuda_fail(net, e, "forking the map builds");
     for (int32_t k = 0; k < g->n_maps; k++) {
         graph_map *gm = &g->maps[k];
         const graph_level *li = &g->lv[gm->level_in];
+        const int side = !makes_level(g, k);
+        cudaStream_t ms = g->map_stream[side];
+        const int32_t deps[2] = {li->map, gm->fwd};
+        for (int d = 0; d < 2 && e == cudaSuccess; d++)
+            if (deps[d] >= 0 && makes_level(g, deps[d]) == side)
+                e = cudaStreamWaitEvent(ms, g->ev[deps[d]], 0);
+        if (e != cudaSuccess) return cuda_fail(net, e, "ordering the map builds");
         vc_err err = {{0}};
         /* an inverse after the map it inverts (created, so queued, before it) */
         vc_status st = gm->fwd >= 0 ? vc_kmap_build_gpu_bounded_inverse(
-                                          &gm->b, &g->maps[gm->fwd].b, g->map_stream, &err)
+                                          &gm->b, &g->maps[gm->fwd].b, ms, &err)
                                     : vc_kmap_build_gpu_bounded_dev(&gm->b, li->coords,
-                                                                    li->d_count, g->map_stream,
-                                                                    &err);
+                                                                    li->d_count, ms, &err);
         if (st != VC_OK)
             return vc_ctx_fail(net->ctx, st, "vc_net_run: the map of layer '%s': %s",
                                net->model.layers[gm->layer].id, err.msg);
-        if ((e = cudaEventRecord(g->ev[k], g->map_stream)) != cudaSuccess)
+        if ((e = cudaEventRecord(g->ev[k], ms)) != cudaSuccess)
             return cuda_fail(net, e, "marking a map built");
         gm->waited = 0;
         gm->order_stale = 1;
@@ -182,8 +203,9 @@ static vc_status queue_frame(vc_net *net, net_graph *g, cudaStream_t s, int poin
     }
     /* the join: the status words are the maps' too */
     cudaError_t e = cudaSuccess;
-    if (q == VC_OK && (e = cudaEventRecord(g->ev[g->n_maps + 1], g->map_stream)) == cudaSuccess)
-        e = cudaStreamWaitEvent(s, g->ev[g->n_maps + 1], 0);
+    for (int i = 0; i < 2 && q == VC_OK && e == cudaSuccess; i++)
+        if ((e = cudaEventRecord(g->ev[g->n_maps + 1 + i], g->map_stream[i])) == cudaSuccess)
+            e = cudaStreamWaitEvent(s, g->ev[g->n_maps + 1 + i], 0);
     if (q == VC_OK && e != cudaSuccess) q = cuda_fail(net, e, "joining the map builds");
     if (q != VC_OK) return q;
     vc_frame_gather fg;
