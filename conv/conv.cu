@@ -689,10 +689,11 @@ int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dens
 
 // The implicit GEMM of a layer (pa: the GEMM's view of a, features possibly widened; w its
 // weights): the candidates of implicit_candidates in turn until one fits; the workspace of the
-// split it plans and the tile order it takes; one launch. What ran goes to o.choice.
+// split it plans and the tile order it takes; one launch. What ran goes to o.choice. d_live
+// (device, or NULL): the live output rows of a bounded view, past which tiles are skipped.
 vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const void *w, int tf32,
-                        const vc_engine_options &o, int *order_stale, cudaStream_t s,
-                        vc_err *err)
+                        const vc_engine_options &o, const int64_t *d_live, int *order_stale,
+                        cudaStream_t s, vc_err *err)
 {
     const vc_kmap_data *m = a->map;
     const int64_t n_out = m->n_out, c_out = a->c_out;
@@ -711,6 +712,7 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
     g.residual_dtype = (vc_gemm_dtype)(a->residual ? a->res_dtype : VC_DTYPE_FP32);
     g.act = gemm_act(a->act);
     g.slope = a->slope;
+    g.m_live = d_live;
     // A SUBM 1x1x1 map (a shortcut) is the identity: out_in[p] = p, every output has its one
     // tap, perm is 0..n-1. The layer is then a dense GEMM - no gather, no masks, no row order -
     // which skips the tile set-up's dependent loads (rows, masks, indices) and lets a CTA
@@ -876,7 +878,7 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     st = gemm_operands(a, &pa, &w, &ops, o, s, err);
     if (st != VC_OK) goto fail;
     if (algo == VC_ALGO_IMPLICIT_GEMM)
-        st = implicit_gemm(a, pa, w, tf32, o, NULL, s, err);
+        st = implicit_gemm(a, pa, w, tf32, o, NULL, NULL, s, err);
     else if (algo == VC_ALGO_GATHER_GEMM_SCATTER_GROUPED)
         st = ggs_grouped(&pa, w, tf32, epi, o, s, err);
     else
@@ -891,8 +893,9 @@ fail:
 // their tiles skip the main loop and write the epilogue alone), never the per-offset GGS's
 // read-back. Scratch (widened operands, tap-split partials) from opt's allocator.
 extern "C" vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32,
-                                         const vc_engine_options *opt, int *order_stale,
-                                         struct CUstream_st *stream, vc_err *err)
+                                         const vc_engine_options *opt, const int64_t *d_live,
+                                         int *order_stale, struct CUstream_st *stream,
+                                         vc_err *err)
 {
     vc_status st = check_args(a, VC_ALGO_IMPLICIT_GEMM, err);
     if (st != VC_OK) return st;
@@ -910,7 +913,7 @@ extern "C" vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32,
     const void *w = a->weights;
     vc_conv_args pa = *a;
     st = gemm_operands(a, &pa, &w, &ops, o, s, err);
-    if (st == VC_OK) st = implicit_gemm(a, pa, w, tf32, o, order_stale, s, err);
+    if (st == VC_OK) st = implicit_gemm(a, pa, w, tf32, o, d_live, order_stale, s, err);
     vc_dev_free(o.allocator, ops, s);
     return st;
 }

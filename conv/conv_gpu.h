@@ -45,9 +45,12 @@ vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
  * the graph's arena). a->map_cache must be the view itself: its tile order is rebuilt in place
  * where the plan takes one and *order_stale is set (then cleared) - the frame's first layer on
  * the map - and built (allocating through the map's allocator) the first time, which must
- * happen outside stream capture at the same extents. */
+ * happen outside stream capture at the same extents. d_live (device, or NULL): the map's live
+ * output count (vc_kmap_gpu_bounded_out_count), read when the work runs: the tiles of tail
+ * rows are then skipped, leaving those rows unwritten (vc_gemm_args.m_live). */
 vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32, const vc_engine_options *opt,
-                              int *order_stale, struct CUstream_st *stream, vc_err *err);
+                              const int64_t *d_live, int *order_stale,
+                              struct CUstream_st *stream, vc_err *err);
 
 /* What vc_conv_gpu_tune found for a bucket (configurations are indices into vc_gemm_configs'
  * table; groups are tap-split groups, 1 for none). The finalist is the candidate confirmed

@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(256) split_reduce_kernel(const Params p, const
                                                             int splits)
 {
     const int cpr = (p.n_cols + 7) >> 3;
-    const int64_t total = p.m * cpr, plane = p.m * (int64_t)p.n_cols;
+    const int64_t live = p.m_live && *p.m_live < p.m ? *p.m_live : p.m; // rows past: skipped
+    const int64_t total = live * cpr, plane = p.m * (int64_t)p.n_cols;
     for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < total;
          x += (int64_t)gridDim.x * blockDim.x) {
         const int64_t i = x / cpr;
@@ -501,6 +502,7 @@ vc_status make_params(const vc_gemm_args *a, const Entry &e, Params *out, vc_err
     p.partial = a->partial;
     p.tile_order = a->tile_order;
     p.order_blocks = a->order_blocks;
+    p.m_live = a->masks ? a->m_live : nullptr;
     if (m_tiles * n_tiles * (max_splits > 1 ? max_splits : 1) > INT32_MAX)
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: %lld tiles in %d groups exceed one "
                        "launch", (long long)(m_tiles * n_tiles), max_splits);

@@ -128,6 +128,12 @@ typedef struct vc_gemm_args {
      * (as on devices before compute capability 9.0), never as clusters. */
     int32_t force_order;
     int32_t two_pass_split;
+    /* BOUNDED ROWS (with masks): a device int64, or NULL. Rows at or past it in row order (the
+     * positions of row_map / gather_rows: a bounded map's perm lists its live rows first) may
+     * be left unwritten - their tiles and their tap split's sums are skipped - and the rows
+     * before it are computed as without it. The masked tensor-core kernels and the tap split's
+     * reduction honour it; the others compute every row. */
+    const int64_t *m_live;
 } vc_gemm_args;
 
 /* Rows of a tile-order block (vc_gemm_args.tile_order). */

@@ -451,6 +451,9 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         if (mt >= p.m_tiles) return;
         first_tile = mt * p.n_tiles + blockIdx.x % (unsigned)p.n_tiles;
     }
+    // A bounded frame's tail (masks: one tile a CTA, and a cluster's CTAs share it): a tile
+    // whose rows all lie at or past *m_live has nothing to compute and nothing to write.
+    if (p.m_live && first_tile / p.n_tiles * BM >= *p.m_live) return;
 
     // Producer state.
     int64_t ld_tile = first_tile;

@@ -49,6 +49,7 @@ struct Params {
                                // each tile has its own CTA and no tap split
     int64_t order_blocks;      // its blocks
     int32_t order_per;         // in the kernel: tiles of BM rows a block holds
+    const int64_t *m_live;     // vc_gemm_args.m_live where the launch has masks, else NULL
 };
 
 // A launch as planned (vc_gemm_plan): the tap split's groups (1: none), whether they run as
