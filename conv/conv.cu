@@ -689,11 +689,12 @@ int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dens
 
 // The implicit GEMM of a layer (pa: the GEMM's view of a, features possibly widened; w its
 // weights): the candidates of implicit_candidates in turn until one fits; the workspace of the
-// split it plans and the tile order it takes; one launch. What ran goes to o.choice. d_live
-// (device, or NULL): the live output rows of a bounded view, past which tiles are skipped.
+// split it plans and the tile order it takes; one launch. What ran goes to o.choice. plan_map
+// (NULL: a's map): the counts the candidates and the schedule are planned on; d_live (device,
+// or NULL): the live output rows of a bounded view, past which tiles are skipped.
 vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const void *w, int tf32,
-                        const vc_engine_options &o, const int64_t *d_live, int *order_stale,
-                        cudaStream_t s, vc_err *err)
+                        const vc_engine_options &o, const vc_kmap_data *plan_map,
+                        const int64_t *d_live, int *order_stale, cudaStream_t s, vc_err *err)
 {
     const vc_kmap_data *m = a->map;
     const int64_t n_out = m->n_out, c_out = a->c_out;
@@ -713,6 +714,7 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
     g.act = gemm_act(a->act);
     g.slope = a->slope;
     g.m_live = d_live;
+    g.m_plan = plan_map ? plan_map->n_out : 0;
     // A SUBM 1x1x1 map (a shortcut) is the identity: out_in[p] = p, every output has its one
     // tap, perm is 0..n-1. The layer is then a dense GEMM - no gather, no masks, no row order -
     // which skips the tile set-up's dependent loads (rows, masks, indices) and lets a CTA
@@ -724,7 +726,9 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
         g.mask_words = 0;
     }
     Candidate c[5];
-    const int nc = implicit_candidates(a, pa, dense, tf32, o, c);
+    vc_conv_args ap = *a; // the candidates are planned on plan_map's counts
+    ap.map = plan_map ? plan_map : m;
+    const int nc = implicit_candidates(&ap, pa, dense, tf32, o, c);
     vc_status st = VC_OK, gs = VC_ERR_UNSUPPORTED;
     vc_gemm_launch_plan plan;
     vc_err ge;
@@ -878,7 +882,7 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     st = gemm_operands(a, &pa, &w, &ops, o, s, err);
     if (st != VC_OK) goto fail;
     if (algo == VC_ALGO_IMPLICIT_GEMM)
-        st = implicit_gemm(a, pa, w, tf32, o, NULL, NULL, s, err);
+        st = implicit_gemm(a, pa, w, tf32, o, NULL, NULL, NULL, s, err);
     else if (algo == VC_ALGO_GATHER_GEMM_SCATTER_GROUPED)
         st = ggs_grouped(&pa, w, tf32, epi, o, s, err);
     else
@@ -894,8 +898,8 @@ fail:
 // read-back. Scratch (widened operands, tap-split partials) from opt's allocator.
 extern "C" vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32,
                                          const vc_engine_options *opt, const int64_t *d_live,
-                                         int *order_stale, struct CUstream_st *stream,
-                                         vc_err *err)
+                                         int64_t plan_rows, int *order_stale,
+                                         struct CUstream_st *stream, vc_err *err)
 {
     vc_status st = check_args(a, VC_ALGO_IMPLICIT_GEMM, err);
     if (st != VC_OK) return st;
@@ -913,7 +917,18 @@ extern "C" vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32,
     const void *w = a->weights;
     vc_conv_args pa = *a;
     st = gemm_operands(a, &pa, &w, &ops, o, s, err);
-    if (st == VC_OK) st = implicit_gemm(a, pa, w, tf32, o, d_live, order_stale, s, err);
+    // The plan's view of the map: plan_rows outputs with the view's pairs per output (a SUBM
+    // map's inputs are its outputs). The planner's size rules are for the rows a layer has,
+    // and an extent is a frame's rows plus headroom.
+    vc_kmap_data pm = *m;
+    if (plan_rows > 0 && plan_rows < m->n_out) {
+        pm.n_pairs = m->n_pairs / m->n_out * plan_rows +
+                     m->n_pairs % m->n_out * plan_rows / m->n_out;
+        if (pm.n_pairs < 1) pm.n_pairs = 1;
+        if (m->type == VC_MAP_SUBM) pm.n_in = plan_rows;
+        pm.n_out = plan_rows;
+    }
+    if (st == VC_OK) st = implicit_gemm(a, pa, w, tf32, o, &pm, d_live, order_stale, s, err);
     vc_dev_free(o.allocator, ops, s);
     return st;
 }

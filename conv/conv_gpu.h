@@ -40,8 +40,10 @@ vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
  * over device counts (kmap/kmap_gpu.h, vc_kmap_build_gpu_bounded_dev): out_in rows and mask words
  * past the live output count are -1 and 0, perm lists the live rows first. Input and output
  * arrays have the extents' rows; rows past the live counts are tail rows (unspecified, never
- * read by a live row). Plans from the extents (tile configuration, tap split), never reads
- * anything back, never synchronises; scratch comes from opt->allocator (in a captured frame,
+ * read by a live row). Plans the tile configuration, tap split and tile order as for a map of
+ * plan_rows outputs (the rows a typical frame has; 0 or more than the extent: the extent) with
+ * the view's pairs per output, and launches over the extent; never reads anything back, never
+ * synchronises; scratch comes from opt->allocator (in a captured frame,
  * the graph's arena). a->map_cache must be the view itself: its tile order is rebuilt in place
  * where the plan takes one and *order_stale is set (then cleared) - the frame's first layer on
  * the map - and built (allocating through the map's allocator) the first time, which must
@@ -49,7 +51,7 @@ vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
  * output count (vc_kmap_gpu_bounded_out_count), read when the work runs: the tiles of tail
  * rows are then skipped, leaving those rows unwritten (vc_gemm_args.m_live). */
 vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32, const vc_engine_options *opt,
-                              const int64_t *d_live, int *order_stale,
+                              const int64_t *d_live, int64_t plan_rows, int *order_stale,
                               struct CUstream_st *stream, vc_err *err);
 
 /* What vc_conv_gpu_tune found for a bucket (configurations are indices into vc_gemm_configs'

@@ -503,6 +503,8 @@ vc_status make_params(const vc_gemm_args *a, const Entry &e, Params *out, vc_err
     p.tile_order = a->tile_order;
     p.order_blocks = a->order_blocks;
     p.m_live = a->masks ? a->m_live : nullptr;
+    const int64_t plan_rows = a->m_plan > 0 && a->m_plan < a->m ? a->m_plan : a->m;
+    p.plan_tiles = (plan_rows + e.cfg.tile_m - 1) / e.cfg.tile_m * n_tiles;
     if (m_tiles * n_tiles * (max_splits > 1 ? max_splits : 1) > INT32_MAX)
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: %lld tiles in %d groups exceed one "
                        "launch", (long long)(m_tiles * n_tiles), max_splits);

@@ -134,6 +134,11 @@ typedef struct vc_gemm_args {
      * before it are computed as without it. The masked tensor-core kernels and the tap split's
      * reduction honour it; the others compute every row. */
     const int64_t *m_live;
+    /* SCHEDULE ROWS: the rows the schedule is planned for - an automatic tap split's groups and
+     * whether a tile order is taken - where m is an extent that a problem's live rows
+     * (m_live) fill only in part; 0 or more than m: m. Never changes the result's bits beyond
+     * what the groups it leads to change (splits). */
+    int64_t m_plan;
 } vc_gemm_args;
 
 /* Rows of a tile-order block (vc_gemm_args.tile_order). */

@@ -50,6 +50,7 @@ struct Params {
     int64_t order_blocks;      // its blocks
     int32_t order_per;         // in the kernel: tiles of BM rows a block holds
     const int64_t *m_live;     // vc_gemm_args.m_live where the launch has masks, else NULL
+    int64_t plan_tiles;        // tiles of vc_gemm_args.m_plan's rows: what the schedule plans on
 };
 
 // A launch as planned (vc_gemm_plan): the tap split's groups (1: none), whether they run as

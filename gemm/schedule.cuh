@@ -136,6 +136,7 @@ cudaError_t plan_mma(const Params &p, const Sched &sc, LaunchPlan *out)
     if (e != cudaSuccess) return e;
     if (per_sm < 1) per_sm = 1;
     const int64_t tiles = p.m_tiles * p.n_tiles;
+    const int64_t plan_tiles = p.plan_tiles > 0 ? p.plan_tiles : tiles; // vc_gemm_args.m_plan
     // A tap split of at most 8 groups (a portable cluster), where the cluster kernel's binary is
     // for compute capability 9.0 or later, runs each tile's groups as one cluster: no workspace
     // round trip, no second launch. Where the launch is refused (a cluster that cannot be
@@ -156,7 +157,8 @@ cudaError_t plan_mma(const Params &p, const Sched &sc, LaunchPlan *out)
         }
         can_cluster = cc >= 90 && !sc.two_pass;
     }
-    const int splits = resolve_splits(p, tiles, (int64_t)sms * per_sm, can_cluster, &clusters);
+    const int splits = resolve_splits(p, plan_tiles, (int64_t)sms * per_sm, can_cluster,
+                                      &clusters);
     // With masks (the implicit-GEMM convolution) tiles differ in cost by the taps they skip, and
     // a CTA per tile - the hardware hands the next tile to whichever CTA finishes - beat the
     // persistent grid's fixed round robin on every layer measured (bench_conv --tune; equal on
@@ -169,7 +171,7 @@ cudaError_t plan_mma(const Params &p, const Sched &sc, LaunchPlan *out)
     out->splits = splits;
     out->clusters = clusters;
     out->orderable = splits == 1 && grid == units && VC_GEMM_ORDER_ROWS % BM == 0 &&
-                     (tiles * 4 > (int64_t)sms * per_sm * 5 || sc.force_order);
+                     (plan_tiles * 4 > (int64_t)sms * per_sm * 5 || sc.force_order);
     out->epi_alias = grid == units && can_alias;
     out->grid = grid;
     out->dyn = out->epi_alias ? dyn - C::EPI_BYTES : dyn;

@@ -379,6 +379,15 @@ static vc_status setup_inverse(vc_net *net, struct vc_net_graph *g, int32_t i, g
     return VC_OK;
 }
 
+/* The rows a frame's level typically has, for planning its convs: the level's rows in the last
+ * per-call run (what auto bounds grow from), or 0 (plan on the extent) before any. */
+static int64_t plan_rows(const vc_net *net, int32_t level)
+{
+    return net->level_rows_set && level >= 0 && level < VC_NET_MAX_LEVELS
+               ? net->level_rows[level]
+               : 0;
+}
+
 /* The map of conv or pool layer i: an existing one of the same key, or a new bounded map. */
 static vc_status setup_map(vc_net *net, struct vc_net_graph *g, int32_t i)
 {
@@ -396,6 +405,7 @@ static vc_status setup_map(vc_net *net, struct vc_net_graph *g, int32_t i)
     gm->desc.inverse_of = NULL;
     gm->level_in = lin;
     gm->level_out = lout;
+    gm->plan_rows = plan_rows(net, lout);
     gm->layer = i;
     gm->fwd = -1;
     if (L->op == VC_NOP_INVERSE) return setup_inverse(net, g, i, gm);

@@ -22,6 +22,9 @@ typedef struct graph_map {
     vc_kmap_data view;
     vc_map_desc desc;
     int32_t level_in, level_out;
+    int64_t plan_rows;        /* the output rows its convs are planned for: the output level's
+                                 rows in the last per-call run when the bounds were set (0: the
+                                 extent; vc_conv_gpu_bounded)                                  */
     int32_t layer;            /* the first layer on the map (messages)                         */
     int32_t fwd;              /* INVERSE: the map it inverts (its key owner's), built first;
                                  else -1                                                        */

@@ -120,7 +120,7 @@ static vc_status queue_conv(vc_net *net, net_graph *g, const net_step *st, cudaS
     a.slope = st->slope;
     vc_err err = {{0}};
     r = vc_conv_gpu_bounded(&a, 0, &g->opts, vc_kmap_gpu_bounded_out_count(&gm->b),
-                            &gm->order_stale, s, &err);
+                            gm->plan_rows, &gm->order_stale, s, &err);
     return r == VC_OK ? VC_OK : step_fail(net, st, r, &err);
 }
 

@@ -3,11 +3,12 @@
  * are skipped. On a SUBM k3 map, a STRIDED k3 s2 p1 map and the bounded INVERSE of the latter,
  * built over a device count (0; a typical count in an extent half again larger; the whole
  * extent), for fp16, bf16, tf32 and fp32, with tap splits none / 2 / 3 / the planner's, as
- * clusters and in two passes: the live rows are bit for bit those of the same call without the
- * count; the tail rows past the tiles that hold live rows keep the poison the output was filled
- * with (16-bit and tf32; exact fp32 runs the FMA kernel, which computes every row); and without
- * the count the tail rows are written (so that the poison check can tell). Prints its seed
- * (VC_TEST_SEED replays). Exits 77 without a CUDA build or a usable device. */
+ * clusters and in two passes, planned on the extent and on the live rows (plan_rows): the live
+ * rows are bit for bit those of the same call without the count; the tail rows past the tiles
+ * that hold live rows keep the poison the output was filled with (16-bit and tf32; exact fp32
+ * runs the FMA kernel, which computes every row); and without the count the tail rows are
+ * written (so that the poison check can tell). Prints its seed (VC_TEST_SEED replays). Exits
+ * 77 without a CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,7 @@ static void io_free(layer_io *io)
 
 /* One layer on the view, into out (poisoned first), with or without the live count. */
 static vc_status run(const layer_io *io, vc_kmap_data *view, void *out, const int64_t *d_live,
-                     int tf32, const vc_engine_options *o, int *stale, vc_err *err)
+                     int64_t plan, int tf32, const vc_engine_options *o, int *stale, vc_err *err)
 {
     CUDA_OK(cudaMemsetAsync(out, 0x7f, (size_t)(io->rows_out * io->c_out) * dt_size(io->dt),
                             g_s));
@@ -87,18 +88,19 @@ static vc_status run(const layer_io *io, vc_kmap_data *view, void *out, const in
     a.w_dtype = io->dt;
     a.bias = io->bias;
     a.act = VC_ACT_RELU;
-    return vc_conv_gpu_bounded(&a, tf32, o, d_live, stale, g_s, err);
+    return vc_conv_gpu_bounded(&a, tf32, o, d_live, plan, stale, g_s, err);
 }
 
 /* Both runs of one case; checks as the header says. live: the map's live output rows. */
 static void check_case(const char *what, const layer_io *io, vc_kmap_data *view,
-                       const int64_t *d_live, int64_t live, int tf32, const vc_engine_options *o)
+                       const int64_t *d_live, int64_t live, int64_t plan, int tf32,
+                       const vc_engine_options *o)
 {
     int stale = 1;
     vc_err err = {{0}};
-    vc_status sa = run(io, view, io->out_a, NULL, tf32, o, &stale, &err);
+    vc_status sa = run(io, view, io->out_a, NULL, plan, tf32, o, &stale, &err);
     CHECK_MSG(sa == VC_OK, "%s: without the count: %s", what, err.msg);
-    vc_status sb = run(io, view, io->out_b, d_live, tf32, o, &stale, &err);
+    vc_status sb = run(io, view, io->out_b, d_live, plan, tf32, o, &stale, &err);
     CHECK_MSG(sb == VC_OK, "%s: with the count: %s", what, err.msg);
     if (sa != VC_OK || sb != VC_OK) return;
     const size_t row = (size_t)io->c_out * dt_size(io->dt);
@@ -145,11 +147,14 @@ static void check_view(const char *name, vc_rng *rng, vc_kmap_data *view, const 
                 o.tap_split = splits[s] > 0 ? splits[s] : 0;
                 o.cluster_split = cl;
                 o.force_order = splits[s] < 0; /* the planner's split, a forced tile order */
-                char what[160];
-                snprintf(what, sizeof what, "%s, live %lld of %lld, %s%s, split %d, %s", name,
-                         (long long)live, (long long)view->n_out, dt_name(dts[d].dt),
-                         dts[d].tf32 ? " tf32" : "", (int)splits[s], cl ? "clusters" : "2 passes");
-                check_case(what, &io, view, d_live, live, dts[d].tf32, &o);
+                for (int pl = 0; pl < 2; pl++) { /* planned on the extent, on the live rows */
+                    char what[160];
+                    snprintf(what, sizeof what, "%s, live %lld of %lld, %s%s, split %d, %s, plan "
+                             "%s", name, (long long)live, (long long)view->n_out,
+                             dt_name(dts[d].dt), dts[d].tf32 ? " tf32" : "", (int)splits[s],
+                             cl ? "clusters" : "2 passes", pl ? "live" : "extent");
+                    check_case(what, &io, view, d_live, live, pl ? live : 0, dts[d].tf32, &o);
+                }
             }
         }
         io_free(&io);
