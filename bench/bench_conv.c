@@ -66,8 +66,6 @@
 #define NFRAMES 3
 #define WARMUP 3
 #define MAX_LAYERS 96
-#define MAX_MAPS 64
-#define MAX_LEVELS 16
 #define MAX_NETS 16
 #define MAX_SCENES 8
 
@@ -241,40 +239,7 @@ static void dump_scenes(const char *dir, const scene *scenes, int ns)
     fclose(f);
 }
 
-/* ---- per-frame state: coordinate levels and maps ----------------------------------------- */
-
-typedef struct level {
-    const int32_t *coords; /* device */
-    int64_t n;
-    int32_t shape[3];
-} level;
-
-typedef struct map_entry {
-    int in_level, out_level;
-    int type; /* vc_map_type */
-    int k[3], s[3], p[3];
-    int fwd;  /* INVERSE: the forward entry */
-    vc_kmap_data m;
-} map_entry;
-
-typedef struct frame_state {
-    level lv[MAX_LEVELS];
-    int nlv;
-    map_entry maps[MAX_MAPS];
-    int nmaps;
-} frame_state;
-
-static vc_map_desc desc_of(int type, const int k[3], const int s[3], const int p[3])
-{
-    vc_map_desc d = VC_MAP_DESC_INIT;
-    d.type = (vc_map_type)type;
-    for (int a = 0; a < 3; a++) {
-        d.kernel[a] = k[a];
-        d.stride[a] = s[a];
-        d.padding[a] = p[a];
-    }
-    return d;
-}
+/* ---- per-frame state: coordinate levels and maps (frame_state.h) -------------------------- */
 
 /* Finds or builds the map of (level, type, k, s, p) (or the inverse of entry fwd); -1 when the
  * build fails (e.g. a kernel that no longer fits a coarse level). */
@@ -583,42 +548,6 @@ static void add_summary(const scene *sc, const net *nt, const double sums[6], do
     memcpy(s->e2e, e2e, sizeof s->e2e);
 }
 
-/* A frame's maps as one job (frame_maps.h): the maps the net uses and the makers of their
- * levels, in creation order, from frame 0. */
-static void frame_maps_of(const frame_state *fs, const net *nt, const int *map_of,
-                          frame_maps_result *res)
-{
-    int used[MAX_MAPS] = {0}, idx[MAX_MAPS], lvl[MAX_LEVELS], n = 0, nlv = 1;
-    for (int i = 0; i < nt->n; i++) used[map_of[i]] = 1;
-    for (int e = fs->nmaps - 1; e >= 0; e--) { /* dependencies come earlier */
-        const map_entry *me = &fs->maps[e];
-        if (!used[e]) continue;
-        if (me->type == VC_MAP_INVERSE) used[me->fwd] = 1;
-        for (int d = 0; d < e; d++)
-            if (fs->maps[d].out_level == me->in_level && fs->maps[d].type != VC_MAP_SUBM &&
-                fs->maps[d].type != VC_MAP_INVERSE)
-                used[d] = 1;
-    }
-    frame_map fm[MAX_MAPS];
-    int32_t out_level[MAX_MAPS];
-    lvl[0] = 0;
-    for (int e = 0; e < fs->nmaps; e++) {
-        if (!used[e]) continue;
-        const map_entry *me = &fs->maps[e];
-        const int makes = me->type != VC_MAP_SUBM && me->type != VC_MAP_INVERSE;
-        idx[e] = n;
-        fm[n] = (frame_map){desc_of(me->type, me->k, me->s, me->p),
-                            me->type == VC_MAP_INVERSE ? 0 : lvl[me->in_level],
-                            me->type == VC_MAP_INVERSE ? idx[me->fwd] : -1,
-                            {0, 0, 0}, &me->m};
-        memcpy(fm[n].in_shape, fs->lv[me->in_level].shape, sizeof fm[n].in_shape);
-        out_level[n] = makes ? nlv : -1;
-        if (makes) lvl[me->out_level] = nlv++;
-        n++;
-    }
-    frame_maps_time(fs->lv[0].coords, fs->lv[0].n, fm, out_level, n, g_runs, &g_opt, g_s, res);
-}
-
 /* Times one network on one scene; map_of[f][i] is layer i's map in frame f. */
 static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *const *map_of,
                       const buffers *b)
@@ -763,7 +692,7 @@ static void bench_net(const scene *sc, frame_state *fs, const net *nt, int *cons
            "ggs %.3f, best %.3f, auto %.3f, floor %.3f ms; map builds %.3f ms\n", e2e[0], e2e[1],
            e2e[2], sum_impl, sum_ggs, sum_grp, sum_best, sum_auto, sum_floor, build);
     frame_maps_result fm = {0, 0, 0};
-    frame_maps_of(&fs[0], nt, map_of[0], &fm);
+    frame_maps_of(&fs[0], map_of[0], nt->n, g_runs, &g_opt, g_s, &fm);
     printf("frame maps, one CUDA graph of bounded builds: serial %.3f ms, forked %.3f ms%s\n",
            fm.serial_ms, fm.forked_ms, fm.mismatches ? " MISMATCH" : "");
     const double sums[6] = {sum_impl, sum_ggs, sum_grp, sum_best, sum_auto, sum_floor};

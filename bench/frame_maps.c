@@ -6,6 +6,17 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "kmap/kmap_gpu.h"
+
+/* One map of the frame, in creation order (a level's maker before the maps on the level, a
+ * forward map before its inverse). */
+typedef struct frame_map {
+    vc_map_desc desc;         /* type and kernel (INVERSE: fwd names the forward map)         */
+    int32_t in_level;         /* 0: the frame's input; L > 0: the level map maker_of[L] makes   */
+    int32_t fwd;              /* INVERSE: index of its forward map here; else -1                */
+    int32_t in_shape[3];
+    const vc_kmap_data *ref;  /* its regular build (vc_kmap_build_gpu / vc_kmap_inverse_gpu)    */
+} frame_map;
 
 typedef struct fm_level {
     const int32_t *coords;    /* device [extent, 4]                                            */
@@ -160,9 +171,11 @@ static double fm_time(fm_state *st, int forked, int runs, cudaStream_t s0, cudaS
     return med;
 }
 
-void frame_maps_time(const int32_t *coords0, int64_t n0, const frame_map *maps,
-                     const int32_t *out_level, int32_t n, int runs, const vc_engine_options *opt,
-                     cudaStream_t s, frame_maps_result *res)
+/* Times maps[0..n) over the frame's input coords0 [n0, 4] (device); out_level[i] is the level
+ * map i makes (-1: none, SUBM and INVERSE). */
+static void frame_maps_time(const int32_t *coords0, int64_t n0, const frame_map *maps,
+                            const int32_t *out_level, int32_t n, int runs,
+                            const vc_engine_options *opt, cudaStream_t s, frame_maps_result *res)
 {
     DIE_IF(n < 1 || n > 64, "frame maps: %d maps", (int)n);
     fm_state st;
@@ -194,4 +207,38 @@ void frame_maps_time(const int32_t *coords0, int64_t n0, const frame_map *maps,
     free(ev);
     free(st.b);
     free(st.view);
+}
+
+void frame_maps_of(const frame_state *fs, const int *map_of, int n_layers, int runs,
+                   const vc_engine_options *opt, cudaStream_t s, frame_maps_result *res)
+{
+    int used[MAX_MAPS] = {0}, idx[MAX_MAPS], lvl[MAX_LEVELS], n = 0, nlv = 1;
+    for (int i = 0; i < n_layers; i++) used[map_of[i]] = 1;
+    for (int e = fs->nmaps - 1; e >= 0; e--) { /* dependencies come earlier */
+        const map_entry *me = &fs->maps[e];
+        if (!used[e]) continue;
+        if (me->type == VC_MAP_INVERSE) used[me->fwd] = 1;
+        for (int d = 0; d < e; d++)
+            if (fs->maps[d].out_level == me->in_level && fs->maps[d].type != VC_MAP_SUBM &&
+                fs->maps[d].type != VC_MAP_INVERSE)
+                used[d] = 1;
+    }
+    frame_map fm[MAX_MAPS];
+    int32_t out_level[MAX_MAPS];
+    lvl[0] = 0;
+    for (int e = 0; e < fs->nmaps; e++) {
+        if (!used[e]) continue;
+        const map_entry *me = &fs->maps[e];
+        const int makes = me->type != VC_MAP_SUBM && me->type != VC_MAP_INVERSE;
+        idx[e] = n;
+        fm[n] = (frame_map){desc_of(me->type, me->k, me->s, me->p),
+                            me->type == VC_MAP_INVERSE ? 0 : lvl[me->in_level],
+                            me->type == VC_MAP_INVERSE ? idx[me->fwd] : -1,
+                            {0, 0, 0}, &me->m};
+        memcpy(fm[n].in_shape, fs->lv[me->in_level].shape, sizeof fm[n].in_shape);
+        out_level[n] = makes ? nlv : -1;
+        if (makes) lvl[me->out_level] = nlv++;
+        n++;
+    }
+    frame_maps_time(fs->lv[0].coords, fs->lv[0].n, fm, out_level, n, runs, opt, s, res);
 }
