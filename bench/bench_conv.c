@@ -839,9 +839,9 @@ static void print_summary(void)
     for (int i = 0; i < g_nsum; i++) {
         const summary *s = &g_sum[i];
         printf("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | "
-               "%.3f | %.3f | %.3f |\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs, s->ms_grp,
-               s->ms_best, s->ms_auto, s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2], s->build_ms,
-               s->fm_serial, s->fm_forked);
+               "%.3f | %.3f | %.3f |\n", s->scene, s->net, s->layers, s->ms_impl, s->ms_ggs,
+               s->ms_grp, s->ms_best, s->ms_auto, s->floor_ms, s->e2e[0], s->e2e[1], s->e2e[2],
+               s->build_ms, s->fm_serial, s->fm_forked);
     }
 }
 

@@ -12,7 +12,8 @@
  * forward map before its inverse). */
 typedef struct frame_map {
     vc_map_desc desc;         /* type and kernel (INVERSE: fwd names the forward map)         */
-    int32_t in_level;         /* 0: the frame's input; L > 0: the level map maker_of[L] makes   */
+    int32_t in_level;         /* 0: the frame's input; L > 0: the level map maker[L] makes      */
+    int32_t out_level;        /* the level it makes; -1: none (SUBM, INVERSE)                   */
     int32_t fwd;              /* INVERSE: index of its forward map here; else -1                */
     int32_t in_shape[3];
     const vc_kmap_data *ref;  /* its regular build (vc_kmap_build_gpu / vc_kmap_inverse_gpu)    */
@@ -26,12 +27,11 @@ typedef struct fm_level {
 
 typedef struct fm_state {
     const frame_map *maps;
-    const int32_t *out_level;
     int32_t n;
     vc_kmap_gpu_bounded *b;
     vc_kmap_data *view;
-    fm_level lv[64];
-    int32_t maker[64];        /* the map that makes each level (-1: level 0)                    */
+    fm_level lv[MAX_LEVELS];
+    int32_t maker[MAX_LEVELS]; /* the map that makes each level (-1: level 0)                   */
 } fm_state;
 
 static int64_t extent_of(int64_t rows) { return rows + rows / 4 + 64; }
@@ -59,16 +59,15 @@ static void fm_create(fm_state *st, const int32_t *coords0, int64_t n0,
             r = vc_kmap_gpu_bounded_create_inverse(&st->b[m->fwd], opt, &st->b[i], &err);
         } else {
             const int64_t max_in = st->lv[m->in_level].extent, K = m->ref->volume;
-            const int64_t max_out = st->out_level[i] < 0 ? max_in : extent_of(m->ref->n_out);
+            const int64_t max_out = m->out_level < 0 ? max_in : extent_of(m->ref->n_out);
             const int64_t max_pairs = (max_in < max_out ? max_in : max_out) * K;
             r = vc_kmap_gpu_bounded_create(&m->desc, m->in_shape, 1, max_in, max_out, max_pairs,
                                            opt, &st->b[i], &err);
         }
         DIE_IF(r != VC_OK, "frame maps: map %d: %s", (int)i, err.msg);
         vc_kmap_gpu_bounded_view(&st->b[i], &st->view[i]);
-        const int32_t L = st->out_level[i];
+        const int32_t L = m->out_level;
         if (L >= 0) {
-            DIE_IF(L >= 64, "frame maps: too many levels");
             st->lv[L] = (fm_level){st->b[i].map.out_coords, vc_kmap_gpu_bounded_out_count(&st->b[i]),
                                    st->b[i].max_out};
             st->maker[L] = i;
@@ -80,17 +79,16 @@ static void fm_create(fm_state *st, const int32_t *coords0, int64_t n0,
 static void fm_queue(fm_state *st, int forked, cudaStream_t s0, cudaStream_t s1, cudaEvent_t *ev)
 {
     const int32_t n = st->n;
-    int on1[64] = {0};
+    int on1[MAX_MAPS] = {0};
     CUDA_CHECK(cudaEventRecord(ev[n], s0));
     CUDA_CHECK(cudaStreamWaitEvent(s1, ev[n], 0));
     for (int32_t i = 0; i < n; i++) {
         const frame_map *m = &st->maps[i];
-        on1[i] = forked && st->out_level[i] < 0;
+        on1[i] = forked && m->out_level < 0;
         cudaStream_t s = on1[i] ? s1 : s0;
-        const int32_t deps[2] = {m->fwd >= 0 ? m->fwd : st->maker[m->in_level], m->fwd};
-        for (int d = 0; d < 2; d++)
-            if (deps[d] >= 0 && on1[deps[d]] != on1[i])
-                CUDA_CHECK(cudaStreamWaitEvent(s, ev[deps[d]], 0));
+        /* the map that makes the input level (an inverse's: its forward map), on s0 */
+        const int32_t dep = m->fwd >= 0 ? m->fwd : st->maker[m->in_level];
+        if (dep >= 0 && on1[i]) CUDA_CHECK(cudaStreamWaitEvent(s, ev[dep], 0));
         vc_err err = {{0}};
         vc_status r = m->fwd >= 0 ? vc_kmap_build_gpu_bounded_inverse(&st->b[i], &st->b[m->fwd],
                                                                       s, &err)
@@ -171,17 +169,15 @@ static double fm_time(fm_state *st, int forked, int runs, cudaStream_t s0, cudaS
     return med;
 }
 
-/* Times maps[0..n) over the frame's input coords0 [n0, 4] (device); out_level[i] is the level
- * map i makes (-1: none, SUBM and INVERSE). */
-static void frame_maps_time(const int32_t *coords0, int64_t n0, const frame_map *maps,
-                            const int32_t *out_level, int32_t n, int runs,
-                            const vc_engine_options *opt, cudaStream_t s, frame_maps_result *res)
+/* Times maps[0..n) over the frame's input coords0 [n0, 4] (device). */
+static void frame_maps_time(const int32_t *coords0, int64_t n0, const frame_map *maps, int32_t n,
+                            int runs, const vc_engine_options *opt, cudaStream_t s,
+                            frame_maps_result *res)
 {
-    DIE_IF(n < 1 || n > 64, "frame maps: %d maps", (int)n);
+    DIE_IF(n < 1 || n > MAX_MAPS, "frame maps: %d maps", (int)n);
     fm_state st;
     memset(&st, 0, sizeof st);
     st.maps = maps;
-    st.out_level = out_level;
     st.n = n;
     st.b = calloc((size_t)n, sizeof *st.b);
     st.view = calloc((size_t)n, sizeof *st.view);
@@ -224,7 +220,6 @@ void frame_maps_of(const frame_state *fs, const int *map_of, int n_layers, int r
                 used[d] = 1;
     }
     frame_map fm[MAX_MAPS];
-    int32_t out_level[MAX_MAPS];
     lvl[0] = 0;
     for (int e = 0; e < fs->nmaps; e++) {
         if (!used[e]) continue;
@@ -232,13 +227,12 @@ void frame_maps_of(const frame_state *fs, const int *map_of, int n_layers, int r
         const int makes = me->type != VC_MAP_SUBM && me->type != VC_MAP_INVERSE;
         idx[e] = n;
         fm[n] = (frame_map){desc_of(me->type, me->k, me->s, me->p),
-                            me->type == VC_MAP_INVERSE ? 0 : lvl[me->in_level],
+                            me->type == VC_MAP_INVERSE ? 0 : lvl[me->in_level], makes ? nlv : -1,
                             me->type == VC_MAP_INVERSE ? idx[me->fwd] : -1,
                             {0, 0, 0}, &me->m};
         memcpy(fm[n].in_shape, fs->lv[me->in_level].shape, sizeof fm[n].in_shape);
-        out_level[n] = makes ? nlv : -1;
         if (makes) lvl[me->out_level] = nlv++;
         n++;
     }
-    frame_maps_time(fs->lv[0].coords, fs->lv[0].n, fm, out_level, n, runs, opt, s, res);
+    frame_maps_time(fs->lv[0].coords, fs->lv[0].n, fm, n, runs, opt, s, res);
 }

@@ -489,7 +489,7 @@ static vc_status setup_tables(vc_net *net, struct vc_net_graph *g)
     g->dense_shape = calloc(n ? n : 1, sizeof *g->dense_shape);
     g->dense_ndim = calloc(n ? n : 1, sizeof *g->dense_ndim);
     g->views = calloc((size_t)net->model.n_outputs + 1, sizeof *g->views);
-    g->ev = calloc(n + 3, sizeof *g->ev);
+    g->ev = calloc(n + 1 + VC_GRAPH_MAP_STREAMS, sizeof *g->ev);
     if (!g->maps || !g->layer_map || !g->buf || !g->buf_owned || !g->dense || !g->dense_shape ||
         !g->dense_ndim || !g->views || !g->ev)
         return vc_ctx_fail(net->ctx, VC_ERR_OUT_OF_MEMORY, "vc_net_set_bounds: out of memory");
@@ -510,9 +510,9 @@ static vc_status setup_status(vc_net *net, struct vc_net_graph *g)
     if (e == cudaSuccess) e = cudaHostGetDevicePointer(&d, h, 0);
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&g->cap_stream, cudaStreamNonBlocking);
-    for (int i = 0; i < 2 && e == cudaSuccess; i++)
+    for (int i = 0; i < VC_GRAPH_MAP_STREAMS && e == cudaSuccess; i++)
         e = cudaStreamCreateWithFlags(&g->map_stream[i], cudaStreamNonBlocking);
-    for (int32_t k = 0; k < g->n_maps + 3 && e == cudaSuccess; k++)
+    for (int32_t k = 0; k < g->n_maps + 1 + VC_GRAPH_MAP_STREAMS && e == cudaSuccess; k++)
         e = cudaEventCreateWithFlags(&g->ev[k], cudaEventDisableTiming);
     if (e != cudaSuccess) {
         if (h) cudaFreeHost(h);
@@ -561,7 +561,7 @@ void vc_graph_release(vc_net *net, struct vc_net_graph *g)
 {
     vc_context *ctx = net->ctx;
     cudaStreamSynchronize(ctx->stream);
-    for (int i = 0; i < 2; i++) /* a frame that failed unjoined */
+    for (int i = 0; i < VC_GRAPH_MAP_STREAMS; i++) /* a frame that failed unjoined */
         if (g->map_stream[i]) cudaStreamSynchronize(g->map_stream[i]);
     for (int k = 0; k < 2; k++)
         if (g->exec[k]) cudaGraphExecDestroy(g->exec[k]);
@@ -583,9 +583,9 @@ void vc_graph_release(vc_net *net, struct vc_net_graph *g)
     arena_release(&g->arena);
     if (g->stat_host) cudaFreeHost(g->stat_host);
     if (g->cap_stream) cudaStreamDestroy(g->cap_stream);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < VC_GRAPH_MAP_STREAMS; i++)
         if (g->map_stream[i]) cudaStreamDestroy(g->map_stream[i]);
-    for (int32_t k = 0; g->ev && k < net->model.n_layers + 3; k++)
+    for (int32_t k = 0; g->ev && k < net->model.n_layers + 1 + VC_GRAPH_MAP_STREAMS; k++)
         if (g->ev[k]) cudaEventDestroy(g->ev[k]);
     free(g->ev);
     cudaStreamSynchronize(ctx->stream);

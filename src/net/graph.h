@@ -13,6 +13,10 @@
 #include "kmap/kmap_gpu.h"
 #include "voxelize/voxelize_gpu.h"
 
+/* The streams a frame's map builds run on (graph_run.c): [0] the maps that make levels, [1] the
+ * others. No more: builds in flight at once must all fit on the device (kmap/sort_pairs.cu). */
+#define VC_GRAPH_MAP_STREAMS 2
+
 /* One bounded map: a distinct (input level, map description) of the net, as the per-call run's
  * map cache shares them. view: its arrays seen at the extents (vc_kmap_gpu_bounded_view: n_in =
  * the input level's, n_out = the output level's, n_pairs = max_pairs, the tile order made at
@@ -82,9 +86,9 @@ struct vc_net_graph {
     vc_engine_options opts;   /* the context's, with the arena as allocator                    */
     int64_t *stat_host, *stat_dev; /* mapped pinned: level counts, then 8 words a map          */
     cudaStream_t cap_stream;  /* capture (the context's may be the legacy stream)              */
-    cudaStream_t map_stream[2]; /* the frame's map builds, forked from the frame's stream: [0]
-                                 the maps that make a level, [1] the others (graph_run.c)      */
-    cudaEvent_t *ev;          /* [n_maps + 3]: each map built, the fork, the two joins         */
+    cudaStream_t map_stream[VC_GRAPH_MAP_STREAMS]; /* forked from the frame's stream           */
+    cudaEvent_t *ev;          /* [n_maps + 1 + VC_GRAPH_MAP_STREAMS]: each map built, the fork,
+                                 then each map stream's join                                   */
     cudaGraphExec_t exec[2];  /* [0] voxels in, [1] points in                                  */
     int pending;              /* a frame queued and not checked                                */
     int points_frame;         /* the last frame came from points                               */

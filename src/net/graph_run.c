@@ -34,19 +34,18 @@ static vc_status cuda_fail(vc_net *net, cudaError_t e, const char *what)
     return vc_ctx_fail(net->ctx, VC_ERR_CUDA, "vc_net_run: %s: %s", what, cudaGetErrorString(e));
 }
 
-/* Whether map k makes a level (its outputs are the coordinates of a coarser or finer level). */
+/* Whether map k makes its output level (a new-output map; SUBM and INVERSE maps write rows of
+ * levels that exist). */
 static int makes_level(const net_graph *g, int32_t k)
 {
-    for (int32_t l = 0; l < g->n_levels; l++)
-        if (g->lv[l].map == k) return 1;
-    return 0;
+    return g->lv[g->maps[k].level_out].map == k;
 }
 
 /* Every map's bounded build over its input level's live rows, in creation order (a level's
  * maker before the maps on it), forked from s onto two map streams: the maps that make levels
  * in a chain on map_stream[0], the others (the subm maps of each level, the inverses) on
- * map_stream[1], each waiting only for the map that makes its input level and, for an inverse,
- * its forward map. Deeper levels' maps build while the shallower levels' convs run, and a
+ * map_stream[1], each waiting only for the map that makes its input level (for an inverse, its
+ * forward map: setup_inverse checks it). Deeper levels' maps build while the shallower levels' convs run, and a
  * level's own maps while the next level is made. No more than two builds run at once: a
  * build's sort blocks wait at barriers for one another (kmap/sort_pairs.cu, at most one per
  * SM a build), which stays deadlock-free while every waiting block of every build in flight
@@ -55,7 +54,7 @@ static vc_status queue_maps(vc_net *net, net_graph *g, cudaStream_t s)
 {
     const int32_t fork = g->n_maps;
     cudaError_t e = cudaEventRecord(g->ev[fork], s);
-    for (int i = 0; i < 2 && e == cudaSuccess; i++)
+    for (int i = 0; i < VC_GRAPH_MAP_STREAMS && e == cudaSuccess; i++)
         e = cudaStreamWaitEvent(g->map_stream[i], g->ev[fork], 0);
     if (e != cudaSuccess) return cuda_fail(net, e, "forking the map builds");
     for (int32_t k = 0; k < g->n_maps; k++) {
@@ -63,11 +62,9 @@ static vc_status queue_maps(vc_net *net, net_graph *g, cudaStream_t s)
         const graph_level *li = &g->lv[gm->level_in];
         const int side = !makes_level(g, k);
         cudaStream_t ms = g->map_stream[side];
-        const int32_t deps[2] = {li->map, gm->fwd};
-        for (int d = 0; d < 2 && e == cudaSuccess; d++)
-            if (deps[d] >= 0 && makes_level(g, deps[d]) == side)
-                e = cudaStreamWaitEvent(ms, g->ev[deps[d]], 0);
-        if (e != cudaSuccess) return cuda_fail(net, e, "ordering the map builds");
+        /* the maker of the input level runs on map_stream[0]: the other stream waits for it */
+        if (li->map >= 0 && side != 0 && (e = cudaStreamWaitEvent(ms, g->ev[li->map], 0)))
+            return cuda_fail(net, e, "ordering the map builds");
         vc_err err = {{0}};
         /* an inverse after the map it inverts (created, so queued, before it) */
         vc_status st = gm->fwd >= 0 ? vc_kmap_build_gpu_bounded_inverse(
@@ -204,7 +201,7 @@ static vc_status queue_frame(vc_net *net, net_graph *g, cudaStream_t s, int poin
     }
     /* the join: the status words are the maps' too */
     cudaError_t e = cudaSuccess;
-    for (int i = 0; i < 2 && q == VC_OK && e == cudaSuccess; i++)
+    for (int i = 0; i < VC_GRAPH_MAP_STREAMS && q == VC_OK && e == cudaSuccess; i++)
         if ((e = cudaEventRecord(g->ev[g->n_maps + 1 + i], g->map_stream[i])) == cudaSuccess)
             e = cudaStreamWaitEvent(s, g->ev[g->n_maps + 1 + i], 0);
     if (q == VC_OK && e != cudaSuccess) q = cuda_fail(net, e, "joining the map builds");
