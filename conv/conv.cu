@@ -345,6 +345,8 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
 // problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles, registers capped
 // so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
 //  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above;
+//  - c_out <= 32 and c_in <= 16 from 10k outputs: the warp tile 32x16x16_warp (a warp a 32-row
+//    tile, 16 columns at a time, no barriers: gemm/warp_tile.cuh);
 //  - c_out <= 32: the two-warp 64x32 tiles (16-deep for c_in <= 16), or 64x64x32_s4 for the
 //    layers under 50k outputs with K < 27;
 //  - c_out 96 from 10k outputs: wgmma 128x128;
@@ -393,6 +395,7 @@ const TileRow kTileRows[] = {
     {DENSE | CO_GE256 | WG64, {"64x64x64_s4_wg", "64x64x32_s4"}},
     {DENSE | CO_GE256, {"64x64x32_s4"}},
     {DENSE, {"64x32x32_s3"}},
+    {CO_LE32 | CI_LE16 | N_GE10K, {"32x16x16_warp", "64x32x16_s3", "64x32x16_s4"}},
     {CO_LE32 | CI_LE16, {"64x32x16_s3", "64x32x16_s4"}},
     {CO_LE32 | N_GE50K, {"64x32x32_s3", "64x32x16_s4"}},
     {CO_LE32 | K_GE27, {"64x32x32_s3", "64x32x16_s4"}},

@@ -11,6 +11,7 @@
 #include "gemm/schedule.cuh"
 #include "gemm/simt.cuh"
 #include "gemm/gemm_sm90.h"
+#include "gemm/warp_tile.cuh"
 
 namespace {
 
@@ -23,8 +24,9 @@ typedef cudaError_t (*launch_fn)(const Params &p, const vcg::LaunchPlan &pl, cud
 
 // One compiled configuration: its public description, how it loads (bytes per global load; 2 =
 // 16-bit scalar loads; 0 = the fp32 FMA kernel's scalar loads), its launcher, whether it is
-// a wgmma kernel (runs on compute capability 9.0 only), and whether it is the dense TMA kernel
-// (dense problems only; gemm/gemm_sm90.h).
+// a wgmma kernel (runs on compute capability 9.0 only), whether it is the dense TMA kernel
+// (dense problems only; gemm/gemm_sm90.h), and whether it is a warp tile (gemm/warp_tile.cuh:
+// no tap split).
 struct Entry {
     vc_gemm_config cfg;
     int load_bytes;
@@ -33,6 +35,7 @@ struct Entry {
     bool sm90;
     bool dense;
     bool cluster; // its tap splits can run as thread-block clusters (sm_90)
+    bool warp;    // a warp tile: an explicit tap split is refused, an automatic one is 1 group
 };
 
 // Whether the current device has compute capability 9.0 (the sm_90a kernels run there only),
@@ -128,15 +131,19 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
      LB,                                                                                       \
      vcg::plan_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB, CL>,                             \
      vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB, CL>,                           \
-     false, false, CL}
+     false, false, CL, false}
+// a warp tile (gemm/warp_tile.cuh): 32 rows x BN columns a warp, k steps of 16, 8-byte loads
+#define WARP(name, T, dt, BN)                                                                  \
+    {{name, vcg::kWarpTileRows, BN, 16, 1, vcg::kWarpTileWarps, dt, VC_GEMM_MATH_DEFAULT}, 8,    \
+     vcg::plan_warp<T, BN>, vcg::launch_warp<T, BN>, false, false, false, true}
 #define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
     {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::plan_##name, vcg::launch_##name,     \
-     true, false, vcg::kClusterWg<T, BM>},
+     true, false, vcg::kClusterWg<T, BM>, false},
 // the dense kernel: 64-row tiles, BN columns, 128-byte k blocks; "stages" and "warps" report
 // its most stages and its 12 warps (one producer and two consumer warpgroups)
 #define DENSE_TMA(name, T, dt, math, BN)                                                       \
     {{#name, 64, BN, 128 / (int)sizeof(T), VC_GEMM_DENSE_MAX_STAGES, 12, dt, math},            \
-     16, vcg::plan_##name, vcg::launch_##name, true, true, false},
+     16, vcg::plan_##name, vcg::launch_##name, true, true, false, false},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
 // rows (64x64), narrow n (128x32, 256x32), the implicit-GEMM convolution's small tiles (two-warp
@@ -166,6 +173,7 @@ const Entry kTable[] = {
          true),
     MMAX("f16_64x32x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1, 3, 16, 8,
          true),
+    WARP("f16_32x16x16_warp", __half, VC_GEMM_F16, 16),
     MMA("f16_64x64x16_s3_scalar", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 16, 2, 2, 3,
         2),
     MMA("bf16_128x128x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2,
@@ -190,6 +198,7 @@ const Entry kTable[] = {
          3, 16, 11, true),
     MMAX("bf16_64x32x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1,
          3, 16, 8, true),
+    WARP("bf16_32x16x16_warp", __nv_bfloat16, VC_GEMM_BF16, 16),
     MMA("bf16_64x64x16_s3_scalar", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 16,
         2, 2, 3, 2),
     MMA("tf32_128x96x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 96, 16, 2, 2, 4, 16),
@@ -197,7 +206,7 @@ const Entry kTable[] = {
     MMA("tf32_64x64x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 16),
     MMA("tf32_64x64x16_s4_a4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 4),
     {{"f32_64x64x16_fma", 64, 64, 16, 1, 8, VC_GEMM_F32, VC_GEMM_MATH_FP32}, 0,
-     plan_simt, launch_simt<64, 64, 16, 4, 4>, false, false, false},
+     plan_simt, launch_simt<64, 64, 16, 4, 4>, false, false, false, false},
 #ifdef VC_GEMM_HAVE_SM90A
     VC_GEMM_SM90_CONFIGS(WGMMA)
     VC_GEMM_SM90_DENSE_CONFIGS(DENSE_TMA)
@@ -207,6 +216,7 @@ const int kTableSize = (int)(sizeof kTable / sizeof kTable[0]);
 
 #undef MMA
 #undef MMAX
+#undef WARP
 #undef WGMMA
 #undef DENSE_TMA
 
@@ -236,6 +246,17 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
     if (e.sm90 && !device_sm90()) {
         snprintf(why, why_len, "configuration %s (wgmma) needs a compute capability 9.0 device",
                  e.cfg.name);
+        return false;
+    }
+    if (e.warp && a->splits > 1) {
+        snprintf(why, why_len,
+                 "configuration %s walks each row's taps in one warp: it has no tap split",
+                 e.cfg.name);
+        return false;
+    }
+    if (e.warp && (a->m > INT32_MAX || a->a_rows > INT32_MAX)) {
+        snprintf(why, why_len, "configuration %s indexes rows in 32 bits (m = %lld, a_rows = %lld)",
+                 e.cfg.name, (long long)a->m, (long long)a->a_rows);
         return false;
     }
     if (e.dense) {

@@ -7,7 +7,7 @@
  * rows are bit for bit those of the same call without the count; the tail rows past the tiles
  * that hold live rows keep the poison the output was filled with (16-bit and tf32; exact fp32
  * runs the FMA kernel, which computes every row); and without the count the tail rows are
- * written (so that the poison check can tell). Prints its seed (VC_TEST_SEED replays). Exits
+ * written (so that the poison check can tell). The same for the warp tile, forced, at c_in 16. Prints its seed (VC_TEST_SEED replays). Exits
  * 77 without a CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,7 @@
 #ifdef VOXCONV_HAVE_CUDA
 #include "conv/conv_gpu.h"
 #include "core/options.h"
+#include "gemm/gemm.h"
 #include "gpu_testutil.h"
 #include "kmap/kmap_gpu.h"
 #include "map_desc.h"
@@ -156,6 +157,26 @@ static void check_view(const char *name, vc_rng *rng, vc_kmap_data *view, const 
                     check_case(what, &io, view, d_live, live, pl ? live : 0, dts[d].tf32, &o);
                 }
             }
+        }
+        io_free(&io);
+    }
+    /* the warp tile (gemm/warp_tile.cuh, c_in <= 16: the planner's tile for narrow layers from
+     * 10k outputs), forced: 32-row tiles past the live rows are skipped, the live rows exact */
+    for (size_t d = 0; d < 2; d++) {
+        const char *cfg = dts[d].dt == VC_DTYPE_FP16 ? "f16_32x16x16_warp" : "bf16_32x16x16_warp";
+        const vc_gemm_config *t = NULL;
+        const int32_t n = vc_gemm_configs(&t);
+        vc_engine_options o = vc_engine_options_default();
+        for (int32_t i = 0; i < n; i++)
+            if (!strcmp(t[i].name, cfg)) o.gemm_config = i;
+        CHECK_MSG(o.gemm_config >= 0, "%s is not in the GEMM table", cfg);
+        layer_io io;
+        io_make(&io, rng, view, dts[d].dt, 16, 24);
+        for (int pl = 0; pl < 2; pl++) {
+            char what[160];
+            snprintf(what, sizeof what, "%s, live %lld of %lld, %s, plan %s", name,
+                     (long long)live, (long long)view->n_out, cfg, pl ? "live" : "extent");
+            check_case(what, &io, view, d_live, live, pl ? live : 0, 0, &o);
         }
         io_free(&io);
     }
