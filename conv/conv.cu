@@ -453,20 +453,39 @@ int32_t config_index(vc_dtype dt, const char *name)
     return -1;
 }
 
+// Whether a k3 layer takes the wgmma 64x64x64 tile before its row's tiles: a sparse map (fewer
+// than 5 pairs an output) under 50k outputs on 64-256 channels, or c_in 64-128 -> 96 under 30k
+// outputs. From bench_conv --tune on the four suites (docs/benchmarks.md "Sparse levels"):
+// there the 128-row tiles the rows give OR the masks of twice the rows, and the 64-row tile was
+// 1.05-1.50x faster on 9 of the 10 sparse layers (0.99 on the tenth) and 1.08-1.28x on the
+// 64/128 -> 96 layers under 30k outputs; at 96 -> 96 and from 41k outputs it lost.
+bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
+{
+    if (K < 27 || c_in < 64 || c_out < 64 || n_out <= 0) return false;
+    const bool sparse = n_out < 50000 && n_pairs < 5 * n_out;
+    const bool to96 = c_out == 96 && c_in != 96 && c_in <= 128 && n_out < 30000;
+    return sparse || to96;
+}
+
 // The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
-// -1 (gemm/'s pick) in the slots left; all -1 for fp32 features.
-void implicit_configs(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, bool dense,
-                      vc_dtype dt, int32_t out[4])
+// -1 (gemm/'s pick) in the slots left; all -1 for fp32 features. prefers_wg64 puts the wgmma
+// 64x64x64 tile first (where it is compiled in and the row does not already list it).
+void implicit_configs(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K,
+                      bool dense, vc_dtype dt, int32_t out[4])
 {
     out[0] = out[1] = out[2] = out[3] = -1;
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
     const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
+    const int32_t wg64 =
+        !dense && prefers_wg64(n_out, n_pairs, c_in, c_out, K) ? config_index(dt, "64x64x64_s4_wg")
+                                                                : -1;
     for (const TileRow &row : kTileRows) {
         if ((f & row.when) != row.when) continue;
         int k = 0;
-        for (int j = 0; j < 4 && row.tiles[j]; j++) {
+        if (wg64 >= 0) out[k++] = wg64;
+        for (int j = 0; j < 4 && row.tiles[j] && k < 4; j++) {
             const int32_t i = config_index(dt, row.tiles[j]);
-            if (i >= 0) out[k++] = i;
+            if (i >= 0 && i != wg64) out[k++] = i;
         }
         return;
     }
@@ -682,7 +701,8 @@ int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dens
         c[n++] = {te->config, te->split > 1 ? te->split : 0, true, te->no_order != 0,
                   te->two_pass != 0};
     int32_t cfgs[4];
-    implicit_configs(m->n_out, a->c_in, a->c_out, m->volume, dense, pa.in_dtype, cfgs);
+    implicit_configs(m->n_out, m->n_pairs, a->c_in, a->c_out, m->volume, dense, pa.in_dtype,
+                     cfgs);
     for (int j = 0; j < 4; j++) {
         c[n++] = {cfgs[j], tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype, o), false, false, false};
         if (cfgs[j] < 0) break;
