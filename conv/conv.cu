@@ -453,15 +453,19 @@ int32_t config_index(vc_dtype dt, const char *name)
     return -1;
 }
 
-// Whether a k3 layer takes the wgmma 64x64x64 tile before its row's tiles: a sparse map (fewer
-// than 5 pairs an output) under 50k outputs on 64-256 channels, or c_in 64-128 -> 96 under 30k
-// outputs. From bench_conv --tune on the four suites (docs/benchmarks.md "Sparse levels"):
-// there the 128-row tiles the rows give OR the masks of twice the rows, and the 64-row tile was
-// 1.05-1.50x faster on 9 of the 10 sparse layers (0.99 on the tenth) and 1.08-1.28x on the
-// 64/128 -> 96 layers under 30k outputs; at 96 -> 96 and from 41k outputs it lost.
+// Whether a layer takes the wgmma 64x64x64 tile before its row's tiles: on 64-256 channels, a
+// k3 map that is sparse (fewer than 5 pairs an output) under 50k outputs, a k3 layer of c_in
+// 64-128 -> 96 under 30k outputs, or a k2 map (downsample, inverse) under 10k outputs not to 96.
+// From bench_conv --tune on the four suites (docs/benchmarks.md "Sparse and coarse levels"):
+// the 128-row tiles the rows give OR the masks of twice the rows. The 64-row tile was 1.05-1.50x
+// faster on 9 of the 10 sparse k3 layers (0.99 on the tenth), 1.08-1.28x on the 64/128 -> 96
+// ones, 1.01-1.18x on the 10 k2 ones; it lost at 96 -> 96, from 41k k3 outputs, and on the k2
+// inverses of 14k outputs or more or to 96 channels.
 bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
 {
-    if (K < 27 || c_in < 64 || c_out < 64 || n_out <= 0) return false;
+    if (c_in < 64 || c_out < 64 || n_out <= 0) return false;
+    if (K == 8) return c_out != 96 && n_out < 10000;
+    if (K < 27) return false;
     const bool sparse = n_out < 50000 && n_pairs < 5 * n_out;
     const bool to96 = c_out == 96 && c_in != 96 && c_in <= 128 && n_out < 30000;
     return sparse || to96;
