@@ -359,8 +359,10 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
 // k3 layers (K >= 27) with c_in >= 64, c_out >= 64 but not 96, under 50k outputs, whose tile so
 // far is a 64x64 one (or wgmma 128x128 under 30k outputs), take wgmma 64x64x64 first (WG64: one
 // warpgroup a 64-row tile, async MMAs under the next stage's loads; it lost at 100k outputs, at
-// 96 columns, at c_in 32 and on the k2 layers). fp32 features keep gemm/'s choice. Below a
-// device's worth of tiles each layer also gets a tap split (tap_splits).
+// 96 columns, at c_in 32 and on the larger k2 layers). Sparse k3 levels, 64/128 -> 96 k3
+// layers and k2 maps under 10k outputs take it first as well (prefers_wg64, a later tune).
+// fp32 features keep gemm/'s choice. Below a device's worth of tiles each layer also gets a
+// tap split (tap_splits).
 
 // What the rules test of a layer (one bit each).
 enum TileCond : uint32_t {
