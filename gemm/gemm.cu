@@ -135,7 +135,7 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
 // a warp tile (gemm/warp_tile.cuh): 32 rows x BN columns a warp, k steps of 16, 8-byte loads
 #define WARP(name, T, dt, BN)                                                                  \
     {{name, vcg::kWarpTileRows, BN, 16, 1, vcg::kWarpTileWarps, dt, VC_GEMM_MATH_DEFAULT}, 8,    \
-     vcg::plan_warp<T, BN>, vcg::launch_warp<T, BN>, false, false, false, true}
+     vcg::plan_warp, vcg::launch_warp<T, BN>, false, false, false, true}
 #define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
     {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::plan_##name, vcg::launch_##name,     \
      true, false, vcg::kClusterWg<T, BM>, false},
@@ -245,12 +245,6 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
     }
     if (e.sm90 && !device_sm90()) {
         snprintf(why, why_len, "configuration %s (wgmma) needs a compute capability 9.0 device",
-                 e.cfg.name);
-        return false;
-    }
-    if (e.warp && a->splits > 1) {
-        snprintf(why, why_len,
-                 "configuration %s walks each row's taps in one warp: it has no tap split",
                  e.cfg.name);
         return false;
     }
@@ -581,9 +575,14 @@ extern "C" vc_status vc_gemm_plan(const vc_gemm_args *a, int32_t config,
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: %s",
                        idx < 0 ? "no configuration" : why);
     const Entry &e = kTable[idx];
+    // Tap splits: the fp32 FMA kernel has none; a warp tile walks each row's taps in one warp,
+    // so an automatic split is one group there (plan_warp) and an explicit one is refused.
     if ((a->splits > 1 || a->splits < -1) && e.load_bytes == 0)
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s has no tap split "
                        "(tensor-core configurations only)", e.cfg.name);
+    if (a->splits > 1 && e.warp)
+        return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s walks each row's "
+                       "taps in one warp: it has no tap split", e.cfg.name);
     if ((st = plan_launch(a, e, plan, err)) != VC_OK) return st;
     // The split runs as the explicit split of the groups it resolved to (0: none); an automatic
     // one is planned again as such, so that it launches as the count its workspace is sized for.

@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params 
     // past n_cols: none).
     const char *const a_lane = static_cast<const char *>(p.a) + q * 8;
     const uint32_t kb = (uint32_t)p.k * 2u;
-    const uint32_t a_rows = p.a_rows < INT32_MAX ? (uint32_t)p.a_rows : (uint32_t)INT32_MAX;
+    const uint32_t a_rows = (uint32_t)p.a_rows; // fits: a_rows <= INT32_MAX
     const char *wrow[NT];
     uint32_t w_ok = 0;
 #pragma unroll
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params 
 #pragma unroll
         for (int u = 0; u < 4; u++)
             load_words(x.a[u], a_lane + (uint64_t)(uint32_t)x.ix[u] * kb + c0,
-                           in_k & ((uint32_t)x.ix[u] < a_rows));
+                       in_k & ((uint32_t)x.ix[u] < a_rows));
         const uint64_t wo = (uint64_t)(uint32_t)x.t * kb + c0;
 #pragma unroll
         for (int j = 0; j < NT; j++) load_words(x.b[j], wrow[j] + wo, in_k & (w_ok >> j));
@@ -242,9 +242,8 @@ __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params 
 
 // The launch of a warp-tile configuration: a warp a tile, kWarpTileWarps warps a CTA; no tap
 // split (an automatic one resolves to one group: every warp already walks all its taps; an
-// explicit one is refused by gemm.cu's fits), no tile order, no shared memory.
-template <typename T, int BN>
-cudaError_t plan_warp(const Params &p, const Sched &, LaunchPlan *out)
+// explicit one is refused by vc_gemm_plan), no tile order, no shared memory.
+inline cudaError_t plan_warp(const Params &p, const Sched &, LaunchPlan *out)
 {
     const int64_t tiles = p.m_tiles * p.n_tiles;
     *out = {1, false, false, false, (tiles + kWarpTileWarps - 1) / kWarpTileWarps, 0};
