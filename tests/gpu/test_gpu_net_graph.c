@@ -348,22 +348,8 @@ static void test_backbone(const char *model, vc_dtype dt, vc_synth_grid grid, in
 /* The first n rows of t (its coordinate set's shape, fp32 features), on the GPU context. */
 static vc_tensor *head_of(const vc_tensor *t, int64_t n)
 {
-    int32_t *rows = NULL;
-    float *feats = NULL;
-    int64_t count = 0, ch = 0;
-    net_host(gpu, t, &rows, &feats, &count, &ch);
-    if (n > count) n = count;
-    vc_tensor_info ti;
-    vc_coords_info ci;
-    vc_tensor_get_info(t, &ti);
-    vc_coords_get_info(ti.coords, &ci);
-    vc_coords *c = NULL;
-    vc_tensor *h = NULL;
-    CHECK_OK(gpu, vc_coords_create(gpu, rows, n, VC_MEMORY_HOST, ci.spatial_shape, ci.batch_size,
-                                   &c));
-    CHECK_OK(gpu, vc_tensor_create(gpu, c, ch, VC_DTYPE_FP32, feats, VC_MEMORY_HOST, &h));
-    vc_coords_destroy(c);
-    free(rows), free(feats);
+    vc_tensor *h = net_retensor(gpu, t, n, NULL);
+    CHECK_MSG(h != NULL, "head_of: %s", vc_context_last_error(gpu));
     return h;
 }
 

@@ -174,6 +174,32 @@ static inline void net_host(vc_context *ctx, const vc_tensor *t, int32_t **coord
     vc_tensor_copy_out(ctx, t, *feats, VC_DTYPE_FP32, VC_MEMORY_HOST);
 }
 
+/* A new tensor on ctx with the first n rows of t (n < 0: all of them) as fp32 features, on
+ * coordinates of spatial shape `shape` (NULL: t's) and t's batch size; NULL where a call failed
+ * (vc_context_last_error(ctx) says why). */
+static inline vc_tensor *net_retensor(vc_context *ctx, const vc_tensor *t, int64_t n,
+                                      const int32_t *shape)
+{
+    int32_t *rows = NULL;
+    float *feats = NULL;
+    int64_t count = 0, ch = 0;
+    net_host(ctx, t, &rows, &feats, &count, &ch);
+    if (n < 0 || n > count) n = count;
+    vc_tensor_info ti;
+    vc_coords_info ci;
+    vc_tensor_get_info(t, &ti);
+    vc_coords_get_info(ti.coords, &ci);
+    vc_coords *c = NULL;
+    vc_tensor *h = NULL;
+    if (vc_coords_create(ctx, rows, n, VC_MEMORY_HOST, shape ? shape : ci.spatial_shape,
+                         ci.batch_size, &c) != VC_OK ||
+        vc_tensor_create(ctx, c, ch, VC_DTYPE_FP32, feats, VC_MEMORY_HOST, &h) != VC_OK)
+        h = NULL;
+    vc_coords_destroy(c);
+    free(rows), free(feats);
+    return h;
+}
+
 /* The residual test model: subm + BN + ReLU stem, a residual block (its add fused), a strided
  * conv with BN and LeakyReLU, a BN applied apart (its input has three readers) with a ReLU,
  * a global average pool and a BEV dense output. %d: the spatial shape z, y, x. */

@@ -153,20 +153,8 @@ static void same_dense(vc_net *net, const char *name, const float *ref, int64_t 
 /* The input in the model's spatial shape. */
 static vc_tensor *placed(const vc_tensor *in, const int32_t shape[3])
 {
-    int32_t *c;
-    float *f;
-    int64_t n, ch;
-    net_host(ctx, in, &c, &f, &n, &ch);
-    vc_tensor_info ti;
-    vc_coords_info ci;
-    vc_tensor_get_info(in, &ti);
-    vc_coords_get_info(ti.coords, &ci);
-    vc_coords *cs = NULL;
-    vc_tensor *t = NULL;
-    CHECK_OK(ctx, vc_coords_create(ctx, c, n, VC_MEMORY_HOST, shape, ci.batch_size, &cs));
-    CHECK_OK(ctx, vc_tensor_create(ctx, cs, ch, VC_DTYPE_FP32, f, VC_MEMORY_HOST, &t));
-    vc_coords_destroy(cs);
-    free(c), free(f);
+    vc_tensor *t = net_retensor(ctx, in, -1, shape);
+    CHECK_MSG(t != NULL, "placed: %s", vc_context_last_error(ctx));
     return t;
 }
 
