@@ -27,7 +27,6 @@ struct vc_timer {
     unsigned char fill; /* the flush's byte, new each time                                     */
 };
 
-
 #ifdef VOXCONV_HAVE_CUDA
 static vc_status cuda_fail(vc_context *ctx, const char *fn, cudaError_t e)
 {
