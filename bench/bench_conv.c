@@ -35,7 +35,8 @@
  * touched). --net NAME runs only the networks whose name contains NAME (e.g. "sweep",
  * "CenterPoint"). --tune also times each conv layer's implicit GEMM with every fp16 GEMM
  * configuration and prints a "tune" line per layer: "name/S ms" for each tap split S of
- * --tune-splits (default "0": the planner's split for that configuration).
+ * --tune-splits (default "0": the planner's split for that configuration);
+ * VC_BENCH_TUNE_CONFIGS="f16_64x32x32_s3 ..." keeps only the configurations it names.
  * VC_BENCH_IMPLICIT_ONLY=1 in the environment skips both GGS variants (their columns then repeat
  * the implicit GEMM's): for A/B runs of the implicit path, which take a third of the time. */
 #include <math.h>
@@ -412,6 +413,20 @@ static double rel_diff(const void *a, const void *b, int64_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* Whether name is one of the space-separated words of list. */
+static int name_listed(const char *list, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        while (*p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ' ') e++;
+        if ((size_t)(e - p) == n && !strncmp(p, name, n)) return 1;
+        p = e;
+    }
+    return 0;
+}
+
 /* --tune: times the layer's implicit GEMM with every fp16 GEMM configuration that fits, at each
  * tap split of --tune-splits, and prints one line per layer: each median and the fastest. */
 static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, const layer *l,
@@ -424,8 +439,10 @@ static void tune_layer(frame_state *fs, int nf, int *const *map_of, int li, cons
     int best_i = -1, best_w = 1;
     printf("tune %s %lld->%lld auto %.4f:", l->name, (long long)l->cin, (long long)l->cout,
            auto_ms);
+    const char *only = getenv("VC_BENCH_TUNE_CONFIGS"); /* names to keep, space-separated */
     for (int c = 0; c < ncfg; c++) {
         if (cfg[c].ab_dtype != VC_GEMM_F16) continue;
+        if (only && !name_listed(only, cfg[c].name)) continue;
         g_opt.gemm_config = c;
         for (int si = 0; si < g_n_tune_splits; si++) {
             const int w = g_tune_splits[si];
