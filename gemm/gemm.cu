@@ -132,10 +132,11 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
      vcg::plan_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB, CL>,                             \
      vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB, CL>,                           \
      false, false, CL, false}
-// a warp tile (gemm/warp_tile.cuh): 32 rows x BN columns a warp, k steps of 16, 8-byte loads
-#define WARP(name, T, dt, BN)                                                                  \
+// a warp tile (gemm/warp_tile.cuh): 32 rows x BN columns, its taps divided among S warps, k
+// steps of 16, 8-byte loads
+#define WARP(name, T, dt, BN, S)                                                               \
     {{name, vcg::kWarpTileRows, BN, 16, 1, vcg::kWarpTileWarps, dt, VC_GEMM_MATH_DEFAULT}, 8,    \
-     vcg::plan_warp, vcg::launch_warp<T, BN>, false, false, false, true}
+     vcg::plan_warp<S>, vcg::launch_warp<T, BN, S>, false, false, false, true}
 #define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
     {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::plan_##name, vcg::launch_##name,     \
      true, false, vcg::kClusterWg<T, BM>, false},
@@ -173,7 +174,9 @@ const Entry kTable[] = {
          true),
     MMAX("f16_64x32x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1, 3, 16, 8,
          true),
-    WARP("f16_32x16x16_warp", __half, VC_GEMM_F16, 16),
+    WARP("f16_32x16x16_warp", __half, VC_GEMM_F16, 16, 1),
+    WARP("f16_32x16x16_warp2", __half, VC_GEMM_F16, 16, 2),
+    WARP("f16_32x16x16_warp4", __half, VC_GEMM_F16, 16, 4),
     MMA("f16_64x64x16_s3_scalar", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 16, 2, 2, 3,
         2),
     MMA("bf16_128x128x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2,
@@ -198,7 +201,9 @@ const Entry kTable[] = {
          3, 16, 11, true),
     MMAX("bf16_64x32x32_s3", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 2, 1,
          3, 16, 8, true),
-    WARP("bf16_32x16x16_warp", __nv_bfloat16, VC_GEMM_BF16, 16),
+    WARP("bf16_32x16x16_warp", __nv_bfloat16, VC_GEMM_BF16, 16, 1),
+    WARP("bf16_32x16x16_warp2", __nv_bfloat16, VC_GEMM_BF16, 16, 2),
+    WARP("bf16_32x16x16_warp4", __nv_bfloat16, VC_GEMM_BF16, 16, 4),
     MMA("bf16_64x64x16_s3_scalar", __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 16,
         2, 2, 3, 2),
     MMA("tf32_128x96x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 96, 16, 2, 2, 4, 16),

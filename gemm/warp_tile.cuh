@@ -1,8 +1,9 @@
-// gemm/warp_tile.cuh - the warp-tile kernel (warp_kernel) for narrow layers: each warp computes
-// 32 rows x BN columns alone with mma.sync m16n8k16 (fp16, bf16), its A rows gathered from
-// global memory straight into the MMA fragments (8-byte loads, k steps of 16) and W read through
-// the L1 cache: no shared memory, no barriers, no tile set-up shared by a CTA. Launched by
-// plan_warp / launch_warp.
+// gemm/warp_tile.cuh - the warp-tile kernel (warp_kernel) for narrow layers: a tile of 32 rows x
+// BN columns is computed by S warps (1, 2 or 4) with mma.sync m16n8k16 (fp16, bf16), each warp
+// walking a share of the tile's taps, its A rows gathered from global memory straight into the
+// MMA fragments (8-byte loads, k steps of 16) and W read through the L1 cache: no shared memory
+// in the main loop, no barriers but the one before the S warps add their sums, no tile set-up
+// shared by a CTA. Launched by plan_warp / launch_warp.
 //
 // Why: where a row holds up to 16 channels (32 bytes) the CTA-tile kernel of gemm/mainloop.cuh
 // spends its time on what surrounds the MMAs - a 64-row tile's set-up (rows, masks, gather
@@ -12,16 +13,19 @@
 // warp's 32 rows OR fewer masks than a 64-row tile's. Measured (docs/benchmarks.md) it is faster
 // than the CTA tiles on layers of c_in <= 16 from 10k outputs; at c_in 32 (16-byte loads, or
 // two steps of 8) and at BN 32 its registers cut the warps in flight and it lost.
-//
+// S > 1: on a small layer every tile is in flight at once and the layer lasts as long as its
+// heaviest tile's chain of steps (a scan's mask-sorted 32-row tiles OR 1 to 27 taps; ncu: one
+// warp a scheduler, ~10 cycles an instruction). Warp j of a tile's S walks the taps t with
+// t % S == j, which cuts that chain S times and puts S times the warps on the schedulers.
 // The k permutation: lane (g = lane / 4, q = lane % 4) holds, of each row it loads, the 4
 // consecutive elements [4q, 4q + 4) of the step's 16 (one 8-byte load), as the MMA's logical
 // columns 2q, 2q + 1, 2q + 8, 2q + 9. W's rows are read with the same map, so each product pairs
 // the same physical column of A and W: the sum over k is the same sum, taken in another order
 // inside each MMA.
 //
-// The result per row: the sum over its taps in ascending order (a tap no row of the warp has is
-// skipped; one some rows lack adds exact zeros there), then the epilogue - the same bits whatever
-// rows share the warp.
+// The result per row: for each group j, the sum over its taps t % S == j in ascending order (a
+// tap no row of the tile has is skipped; one some rows lack adds exact zeros there), the groups
+// added in order 0..S-1, then the epilogue - the same bits whatever rows share the tile.
 #ifndef VC_GEMM_WARP_TILE_CUH
 #define VC_GEMM_WARP_TILE_CUH
 
@@ -61,17 +65,18 @@ __device__ __forceinline__ void load_if(int32_t &v, const int32_t *src, uint32_t
         : "l"(src), "r"(ok));
 }
 
-// The warp's walk over its taps in ascending order: those in [tap_lo, tap_hi) that one of its
-// rows has (all of them without masks). A mask word is read and ORed over the warp when the walk
-// reaches it. -1 after the last.
+// The warp's walk over its taps in ascending order: those in [tap_lo, tap_hi) of its group that
+// one of its rows has (all of them without masks). A mask word is read and ORed over the warp
+// when the walk reaches it. -1 after the last.
+// `mine`: the taps of this warp's group in every word (all of them without an in-CTA split).
 struct TapWalk {
     int w, words;
-    uint32_t bits;
+    uint32_t bits, mine;
     __device__ __forceinline__ int next(const Params &p, int64_t r_lane)
     {
         while (bits == 0u) {
             if (++w >= words) return -1;
-            uint32_t v = tap_bits(p, w);
+            uint32_t v = tap_bits(p, w) & mine;
             if (p.masks) {
                 const uint32_t mine =
                     r_lane >= 0 ? __ldg(p.masks + r_lane * p.mask_words + w) : 0u;
@@ -85,14 +90,21 @@ struct TapWalk {
     }
 };
 
-// BN: columns a warp (a multiple of 8). k % 4 == 0 and A, W 8-byte aligned (gemm.cu's fits).
-template <typename T, int BN>
+// BN: columns a warp (a multiple of 8). S: the warps that share a tile (1, 2 or 4), warp j of
+// them walking the taps t with t % S == j; their sums are added in group order through shared
+// memory, so a row's result depends only on its own taps, never on which rows share the tile.
+// k % 4 == 0 and A, W 8-byte aligned (gemm.cu's fits).
+template <typename T, int BN, int S>
 __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params p)
 {
     static_assert(sizeof(T) == 2, "16-bit operands");
+    static_assert(S == 1 || S == 2 || S == 4, "32 % S == 0: a group's taps are a bit pattern");
     constexpr int NT = BN / 8, STEP = 16;
-    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int64_t tile = (int64_t)blockIdx.x * kWarpTileWarps + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, wid = threadIdx.x >> 5;
+    const int group = wid % S;
+    const int64_t tile = (int64_t)blockIdx.x * (kWarpTileWarps / S) + wid / S;
+    // A tile's S warps leave together (these tests are the tile's), so the barrier of its
+    // reduction sees all of them or none.
     if (tile >= p.m_tiles * p.n_tiles) return;
     const int64_t row0 = tile / p.n_tiles * kWarpTileRows;
     const int n0 = (int)(tile % p.n_tiles) * BN;
@@ -187,7 +199,8 @@ __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params 
         }
     };
 
-    TapWalk walk{p.tap_lo / 32 - 1, (p.tap_hi + 31) / 32, 0u};
+    constexpr uint32_t kGroupBits = S == 1 ? ~0u : S == 2 ? 0x55555555u : 0x11111111u;
+    TapWalk walk{p.tap_lo / 32 - 1, (p.tap_hi + 31) / 32, 0u, kGroupBits << group};
     // The step after y, into x (t = -1: none); x's gather indices are y's while the tap stays.
     auto advance = [&](Slot &x, const Slot &y) {
         x.t = y.t, x.kc = y.kc + 1;
@@ -225,11 +238,37 @@ __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params 
     }
 
     // Epilogue: accumulator e of fragment (mi, j) is row 16 mi + g + 8 (e / 2), column
-    // 8 j + 2 q + e % 2: two adjacent outputs a call.
+    // 8 j + 2 q + e % 2: two adjacent outputs a call. With S warps a tile, each warp stages its
+    // sums in shared memory, and warp j of the tile then adds the S groups' sums in group order
+    // for the row halves (mi, h) with (2 mi + h) % S == j and writes those.
+    if constexpr (S > 1) {
+        __shared__ float part[kWarpTileWarps][2 * NT * 4][32];
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) part[wid][(mi * NT + j) * 4 + e][lane] = acc[mi][j][e];
+        // The tile's S warps only (named barrier 1 + tile in the CTA; 0 is __syncthreads).
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + wid / S), "r"(32 * S) : "memory");
+        const int w0 = wid - group;
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float v = part[w0][(mi * NT + j) * 4 + e][lane];
+#pragma unroll
+                    for (int x = 1; x < S; x++) v += part[w0 + x][(mi * NT + j) * 4 + e][lane];
+                    acc[mi][j][e] = v;
+                }
+    }
 #pragma unroll
     for (int mi = 0; mi < 2; mi++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
+            if ((2 * mi + h) % S != group) continue;
             const int64_t r = __shfl_sync(0xffffffffu, r_own, 16 * mi + g + 8 * h);
             if (r < 0) continue;
 #pragma unroll
@@ -240,23 +279,25 @@ __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params 
         }
 }
 
-// The launch of a warp-tile configuration: a warp a tile, kWarpTileWarps warps a CTA; no tap
-// split (an automatic one resolves to one group: every warp already walks all its taps; an
-// explicit one is refused by vc_gemm_plan), no tile order, no shared memory.
-inline cudaError_t plan_warp(const Params &p, const Sched &, LaunchPlan *out)
+// The launch of a warp-tile configuration: S warps a tile, kWarpTileWarps warps a CTA; no tap
+// split across CTAs (an automatic one resolves to one group: the S warps of a tile already
+// divide its taps; an explicit one is refused by vc_gemm_plan), no tile order.
+template <int S>
+cudaError_t plan_warp(const Params &p, const Sched &, LaunchPlan *out)
 {
+    constexpr int per_cta = kWarpTileWarps / S; // tiles a CTA
     const int64_t tiles = p.m_tiles * p.n_tiles;
-    *out = {1, false, false, false, (tiles + kWarpTileWarps - 1) / kWarpTileWarps, 0};
+    *out = {1, false, false, false, (tiles + per_cta - 1) / per_cta, 0};
     return cudaSuccess;
 }
 
-template <typename T, int BN>
+template <typename T, int BN, int S>
 cudaError_t launch_warp(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left)
 {
     *left = 1;
     Params q = p;
     q.splits = 1;
-    warp_kernel<T, BN><<<(unsigned)pl.grid, kWarpTileWarps * 32, 0, s>>>(q);
+    warp_kernel<T, BN, S><<<(unsigned)pl.grid, kWarpTileWarps * 32, 0, s>>>(q);
     return cudaGetLastError();
 }
 

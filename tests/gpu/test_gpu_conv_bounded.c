@@ -160,10 +160,14 @@ static void check_view(const char *name, vc_rng *rng, vc_kmap_data *view, const 
         }
         io_free(&io);
     }
-    /* the warp tile (gemm/warp_tile.cuh, c_in <= 16: the planner's tile for narrow layers from
-     * 10k outputs), forced: 32-row tiles past the live rows are skipped, the live rows exact */
-    for (size_t d = 0; d < 2; d++) {
-        const char *cfg = dts[d].dt == VC_DTYPE_FP16 ? "f16_32x16x16_warp" : "bf16_32x16x16_warp";
+    /* the warp tiles (gemm/warp_tile.cuh, c_in <= 16: the planner's tiles for narrow layers),
+     * one warp a tile and four sharing its taps, forced: 32-row tiles past the live rows are
+     * skipped, the live rows exact */
+    for (size_t d = 0; d < 4; d++) {
+        static const char *const kWarpCfgs[4] = {"f16_32x16x16_warp", "bf16_32x16x16_warp",
+                                                 "f16_32x16x16_warp4", "bf16_32x16x16_warp4"};
+        const char *cfg = kWarpCfgs[d];
+        const vc_dtype dt = d % 2 ? VC_DTYPE_BF16 : VC_DTYPE_FP16;
         const vc_gemm_config *t = NULL;
         const int32_t n = vc_gemm_configs(&t);
         vc_engine_options o = vc_engine_options_default();
@@ -171,7 +175,7 @@ static void check_view(const char *name, vc_rng *rng, vc_kmap_data *view, const 
             if (!strcmp(t[i].name, cfg)) o.gemm_config = i;
         CHECK_MSG(o.gemm_config >= 0, "%s is not in the GEMM table", cfg);
         layer_io io;
-        io_make(&io, rng, view, dts[d].dt, 16, 24);
+        io_make(&io, rng, view, dt, 16, 24);
         for (int pl = 0; pl < 2; pl++) {
             char what[160];
             snprintf(what, sizeof what, "%s, live %lld of %lld, %s, plan %s", name,
