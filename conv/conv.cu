@@ -360,9 +360,10 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
 // far is a 64x64 one (or wgmma 128x128 under 30k outputs), take wgmma 64x64x64 first (WG64: one
 // warpgroup a 64-row tile, async MMAs under the next stage's loads; it lost at 100k outputs, at
 // 96 columns, at c_in 32 and on the larger k2 layers). Sparse k3 levels, 64/128 -> 96 k3
-// layers and k2 maps under 10k outputs take it first as well (prefers_wg64, a later tune).
-// fp32 features keep gemm/'s choice. Below a device's worth of tiles each layer also gets a
-// tap split (tap_splits).
+// layers and k2 maps under 10k outputs take it first as well (prefers_wg64, a later tune). The
+// narrow k3 layers (c_in <= 16, or c_in and c_out <= 32) with few tiles take a warp tile whose 2
+// or 4 warps share each tile's taps first (warp_first). fp32 features keep gemm/'s choice. Below a device's
+// worth of tiles each layer also gets a tap split (tap_splits).
 
 // What the rules test of a layer (one bit each).
 enum TileCond : uint32_t {
@@ -473,25 +474,45 @@ bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, i
     return sparse || to96;
 }
 
+// The warp tile a k3 layer of c_in <= 16 (c_out <= 64) or of c_in <= 32 (c_out <= 32) takes
+// before its row's tiles, or NULL: the one whose S warps a tile divide its taps
+// (gemm/warp_tile.cuh). Such a layer's time is its heaviest tile's chain of taps (a scan's
+// sorted tiles OR 1-27 taps; every tile is in flight at once), so the fewer its tiles the more
+// warps a tile: at c_in <= 16, 4 up to 800 tiles of 32 rows x 16 columns, 2 up to 2500; at c_in
+// 17-32 only sparse levels (fewer than 5 pairs an output, under 30k outputs) gain, with 4. From
+// bench_conv --tune on the four suites (docs/benchmarks.md "Warp tiles that share a tile's
+// taps").
+const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
+{
+    if (K < 27 || c_in > 32 || c_out > (c_in <= 16 ? 64 : 32) || n_out <= 0) return NULL;
+    const int64_t tiles = (n_out + 31) / 32 * ((c_out + 15) / 16);
+    if (c_in <= 16)
+        return tiles <= 800 ? "32x16x16_warp4" : tiles <= 2500 ? "32x16x16_warp2" : NULL;
+    return n_out < 30000 && n_pairs < 5 * n_out ? "32x16x16_warp4" : NULL;
+}
+
 // The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
-// -1 (gemm/'s pick) in the slots left; all -1 for fp32 features. prefers_wg64 puts the wgmma
-// 64x64x64 tile first (where it is compiled in and the row does not already list it).
+// -1 (gemm/'s pick) in the slots left; all -1 for fp32 features. warp_first, or else
+// prefers_wg64, puts its tile first (where it is compiled in and the row does not already list
+// it).
 void implicit_configs(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K,
                       bool dense, vc_dtype dt, int32_t out[4])
 {
     out[0] = out[1] = out[2] = out[3] = -1;
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
     const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
-    const int32_t wg64 =
-        !dense && prefers_wg64(n_out, n_pairs, c_in, c_out, K) ? config_index(dt, "64x64x64_s4_wg")
-                                                                : -1;
+    const char *warp = dense ? NULL : warp_first(n_out, n_pairs, c_in, c_out, K);
+    const bool wg64 = !dense && prefers_wg64(n_out, n_pairs, c_in, c_out, K);
+    const int32_t first = warp   ? config_index(dt, warp)
+                          : wg64 ? config_index(dt, "64x64x64_s4_wg")
+                                 : -1;
     for (const TileRow &row : kTileRows) {
         if ((f & row.when) != row.when) continue;
         int k = 0;
-        if (wg64 >= 0) out[k++] = wg64;
+        if (first >= 0) out[k++] = first;
         for (int j = 0; j < 4 && row.tiles[j] && k < 4; j++) {
             const int32_t i = config_index(dt, row.tiles[j]);
-            if (i >= 0 && i != wg64) out[k++] = i;
+            if (i >= 0 && i != first) out[k++] = i;
         }
         return;
     }
