@@ -6,7 +6,10 @@ For the subm k3 map of each scene (and of the scene halved, as after a stride-2 
 how many distinct masks there are (a counting sort over distinct masks needs that many bins),
 and the implicit GEMM's taps, sum over 128-row tiles of popcount(OR of the tile's masks), for
 rows in input order, sorted by the whole mask (the map's perm: 27 bits, three 9-bit passes),
-by the top or low 18 bits only (two passes), and by popcount first.
+by the top or low 18 bits only (two passes), and by popcount first. Then, rows in the map's
+order, the taps per tile of 32 rows (a warp tile) and of 64 rows (the CTA tiles): mean and
+largest. On a layer whose tiles are all in flight at once the largest is its chain of steps
+(docs/benchmarks.md "Warp tiles that share a tile's taps").
 Usage: bench/mask_model.py DIR   (numpy)"""
 import sys
 
@@ -34,9 +37,14 @@ def subm_masks(c, shape):
     return m
 
 
+def tile_taps(m, rows):
+    """Taps of each tile of `rows` consecutive rows: popcount of the OR of their masks."""
+    return np.array([bin(int(np.bitwise_or.reduce(m[i:i + rows]))).count("1")
+                     for i in range(0, len(m), rows)])
+
+
 def taps(m, rows=128):
-    return sum(bin(int(np.bitwise_or.reduce(m[i:i + rows]))).count("1")
-               for i in range(0, len(m), rows))
+    return int(tile_taps(m, rows).sum())
 
 
 def main():
@@ -56,6 +64,10 @@ def main():
             print(f"{name}{lab}: {len(m)} rows, {len(np.unique(m))} distinct masks; taps: row "
                   f"order {taps(m)}, whole mask {exact}, top 18 bits {top / exact:.3f}x, low 18 "
                   f"bits {low / exact:.3f}x, popcount first {bypc / exact:.3f}x")
+            ms = m[np.argsort(~m, kind="stable")]
+            per = "; ".join(f"{r} rows mean {t.mean():.1f} largest {t.max()}"
+                            for r, t in ((r, tile_taps(ms, r)) for r in (32, 64)))
+            print(f"  taps per tile, whole-mask order: {per}")
 
 
 if __name__ == "__main__":
