@@ -362,8 +362,8 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
 // 96 columns, at c_in 32 and on the larger k2 layers). Sparse k3 levels, 64/128 -> 96 k3
 // layers and k2 maps under 10k outputs take it first as well (prefers_wg64, a later tune). The
 // narrow k3 layers (c_in <= 16, or c_in and c_out <= 32) with few tiles take a warp tile whose 2
-// or 4 warps share each tile's taps first (warp_first). fp32 features keep gemm/'s choice. Below a device's
-// worth of tiles each layer also gets a tap split (tap_splits).
+// or 4 warps share each tile's taps first (warp_first). fp32 features keep gemm/'s choice.
+// Below a device's worth of tiles each layer also gets a tap split (tap_splits).
 
 // What the rules test of a layer (one bit each).
 enum TileCond : uint32_t {

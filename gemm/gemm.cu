@@ -580,14 +580,15 @@ extern "C" vc_status vc_gemm_plan(const vc_gemm_args *a, int32_t config,
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: %s",
                        idx < 0 ? "no configuration" : why);
     const Entry &e = kTable[idx];
-    // Tap splits: the fp32 FMA kernel has none; a warp tile walks each row's taps in one warp,
-    // so an automatic split is one group there (plan_warp) and an explicit one is refused.
+    // Tap splits: the fp32 FMA kernel has none; a warp tile's taps stay within its CTA (its S
+    // warps divide them), so an automatic split is one group there (plan_warp) and an explicit
+    // one is refused.
     if ((a->splits > 1 || a->splits < -1) && e.load_bytes == 0)
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s has no tap split "
                        "(tensor-core configurations only)", e.cfg.name);
     if (a->splits > 1 && e.warp)
-        return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s walks each row's "
-                       "taps in one warp: it has no tap split", e.cfg.name);
+        return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s keeps a tile's "
+                       "taps within one CTA: it has no tap split", e.cfg.name);
     if ((st = plan_launch(a, e, plan, err)) != VC_OK) return st;
     // The split runs as the explicit split of the groups it resolved to (0: none); an automatic
     // one is planned again as such, so that it launches as the count its workspace is sized for.

@@ -7,8 +7,9 @@
  * rows are bit for bit those of the same call without the count; the tail rows past the tiles
  * that hold live rows keep the poison the output was filled with (16-bit and tf32; exact fp32
  * runs the FMA kernel, which computes every row); and without the count the tail rows are
- * written (so that the poison check can tell). The same for the warp tile, forced, at c_in 16. Prints its seed (VC_TEST_SEED replays). Exits
- * 77 without a CUDA build or a usable device. */
+ * written (so that the poison check can tell). The same for the warp tiles (one warp a tile,
+ * and four sharing its taps), forced, at c_in 16. Prints its seed (VC_TEST_SEED replays).
+ * Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -904,8 +904,8 @@ static void test_configs(vc_rng *rng)
          * pass), and a dense case in 3 groups (taps 1: two empty groups); the fp32 FMA kernel
          * has none (-2) */
         const int fma = strstr(t[i].name, "fma") != NULL;
-        /* a warp tile walks each row's taps in one warp: an automatic split is one group, an
-         * explicit one is refused */
+        /* a warp tile keeps a tile's taps within one CTA (its S warps divide them): an
+         * automatic split is one group, an explicit one is refused */
         const int warp = strstr(t[i].name, "_warp") != NULL, nosplit = fma || warp;
         gcase gs = g;
         gs.splits = -6;
