@@ -25,8 +25,8 @@ typedef cudaError_t (*launch_fn)(const Params &p, const vcg::LaunchPlan &pl, cud
 // One compiled configuration: its public description, how it loads (bytes per global load; 2 =
 // 16-bit scalar loads; 0 = the fp32 FMA kernel's scalar loads), its launcher, whether it is
 // a wgmma kernel (runs on compute capability 9.0 only), whether it is the dense TMA kernel
-// (dense problems only; gemm/gemm_sm90.h), and whether it is a warp tile (gemm/warp_tile.cuh:
-// no tap split).
+// (dense problems only; gemm/gemm_sm90.h), whether it is a warp tile (gemm/warp_tile.cuh:
+// no tap split), and its tap sets (gemm/mainloop.cuh's TG).
 struct Entry {
     vc_gemm_config cfg;
     int load_bytes;
@@ -36,6 +36,8 @@ struct Entry {
     bool dense;
     bool cluster; // its tap splits can run as thread-block clusters (sm_90)
     bool warp;    // a warp tile: an explicit tap split is refused, an automatic one is 1 group
+    int tap_sets; // > 1: a wgmma tile whose warpgroups divide a tile's taps - as a warp tile, no
+                  // tap split; the taps within one gather chunk (0 or 1: none; only WGMMA sets it)
 };
 
 // Whether the current device has compute capability 9.0 (the sm_90a kernels run there only),
@@ -137,9 +139,9 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
 #define WARP(name, T, dt, BN, S)                                                               \
     {{name, vcg::kWarpTileRows, BN, 16, 1, vcg::kWarpTileWarps, dt, VC_GEMM_MATH_DEFAULT}, 8,    \
      vcg::plan_warp<S>, vcg::launch_warp<T, BN, S>, false, false, false, true}
-#define WGMMA(name, T, dt, math, BM, BN, BK, S)                                                \
-    {{#name, BM, BN, BK, S, BM / 16, dt, math}, 16, vcg::plan_##name, vcg::launch_##name,     \
-     true, false, vcg::kClusterWg<T, BM>, false},
+#define WGMMA(name, T, dt, math, BM, BN, BK, S, TG)                                            \
+    {{#name, BM, BN, BK, S, BM / 16 * TG, dt, math}, 16, vcg::plan_##name, vcg::launch_##name, \
+     true, false, vcg::kClusterWg<T, BM, TG>, false, TG},
 // the dense kernel: 64-row tiles, BN columns, 128-byte k blocks; "stages" and "warps" report
 // its most stages and its 12 warps (one producer and two consumer warpgroups)
 #define DENSE_TMA(name, T, dt, math, BN)                                                       \
@@ -257,6 +259,18 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
         snprintf(why, why_len, "configuration %s indexes rows in 32 bits (m = %lld, a_rows = %lld)",
                  e.cfg.name, (long long)a->m, (long long)a->a_rows);
         return false;
+    }
+    if (e.tap_sets > 1) {
+        const int32_t tap_hi = a->tap_hi == 0 ? a->taps : a->tap_hi;
+        if (a->taps > 32 * vcg::kMaxMaskWords ||
+            (a->gather && tap_hi - a->tap_lo > vcg::kGatherChunk)) {
+            snprintf(why, why_len,
+                     "configuration %s keeps the gather indices of all a tile's taps in shared "
+                     "memory: up to %d taps computed, %d in all (this launch: %d of %d)",
+                     e.cfg.name, vcg::kGatherChunk, 32 * vcg::kMaxMaskWords, tap_hi - a->tap_lo,
+                     a->taps);
+            return false;
+        }
     }
     if (e.dense) {
         const int32_t tap_hi = a->tap_hi == 0 ? a->taps : a->tap_hi;
@@ -580,13 +594,13 @@ extern "C" vc_status vc_gemm_plan(const vc_gemm_args *a, int32_t config,
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: %s",
                        idx < 0 ? "no configuration" : why);
     const Entry &e = kTable[idx];
-    // Tap splits: the fp32 FMA kernel has none; a warp tile's taps stay within its CTA (its S
-    // warps divide them), so an automatic split is one group there (plan_warp) and an explicit
-    // one is refused.
+    // Tap splits: the fp32 FMA kernel has none; a warp tile's and a tap-set tile's taps stay
+    // within its CTA (its warps divide them), so an automatic split is one group there
+    // (plan_warp, plan_mma) and an explicit one is refused.
     if ((a->splits > 1 || a->splits < -1) && e.load_bytes == 0)
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s has no tap split "
                        "(tensor-core configurations only)", e.cfg.name);
-    if (a->splits > 1 && e.warp)
+    if (a->splits > 1 && (e.warp || e.tap_sets > 1))
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s keeps a tile's "
                        "taps within one CTA: it has no tap split", e.cfg.name);
     if ((st = plan_launch(a, e, plan, err)) != VC_OK) return st;

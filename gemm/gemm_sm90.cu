@@ -14,16 +14,16 @@
 
 namespace vcg {
 
-#define VC_GEMM_SM90_DEFINE(name, T, dt, math, BM, BN, BK, S)                                 \
+#define VC_GEMM_SM90_DEFINE(name, T, dt, math, BM, BN, BK, S, TG)                             \
     cudaError_t plan_##name(const Params &p, const Sched &sc, LaunchPlan *out)                \
     {                                                                                          \
-        return plan_mma<T, BM, BN, BK, BM / 16, 1, S, 16, true, 1, kClusterWg<T, BM>>(p, sc,  \
-                                                                                     out);     \
+        return plan_mma<T, BM, BN, BK, BM / 16, 1, S, 16, true, 1, kClusterWg<T, BM, TG>, TG>( \
+            p, sc, out);                                                                       \
     }                                                                                          \
     cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left) \
     {                                                                                          \
-        return launch_mma<T, BM, BN, BK, BM / 16, 1, S, 16, true, 1, kClusterWg<T, BM>>(     \
-            p, pl, s, left);                                                                   \
+        return launch_mma<T, BM, BN, BK, BM / 16, 1, S, 16, true, 1, kClusterWg<T, BM, TG>,  \
+                          TG>(p, pl, s, left);                                                 \
     }
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 #undef VC_GEMM_SM90_DEFINE

@@ -9,22 +9,27 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-/* X(name, element type, dtype, math, BM, BN, BK, stages). 128x128 (rows of 64 bytes, 5 stages)
- * fits two CTAs on an SM, so that one computes while the other waits or runs its epilogue; 128x256
- * (one CTA per SM) pays where the arithmetic does: long k (16-bit), or tf32's n = 256; 64x64x64
- * (one warpgroup, rows of 128 bytes, 3 CTAs an SM) is the implicit convolution's tile for the
- * mid-size k3 layers of 64-256 channels (conv/conv.cu). */
-#define VC_GEMM_SM90_CONFIGS(X)                                                                \
-    X(f16_128x128x32_s5_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 5)        \
-    X(f16_64x64x64_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 4)            \
-    X(f16_128x256x64_s3_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 256, 64, 3)        \
-    X(bf16_128x128x32_s5_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 128, 32,   \
-      5)                                                                                       \
-    X(bf16_64x64x64_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 4)   \
-    X(bf16_128x256x64_s3_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 256, 64,   \
-      3)                                                                                       \
-    X(tf32_128x128x16_s5_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 128, 16, 5)           \
-    X(tf32_128x256x32_s3_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 256, 32, 3)
+/* X(name, element type, dtype, math, BM, BN, BK, stages, tap sets). 128x128 (rows of 64 bytes,
+ * 5 stages) fits two CTAs on an SM, so that one computes while the other waits or runs its
+ * epilogue; 128x256 (one CTA per SM) pays where the arithmetic does: long k (16-bit), or tf32's
+ * n = 256; 64x64x64 (one warpgroup, rows of 128 bytes, 3 CTAs an SM) is the implicit
+ * convolution's tile for the mid-size k3 layers of 64-256 channels (conv/conv.cu); its _wg2 form
+ * (two warpgroups, each its own ring of the stages, dividing the tile's taps: gemm/mainloop.cuh's
+ * TG) is for the small scans, where a layer lasts as long as its heaviest tile's chain of taps. */
+#define VC_GEMM_SM90_CONFIGS(X)                                                                 \
+    X(f16_128x128x32_s5_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 5, 1)      \
+    X(f16_64x64x64_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 4, 1)          \
+    X(f16_64x64x64_s3_wg2, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 3, 2)         \
+    X(f16_128x256x64_s3_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 256, 64, 3, 1)      \
+    X(bf16_128x128x32_s5_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT,                 \
+      128, 128, 32, 5, 1)                                                                       \
+    X(bf16_64x64x64_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 4, 1) \
+    X(bf16_64x64x64_s3_wg2, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT,                  \
+      64, 64, 64, 3, 2)                                                                         \
+    X(bf16_128x256x64_s3_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT,                 \
+      128, 256, 64, 3, 1)                                                                       \
+    X(tf32_128x128x16_s5_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 128, 16, 5, 1)         \
+    X(tf32_128x256x32_s3_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 256, 32, 3, 1)
 
 /* The dense kernel (gemm_sm90.cu, dense_tma_kernel): dense problems only - no gather, gather
  * rows, masks or tap split, taps = 1 - with k * sizeof(T) a multiple of 16 and A, W 16-byte
@@ -80,11 +85,12 @@ struct Params;
 struct LaunchPlan;
 struct Sched;
 /* The wgmma tiles whose tap splits run as clusters (gemm/cluster.cuh; gemm.cu's table says so
- * to vc_gemm_split_in_clusters): the 16-bit 64-row one. On the 128-row tiles (one or two CTAs an
+ * to vc_gemm_split_in_clusters): the 16-bit 64-row one without tap sets (those have no split). On the 128-row tiles (one or two CTAs an
  * SM, 64-128 KB fp32 tiles to add across the cluster) the cluster split was slower than the
  * two-pass one (measured, docs/benchmarks.md). */
-template <typename T, int BM> constexpr bool kClusterWg = sizeof(T) == 2 && BM == 64;
-#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S)                                \
+template <typename T, int BM, int TG>
+constexpr bool kClusterWg = sizeof(T) == 2 && BM == 64 && TG == 1;
+#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S, TG)                                \
     cudaError_t plan_##name(const Params &p, const Sched &sc, LaunchPlan *out);                \
     cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left);
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DECLARE)

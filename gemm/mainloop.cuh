@@ -31,10 +31,20 @@ namespace vcg {
 // WG: Hopper wgmma (sm_90a only) in place of mma.sync: rows of 64 or 128 bytes (the 64- or
 // 128-byte swizzle that wgmma's descriptors read), one warpgroup per 64 rows of the tile computing
 // all BN columns (WM = BM / 16 warps of 16 rows, WN = 1), 16-byte loads.
+// TG: tap sets (wgmma tiles only; 2 or 4). TG > 1: the CTA is TG sets of THREADS threads; set s
+// walks the tile's taps t with t % TG == s (taps.cuh: deal_taps) in its own ring of STAGES
+// stages, behind its own named barrier, and set 0 adds the sets' sums in set order and runs the
+// epilogue: a row's result depends on its own taps only. Why: on a small scan every tile is in
+// flight at once and a layer lasts as long as its heaviest tile, whose time goes to each tap's
+// chain of dependent steps (a stage's loads ~700 cycles, docs/benchmarks.md); two sets run two
+// such chains at once. A CTA computes one tile, and the gather indices of all its taps (at most
+// a chunk) are copied at its set-up.
 
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG>
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
+          int TG = 1>
 struct MmaCfg {
-    static constexpr int THREADS = WM * WN * 32;
+    static constexpr int THREADS = WM * WN * 32; // a tap set's
+    static constexpr int CTA_THREADS = THREADS * TG;
     static constexpr int ES = (int)sizeof(T);
     static constexpr int ROWB = BK * ES;              // bytes per shared row
     static constexpr int UNITS = ROWB / 16;           // 16-byte units per row
@@ -51,7 +61,7 @@ struct MmaCfg {
     static constexpr bool B_PARTIAL = BN % ROWS_PER_PASS != 0;
     static constexpr int STAGE_BYTES = (BM + BN) * ROWB;
     static constexpr int ALIGN = WG ? 1024 : 0; // slack to align the stages to a swizzle atom
-    static constexpr int SMEM = STAGES * STAGE_BYTES + ALIGN;
+    static constexpr int SMEM = TG * STAGES * STAGE_BYTES + ALIGN; // TG rings
     // The epilogue stages each warp's 16-row slab EPI_COLS columns at a time (wgmma: 32 of the
     // BN, so that the staging takes 18 KB of shared memory, not BN / 32 times that).
     static constexpr int EPI_COLS = WG ? 32 : WTN;
@@ -70,6 +80,9 @@ struct MmaCfg {
     static_assert(!WG || ((ROWB == 128 || ROWB == 64) && WN == 1 && WM * 16 == BM &&
                           BM % 64 == 0 && LB == 16 && (BN == 64 || BN == 128 || BN == 256)),
                   "wgmma tiles: 64/128-byte rows, one warpgroup per 64 rows, N of 64, 128 or 256");
+    // A tap set's sums wait for set 0 in the set's own ring: THREADS x MI x NI x 4 floats.
+    static_assert(TG == 1 || (WG && TG <= 4 && MI * NI * 16 * THREADS <= STAGES * STAGE_BYTES),
+                  "tap sets: wgmma tiles whose accumulators fit a ring");
 };
 
 // Byte offset of 16-byte unit u of row `row` in a tile with UNITS units per row.
@@ -87,22 +100,22 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
 // Sets up tile ld_tile in the next ring slot: its rows, its mask (a tap split's group of it),
 // its iterations, W's sources at tap 0.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB, bool CL>
+          int MINB, bool CL, int TG>
 struct TileSetup {
-    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG, TG>;
     static constexpr bool cl = CL;
     int &ld_slot;
     int64_t &ld_tile;
     const Params &p;
     const int &tid;
     const int &words;
-    uint32_t (&tile_mask)[kMaxMaskWords];
+    uint32_t (&tile_mask)[TG][kMaxMaskWords]; // the tile's OR in [0]; tap sets: each set's
     int64_t (&row_g)[BM];
     int64_t (&row_out)[STAGES][BM];
     int &ld_iters;
     const int &kc_per_tap;
     bool &dummy;
-    int32_t (&tile_iters)[STAGES];
+    int32_t (&tile_iters)[TG][STAGES];
     int &ld_iter;
     int &ld_kc;
     int &ld_tap;
@@ -113,6 +126,8 @@ struct TileSetup {
     const char *(&b_src)[C::B_LOADS];
     const T *const &W;
     const int &lcol;
+    const int &set; // this thread's tap set (0 without)
+    const int &stid; // its thread within the set
     __device__ __forceinline__ void operator()() const
     {
         __syncthreads(); // nobody still reads the previous tile's producer data
@@ -124,11 +139,11 @@ struct TileSetup {
         // and ORs in its mask.
         const bool masked = p.masks || p.splits > 1;
         if (masked) { // only the taps in [tap_lo, tap_hi): next_tap need not mask them
-            for (int w = tid; w < words; w += C::THREADS)
-                tile_mask[w] = p.masks ? 0u : tap_bits(p, w);
+            for (int w = tid; w < words; w += C::CTA_THREADS)
+                tile_mask[0][w] = p.masks ? 0u : tap_bits(p, w);
             __syncthreads();
         }
-        for (int i = tid; i < BM; i += C::THREADS) {
+        for (int i = tid; i < BM; i += C::CTA_THREADS) {
             int64_t gi = m0 + i, g = -1, r = -1;
             if (gi < p.m) {
                 g = p.gather_rows ? (int64_t)p.gather_rows[gi] : gi;
@@ -137,7 +152,7 @@ struct TileSetup {
                     const uint32_t *mr = p.masks + r * p.mask_words;
                     for (int w = 0; w < words; w++) {
                         uint32_t v = __ldg(mr + w) & tap_bits(p, w);
-                        if (v) atomicOr(&tile_mask[w], v);
+                        if (v) atomicOr(&tile_mask[0][w], v);
                     }
                 }
                 if (p.splits > 1 && !cl)
@@ -148,21 +163,26 @@ struct TileSetup {
         }
         __syncthreads();
         if (p.splits > 1) {
-            if (tid == 0) keep_group(p, tile_mask, words, (int)(blockIdx.x % (unsigned)p.splits));
+            if (tid == 0)
+                keep_group(p, tile_mask[0], words, (int)(blockIdx.x % (unsigned)p.splits));
             __syncthreads();
         }
         int active = p.tap_hi - p.tap_lo;
-        if (masked) {
+        if constexpr (TG > 1) { // every set walks a mask: its share of the tile's
+            if (tid == 0) deal_taps<TG>(p, tile_mask, words, masked);
+            __syncthreads();
+        }
+        if (masked || TG > 1) {
             active = 0;
-            for (int w = 0; w < words; w++) active += __popc(tile_mask[w]);
+            for (int w = 0; w < words; w++) active += __popc(tile_mask[set][w]);
         }
         ld_iters = active * kc_per_tap;
         dummy = ld_iters == 0;
         if (dummy) ld_iters = 1;
-        if (tid == 0) tile_iters[ld_slot] = ld_iters;
+        if (stid == 0) tile_iters[set][ld_slot] = ld_iters;
         ld_iter = 0;
         ld_kc = 0;
-        ld_tap = dummy ? p.tap_lo : next_tap(p, tile_mask, p.tap_lo);
+        ld_tap = dummy ? p.tap_lo : next_tap(p, tile_mask[set], p.tap_lo, TG > 1);
         cur_tap = -1;
         g_n = 0;
         ld_ok = 0;
@@ -183,9 +203,9 @@ struct TileSetup {
 // rounded up to a power of two) per row: coalesced, no integer division, eight loads in
 // flight per lane.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB, bool CL>
+          int MINB, bool CL, int TG>
 struct GatherLoad {
-    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG, TG>;
     static constexpr bool cl = CL;
     int &g_t0;
     int &g_n;
@@ -201,7 +221,7 @@ struct GatherLoad {
         g_n = min(p.gchunk, p.tap_hi - t);
         const int lsh = g_n <= 1 ? 0 : 32 - __clz(g_n - 1); // log2 of gw
         const int tap = lane & ((1 << lsh) - 1);
-        const int step = (C::THREADS / 32) << (5 - lsh);     // rows per pass of the CTA
+        const int step = (C::CTA_THREADS / 32) << (5 - lsh); // rows per pass of the CTA
         const int r0 = (warp << (5 - lsh)) + (lane >> lsh);
         if (p.masks || p.splits > 1) {
             // A CTA with one tile (nothing of another tile in flight): cp.async copies every
@@ -256,12 +276,12 @@ struct GatherLoad {
 // its address need not be valid and is not selected away. One word of flags, not a register
 // per load: the small tiles run with registers capped (MINB).
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB, bool CL>
+          int MINB, bool CL, int TG>
 struct StageLoad {
-    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG, TG>;
     static constexpr bool cl = CL;
-    using TileSetup = vcg::TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL>;
-    using GatherLoad = vcg::GatherLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL>;
+    using TileSetup = vcg::TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG>;
+    using GatherLoad = vcg::GatherLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG>;
     int &ld_iter;
     TileSetup &setup_tile;
     int &ld_tap;
@@ -287,16 +307,25 @@ struct StageLoad {
     int &ld_iters;
     int64_t &ld_tile;
     const int &kc_per_tap;
-    uint32_t (&tile_mask)[kMaxMaskWords];
+    uint32_t (&tile_mask)[TG][kMaxMaskWords];
+    const int &set;
     __device__ __forceinline__ void operator()() const
     {
-        if (ld_iter == 0) setup_tile();
+        if (ld_iter == 0) {
+            setup_tile();
+            // Tap sets: the indices of every tap at once, by the whole CTA (the sets' walks
+            // differ, and each copy ends in a CTA barrier); vc_gemm_plan keeps the taps within
+            // one chunk.
+            if constexpr (TG > 1)
+                if (p.gather) load_gidx(p.tap_lo);
+        }
         if (ld_tap != cur_tap) {
             const int prev_tap = cur_tap;
             cur_tap = ld_tap;
             ld_ok &= 0xffff0000u;
-            if (p.gather && !dummy && (cur_tap < g_t0 || cur_tap >= g_t0 + g_n))
-                load_gidx(cur_tap);
+            if constexpr (TG == 1)
+                if (p.gather && !dummy && (cur_tap < g_t0 || cur_tap >= g_t0 + g_n))
+                    load_gidx(cur_tap);
             const char *const a_col = reinterpret_cast<const char *>(A + lcol * C::E);
             if (p.gather) {
                 // Staged gather indices are 32-bit: one unsigned compare rejects -1 and indices
@@ -376,7 +405,7 @@ struct StageLoad {
             ld_tile += gridDim.x;
         } else if (++ld_kc == kc_per_tap) {
             ld_kc = 0;
-            ld_tap = next_tap(p, tile_mask, ld_tap + 1);
+            ld_tap = next_tap(p, tile_mask[set], ld_tap + 1, TG > 1);
         }
     }
 };
@@ -408,12 +437,15 @@ struct StageLoad {
 // compiles to the machine code it had as one function. The consumer's MMAs and epilogue stay
 // in the kernel: every other way tried to split them (values in a struct, free functions,
 // closures) perturbed the register allocation and the code of some configurations.
+// TG > 1 (MmaCfg): the tap sets; set s's threads are [s THREADS, (s + 1) THREADS), its ring the
+// s-th, its barrier named 1 + s (the CTA's set-up, the gather copy and the sets' sums use the
+// CTA barrier).
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB = 1, bool CL = false>
-__global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
+          int MINB = 1, bool CL = false, int TG = 1>
+__global__ void __launch_bounds__(WM *WN * 32 * TG, MINB > 1 ? MINB : 0)
     mma_kernel(const Params p)
 {
-    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG>;
+    using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG, TG>;
     static_assert(!CL || C::CLUSTER_FITS, "a cluster split needs the fp32 tile to fit the stages");
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
     if constexpr (CL) return; // never launched there (no clusters before sm_90)
@@ -422,8 +454,8 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ int64_t row_g[BM];
     __shared__ int64_t row_out[STAGES][BM];
-    __shared__ int32_t tile_iters[STAGES];
-    __shared__ uint32_t tile_mask[kMaxMaskWords];
+    __shared__ int32_t tile_iters[TG][STAGES];
+    __shared__ uint32_t tile_mask[TG][kMaxMaskWords];
     // Epilogue staging: its own region, or (p.epi_alias: the CTA has one tile) the pipeline's
     // stages, which are idle by then; the gather indices follow.
     const int epi_own = p.epi_alias ? 0 : C::EPI_BYTES;
@@ -431,16 +463,21 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     int32_t *gidx = reinterpret_cast<int32_t *>(smem + C::SMEM + epi_own); // [BM][gstride]
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    // This thread's tap set, its thread and warp within it (tid and warp without sets).
+    const int set = TG > 1 ? tid / C::THREADS : 0;
+    const int stid = TG > 1 ? tid % C::THREADS : tid, swarp = stid >> 5;
     const int64_t n_total = p.m_tiles * p.n_tiles;
     const int kc_per_tap = (p.k + BK - 1) / BK;
     const int words = (p.taps + 31) >> 5;
     const T *A = static_cast<const T *>(p.a);
     const T *W = static_cast<const T *>(p.w);
     // wgmma's 128-byte swizzle is a function of the address: stages start on 1024-byte atoms.
-    const uint32_t s_base = WG ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
+    // s_base: this thread's ring (its tap set's).
+    const uint32_t s_ring0 = WG ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
+    const uint32_t s_base = s_ring0 + (uint32_t)(set * STAGES * C::STAGE_BYTES);
 
     // Load mapping: this thread's load column (fixed) and rows lrow + j * ROWS_PER_PASS.
-    const int lcol = tid % C::LPR, lrow = tid / C::LPR;
+    const int lcol = stid % C::LPR, lrow = stid / C::LPR;
     const int byte_in_row = lcol * C::E * C::ES;
     const int unit = byte_in_row >> 4, within = byte_in_row & 15;
 
@@ -466,15 +503,15 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     static_assert(C::A_LOADS <= 16 && C::B_LOADS <= 16, "ld_ok's bits");
     int ld_stage = 0;
 
-    TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL> setup_tile{
+    TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG> setup_tile{
         ld_slot, ld_tile, p, tid, words, tile_mask, row_g, row_out, ld_iters, kc_per_tap, dummy,
-        tile_iters, ld_iter, ld_kc, ld_tap, cur_tap, g_n, ld_ok, lrow, b_src, W, lcol};
-    GatherLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL> load_gidx{
+        tile_iters, ld_iter, ld_kc, ld_tap, cur_tap, g_n, ld_ok, lrow, b_src, W, lcol, set, stid};
+    GatherLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG> load_gidx{
         g_t0, g_n, p, lane, warp, row_g, gidx};
-    StageLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL> load_stage{
+    StageLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG> load_stage{
         ld_iter, setup_tile, ld_tap, cur_tap, ld_ok, p, dummy, g_t0, g_n, load_gidx, A, lcol, gidx,
         lrow, a_src, row_g, b_src, ld_kc, s_base, ld_stage, unit, within, ld_iters, ld_tile,
-        kc_per_tap, tile_mask};
+        kc_per_tap, tile_mask, set};
 
     float acc[C::MI][C::NI][4];
 #pragma unroll
@@ -484,7 +521,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
 
-    const int wm0 = (warp / WN) * C::WTM, wn0 = (warp % WN) * C::WTN;
+    const int wm0 = (swarp / WN) * C::WTM, wn0 = (swarp % WN) * C::WTN;
     // ldmatrix addresses within a stage: this lane's row of the warp's first 16-row A slab and
     // of its first 16-row B slab, at k-step 0. A slab 16 rows down is 16 * ROWB bytes further
     // (the swizzle's pattern repeats every UNITS * RPL <= 16 rows), and k-step ks flips bit 5
@@ -501,7 +538,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
     }
     // Consumer state: the tile, its ring slot, the iteration within it.
     int64_t c_tile = first_tile;
-    int c_slot = 0, c_iter = 0, c_iters = tile_iters[0], c_stage = 0;
+    int c_slot = 0, c_iter = 0, c_iters = tile_iters[set][0], c_stage = 0;
     for (;;) {
         cp_async_wait<STAGES - 2>();
         const uint32_t sa = s_base + c_stage * C::STAGE_BYTES;
@@ -531,12 +568,15 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
             // data needs none: its completion (wait_group) and the barrier order it.
             if constexpr (sizeof(T) == 4) fence_proxy_async();
         }
-        __syncthreads();
+        if constexpr (TG > 1)
+            named_barrier(1 + set, C::THREADS);
+        else
+            __syncthreads();
         if constexpr (WG) {
             // The warpgroup's 64 rows of A against all BN rows of B, KSTEPS k-steps of 32
             // bytes (the descriptor's start address advances 2 units of 16 bytes a step); the
             // loads of the next stage are issued while the tensor cores run.
-            const uint64_t da = wg_desc<C::ROWB>(sa + (warp >> 2) * 64 * C::ROWB);
+            const uint64_t da = wg_desc<C::ROWB>(sa + (swarp >> 2) * 64 * C::ROWB);
             const uint64_t db = wg_desc<C::ROWB>(sb);
             wg_fence_acc(acc[0]);
             wg_fence();
@@ -583,8 +623,41 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
         }
         }
         if (++c_iter < c_iters) continue;
+        if constexpr (TG > 1) {
+            // The sets' sums: set s > 0 leaves its accumulators in its ring (its copies done),
+            // set 0 adds them in set order and runs the epilogue; its staging (epi_alias, at the
+            // start of shared memory) stays below ring 1.
+            cp_async_wait<0>();
+            __syncthreads();
+            if (set > 0) {
+                float *red = reinterpret_cast<float *>(smem + (s_base - smem_addr(smem)));
+#pragma unroll
+                for (int i = 0; i < C::MI; i++)
+#pragma unroll
+                    for (int j = 0; j < C::NI; j++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            red[((i * C::NI + j) * 4 + e) * C::THREADS + stid] = acc[i][j][e];
+            }
+            __syncthreads();
+            if (set > 0) break;
+#pragma unroll 1
+            for (int s = 1; s < TG; s++) {
+                const float *red = reinterpret_cast<const float *>(
+                    smem + (s_ring0 - smem_addr(smem)) + s * STAGES * C::STAGE_BYTES);
+#pragma unroll
+                for (int i = 0; i < C::MI; i++)
+#pragma unroll
+                    for (int j = 0; j < C::NI; j++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            acc[i][j][e] += red[((i * C::NI + j) * 4 + e) * C::THREADS + stid];
+            }
+            static_assert(C::EPI_BYTES <= STAGES * C::STAGE_BYTES, "set 0's staging");
+        }
         // the epilogue (the kernel's comment)
-        if (p.epi_alias || cl) { // the staging overwrites the stages: every copy and read done
+        // The staging overwrites the stages: every copy and read done (tap sets: above).
+        if ((p.epi_alias || cl) && TG == 1) {
             cp_async_wait<0>();
             __syncthreads();
         }
@@ -593,7 +666,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
             const int n0 = (int)(c_tile % p.n_tiles) * BN;
             const int ld = cl ? C::RED_LD : C::EPI_LD;
             float *ws = cl ? reinterpret_cast<float *>(smem) + wm0 * C::RED_LD + wn0
-                           : stage + warp * 16 * C::EPI_LD;
+                           : stage + swarp * 16 * C::EPI_LD;
             constexpr int CPR = C::EPI_COLS / 8; // chunks per slab row
 #pragma unroll
             for (int i = 0; i < C::MI; i++)
@@ -631,12 +704,12 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB > 1 ? MINB : 0)
             for (int j = 0; j < C::NI; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
-        if (cl) break; // one tile per CTA: the cluster adds its groups' sums below
+        if (cl || TG > 1) break; // one tile per CTA (a cluster adds its groups' sums below)
         c_tile += gridDim.x;
         if (c_tile >= n_total) break;
         c_slot = c_slot + 1 == STAGES ? 0 : c_slot + 1;
         c_iter = 0;
-        c_iters = tile_iters[c_slot];
+        c_iters = tile_iters[set][c_slot];
     }
     if constexpr (cl)
         cluster_reduce(p, reinterpret_cast<const float *>(smem), C::RED_LD, BM, BN,

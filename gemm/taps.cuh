@@ -73,11 +73,30 @@ __device__ __forceinline__ void keep_group(const Params &p, uint32_t *tile_mask,
     }
 }
 
-// The first tap >= t that the CTA computes (taps when none). The tensor-core kernel's tile mask
-// holds only taps in [tap_lo, tap_hi).
-__device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_mask, int t)
+// Tap sets (the tensor-core kernel's TG): set s takes the tile's taps t with t % TG == s - of
+// the OR in tile_mask[0] when `masked`, else of every tap in [tap_lo, tap_hi) - so that a row's
+// sums, like the warp tiles', do not depend on the other rows of its tile. One thread; the taps
+// fit kMaxMaskWords words (vc_gemm_plan).
+template <int TG>
+__device__ __forceinline__ void deal_taps(const Params &p, uint32_t (*tile_mask)[kMaxMaskWords],
+                                          int words, bool masked)
 {
-    if (!p.masks && p.splits <= 1) return t < p.tap_hi ? t : p.taps;
+    static_assert(TG == 2 || TG == 4, "tap sets of 2 or 4 (a word's taps t % TG repeat)");
+    constexpr uint32_t set0 = TG == 2 ? 0x55555555u : 0x11111111u; // the bits t % TG == 0
+    for (int w = 0; w < words; w++) {
+        const uint32_t v = masked ? tile_mask[0][w] & tap_bits(p, w) : tap_bits(p, w);
+#pragma unroll
+        for (int s = TG - 1; s >= 0; s--) tile_mask[s][w] = v & set0 << s; // [0], the source, last
+    }
+}
+
+// The first tap >= t that the CTA computes (taps when none). The tensor-core kernel's tile mask
+// holds only taps in [tap_lo, tap_hi). `sets`: the mask is a tap set's, walked with or without
+// row masks.
+__device__ __forceinline__ int next_tap(const Params &p, const uint32_t *tile_mask, int t,
+                                        bool sets = false)
+{
+    if (!p.masks && p.splits <= 1 && !sets) return t < p.tap_hi ? t : p.taps;
     while (t < p.tap_hi) {
         uint32_t v = tile_mask[t >> 5] >> (t & 31);
         if (v) return t + __ffs(v) - 1;

@@ -8,7 +8,8 @@
  * that hold live rows keep the poison the output was filled with (16-bit and tf32; exact fp32
  * runs the FMA kernel, which computes every row); and without the count the tail rows are
  * written (so that the poison check can tell). The same for the warp tiles (one warp a tile,
- * and four sharing its taps), forced, at c_in 16. Prints its seed (VC_TEST_SEED replays).
+ * and four sharing its taps), forced, at c_in 16, and on sm 9.0 for the wgmma tile whose two
+ * warpgroups divide its taps (_wg2), at c_in 64. Prints its seed (VC_TEST_SEED replays).
  * Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,12 +163,17 @@ static void check_view(const char *name, vc_rng *rng, vc_kmap_data *view, const 
         io_free(&io);
     }
     /* the warp tiles (gemm/warp_tile.cuh, c_in <= 16: the planner's tiles for narrow layers),
-     * one warp a tile and four sharing its taps, forced: 32-row tiles past the live rows are
-     * skipped, the live rows exact */
-    for (size_t d = 0; d < 4; d++) {
-        static const char *const kWarpCfgs[4] = {"f16_32x16x16_warp", "bf16_32x16x16_warp",
-                                                 "f16_32x16x16_warp4", "bf16_32x16x16_warp4"};
+     * one warp a tile and four sharing its taps, and the two-warpgroup wgmma tile (sm 9.0),
+     * forced: tiles past the live rows are skipped, the live rows exact */
+    struct cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    for (size_t d = 0; d < 6; d++) {
+        static const char *const kWarpCfgs[6] = {"f16_32x16x16_warp", "bf16_32x16x16_warp",
+                                                 "f16_32x16x16_warp4", "bf16_32x16x16_warp4",
+                                                 "f16_64x64x64_s3_wg2", "bf16_64x64x64_s3_wg2"};
         const char *cfg = kWarpCfgs[d];
+        const int wg2 = d >= 4;
+        if (wg2 && !(prop.major == 9 && prop.minor == 0)) continue;
         const vc_dtype dt = d % 2 ? VC_DTYPE_BF16 : VC_DTYPE_FP16;
         const vc_gemm_config *t = NULL;
         const int32_t n = vc_gemm_configs(&t);
@@ -176,7 +182,7 @@ static void check_view(const char *name, vc_rng *rng, vc_kmap_data *view, const 
             if (!strcmp(t[i].name, cfg)) o.gemm_config = i;
         CHECK_MSG(o.gemm_config >= 0, "%s is not in the GEMM table", cfg);
         layer_io io;
-        io_make(&io, rng, view, dt, 16, 24);
+        io_make(&io, rng, view, dt, wg2 ? 64 : 16, wg2 ? 40 : 24);
         for (int pl = 0; pl < 2; pl++) {
             char what[160];
             snprintf(what, sizeof what, "%s, live %lld of %lld, %s, plan %s", name,

@@ -381,11 +381,13 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
             CHECK(gemm_run(&a, c->config, g_stream, msg, sizeof msg) == 0);
             CHECK_MSG(same_bits(hc, dC, cbytes), "%s: second run differs", what);
         }
-        /* a warp tile's row sums its own taps only, in an order no other row changes: with the
-         * rows taken in reverse (other rows sharing each tile), the same bits */
+        /* a warp tile's or a tap-set tile's row sums its own taps only, in an order no other row
+         * changes: with the rows taken in reverse (other rows sharing each tile), the same bits */
         const vc_gemm_config *cfgs = NULL;
         vc_gemm_configs(&cfgs);
-        if (c->config >= 0 && strstr(cfgs[c->config].name, "_warp") && grows && rmap &&
+        if (c->config >= 0 &&
+            (strstr(cfgs[c->config].name, "_warp") || strstr(cfgs[c->config].name, "_wg2")) &&
+            grows && rmap &&
             !c->accumulate && m > 1) {
             int32_t *rg = malloc((size_t)m * 4), *rr = malloc((size_t)m * 4);
             for (int64_t i = 0; i < m; i++) rg[i] = grows[m - 1 - i], rr[i] = rmap[m - 1 - i];
@@ -904,9 +906,10 @@ static void test_configs(vc_rng *rng)
          * pass), and a dense case in 3 groups (taps 1: two empty groups); the fp32 FMA kernel
          * has none (-2) */
         const int fma = strstr(t[i].name, "fma") != NULL;
-        /* a warp tile keeps a tile's taps within one CTA (its S warps divide them): an
-         * automatic split is one group, an explicit one is refused */
-        const int warp = strstr(t[i].name, "_warp") != NULL, nosplit = fma || warp;
+        /* a warp tile and a tap-set tile (_wg2) keep a tile's taps within one CTA (its warps
+         * divide them): an automatic split is one group, an explicit one is refused */
+        const int warp = strstr(t[i].name, "_warp") != NULL;
+        const int sets = strstr(t[i].name, "_wg2") != NULL, nosplit = fma || warp || sets;
         gcase gs = g;
         gs.splits = -6;
         run_case(rng, &gs, fma ? -2 : 0);
@@ -918,6 +921,15 @@ static void test_configs(vc_rng *rng)
         gcase ds = d;
         ds.splits = 3;
         run_case(rng, &ds, nosplit ? -2 : 0);
+        /* a tap-set tile copies the gather indices of all a tile's taps at once: 33 taps
+         * computed are refused, 32 run */
+        if (sets) {
+            gcase w = g;
+            w.taps = w.b_taps = 33;
+            run_case(rng, &w, -2);
+            w.tap_lo = 1;
+            run_case(rng, &w, 0);
+        }
         printf("config %2d %-26s dense m %lld n %d k %d: %.2e; gathered n %d k %d: %.2e, taps "
                "[9, 18) accumulated: %.2e; tap split 4: %.2e, 7: %.2e\n", i, t[i].name,
                (long long)d.m, d.n, d.k, ed, g.n, g.k, eg, eh, es, ehs);
