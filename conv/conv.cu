@@ -362,7 +362,9 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
 // 96 columns, at c_in 32 and on the larger k2 layers). Sparse k3 levels, 64/128 -> 96 k3
 // layers and k2 maps under 10k outputs take it first as well (prefers_wg64, a later tune). The
 // narrow k3 layers (c_in <= 16, or c_in and c_out <= 32) with few tiles take a warp tile whose 2
-// or 4 warps share each tile's taps first (warp_first). fp32 features keep gemm/'s choice.
+// or 4 warps share each tile's taps first (warp_first), and the k3 layers of 64-160 columns with
+// 200-450 tiles the wgmma tile whose two warpgroups share them (prefers_wg2). fp32 features keep
+// gemm/'s choice.
 // Below a device's worth of tiles each layer also gets a tap split (tap_splits).
 
 // What the rules test of a layer (one bit each).
@@ -491,10 +493,27 @@ const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_o
     return n_out < 30000 && n_pairs < 5 * n_out ? "32x16x16_warp4" : NULL;
 }
 
+// Whether a k3 layer takes the wgmma 64x64x64 tile whose two warpgroups divide each tile's taps
+// (64x64x64_s3_wg2, gemm/mainloop.cuh's tap sets) before its row's tiles: c_in 32-192, c_out
+// 64-160, 200-450 tiles of 64 x 64. Such a layer's time is its heaviest tile's chain of taps
+// (docs/benchmarks.md: a stage's loads ~700 cycles of the ~900 a tap takes); two chains halve
+// it but the tile holds two rings (two CTAs an SM, not three). From bench_conv --tune on the
+// four suites and three scenes: 1.03-1.25x (geomean 1.15) against the planner's tile on every
+// such layer (22); with fewer tiles it lost to the single warpgroup's tap split (0.89-1.0 at
+// 68-162 tiles of 128 -> 128), with more to its occupancy (0.86-1.03 at 456-608 tiles), and
+// wider layers to both (0.48-0.94).
+bool prefers_wg2(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
+{
+    if (K < 27 || c_in < 32 || c_in > 192 || c_out < 64 || c_out > 160 || n_out <= 0)
+        return false;
+    const int64_t tiles = (n_out + 63) / 64 * ((c_out + 63) / 64);
+    return tiles >= 200 && tiles <= 450;
+}
+
 // The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
 // -1 (gemm/'s pick) in the slots left; all -1 for fp32 features. warp_first, or else
-// prefers_wg64, puts its tile first (where it is compiled in and the row does not already list
-// it).
+// prefers_wg2, or else prefers_wg64, puts its tile first (where it is compiled in and the row
+// does not already list it).
 void implicit_configs(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K,
                       bool dense, vc_dtype dt, int32_t out[4])
 {
@@ -502,8 +521,10 @@ void implicit_configs(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_ou
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
     const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
     const char *warp = dense ? NULL : warp_first(n_out, n_pairs, c_in, c_out, K);
+    const bool wg2 = !dense && prefers_wg2(n_out, c_in, c_out, K);
     const bool wg64 = !dense && prefers_wg64(n_out, n_pairs, c_in, c_out, K);
     const int32_t first = warp   ? config_index(dt, warp)
+                          : wg2  ? config_index(dt, "64x64x64_s3_wg2")
                           : wg64 ? config_index(dt, "64x64x64_s4_wg")
                                  : -1;
     for (const TileRow &row : kTileRows) {
