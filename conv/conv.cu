@@ -363,8 +363,8 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
 // layers and k2 maps under 10k outputs take it first as well (prefers_wg64, a later tune). The
 // narrow k3 layers (c_in <= 16, or c_in and c_out <= 32) with few tiles take a warp tile whose 2
 // or 4 warps share each tile's taps first (warp_first), and the k3 layers of 64-160 columns with
-// 200-450 tiles the wgmma tile whose two warpgroups share them (prefers_wg2). fp32 features keep
-// gemm/'s choice.
+// a few hundred tiles the wgmma tile whose two warpgroups share them (prefers_wg2). fp32
+// features keep gemm/'s choice.
 // Below a device's worth of tiles each layer also gets a tap split (tap_splits).
 
 // What the rules test of a layer (one bit each).
@@ -495,19 +495,19 @@ const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_o
 
 // Whether a k3 layer takes the wgmma 64x64x64 tile whose two warpgroups divide each tile's taps
 // (64x64x64_s3_wg2, gemm/mainloop.cuh's tap sets) before its row's tiles: c_in 32-192, c_out
-// 64-160, 200-450 tiles of 64 x 64. Such a layer's time is its heaviest tile's chain of taps
-// (docs/benchmarks.md: a stage's loads ~700 cycles of the ~900 a tap takes); two chains halve
-// it but the tile holds two rings (two CTAs an SM, not three). From bench_conv --tune on the
-// four suites and three scenes: 1.03-1.25x (geomean 1.15) against the planner's tile on every
-// such layer (22); with fewer tiles it lost to the single warpgroup's tap split (0.89-1.0 at
-// 68-162 tiles of 128 -> 128), with more to its occupancy (0.86-1.03 at 456-608 tiles), and
-// wider layers to both (0.48-0.94).
+// 64-160, up to 450 tiles of 64 x 64 and at least 64 (c_in <= 64) or 200 (wider). Such a
+// layer's time is its heaviest tile's chain of taps (docs/benchmarks.md: a stage's loads ~700
+// cycles of the ~900 a tap takes); two chains halve it but the tile holds two rings (two CTAs
+// an SM, not three). From bench_conv --tune on the four suites and three scenes: 1.03-1.25x
+// (geomean 1.13) against the planner's tile on every such layer (30); it lost at 456-1573
+// tiles (0.74-1.03: the occupancy), at 68-162 tiles of c_in 128-160 (0.89-1.01: the single
+// warpgroup's tap split), and on wider layers (0.48-0.94: both).
 bool prefers_wg2(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (K < 27 || c_in < 32 || c_in > 192 || c_out < 64 || c_out > 160 || n_out <= 0)
         return false;
     const int64_t tiles = (n_out + 63) / 64 * ((c_out + 63) / 64);
-    return tiles >= 200 && tiles <= 450;
+    return tiles >= (c_in <= 64 ? 64 : 200) && tiles <= 450;
 }
 
 // The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
