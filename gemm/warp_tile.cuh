@@ -258,6 +258,7 @@ __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params 
             for (int j = 0; j < NT; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
+                    if ((2 * mi + e / 2) % S != group) continue; // a row half another warp writes
                     float v = part[w0][(mi * NT + j) * 4 + e][lane];
 #pragma unroll
                     for (int x = 1; x < S; x++) v += part[w0 + x][(mi * NT + j) * 4 + e][lane];
