@@ -73,6 +73,16 @@ __device__ __forceinline__ void keep_group(const Params &p, uint32_t *tile_mask,
     }
 }
 
+// The bits of a mask word whose taps t have t % S == 0 (every bit for S = 1): shifted left by j,
+// those of the taps t % S == j, as a word's first tap is a multiple of 32 and S divides 32. The
+// pattern the taps of a tile are divided by, among the warp tiles' S warps and the tensor-core
+// kernel's tap sets.
+template <int S> __host__ __device__ constexpr uint32_t tap_group_bits()
+{
+    static_assert(S == 1 || S == 2 || S == 4, "32 % S == 0: a group's taps are a bit pattern");
+    return S == 1 ? ~0u : S == 2 ? 0x55555555u : 0x11111111u;
+}
+
 // Tap sets (the tensor-core kernel's TG): set s takes the tile's taps t with t % TG == s - of
 // the OR in tile_mask[0] when `masked`, else of every tap in [tap_lo, tap_hi) - so that a row's
 // sums, like the warp tiles', do not depend on the other rows of its tile. One thread; the taps
@@ -81,8 +91,7 @@ template <int TG>
 __device__ __forceinline__ void deal_taps(const Params &p, uint32_t (*tile_mask)[kMaxMaskWords],
                                           int words, bool masked)
 {
-    static_assert(TG == 2 || TG == 4, "tap sets of 2 or 4 (a word's taps t % TG repeat)");
-    constexpr uint32_t set0 = TG == 2 ? 0x55555555u : 0x11111111u; // the bits t % TG == 0
+    constexpr uint32_t set0 = tap_group_bits<TG>();
     for (int w = 0; w < words; w++) {
         const uint32_t v = masked ? tile_mask[0][w] & tap_bits(p, w) : tap_bits(p, w);
 #pragma unroll

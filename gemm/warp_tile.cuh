@@ -78,9 +78,9 @@ struct TapWalk {
             if (++w >= words) return -1;
             uint32_t v = tap_bits(p, w) & mine;
             if (p.masks) {
-                const uint32_t mine =
+                const uint32_t row =
                     r_lane >= 0 ? __ldg(p.masks + r_lane * p.mask_words + w) : 0u;
-                v &= __reduce_or_sync(0xffffffffu, mine);
+                v &= __reduce_or_sync(0xffffffffu, row);
             }
             bits = v;
         }
@@ -98,8 +98,7 @@ template <typename T, int BN, int S>
 __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params p)
 {
     static_assert(sizeof(T) == 2, "16-bit operands");
-    static_assert(S == 1 || S == 2 || S == 4, "32 % S == 0: a group's taps are a bit pattern");
-    constexpr int NT = BN / 8, STEP = 16;
+    constexpr int NT = BN / 8, STEP = 16; // S: checked by tap_group_bits
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, wid = threadIdx.x >> 5;
     const int group = wid % S;
     const int64_t tile = (int64_t)blockIdx.x * (kWarpTileWarps / S) + wid / S;
@@ -199,8 +198,7 @@ __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params 
         }
     };
 
-    constexpr uint32_t kGroupBits = S == 1 ? ~0u : S == 2 ? 0x55555555u : 0x11111111u;
-    TapWalk walk{p.tap_lo / 32 - 1, (p.tap_hi + 31) / 32, 0u, kGroupBits << group};
+    TapWalk walk{p.tap_lo / 32 - 1, (p.tap_hi + 31) / 32, 0u, tap_group_bits<S>() << group};
     // The step after y, into x (t = -1: none); x's gather indices are y's while the tap stays.
     auto advance = [&](Slot &x, const Slot &y) {
         x.t = y.t, x.kc = y.kc + 1;
