@@ -501,7 +501,7 @@ const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_o
 // an SM, not three). From bench_conv --tune on the four suites and three scenes: 1.03-1.25x
 // (geomean 1.13) against the planner's tile on every such layer (30); it lost at 456-1573
 // tiles (0.74-1.03: the occupancy), at 68-162 tiles of c_in 128-160 (0.89-1.01: the single
-// warpgroup's tap split), and on wider layers (0.48-0.94: both).
+// warpgroup's tap split), and on most wider layers (0.48-1.02: both).
 bool prefers_wg2(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (K < 27 || c_in < 32 || c_in > 192 || c_out < 64 || c_out > 160 || n_out <= 0)

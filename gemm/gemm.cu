@@ -238,6 +238,7 @@ bool aligned(const void *p, int bytes) { return ((uintptr_t)p % (uintptr_t)bytes
 bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
 {
     const bool f32 = a->ab_dtype == VC_GEMM_F32;
+    const int32_t tap_hi = a->tap_hi == 0 ? a->taps : a->tap_hi; // gemm.h: 0 is all taps
     if (e.cfg.ab_dtype != a->ab_dtype) {
         snprintf(why, why_len, "configuration %s is for another dtype", e.cfg.name);
         return false;
@@ -260,20 +261,16 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
                  e.cfg.name, (long long)a->m, (long long)a->a_rows);
         return false;
     }
-    if (e.tap_sets > 1) {
-        const int32_t tap_hi = a->tap_hi == 0 ? a->taps : a->tap_hi;
-        if (a->taps > 32 * vcg::kMaxMaskWords ||
-            (a->gather && tap_hi - a->tap_lo > vcg::kGatherChunk)) {
-            snprintf(why, why_len,
-                     "configuration %s keeps the gather indices of all a tile's taps in shared "
-                     "memory: up to %d taps computed, %d in all (this launch: %d of %d)",
-                     e.cfg.name, vcg::kGatherChunk, 32 * vcg::kMaxMaskWords, tap_hi - a->tap_lo,
-                     a->taps);
-            return false;
-        }
+    if (e.tap_sets > 1 && (a->taps > 32 * vcg::kMaxMaskWords ||
+                           (a->gather && tap_hi - a->tap_lo > vcg::kGatherChunk))) {
+        snprintf(why, why_len,
+                 "configuration %s keeps the gather indices of all a tile's taps in shared "
+                 "memory: up to %d taps computed, %d in all (this launch: %d of %d)",
+                 e.cfg.name, vcg::kGatherChunk, 32 * vcg::kMaxMaskWords, tap_hi - a->tap_lo,
+                 a->taps);
+        return false;
     }
     if (e.dense) {
-        const int32_t tap_hi = a->tap_hi == 0 ? a->taps : a->tap_hi;
         const int es = dtype_size(a->ab_dtype);
         const char *no = a->gather || a->gather_rows ? "gathered rows"
                          : a->masks                  ? "masks"

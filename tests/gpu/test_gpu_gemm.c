@@ -387,8 +387,7 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
         vc_gemm_configs(&cfgs);
         if (c->config >= 0 &&
             (strstr(cfgs[c->config].name, "_warp") || strstr(cfgs[c->config].name, "_wg2")) &&
-            grows && rmap &&
-            !c->accumulate && m > 1) {
+            grows && rmap && !c->accumulate && m > 1) {
             int32_t *rg = malloc((size_t)m * 4), *rr = malloc((size_t)m * 4);
             for (int64_t i = 0; i < m; i++) rg[i] = grows[m - 1 - i], rr[i] = rmap[m - 1 - i];
             int32_t *drg = to_device(rg, (size_t)m * 4), *drr = to_device(rr, (size_t)m * 4);
