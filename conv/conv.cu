@@ -362,9 +362,9 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
 // 96 columns, at c_in 32 and on the larger k2 layers). Sparse k3 levels, 64/128 -> 96 k3
 // layers and k2 maps under 10k outputs take it first as well (prefers_wg64, a later tune). The
 // narrow k3 layers (c_in <= 16, or c_in and c_out <= 32) with few tiles take a warp tile whose 2
-// or 4 warps share each tile's taps first (warp_first), and the k3 layers of 64-160 columns with
-// a few hundred tiles the wgmma tile whose two warpgroups share them (prefers_wg2). fp32
-// features keep gemm/'s choice.
+// or 4 warps share each tile's taps first (warp_first), and the k3 layers of 64-256 columns with
+// a few hundred tiles and the small k2 downsamples the wgmma tile whose two warpgroups share
+// them (prefers_wg2). fp32 features keep gemm/'s choice.
 // Below a device's worth of tiles each layer also gets a tap split (tap_splits).
 
 // What the rules test of a layer (one bit each).
@@ -493,20 +493,33 @@ const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_o
     return n_out < 30000 && n_pairs < 5 * n_out ? "32x16x16_warp4" : NULL;
 }
 
-// Whether a k3 layer takes the wgmma 64x64x64 tile whose two warpgroups divide each tile's taps
-// (64x64x64_s3_wg2, gemm/mainloop.cuh's tap sets) before its row's tiles: c_in 32-192, c_out
-// 64-160, up to 450 tiles of 64 x 64 and at least 64 (c_in <= 64) or 200 (wider). Such a
-// layer's time is its heaviest tile's chain of taps (docs/benchmarks.md: a stage's loads ~700
-// cycles of the ~900 a tap takes); two chains halve it but the tile holds two rings (two CTAs
-// an SM, not three). From bench_conv --tune on the four suites and three scenes: 1.03-1.25x
-// (geomean 1.13) against the planner's tile on every such layer (30); it lost at 456-1573
-// tiles (0.74-1.03: the occupancy), at 68-162 tiles of c_in 128-160 (0.89-1.01: the single
-// warpgroup's tap split), and on most wider layers (0.48-1.02: both).
-bool prefers_wg2(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
+// Whether a layer takes the wgmma 64x64x64 tile whose two warpgroups divide each tile's taps
+// (64x64x64_s3_wg2, gemm/mainloop.cuh's tap sets) before its row's tiles. Such a layer's time is
+// its heaviest tile's chain of taps (docs/benchmarks.md: a stage's loads ~700 cycles of the
+// ~1,000 a tap takes); two chains halve it but the tile holds two rings (two CTAs an SM, not
+// three) and has no tap split. From bench_conv --tune on the four suites and three scenes
+// (tiles of 64 x 64):
+// - k3, c_in 32-192, c_out 64-160, 64 (c_in <= 64) or 200 (wider) to 450 tiles: 1.03-1.25x
+//   (geomean 1.13) against the planner's tile on every such layer (30); it lost at 456-1573
+//   tiles (0.74-1.03: the occupancy) and at 68-162 tiles of c_in 128-160 (0.89-1.01: the
+//   single warpgroup's tap split);
+// - k3, c_in 128-384, c_out 161-256, 250-450 tiles: 1.03-1.13x (MinkUNet u1b1c1/c2 on two
+//   scenes); at 112-144 tiles 0.88-1.02, at 1216 and more 0.56-0.84, and the narrower levels
+//   of spconv's net (c_in 160-256, c_out 192-256, 4-108 tiles) 0.48-0.92;
+// - k2 downsamples (a strided or downsample map: an output gathers several inputs), c_in
+//   32-128, c_out 32-128, up to 240 tiles: 1.00-1.08x on all twelve; at 293-642 tiles
+//   0.59-0.80, and the inverse maps (one pair an output) lost at every size (0.40-1.02).
+bool prefers_wg2(vc_map_type type, int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 {
-    if (K < 27 || c_in < 32 || c_in > 192 || c_out < 64 || c_out > 160 || n_out <= 0)
-        return false;
+    if (n_out <= 0 || c_in < 32) return false;
     const int64_t tiles = (n_out + 63) / 64 * ((c_out + 63) / 64);
+    if (K == 8)
+        return (type == VC_MAP_DOWNSAMPLE || type == VC_MAP_STRIDED) && c_in <= 128 &&
+               c_out >= 32 && c_out <= 128 && tiles <= 240;
+    if (K < 27) return false;
+    if (c_out > 160)
+        return c_in >= 128 && c_in <= 384 && c_out <= 256 && tiles >= 250 && tiles <= 450;
+    if (c_in > 192 || c_out < 64) return false;
     return tiles >= (c_in <= 64 ? 64 : 200) && tiles <= 450;
 }
 
@@ -514,14 +527,14 @@ bool prefers_wg2(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 // -1 (gemm/'s pick) in the slots left; all -1 for fp32 features. warp_first, or else
 // prefers_wg2, or else prefers_wg64, puts its tile first (where it is compiled in and the row
 // does not already list it).
-void implicit_configs(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K,
-                      bool dense, vc_dtype dt, int32_t out[4])
+void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
+                      int64_t c_out, int64_t K, bool dense, vc_dtype dt, int32_t out[4])
 {
     out[0] = out[1] = out[2] = out[3] = -1;
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
     const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
     const char *warp = dense ? NULL : warp_first(n_out, n_pairs, c_in, c_out, K);
-    const bool wg2 = !dense && prefers_wg2(n_out, c_in, c_out, K);
+    const bool wg2 = !dense && prefers_wg2(type, n_out, c_in, c_out, K);
     const bool wg64 = !dense && prefers_wg64(n_out, n_pairs, c_in, c_out, K);
     const int32_t first = warp   ? config_index(dt, warp)
                           : wg2  ? config_index(dt, "64x64x64_s3_wg2")
@@ -749,8 +762,8 @@ int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dens
         c[n++] = {te->config, te->split > 1 ? te->split : 0, true, te->no_order != 0,
                   te->two_pass != 0};
     int32_t cfgs[4];
-    implicit_configs(m->n_out, m->n_pairs, a->c_in, a->c_out, m->volume, dense, pa.in_dtype,
-                     cfgs);
+    implicit_configs(m->type, m->n_out, m->n_pairs, a->c_in, a->c_out, m->volume, dense,
+                     pa.in_dtype, cfgs);
     for (int j = 0; j < 4; j++) {
         c[n++] = {cfgs[j], tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype, o), false, false, false};
         if (cfgs[j] < 0) break;
