@@ -194,6 +194,11 @@ struct TileSetup {
                 W + (ok ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : 0) + lcol * C::E);
             ld_ok |= (uint32_t)ok << (16 + j);
         }
+        if (p.gather) { // this thread's live rows: the gather copy skips the others
+#pragma unroll
+            for (int j = 0; j < C::A_LOADS; j++)
+                ld_ok |= (uint32_t)(row_g[lrow + j * C::ROWS_PER_PASS] >= 0 && !dummy) << (8 + j);
+        }
         __syncthreads(); // tile_iters and row_out visible to every thread
     }
 };
@@ -228,15 +233,17 @@ struct GatherLoad {
             // index at once, no register staging, so the set-up waits one round trip for them
             // (the batches below wait one each: four for a two-warp 64-row tile). Raw values:
             // the use checks the range.
+            // A row without a gather row (g < 0) is skipped: its loads are off (ld_ok's live
+            // bits), so its stale indices are never used. The table's row: g x taps as one
+            // unsigned wide multiply (g >= 0).
             if (tap < g_n) {
+                const int32_t *src = p.gather + t + tap;
 #pragma unroll 4
                 for (int row = r0; row < BM; row += step) {
                     const int64_t g = row_g[row];
                     if (g >= 0)
                         cp_async<4>(smem_addr(gidx + row * p.gstride + tap),
-                                    p.gather + g * p.taps + t + tap, 4);
-                    else
-                        gidx[row * p.gstride + tap] = -1;
+                                    src + (uint64_t)g * (uint32_t)p.taps, 4);
                 }
             }
             cp_async_commit(); // an extra group, complete before any later one: counts stay right
@@ -270,11 +277,11 @@ struct GatherLoad {
 // Issues the loads of the producer's next iteration into stage ld_stage.
 // a_src / b_src: the loads' sources as byte addresses of this thread's column at k chunk 0 of
 // the current tap, so that an iteration adds one uniform offset (the chunk's bytes) to each: A's
-// row for the tap (bit j of ld_ok: the row has one) and W[n, b_tap0 + tap] (bit 16 + j: n <
-// n_cols and the tile has a tap). Set at the tile's set-up (W at tap 0) and when the tap
-// changes. A load whose bit is clear zero-fills and reads nothing (cp.async's ignore-src), so
-// its address need not be valid and is not selected away. One word of flags, not a register
-// per load: the small tiles run with registers capped (MINB).
+// row for the tap (bit j of ld_ok: the row has one; with a gather table, bit 8 + j: the row is
+// live, set once a tile) and W[n, b_tap0 + tap] (bit 16 + j: n < n_cols and the tile has a
+// tap). Set at the tile's set-up (W at tap 0) and when the tap changes. A load whose bit is
+// clear zero-fills and reads nothing (cp.async's ignore-src), so its address need not be valid.
+// One word of flags, not a register per load: the small tiles run with registers capped (MINB).
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
           int MINB, bool CL, int TG>
 struct StageLoad {
@@ -322,25 +329,31 @@ struct StageLoad {
         if (ld_tap != cur_tap) {
             const int prev_tap = cur_tap;
             cur_tap = ld_tap;
-            ld_ok &= 0xffff0000u;
+            ld_ok &= 0xffffff00u;
             if constexpr (TG == 1)
                 if (p.gather && !dummy && (cur_tap < g_t0 || cur_tap >= g_t0 + g_n))
                     load_gidx(cur_tap);
             const char *const a_col = reinterpret_cast<const char *>(A + lcol * C::E);
             if (p.gather) {
                 // Staged gather indices are 32-bit: one unsigned compare rejects -1 and indices
-                // past a_rows (both read zeros), one wide multiply-add makes the address (a
-                // row's bytes, k * ES, fit 32 bits: k <= 2^27, gemm.h).
+                // past a_rows (both read zeros), one unsigned 32 x 32 -> 64-bit multiply-add
+                // makes the address (a row's bytes, k * ES, fit 32 bits: k <= 2^27, gemm.h).
+                // A row that is not live (ld_ok bit 8 + j, off in a dummy tile) loads nothing.
+                // An index out of range aims at row 0: a load that is off reads nothing, but
+                // every address stays inside A all the same (stale indices of rows that are not
+                // live included).
                 const int32_t *gr = gidx + lrow * p.gstride + cur_tap - g_t0;
-                const int kb = p.k * C::ES;
+                const uint32_t kb = (uint32_t)p.k * C::ES;
                 const uint32_t rows = p.a_rows < INT32_MAX ? (uint32_t)p.a_rows : INT32_MAX;
+                uint32_t in = 0;
 #pragma unroll
                 for (int j = 0; j < C::A_LOADS; j++) {
-                    const int32_t idx = gr[j * C::ROWS_PER_PASS * p.gstride];
-                    const bool ok = (uint32_t)idx < rows && !dummy;
-                    a_src[j] = a_col + (int64_t)(ok ? idx : 0) * kb;
-                    ld_ok |= (uint32_t)ok << j;
+                    const uint32_t idx = (uint32_t)gr[j * C::ROWS_PER_PASS * p.gstride];
+                    const bool ok = idx < rows;
+                    a_src[j] = a_col + (uint64_t)(ok ? idx : 0u) * kb;
+                    in |= (uint32_t)ok << j;
                 }
+                ld_ok |= in & ld_ok >> 8;
             } else {
 #pragma unroll
                 for (int j = 0; j < C::A_LOADS; j++) {
@@ -500,7 +513,7 @@ __global__ void __launch_bounds__(WM *WN * 32 * TG, MINB > 1 ? MINB : 0)
     const char *a_src[C::A_LOADS];
     const char *b_src[C::B_LOADS];
     uint32_t ld_ok = 0;
-    static_assert(C::A_LOADS <= 16 && C::B_LOADS <= 16, "ld_ok's bits");
+    static_assert(C::A_LOADS <= 8 && C::B_LOADS <= 16, "ld_ok's bits");
     int ld_stage = 0;
 
     TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG> setup_tile{
@@ -576,7 +589,10 @@ __global__ void __launch_bounds__(WM *WN * 32 * TG, MINB > 1 ? MINB : 0)
             // The warpgroup's 64 rows of A against all BN rows of B, KSTEPS k-steps of 32
             // bytes (the descriptor's start address advances 2 units of 16 bytes a step); the
             // loads of the next stage are issued while the tensor cores run.
-            const uint64_t da = wg_desc<C::ROWB>(sa + (swarp >> 2) * 64 * C::ROWB);
+            // A one-warpgroup set's slab is the stage's first: a constant, so that the descriptors
+            // of TG = 1 stay in uniform registers.
+            const int slab = C::THREADS > 128 ? swarp >> 2 : 0;
+            const uint64_t da = wg_desc<C::ROWB>(sa + slab * 64 * C::ROWB);
             const uint64_t db = wg_desc<C::ROWB>(sb);
             wg_fence_acc(acc[0]);
             wg_fence();
