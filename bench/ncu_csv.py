@@ -8,7 +8,14 @@ output, are skipped). Used by bench/run_speed.
                              the median duration (the `profile` part)
   ncu_csv.py launches FILE   one line per launch: grid, registers, duration, instructions,
                              occupancy, DRAM read, SM sub-partition active cycles against the
-                             elapsed, and the six largest stall reasons (the `small` part)"""
+                             elapsed, and the six largest stall reasons (the `small` part)
+  ncu_csv.py sass FILE       from `ncu --import R --page source --csv --print-source sass`
+                             (stall sampling per SASS instruction): the samples by stall
+                             reason, the same for the code run at most once a warp (set-up
+                             and epilogue: at most as often as the kernel's first
+                             instruction, which every warp runs once) and for the rest, the
+                             once-a-warp code's span, and the 15 instructions with the most
+                             samples"""
 import collections
 import csv
 import sys
@@ -67,7 +74,43 @@ def per_launch(path):
                   " ".join("%s %.1f" % (k, v) for v, k in st[:6])))
 
 
+def sass(path):
+    lines = [l for l in open(path) if l.startswith('"')]
+    rows = [r for r in csv.reader(lines) if len(r) > 5]
+    head, rows = rows[0], [r for r in rows[1:] if r[2].isdigit()]
+    col = {h: i for i, h in enumerate(head)}
+    reasons = [h for h in head if h.startswith("stall_") and "Not Issued" not in h]
+    runs = [int(num(r[col["Instructions Executed"]])) for r in rows]
+    warps = runs[0]  # the kernel's entry: every warp runs it once
+    base = int(rows[0][0], 16)
+    groups = {"all": rows, "once a warp": [], "the rest": []}
+    for r, x in zip(rows, runs):
+        if x:
+            groups["once a warp" if x <= warps else "the rest"].append(r)
+    total = sum(int(r[2]) for r in rows) or 1
+    for name, g in groups.items():
+        c = collections.Counter()
+        for r in g:
+            for h in reasons:
+                c[h] += int(num(r[col[h]]))
+        n = sum(int(r[2]) for r in g)
+        print("%-12s %4d instructions, %5d samples (%4.1f %%): %s" % (
+            name, len(g), n, 100.0 * n / total,
+            " ".join("%s %d" % (h[6:], v) for h, v in c.most_common(6))))
+    once = [int(r[0], 16) - base for r in groups["once a warp"]]
+    if once:
+        print("once a warp: code offsets 0x%x-0x%x (%d bytes) of the kernel's %d" % (
+            min(once), max(once), max(once) - min(once) + 16, 16 * len(rows)))
+    for r in sorted(rows, key=lambda r: -int(r[2]))[:15]:
+        top = sorted(((int(num(r[col[h]])), h[6:]) for h in reasons), reverse=True)[:2]
+        print("%5d %+8x run %7d %-44s %s" % (int(r[2]), int(r[0], 16) - base,
+                                             int(num(r[col["Instructions Executed"]])),
+                                             r[1].strip()[:44],
+                                             " ".join("%s %d" % (k, v) for v, k in top if v)))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("table", "launches"):
+    modes = {"table": table, "launches": per_launch, "sass": sass}
+    if len(sys.argv) != 3 or sys.argv[1] not in modes:
         sys.exit(__doc__)
-    (table if sys.argv[1] == "table" else per_launch)(sys.argv[2])
+    modes[sys.argv[1]](sys.argv[2])
