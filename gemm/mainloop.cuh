@@ -645,29 +645,22 @@ __global__ void __launch_bounds__(WM *WN * 32 * TG, MINB > 1 ? MINB : 0)
             // start of shared memory) stays below ring 1.
             cp_async_wait<0>();
             __syncthreads();
+            // Accumulator k (acc's elements in order) of thread stid at red[k THREADS + stid].
+            constexpr int ACC = C::MI * C::NI * 4;
+            float *const mine = &acc[0][0][0];
             if (set > 0) {
-                float *red = reinterpret_cast<float *>(smem + (s_base - smem_addr(smem)));
+                float *red = reinterpret_cast<float *>(smem + (s_base - smem_addr(smem))) + stid;
 #pragma unroll
-                for (int i = 0; i < C::MI; i++)
-#pragma unroll
-                    for (int j = 0; j < C::NI; j++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++)
-                            red[((i * C::NI + j) * 4 + e) * C::THREADS + stid] = acc[i][j][e];
+                for (int k = 0; k < ACC; k++) red[k * C::THREADS] = mine[k];
             }
             __syncthreads();
             if (set > 0) break;
 #pragma unroll 1
             for (int s = 1; s < TG; s++) {
                 const float *red = reinterpret_cast<const float *>(
-                    smem + (s_ring0 - smem_addr(smem)) + s * STAGES * C::STAGE_BYTES);
+                    smem + (s_ring0 - smem_addr(smem)) + s * STAGES * C::STAGE_BYTES) + stid;
 #pragma unroll
-                for (int i = 0; i < C::MI; i++)
-#pragma unroll
-                    for (int j = 0; j < C::NI; j++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++)
-                            acc[i][j][e] += red[((i * C::NI + j) * 4 + e) * C::THREADS + stid];
+                for (int k = 0; k < ACC; k++) mine[k] += red[k * C::THREADS];
             }
             static_assert(C::EPI_BYTES <= STAGES * C::STAGE_BYTES, "set 0's staging");
         }
