@@ -85,12 +85,12 @@ struct Params;
 struct LaunchPlan;
 struct Sched;
 /* The wgmma tiles whose tap splits run as clusters (gemm/cluster.cuh; gemm.cu's table says so
- * to vc_gemm_split_in_clusters): the 16-bit 64-row one without tap sets (those have no split). On the 128-row tiles (one or two CTAs an
- * SM, 64-128 KB fp32 tiles to add across the cluster) the cluster split was slower than the
- * two-pass one (measured, docs/benchmarks.md). */
+ * to vc_gemm_split_in_clusters): the 16-bit 64-row one without tap sets (those have no split).
+ * On the 128-row tiles (one or two CTAs an SM, 64-128 KB fp32 tiles to add across the cluster)
+ * the cluster split was slower than the two-pass one (measured, docs/benchmarks.md). */
 template <typename T, int BM, int TG>
 constexpr bool kClusterWg = sizeof(T) == 2 && BM == 64 && TG == 1;
-#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S, TG)                                \
+#define VC_GEMM_SM90_DECLARE(name, T, dt, math, BM, BN, BK, S, TG)                            \
     cudaError_t plan_##name(const Params &p, const Sched &sc, LaunchPlan *out);                \
     cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left);
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DECLARE)
