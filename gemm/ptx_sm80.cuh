@@ -1,6 +1,6 @@
 // gemm/ptx_sm80.cuh - the PTX of the tensor-core kernel's mma.sync path (sm_80 and later):
-// shared addresses, cp.async with zero-fill, ldmatrix, the tf32 rounding and mma.sync m16n8k16
-// (fp16, bf16) / m16n8k8 (tf32) with fp32 accumulators.
+// shared addresses, cp.async with zero-fill, named barriers, ldmatrix, the tf32 rounding and
+// mma.sync m16n8k16 (fp16, bf16) / m16n8k8 (tf32) with fp32 accumulators.
 #ifndef VC_GEMM_PTX_SM80_CUH
 #define VC_GEMM_PTX_SM80_CUH
 
@@ -47,6 +47,12 @@ __device__ __forceinline__ void cp_async_if(uint32_t dst, const void *src, uint3
                      "cp.async.ca.shared.global [%0], [%1], %3, z;\n}\n" ::"r"(dst),
                      "l"(g), "r"(on), "n"(LB));
     }
+}
+
+// Barrier `id` (1..15) among `count` threads (whole warps).
+__device__ __forceinline__ void named_barrier(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }

@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params 
 #pragma unroll
                 for (int e = 0; e < 4; e++) part[wid][(mi * NT + j) * 4 + e][lane] = acc[mi][j][e];
         // The tile's S warps only (named barrier 1 + tile in the CTA; 0 is __syncthreads).
-        asm volatile("bar.sync %0, %1;" ::"r"(1 + wid / S), "r"(32 * S) : "memory");
+        named_barrier(1 + wid / S, 32 * S);
         const int w0 = wid - group;
 #pragma unroll
         for (int mi = 0; mi < 2; mi++)

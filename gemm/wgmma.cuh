@@ -4,9 +4,9 @@
 // swz<8, 1> of mainloop.cuh writes) or the 64-byte one (rows of 64 bytes, u ^ (r / 2 % 4):
 // swz<4, 2>), the fences, and m64nNk16 (fp16, bf16) / m64nNk8 (tf32) for N = 64, 128, 192 and
 // 256 with fp32 accumulators; and for the dense kernel of gemm/gemm_sm90.cu, the
-// tensor-memory-access (TMA) copy, mbarriers, named barriers and setmaxnreg. The instructions
-// assemble for sm_90a only: they are used by gemm/gemm_sm90.cu, the one file built for that
-// target.
+// tensor-memory-access (TMA) copy, mbarriers and setmaxnreg (named barriers: ptx_sm80.cuh). The
+// instructions assemble for sm_90a only: they are used by gemm/gemm_sm90.cu, the one file
+// built for that target.
 #ifndef VC_GEMM_WGMMA_CUH
 #define VC_GEMM_WGMMA_CUH
 
@@ -185,11 +185,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, uint
 __device__ __forceinline__ void tma_prefetch_desc(const void *tmap)
 {
     VC_WG_ASM("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
-}
-// Barrier `id` (1..15) among `count` threads (whole warps).
-__device__ __forceinline__ void named_barrier(int id, int count)
-{
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 template <int N> __device__ __forceinline__ void setmaxnreg_dec()
 {
