@@ -107,6 +107,14 @@ static int same_bits(const void *hc, const void *dC, size_t bytes)
     return same;
 }
 
+/* Whether configuration `name` keeps a tile's taps within one CTA: a warp tile (its warps
+ * divide them) or a tap-set tile (_wg2, its warpgroups do): each row sums its own taps only, and
+ * there is no tap split (an automatic one is one group, an explicit one is refused). */
+static int taps_in_cta(const char *name)
+{
+    return strstr(name, "_warp") != NULL || strstr(name, "_wg2") != NULL;
+}
+
 /* Random values in [-1, 1) rounded to dtype d. */
 static float *rand_vals(vc_rng *rng, int d, int64_t n)
 {
@@ -385,9 +393,8 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
          * changes: with the rows taken in reverse (other rows sharing each tile), the same bits */
         const vc_gemm_config *cfgs = NULL;
         vc_gemm_configs(&cfgs);
-        if (c->config >= 0 &&
-            (strstr(cfgs[c->config].name, "_warp") || strstr(cfgs[c->config].name, "_wg2")) &&
-            grows && rmap && !c->accumulate && m > 1) {
+        if (c->config >= 0 && taps_in_cta(cfgs[c->config].name) && grows && rmap &&
+            !c->accumulate && m > 1) {
             int32_t *rg = malloc((size_t)m * 4), *rr = malloc((size_t)m * 4);
             for (int64_t i = 0; i < m; i++) rg[i] = grows[m - 1 - i], rr[i] = rmap[m - 1 - i];
             int32_t *drg = to_device(rg, (size_t)m * 4), *drr = to_device(rr, (size_t)m * 4);
@@ -905,10 +912,8 @@ static void test_configs(vc_rng *rng)
          * pass), and a dense case in 3 groups (taps 1: two empty groups); the fp32 FMA kernel
          * has none (-2) */
         const int fma = strstr(t[i].name, "fma") != NULL;
-        /* a warp tile and a tap-set tile (_wg2) keep a tile's taps within one CTA (its warps
-         * divide them): an automatic split is one group, an explicit one is refused */
-        const int warp = strstr(t[i].name, "_warp") != NULL;
-        const int sets = strstr(t[i].name, "_wg2") != NULL, nosplit = fma || warp || sets;
+        const int nosplit = fma || taps_in_cta(t[i].name);
+        const int sets = strstr(t[i].name, "_wg2") != NULL;
         gcase gs = g;
         gs.splits = -6;
         run_case(rng, &gs, fma ? -2 : 0);
