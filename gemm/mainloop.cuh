@@ -219,6 +219,17 @@ struct GatherLoad {
     const int &warp;
     int64_t (&row_g)[BM];
     int32_t *const &gidx;
+    uint32_t (&tile_mask)[TG][kMaxMaskWords];
+    // Whether the tile walks tap tt (in any tap set; the copy runs after the set-up has made
+    // the sets' masks and a split's group): the cp.async copy skips the other taps' indices,
+    // which are never read, so a tile of few taps copies few of the 27 a k3 row has.
+    __device__ __forceinline__ bool walked(int tt) const
+    {
+        uint32_t w = 0u;
+#pragma unroll
+        for (int s = 0; s < TG; s++) w |= tile_mask[s][tt >> 5];
+        return w >> (tt & 31) & 1u;
+    }
     __device__ __forceinline__ void operator()(int t) const
     {
         __syncthreads();
@@ -236,7 +247,7 @@ struct GatherLoad {
             // A row without a gather row (g < 0) is skipped: its loads are off (ld_ok's live
             // bits), so its stale indices are never used. The table's row: g x taps as one
             // unsigned wide multiply (g >= 0).
-            if (tap < g_n) {
+            if (tap < g_n && walked(t + tap)) {
                 const int32_t *src = p.gather + t + tap;
 #pragma unroll 4
                 for (int row = r0; row < BM; row += step) {
@@ -520,7 +531,7 @@ __global__ void __launch_bounds__(WM *WN * 32 * TG, MINB > 1 ? MINB : 0)
         ld_slot, ld_tile, p, tid, words, tile_mask, row_g, row_out, ld_iters, kc_per_tap, dummy,
         tile_iters, ld_iter, ld_kc, ld_tap, cur_tap, g_n, ld_ok, lrow, b_src, W, lcol, set, stid};
     GatherLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG> load_gidx{
-        g_t0, g_n, p, lane, warp, row_g, gidx};
+        g_t0, g_n, p, lane, warp, row_g, gidx, tile_mask};
     StageLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG> load_stage{
         ld_iter, setup_tile, ld_tap, cur_tap, ld_ok, p, dummy, g_t0, g_n, load_gidx, A, lcol, gidx,
         lrow, a_src, row_g, b_src, ld_kc, s_base, ld_stage, unit, within, ld_iters, ld_tile,
