@@ -1,7 +1,9 @@
 /* bench/bench_gemm.c - benchmark of vc_gemm_run (gemm/gemm.h) against cuBLAS (not a ctest).
  * Usage: bench_gemm [runs] [tune]
- *        bench_gemm one fp16|bf16|tf32 M k n [config name]   (5 launches of one problem, for a
- *        profiler: ncu --launch-skip 4 --launch-count 1 ...)
+ *        bench_gemm one fp16|bf16|tf32 M k n [config name|cublas]   (5 launches of one problem,
+ *        ours or cuBLAS's, for a profiler: ncu --launch-skip 4 --launch-count 1 ...)
+ *        bench_gemm tune fp16|bf16|tf32 M k n [name part]   (every fitting configuration on one
+ *        problem, or those whose names contain the part)
  *   - ceilings first: a device-to-device copy (bytes read + written) and cuBLAS 8192^3 in fp16,
  *     bf16 and tf32; they give each row's floor, max(FLOPs / cuBLAS 8192^3 rate, bytes / copy
  *     bandwidth);
@@ -246,6 +248,7 @@ static void bench_dense(int mode, int64_t M, int32_t k, int32_t n)
 }
 
 /* Every fitting configuration on one shape (tune mode). */
+static const char *g_tune_only; /* tune: only configurations whose names contain it (or all) */
 static void tune_dense(int mode, int64_t M, int32_t k, int32_t n)
 {
     const vc_gemm_config *t;
@@ -262,6 +265,7 @@ static void tune_dense(int mode, int64_t M, int32_t k, int32_t n)
         if ((int)t[i].ab_dtype != ab_of(mode)) continue;
         if (mode == MODE_TF32 && t[i].math != VC_GEMM_MATH_TF32) continue;
         if (strstr(t[i].name, "scalar") || strstr(t[i].name, "_a4")) continue; /* odd k only */
+        if (g_tune_only && !strstr(t[i].name, g_tune_only)) continue;
         d.config = i;
         d.bad = 0;
         run_ours(&d, 0);
@@ -477,20 +481,37 @@ int main(int argc, char **argv)
                                                     : MODE_F16;
         dense d;
         dense_init(&d, mode, atoll(argv[3]), atoi(argv[4]), atoi(argv[5]));
-        if (argc >= 7) {
+        const int blas = argc >= 7 && !strcmp(argv[6], "cublas");
+        if (argc >= 7 && !blas) {
             const vc_gemm_config *t;
             int32_t nc = vc_gemm_configs(&t);
             for (int32_t i = 0; i < nc; i++)
                 if (!strcmp(t[i].name, argv[6])) d.config = i;
         }
         CUDA_CHECK(cudaStreamCreate(&g_stream));
+        if (blas) {
+            BLAS_CHECK(cublasCreate(&g_blas));
+            BLAS_CHECK(cublasSetStream(g_blas, g_stream));
+        }
         make_patterns();
         dense_alloc(&d);
-        for (int i = 0; i < 5; i++) run_ours(&d, i % d.sets);
+        for (int i = 0; i < 5; i++) (blas ? run_cublas : run_ours)(&d, i % d.sets);
         CUDA_CHECK(cudaStreamSynchronize(g_stream));
         DIE_IF(d.bad, "vc_gemm_run failed: %s", d.msg);
-        printf("one: %s M=%lld k=%d n=%d config %d\n", argv[2], (long long)d.M, d.k, d.n, d.config);
+        printf("one: %s M=%lld k=%d n=%d config %d%s\n", argv[2], (long long)d.M, d.k, d.n,
+               d.config, blas ? " (cuBLAS)" : "");
         dense_free(&d);
+        if (blas) cublasDestroy(g_blas);
+        return 0;
+    }
+    if (argc >= 6 && !strcmp(argv[1], "tune")) {
+        const int mode = !strcmp(argv[2], "bf16")   ? MODE_BF16
+                         : !strcmp(argv[2], "tf32") ? MODE_TF32
+                                                    : MODE_F16;
+        CUDA_CHECK(cudaStreamCreate(&g_stream));
+        make_patterns();
+        if (argc >= 7) g_tune_only = argv[6];
+        tune_dense(mode, atoll(argv[3]), atoi(argv[4]), atoi(argv[5]));
         return 0;
     }
     for (int i = 1; i < argc; i++) {
