@@ -360,19 +360,21 @@ int pick_wg(const vc_gemm_args *a)
     return tiles >= (wide ? sms : 2 * sms) && fits(kTable[i], a, why, sizeof why) ? i : -1;
 }
 
-// On a compute capability 9.0 device, the dense kernel for a dense problem with n >= 128 (tf32:
-// n >= 32) and at least a 64-row tile per SM, or -1: the W slice width that needs the fewest
-// slices (each slice reads A again, from L2 when the slices' CTAs run the same rows together),
-// then the narrowest. From a tune of every configuration on the suite's shapes
-// (docs/benchmarks.md, "The dense kernel"): below those n the other tiles are as fast or faster,
-// from them the dense kernel is the fastest or within a few percent.
+// On a compute capability 9.0 device, the dense kernel for a dense problem with n >= 32 (16-bit:
+// n > 32 and rows of 128 bytes or more, k >= 64) and at least a 64-row tile per SM, or -1: the W
+// slice width that needs the fewest slices (each slice reads A again, from L2 when the slices'
+// CTAs run the same rows together), then the narrowest. From tunes of every configuration on
+// the suite's shapes (docs/benchmarks.md, "Tensor-core GEMM against cuBLAS"): with three
+// consumer warpgroups the dense kernel is the fastest from n = 48 at k = 64 (16-bit); at
+// k = n = 32 (rows of 64 bytes, half of each 128-byte TMA box zero-filled) the mma.sync tiles
+// are.
 int pick_dense(const vc_gemm_args *a)
 {
-    const int min_n = a->ab_dtype == VC_GEMM_F32 ? 32 : 128;
+    const bool tf32 = a->ab_dtype == VC_GEMM_F32;
     // A cheap pre-filter of what fits() also checks (with a message), so that gathered launches
     // - the per-offset GEMMs run 27 a layer - do not format a refusal for every dense entry.
-    if (a->n_cols < min_n || a->gather || a->gather_rows || a->masks || a->taps != 1 ||
-        !device_sm90())
+    if ((tf32 ? a->n_cols < 32 : a->n_cols <= 32 || a->k < 64) || a->gather || a->gather_rows ||
+        a->masks || a->taps != 1 || !device_sm90())
         return -1;
     int sms = 132;
     if (sm_count(&sms) != cudaSuccess || a->m < 64 * (int64_t)sms) return -1;

@@ -32,15 +32,20 @@ VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 //
 // C[i, n0 .. n0 + BN) = epilogue(A[i, :] W[n0 .. n0 + BN, :]^T) for the CTA's column slice; the
 // CTA's 64-row tiles are member, member + group, ... (CTA b: slice b % slices, member b /
-// slices). Warpgroup 0 is the producer (one thread issues every TMA copy); warpgroups 1 and 2
-// consume local tiles j = 0, 2, 4, ... and 1, 3, 5, ... K block kb of local tile j is the
-// (j * kb_n + kb)-th copy, into stage (j * kb_n + kb) % stages; full[s] completes when its bytes
-// have landed, empty[s] when the consumer's wgmma on it have finished.
-// The two consumers' main loops take turns (turn[c] completes when the other consumer has
-// finished the main loop of the tile before): one consumer's epilogue overlaps the other's MMAs,
-// and a consumer never waits on a stage more than one lap ahead of the copies - an mbarrier's
-// parity cannot tell lap u from lap u - 2 (with 4 stages and 8 k blocks a tile, the second
-// consumer's first wait would otherwise pass on the first lap's phase).
+// slices). Warpgroup 0 is the producer (one thread issues every TMA copy); warpgroups 1 .. NC
+// (NC = VC_GEMM_DENSE_CONSUMERS(BN)) consume local tiles j with j % NC = c for consumer c = 0 ..
+// NC - 1. K block kb of local tile j is the (j * kb_n + kb)-th copy, into stage
+// (j * kb_n + kb) % stages; full[s] completes when its bytes have landed, empty[s] when the
+// consumer's wgmma on it have finished.
+// The consumers' main loops take turns in tile order (turn[c] completes when consumer c - 1 mod
+// NC has finished the main loop of the tile before): each consumer's epilogue overlaps the
+// others' MMAs, and a consumer never waits on a stage more than one lap ahead of the copies - an
+// mbarrier's parity cannot tell lap u from lap u - 2 (with 4 stages and 8 k blocks a tile, the
+// second consumer's first wait would otherwise pass on the first lap's phase). Why three
+// consumers where the registers allow: a tile's epilogue (a chain of shared-memory reads,
+// conversions and stores a warp, ~6 cycles an instruction) takes several times its MMAs, so with
+// two consumers a tile took half an epilogue plus a main loop and the copies waited on it (ncu,
+// fp16 k = 256, n = 384: 1.7 TB/s against cuBLAS's 2.7, the same DRAM bytes).
 // tf32: wgmma reads only the top 19 bits of each fp32 word (truncation would miss the 5e-4
 // tolerance), so the consumers round W once and each A stage before their wgmma (cvt.rna, as
 // the mma.sync path), with a proxy fence before the tensor cores read.
@@ -49,7 +54,8 @@ VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 // unrolled per-fragment form was ~8k instructions, and the instruction-cache misses of jumping
 // through it made every tile several microseconds long (measured).
 
-constexpr int kDenseThreads = 384;
+// Threads of a dense CTA: the producer warpgroup and NC consumers.
+constexpr int dense_threads(int nc) { return 128 * (1 + nc); }
 
 template <typename T>
 __device__ __forceinline__ void round_tf32_smem(uint32_t at)
@@ -64,8 +70,8 @@ __device__ __forceinline__ void round_tf32_smem(uint32_t at)
     }
 }
 
-template <typename T, int BN>
-__global__ void __launch_bounds__(kDenseThreads, 1)
+template <typename T, int BN, int NC = VC_GEMM_DENSE_CONSUMERS(BN)>
+__global__ void __launch_bounds__(dense_threads(NC), 1)
     dense_tma_kernel(const __grid_constant__ CUtensorMap tm_a,
                      const __grid_constant__ CUtensorMap tm_w, const Params p, const int kb_n,
                      const int stages, const int group, const int slices)
@@ -73,7 +79,7 @@ __global__ void __launch_bounds__(kDenseThreads, 1)
     extern __shared__ __align__(128) uint8_t smem[]; // aligned to 1024 below
     __shared__ __align__(8) uint64_t full[VC_GEMM_DENSE_MAX_STAGES];
     __shared__ __align__(8) uint64_t empty[VC_GEMM_DENSE_MAX_STAGES];
-    __shared__ __align__(8) uint64_t turn[2];
+    __shared__ __align__(8) uint64_t turn[NC];
     __shared__ __align__(8) uint64_t w_full;
     constexpr int STAGE = 64 * 128; // bytes of one A stage
     constexpr int ES = (int)sizeof(T);
@@ -92,8 +98,7 @@ __global__ void __launch_bounds__(kDenseThreads, 1)
             mbar_init(smem_addr(&full[s]), 1);
             mbar_init(smem_addr(&empty[s]), 1);
         }
-        mbar_init(smem_addr(&turn[0]), 1);
-        mbar_init(smem_addr(&turn[1]), 1);
+        for (int c = 0; c < NC; c++) mbar_init(smem_addr(&turn[c]), 1);
         mbar_init(smem_addr(&w_full), 1);
         mbar_init_fence();
     }
@@ -123,28 +128,32 @@ __global__ void __launch_bounds__(kDenseThreads, 1)
         return;
     }
 
-    // the consumers
-    setmaxnreg_inc<232>();
+    // the consumers: the registers the producer gave back, shared (multiples of 8)
+    constexpr int kConsumerRegs = (65536 / 128 - 40) / NC / 8 * 8;
+    static_assert(kConsumerRegs >= 152, "a consumer's accumulators and addresses");
+    setmaxnreg_inc<kConsumerRegs < 232 ? kConsumerRegs : 232>();
     const int c = wg - 1, ctid = tid & 127;
     const int warp = ctid >> 5, lane = tid & 31;
     float *slab = reinterpret_cast<float *>(smem + (s_a + stages * STAGE - smem_addr(smem))) +
                   (tid - 128) / 32 * 16 * LD;
     mbar_wait(smem_addr(&w_full), 0);
     if constexpr (ES == 4) {
-        for (int u = tid - 128; u < kb_n * BN * 8; u += 256) round_tf32_smem<T>(s_w + 16u * u);
+        for (int u = tid - 128; u < kb_n * BN * 8; u += 128 * NC)
+            round_tf32_smem<T>(s_w + 16u * u);
         fence_proxy_async();
-        named_barrier(1, 256);
+        named_barrier(1, 128 * NC);
     }
     float acc[BN / 8][4];
     const int64_t per = (int64_t)kb_n;
     int t = 0; // tiles of this consumer so far
-    for (int64_t j = c; member + j * group < m_tiles; j += 2, t++) {
+    for (int64_t j = c; member + j * group < m_tiles; j += NC, t++) {
         const int64_t tile = member + j * group;
 #pragma unroll
         for (int f = 0; f < BN / 8; f++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[f][e] = 0.f;
-        // my turn: the other consumer has finished the main loop of tile j - 1
+        // my turn: consumer c - 1 mod NC has finished the main loop of tile j - 1 (phase t of
+        // turn[c] for c > 0, whose predecessor's tile has the same t; phase t - 1 for c = 0)
         if (j > 0) mbar_wait(smem_addr(&turn[c]), (uint32_t)((c ? t : t - 1) & 1));
         const int64_t g = j * per;
         int s = (int)(g % stages);
@@ -178,7 +187,7 @@ __global__ void __launch_bounds__(kDenseThreads, 1)
         wg_fence_acc(acc);
         if (ctid == 0) {
             mbar_arrive(smem_addr(&empty[prev]));
-            mbar_arrive(smem_addr(&turn[c ^ 1])); // the other consumer's turn
+            mbar_arrive(smem_addr(&turn[c + 1 == NC ? 0 : c + 1])); // the next one's turn
         }
 
         // Epilogue: fragment f holds columns 8 f + 2 (lane % 4) (+1) of rows lane / 4 and
@@ -304,8 +313,9 @@ cudaError_t launch_dense_tma(const Params &p, cudaStream_t s)
     if (group < 1) group = 1;
     if (group > m_tiles) group = m_tiles;
     const int dyn = (int)vc_gemm_dense_smem(ES, BN, p.k, stages);
-    kern<<<(unsigned)(group * slices), kDenseThreads, dyn, s>>>(tm_a, tm_w, p, kb_n, stages,
-                                                                 (int)group, slices);
+    constexpr int threads = dense_threads(VC_GEMM_DENSE_CONSUMERS(BN));
+    kern<<<(unsigned)(group * slices), threads, dyn, s>>>(tm_a, tm_w, p, kb_n, stages,
+                                                          (int)group, slices);
     return cudaGetLastError();
 }
 

@@ -35,10 +35,10 @@
  * rows, masks or tap split, taps = 1 - with k * sizeof(T) a multiple of 16 and A, W 16-byte
  * aligned. A CTA holds a BN-column slice of W in shared memory for its whole life (loaded once by
  * the TMA unit) and streams 64-row tiles of A through a ring of TMA stages (rows of 128 bytes,
- * the 128-byte swizzle); one producer warp issues the copies, two consumer warpgroups take
- * alternate tiles (wgmma m64nBN, fp32 accumulators) and run the epilogue through a small
- * shared-memory staging area, so one warpgroup's epilogue overlaps the other's MMAs and the
- * copies never wait for either. X(name, element type, dtype, math, BN). */
+ * the 128-byte swizzle); one producer warp issues the copies, two or three consumer warpgroups
+ * (VC_GEMM_DENSE_CONSUMERS) take the tiles in turn (wgmma m64nBN, fp32 accumulators) and run the
+ * epilogue through a small shared-memory staging area, so one warpgroup's epilogue overlaps the
+ * others' MMAs and the copies never wait for any. X(name, element type, dtype, math, BN). */
 #define VC_GEMM_SM90_DENSE_CONFIGS(X)                                                          \
     X(f16_dense_64x128_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128)                    \
     X(f16_dense_64x192_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 192)                    \
@@ -51,14 +51,18 @@
 
 /* The dense kernel's dynamic shared memory: 1 KB of slack to align the tiles to a swizzle atom,
  * the W slice (k rounded up to 128-byte rows, BN rows), `stages` A stages of 64 rows x 128 bytes,
- * then the epilogue's staging (8 consumer warps x 16 rows x 32 columns of fp32, rows padded to
- * EPI_LD floats); at most the budget below: the 227 KB a block of every compute capability 9.0 part less 1 KB for the static
- * mbarriers. */
+ * then the epilogue's staging (4 warps a consumer warpgroup x 16 rows x 32 columns of fp32, rows
+ * padded to EPI_LD floats); at most the budget below: the 227 KB a block of every compute
+ * capability 9.0 part less 1 KB for the static mbarriers. */
 #define VC_GEMM_DENSE_SMEM_BUDGET (227 * 1024 - 1024)
 #define VC_GEMM_DENSE_EPI_LD 36
-#define VC_GEMM_DENSE_EPI_BYTES (8 * 16 * VC_GEMM_DENSE_EPI_LD * 4)
 #define VC_GEMM_DENSE_MAX_STAGES 16
 #define VC_GEMM_DENSE_MIN_STAGES 3
+
+/* Consumer warpgroups of the dense kernel with a W slice of bn columns: three up to 192 columns
+ * (each consumer's epilogue, latency-bound, overlaps the other two's MMAs), two for 256 (its
+ * 128 accumulators a thread need the registers that two consumers leave). */
+#define VC_GEMM_DENSE_CONSUMERS(bn) ((bn) <= 192 ? 3 : 2)
 
 /* The 128-byte k blocks of k elements of es bytes. */
 static inline int64_t vc_gemm_dense_kblocks(int es, int64_t k) { return (k * es + 127) / 128; }
@@ -67,7 +71,7 @@ static inline int64_t vc_gemm_dense_kblocks(int es, int64_t k) { return (k * es 
 static inline int64_t vc_gemm_dense_smem(int es, int bn, int64_t k, int stages)
 {
     return 1024 + vc_gemm_dense_kblocks(es, k) * bn * 128 + (int64_t)stages * 64 * 128 +
-           VC_GEMM_DENSE_EPI_BYTES;
+           (int64_t)VC_GEMM_DENSE_CONSUMERS(bn) * 4 * 16 * VC_GEMM_DENSE_EPI_LD * 4;
 }
 
 /* The A stages that fit beside a W slice of bn rows of k elements of es bytes (at most

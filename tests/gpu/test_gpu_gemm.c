@@ -799,7 +799,7 @@ static void test_split_groups(void)
 }
 
 /* The dense TMA kernel (gemm/gemm_sm90.h), beyond the dense case d of test_configs: many tiles
- * per CTA so that the ring of stages wraps and both consumer warpgroups take several tiles (n
+ * per CTA so that the ring of stages wraps and every consumer warpgroup takes several tiles (n
  * narrow, to keep the reference quick; d covers wide slices), with a row_map into a larger fp32
  * C and accumulate; W taken from one tap of several (b_tap0) with n short of a slice; one row;
  * and the cases it must refuse (-2): gathers, a tap split, a k too long for its W slice. */
