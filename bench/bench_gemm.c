@@ -2,8 +2,8 @@
  * Usage: bench_gemm [runs] [tune]
  *        bench_gemm one fp16|bf16|tf32 M k n [config name|cublas]   (5 launches of one problem,
  *        ours or cuBLAS's, for a profiler: ncu --launch-skip 4 --launch-count 1 ...)
- *        bench_gemm tune fp16|bf16|tf32 M k n [name part]   (every fitting configuration on one
- *        problem, or those whose names contain the part)
+ *        bench_gemm tune fp16|bf16|tf32 M k n [name part]   (cuBLAS and every fitting
+ *        configuration on one problem, or those whose names contain the part)
  *   - ceilings first: a device-to-device copy (bytes read + written) and cuBLAS 8192^3 in fp16,
  *     bf16 and tf32; they give each row's floor, max(FLOPs / cuBLAS 8192^3 rate, bytes / copy
  *     bandwidth);
@@ -18,7 +18,9 @@
  *     scalar-load ones, which exist for k that 16-byte loads do not fit).
  * Timing: CUDA events around a batch that cycles over enough input sets to pass twice the L2
  * (so no launch finds its inputs in the cache); 3 warm-up batches; the median over `runs`
- * (default 25, at least 20) batches, divided by the batch length. Prints a markdown table last. */
+ * (default 25, at least 20) batches, divided by the batch length. With VC_BENCH_GRAPH=1 each
+ * batch (ours and cuBLAS's alike) is captured once as a CUDA graph and replayed: the GPU's
+ * time without the host's cost of each call. Prints a markdown table last. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,11 +104,28 @@ static double time_it(run_fn fn, void *ctx, int sets)
     bench_timer_init(&tm, g_stream);
     int per = sets < 4 ? 4 : sets; /* calls per batch */
     float *ms = malloc((size_t)g_runs * sizeof *ms);
+    /* VC_BENCH_GRAPH=1: the batch captured once as a CUDA graph after the warm-up batches and
+     * replayed, so that the time is the GPU's alone, without the host's cost of each call */
+    const char *ge = getenv("VC_BENCH_GRAPH");
+    cudaGraphExec_t gx = NULL;
     for (int r = -WARMUP; r < g_runs; r++) {
+        if (r == 0 && ge && atoi(ge)) {
+            cudaGraph_t g;
+            CUDA_CHECK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+            for (int i = 0; i < per; i++) fn(ctx, i % sets);
+            CUDA_CHECK(cudaStreamEndCapture(g_stream, &g));
+            CUDA_CHECK(cudaGraphInstantiate(&gx, g, 0));
+            CUDA_CHECK(cudaGraphDestroy(g));
+            CUDA_CHECK(cudaGraphLaunch(gx, g_stream));
+        }
         bench_timer_start(&tm);
-        for (int i = 0; i < per; i++) fn(ctx, i % sets);
+        if (gx)
+            CUDA_CHECK(cudaGraphLaunch(gx, g_stream));
+        else
+            for (int i = 0; i < per; i++) fn(ctx, i % sets);
         bench_timer_stop(&tm, r >= 0 ? &ms[r] : NULL);
     }
+    if (gx) CUDA_CHECK(cudaGraphExecDestroy(gx));
     CUDA_CHECK(cudaGetLastError());
     double t = median(ms, g_runs) / per * 1e-3;
     free(ms);
@@ -261,6 +280,7 @@ static void tune_dense(int mode, int64_t M, int32_t k, int32_t n)
     printf("tune %s M=%lld k=%d n=%d:", mode_name[mode], (long long)M, k, n);
     double t_auto = time_it(run_ours, &d, d.sets);
     printf(" auto %.1f us;", t_auto * 1e6);
+    if (g_blas) printf(" cuBLAS %.1f us;", time_it(run_cublas, &d, d.sets) * 1e6);
     for (int32_t i = 0; i < nc; i++) {
         if ((int)t[i].ab_dtype != ab_of(mode)) continue;
         if (mode == MODE_TF32 && t[i].math != VC_GEMM_MATH_TF32) continue;
@@ -509,9 +529,12 @@ int main(int argc, char **argv)
                          : !strcmp(argv[2], "tf32") ? MODE_TF32
                                                     : MODE_F16;
         CUDA_CHECK(cudaStreamCreate(&g_stream));
+        BLAS_CHECK(cublasCreate(&g_blas));
+        BLAS_CHECK(cublasSetStream(g_blas, g_stream));
         make_patterns();
         if (argc >= 7) g_tune_only = argv[6];
         tune_dense(mode, atoll(argv[3]), atoi(argv[4]), atoi(argv[5]));
+        cublasDestroy(g_blas);
         return 0;
     }
     for (int i = 1; i < argc; i++) {
