@@ -55,7 +55,24 @@ VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 // through it made every tile several microseconds long (measured).
 
 // Threads of a dense CTA: the producer warpgroup and NC consumers.
-constexpr int dense_threads(int nc) { return 128 * (1 + nc); }
+__host__ __device__ constexpr int dense_threads(int nc) { return 128 * (1 + nc); }
+// Registers a thread of a dense CTA starts with: what __launch_bounds__(threads, 1) allows,
+// rounded down to a multiple of 8 (the kernels' REG count: 168 with two consumers, 128 with
+// three), which ptxas gives a kernel that uses setmaxnreg.
+__host__ __device__ constexpr int dense_launch_regs(int nc)
+{
+    return 65536 / dense_threads(nc) / 8 * 8;
+}
+// The producer's registers after setmaxnreg.dec, and the consumers' after setmaxnreg.inc: the
+// launch count plus their share of what the producer gives back. setmaxnreg.inc takes
+// registers from the CTA's own pool (not the SM's) and blocks until it has them, so asking for
+// more than the producer released would hang the CTA (a four-consumer form asking 112 of a
+// 96-register launch did, on the lent H100).
+constexpr int kDenseProducerRegs = 40;
+__host__ __device__ constexpr int dense_consumer_regs(int nc)
+{
+    return (dense_launch_regs(nc) + (dense_launch_regs(nc) - kDenseProducerRegs) / nc) / 8 * 8;
+}
 
 template <typename T>
 __device__ __forceinline__ void round_tf32_smem(uint32_t at)
@@ -105,7 +122,7 @@ __global__ void __launch_bounds__(dense_threads(NC), 1)
     __syncthreads();
 
     if (wg == 0) { // the producer
-        setmaxnreg_dec<40>();
+        setmaxnreg_dec<kDenseProducerRegs>();
         if (tid != 0) return;
         tma_prefetch_desc(&tm_a);
         tma_prefetch_desc(&tm_w);
@@ -128,8 +145,8 @@ __global__ void __launch_bounds__(dense_threads(NC), 1)
         return;
     }
 
-    // the consumers: the registers the producer gave back, shared (multiples of 8)
-    constexpr int kConsumerRegs = (65536 / 128 - 40) / NC / 8 * 8;
+    // the consumers: the registers the producer gave back, shared
+    constexpr int kConsumerRegs = dense_consumer_regs(NC);
     static_assert(kConsumerRegs >= 152, "a consumer's accumulators and addresses");
     setmaxnreg_inc<kConsumerRegs < 232 ? kConsumerRegs : 232>();
     const int c = wg - 1, ctid = tid & 127;
