@@ -137,6 +137,11 @@ static double time_it(run_fn fn, void *ctx, int sets)
 
 enum { MODE_F16, MODE_BF16, MODE_TF32 };
 static const char *mode_name[3] = {"fp16", "bf16", "tf32"};
+/* The mode a command line names: bf16, tf32, else fp16. */
+static int mode_of(const char *s)
+{
+    return !strcmp(s, "bf16") ? MODE_BF16 : !strcmp(s, "tf32") ? MODE_TF32 : MODE_F16;
+}
 
 typedef struct dense {
     int mode;
@@ -496,9 +501,7 @@ int main(int argc, char **argv)
     if (!bench_have_device("bench_gemm")) return 77;
     int tune = 0;
     if (argc >= 6 && !strcmp(argv[1], "one")) {
-        const int mode = !strcmp(argv[2], "bf16")   ? MODE_BF16
-                         : !strcmp(argv[2], "tf32") ? MODE_TF32
-                                                    : MODE_F16;
+        const int mode = mode_of(argv[2]);
         dense d;
         dense_init(&d, mode, atoll(argv[3]), atoi(argv[4]), atoi(argv[5]));
         const int blas = argc >= 7 && !strcmp(argv[6], "cublas");
@@ -525,9 +528,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc >= 6 && !strcmp(argv[1], "tune")) {
-        const int mode = !strcmp(argv[2], "bf16")   ? MODE_BF16
-                         : !strcmp(argv[2], "tf32") ? MODE_TF32
-                                                    : MODE_F16;
+        const int mode = mode_of(argv[2]);
         CUDA_CHECK(cudaStreamCreate(&g_stream));
         BLAS_CHECK(cublasCreate(&g_blas));
         BLAS_CHECK(cublasSetStream(g_blas, g_stream));
