@@ -143,9 +143,11 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
     {{#name, BM, BN, BK, S, BM / 16 * TG, dt, math}, 16, vcg::plan_##name, vcg::launch_##name, \
      true, false, vcg::kClusterWg<T, BM, TG>, false, TG},
 // the dense kernel: 64-row tiles, BN columns, 128-byte k blocks; "stages" and "warps" report
-// its most stages and its 12 warps (one producer and two consumer warpgroups)
+// its most stages and its warps (one producer and VC_GEMM_DENSE_CONSUMERS(BN) consumer
+// warpgroups: 16 or 12)
 #define DENSE_TMA(name, T, dt, math, BN)                                                       \
-    {{#name, 64, BN, 128 / (int)sizeof(T), VC_GEMM_DENSE_MAX_STAGES, 12, dt, math},            \
+    {{#name, 64, BN, 128 / (int)sizeof(T), VC_GEMM_DENSE_MAX_STAGES,                           \
+      4 * (1 + VC_GEMM_DENSE_CONSUMERS(BN)), dt, math},                                        \
      16, vcg::plan_##name, vcg::launch_##name, true, true, false, false},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
