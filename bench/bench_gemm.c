@@ -496,6 +496,23 @@ static void measure_ceilings(void)
     }
 }
 
+/* The run's stream, its cuBLAS handle on it (with_blas) and the value patterns. */
+static void open_run(int with_blas)
+{
+    CUDA_CHECK(cudaStreamCreate(&g_stream));
+    if (with_blas) {
+        BLAS_CHECK(cublasCreate(&g_blas));
+        BLAS_CHECK(cublasSetStream(g_blas, g_stream));
+    }
+    make_patterns();
+}
+
+static void close_run(void)
+{
+    if (g_blas) cublasDestroy(g_blas);
+    cudaStreamDestroy(g_stream);
+}
+
 int main(int argc, char **argv)
 {
     if (!bench_have_device("bench_gemm")) return 77;
@@ -511,12 +528,7 @@ int main(int argc, char **argv)
             for (int32_t i = 0; i < nc; i++)
                 if (!strcmp(t[i].name, argv[6])) d.config = i;
         }
-        CUDA_CHECK(cudaStreamCreate(&g_stream));
-        if (blas) {
-            BLAS_CHECK(cublasCreate(&g_blas));
-            BLAS_CHECK(cublasSetStream(g_blas, g_stream));
-        }
-        make_patterns();
+        open_run(blas);
         dense_alloc(&d);
         for (int i = 0; i < 5; i++) (blas ? run_cublas : run_ours)(&d, i % d.sets);
         CUDA_CHECK(cudaStreamSynchronize(g_stream));
@@ -524,18 +536,14 @@ int main(int argc, char **argv)
         printf("one: %s M=%lld k=%d n=%d config %d%s\n", argv[2], (long long)d.M, d.k, d.n,
                d.config, blas ? " (cuBLAS)" : "");
         dense_free(&d);
-        if (blas) cublasDestroy(g_blas);
+        close_run();
         return 0;
     }
     if (argc >= 6 && !strcmp(argv[1], "tune")) {
-        const int mode = mode_of(argv[2]);
-        CUDA_CHECK(cudaStreamCreate(&g_stream));
-        BLAS_CHECK(cublasCreate(&g_blas));
-        BLAS_CHECK(cublasSetStream(g_blas, g_stream));
-        make_patterns();
+        open_run(1);
         if (argc >= 7) g_tune_only = argv[6];
-        tune_dense(mode, atoll(argv[3]), atoi(argv[4]), atoi(argv[5]));
-        cublasDestroy(g_blas);
+        tune_dense(mode_of(argv[2]), atoll(argv[3]), atoi(argv[4]), atoi(argv[5]));
+        close_run();
         return 0;
     }
     for (int i = 1; i < argc; i++) {
@@ -548,10 +556,7 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, %d SMs, L2 %d MB; runs %d (median), warm-up %d\n", prop.name,
            prop.multiProcessorCount, prop.l2CacheSize >> 20, g_runs, WARMUP);
-    CUDA_CHECK(cudaStreamCreate(&g_stream));
-    BLAS_CHECK(cublasCreate(&g_blas));
-    BLAS_CHECK(cublasSetStream(g_blas, g_stream));
-    make_patterns();
+    open_run(1);
     measure_ceilings();
 
     static const int32_t kn[][2] = {{16, 16}, {32, 32}, {64, 64}, {128, 128},
@@ -583,8 +588,7 @@ int main(int argc, char **argv)
                r->blas * 1e6, r->floor_s * 1e6, 100.0 * r->blas / r->ours,
                100.0 * r->floor_s / r->ours);
     }
-    cublasDestroy(g_blas);
-    cudaStreamDestroy(g_stream);
+    close_run();
     return 0;
 }
 
