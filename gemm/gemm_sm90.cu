@@ -43,9 +43,9 @@ VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 // mbarrier's parity cannot tell lap u from lap u - 2 (with 4 stages and 8 k blocks a tile, the
 // second consumer's first wait would otherwise pass on the first lap's phase). Why three
 // consumers where the registers allow: a tile's epilogue (a chain of shared-memory reads,
-// conversions and stores a warp, ~6 cycles an instruction) takes several times its MMAs, so with
-// two consumers a tile took half an epilogue plus a main loop and the copies waited on it (ncu,
-// fp16 k = 256, n = 384: 1.7 TB/s against cuBLAS's 2.7, the same DRAM bytes).
+// conversions and stores a warp) takes several times its MMAs, so with two consumers a tile
+// took half an epilogue plus a main loop and the copies waited on it (docs/benchmarks.md,
+// "Three consumer warpgroups in the dense kernel").
 // tf32: wgmma reads only the top 19 bits of each fp32 word (truncation would miss the 5e-4
 // tolerance), so the consumers round W once and each A stage before their wgmma (cvt.rna, as
 // the mma.sync path), with a proxy fence before the tensor cores read.
@@ -66,8 +66,7 @@ __host__ __device__ constexpr int dense_launch_regs(int nc)
 // The producer's registers after setmaxnreg.dec, and the consumers' after setmaxnreg.inc: the
 // launch count plus their share of what the producer gives back. setmaxnreg.inc takes
 // registers from the CTA's own pool (not the SM's) and blocks until it has them, so asking for
-// more than the producer released would hang the CTA (a four-consumer form asking 112 of a
-// 96-register launch did, on the lent H100).
+// more than the producer released would hang every CTA.
 constexpr int kDenseProducerRegs = 40;
 __host__ __device__ constexpr int dense_consumer_regs(int nc)
 {
@@ -148,7 +147,7 @@ __global__ void __launch_bounds__(dense_threads(NC), 1)
     // the consumers: the registers the producer gave back, shared
     constexpr int kConsumerRegs = dense_consumer_regs(NC);
     static_assert(kConsumerRegs >= 152, "a consumer's accumulators and addresses");
-    setmaxnreg_inc<kConsumerRegs < 232 ? kConsumerRegs : 232>();
+    setmaxnreg_inc<kConsumerRegs>();
     const int c = wg - 1, ctid = tid & 127;
     const int warp = ctid >> 5, lane = tid & 31;
     float *slab = reinterpret_cast<float *>(smem + (s_a + stages * STAGE - smem_addr(smem))) +

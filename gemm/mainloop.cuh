@@ -36,7 +36,7 @@ namespace vcg {
 // stages, behind its own named barrier, and set 0 adds the sets' sums in set order and runs the
 // epilogue: a row's result depends on its own taps only. Why: on a small scan every tile is in
 // flight at once and a layer lasts as long as its heaviest tile, whose time goes to each tap's
-// chain of dependent steps (a stage's loads ~700 cycles, docs/benchmarks.md); two sets run two
+// chain of dependent steps (docs/benchmarks.md, "Inside the heaviest CTA"); two sets run two
 // such chains at once. A CTA computes one tile, and the gather indices of all its taps (at most
 // a chunk) are copied at its set-up.
 
