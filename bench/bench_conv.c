@@ -1,12 +1,12 @@
 /* bench/bench_conv.c - benchmark of the GPU convolution layers (not a ctest).
  * Usage: bench_conv [--runs N] [--layers DIR] [--csv FILE] [--dump[-only] DIR] [--net NAME]
- *                   [--tune] [--tune-splits "1 2 4"] [scan.bin|.pcd ...]
+ *                   [--tune] [--tune-splits "1 2 4"] [scan[@size] ...]
  *
  * Scenes: a synthetic spinning 128-beam LiDAR sweep over a ground plane, walls and parked cars
  * (fixed seed, ~100k voxels at 0.05 x 0.05 x 0.1 m on the SECOND / KITTI grid 41x1600x1408;
  * three frames with different yaw and noise, rotated between runs), plus every scan given on
- * the command line (read with vc_cloud_read, voxelized on the host at the same voxel size; one
- * frame).
+ * the command line (read with vc_cloud_read, voxelized on the host at the same voxel size, or at
+ * `size` metres: "s" or "sx,sy,sz" after an @; one frame).
  * Layers: the suites in datasets/layers/ (format in datasets/layers/README.md; built-in
  * copies when the folder is absent): subm k3 C->C at 16..256, MinkUNet, CenterPoint
  * VoxelResBackBone8x, spconv's benchmark net. fp16 features and weights, bias + ReLU epilogue.
@@ -197,17 +197,26 @@ typedef struct scene {
     int nframes;
 } scene;
 
-static int load_scan(const char *path, scene *sc)
+/* A scan argument "path[@size]" (synth/scenes.h: scene_scan_arg), voxelized; named by the
+ * argument as given, so that a scan at two sizes is two scenes. */
+static int load_scan(const char *arg, scene *sc)
 {
+    char path[256];
+    float size[3];
+    if (scene_scan_arg(arg, path, sizeof path, size) != 0) {
+        fprintf(stderr, "bench_conv: %s: expected path[@size] (size s or sx,sy,sz, metres)\n",
+                arg);
+        return -1;
+    }
     vc_cloud pc;
     memset(&pc, 0, sizeof pc);
     if (vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &pc) != VC_OK) return -1;
     vc_voxels vox;
     vc_err err = {{0}};
-    vc_status st = scene_voxelize_padded(&pc, &vox, &err);
+    vc_status st = scene_voxelize_padded(&pc, size, &vox, &err);
     vc_cloud_free(&pc);
     if (st != VC_OK || vox.n == 0) return -1;
-    snprintf(sc->name, sizeof sc->name, "%s", path);
+    snprintf(sc->name, sizeof sc->name, "%s", arg);
     memcpy(sc->shape, vox.shape, sizeof sc->shape);
     sc->rows[0] = vox.coords;
     sc->n[0] = vox.n;

@@ -87,16 +87,9 @@ typedef struct scene {
  * x (the grid has a margin of 3 voxels). Rows come sorted by (b, z, y, x), as voxelized. */
 static int load_scan(const char *arg, scene *s)
 {
-    char path[128];
-    double size[3] = {0.05, 0.05, 0.1};
-    snprintf(path, sizeof path, "%s", arg);
-    char *at = strrchr(path, '@');
-    if (at) {
-        *at = 0;
-        int k = sscanf(at + 1, "%lf,%lf,%lf", &size[0], &size[1], &size[2]);
-        if (k == 1) size[1] = size[2] = size[0];
-        if (k != 1 && k != 3) return -1;
-    }
+    char path[256];
+    float size[3];
+    if (scene_scan_arg(arg, path, sizeof path, size) != 0) return -1;
     vc_cloud c;
     if (vc_cloud_read(NULL, path, VC_FORMAT_AUTO, &c) != VC_OK) return -1;
     float mn[3], mx[3];

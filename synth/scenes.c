@@ -3,6 +3,7 @@
 #include "scenes.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -380,17 +381,43 @@ void scene_cloud_bounds(const vc_cloud *c, float mn[3], float mx[3])
         }
 }
 
-vc_status scene_voxelize_padded(const vc_cloud *c, vc_voxels *out, vc_err *err)
+int scene_scan_arg(const char *arg, char *path, size_t cap, float size[3])
+{
+    const char *at = strrchr(arg, '@');
+    const size_t len = at ? (size_t)(at - arg) : strlen(arg);
+    size[0] = size[1] = 0.05f;
+    size[2] = 0.1f;
+    if (len + 1 > cap) return -1;
+    memcpy(path, arg, len);
+    path[len] = 0;
+    if (!at) return 0;
+    double v[3];
+    char tail;
+    const int k = sscanf(at + 1, "%lf,%lf,%lf%c", &v[0], &v[1], &v[2], &tail);
+    if (k == 1) v[1] = v[2] = v[0];
+    if (k != 1 && k != 3) return -1;
+    for (int a = 0; a < 3; a++) {
+        if (!(v[a] > 0.0 && v[a] < 1e6)) return -1;
+        size[a] = (float)v[a];
+    }
+    return 0;
+}
+
+vc_status scene_voxelize_padded(const vc_cloud *c, const float size[3], vc_voxels *out,
+                                vc_err *err)
 {
     float mn[3], mx[3];
     scene_cloud_bounds(c, mn, mx);
     vc_voxelize_desc vd = VC_VOXELIZE_DESC_INIT;
-    vd.voxel_size[0] = 0.05f;
-    vd.voxel_size[1] = 0.05f;
-    vd.voxel_size[2] = 0.1f;
+    for (int a = 0; a < 3; a++) vd.voxel_size[a] = size ? size[a] : a == 2 ? 0.1f : 0.05f;
+    // a margin of 10 of the smallest voxel edge (0.5 m at the default size) beyond the box
+    float pad = vd.voxel_size[0];
+    if (vd.voxel_size[1] < pad) pad = vd.voxel_size[1];
+    if (vd.voxel_size[2] < pad) pad = vd.voxel_size[2];
+    pad *= 10.0f;
     for (int a = 0; a < 3; a++) {
-        vd.range[a] = mn[a] - 0.5f;
-        vd.range[3 + a] = mx[a] + 0.5f;
+        vd.range[a] = mn[a] - pad;
+        vd.range[3 + a] = mx[a] + pad;
     }
     vc_points pts = {c->data, c->count, c->dim, NULL, VC_MEMORY_HOST};
     memset(out, 0, sizeof *out);

@@ -116,8 +116,14 @@ void scene_lidar_boxes_grid(vc_rng *rng, int frame, int steps, const scene_grid 
 /* Bounding box of a cloud's finite x, y, z. */
 void scene_cloud_bounds(const vc_cloud *c, float mn[3], float mx[3]);
 
-/* The cloud voxelized on the host (vc_voxelize_cpu) at 0.05 x 0.05 x 0.1 m over its bounding
- * box widened by 0.5 m on each side. */
-vc_status scene_voxelize_padded(const vc_cloud *c, vc_voxels *out, vc_err *err);
+/* A scan argument "path[@size]" (size "s" or "sx,sy,sz" in metres, each positive): the path into
+ * path[cap] and the voxel size into size (0.05, 0.05, 0.1 without one). 0, or -1 when the size
+ * does not parse or the path does not fit. */
+int scene_scan_arg(const char *arg, char *path, size_t cap, float size[3]);
+
+/* The cloud voxelized on the host (vc_voxelize_cpu) at `size` (NULL: 0.05 x 0.05 x 0.1 m) over
+ * its bounding box widened on each side by 10 of its smallest voxel edge (0.5 m by default). */
+vc_status scene_voxelize_padded(const vc_cloud *c, const float size[3], vc_voxels *out,
+                                vc_err *err);
 
 #endif

@@ -44,7 +44,7 @@ static inline int real_scan_voxels(const char *name, vc_voxels *vox, char *path,
     CHECK_MSG(st == VC_OK, "reading %s: %s", path, vc_status_string(st));
     if (st != VC_OK) return 0;
     vc_err err = {{0}};
-    st = scene_voxelize_padded(&pc, vox, &err);
+    st = scene_voxelize_padded(&pc, NULL, vox, &err);
     CHECK_MSG(st == VC_OK, "voxelizing %s: %s", path, err.msg);
     if (st == VC_OK)
         printf("real scan %s: %lld points -> %lld voxels, grid %dx%dx%d\n", path,
