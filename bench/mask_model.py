@@ -5,10 +5,11 @@
 For the subm k3 map of each scene (and of the scene halved, as after a stride-2 layer) it prints
 how many distinct masks there are (a counting sort over distinct masks needs that many bins),
 and the implicit GEMM's taps, sum over 128-row tiles of popcount(OR of the tile's masks), for
-rows in input order, sorted by the whole mask (the map's perm: 27 bits, three 9-bit passes),
-by the top or low 18 bits only (two passes), and by popcount first. Then, rows in the map's
-order, the taps per tile of 32 rows (a warp tile) and of 64 rows (the CTA tiles): mean and
-largest. On a layer whose tiles are all in flight at once the largest is its chain of steps
+rows in input order, sorted by the map's sort key (kmap.h: the mask's bits reordered, offsets
+farther from the centre more significant; 27 bits, three 9-bit passes), by the mask itself,
+by the key's top or low 18 bits only (two passes), and by popcount first. Then, rows in the
+map's order, the taps per tile of 32 rows (a warp tile), 64 rows (the CTA tiles) and 128 rows:
+mean and largest. On a layer whose tiles are all in flight at once the largest is its chain of steps
 (docs/benchmarks.md "Warp tiles that share a tile's taps").
 Usage: bench/mask_model.py DIR   (numpy)"""
 import sys
@@ -37,6 +38,17 @@ def subm_masks(c, shape):
     return m
 
 
+def sort_key(m):
+    """kmap.h's sort key of k3 masks: offsets by distance from the centre (in half-offsets),
+    then by offset, descending, take the key's bits from 26 down."""
+    reach = [sum(abs(2 * ((o // d) % 3) - 2) for d in (9, 3, 1)) for o in range(27)]
+    order = sorted(range(27), key=lambda o: (-reach[o], -o))
+    key = np.zeros_like(m)
+    for r, o in enumerate(order):
+        key |= ((m >> np.uint32(o)) & np.uint32(1)) << np.uint32(26 - r)
+    return key
+
+
 def tile_taps(m, rows):
     """Taps of each tile of `rows` consecutive rows: popcount of the OR of their masks."""
     return np.array([bin(int(np.bitwise_or.reduce(m[i:i + rows]))).count("1")
@@ -56,18 +68,21 @@ def main():
         half = np.unique(np.concatenate([c[:, :1], c[:, 1:] // 2], 1), axis=0)
         for lab, cc, sh in (("", c, shape), (", halved", half, tuple((v + 1) // 2 for v in shape))):
             m = subm_masks(cc, sh)
+            k = sort_key(m)
             pc = np.array([bin(int(v)).count("1") for v in m])
-            exact = taps(m[np.argsort(~m, kind="stable")])
-            top = taps(m[np.argsort(~(m >> 9), kind="stable")])
-            low = taps(m[np.argsort(~(m & 0x3FFFF), kind="stable")])
-            bypc = taps(m[np.lexsort((~m, -pc))])
+            exact = taps(m[np.argsort(~k, kind="stable")])
+            mask = taps(m[np.argsort(~m, kind="stable")])
+            top = taps(m[np.argsort(~(k >> 9), kind="stable")])
+            low = taps(m[np.argsort(~(k & 0x3FFFF), kind="stable")])
+            bypc = taps(m[np.lexsort((~k, -pc))])
             print(f"{name}{lab}: {len(m)} rows, {len(np.unique(m))} distinct masks; taps: row "
-                  f"order {taps(m)}, whole mask {exact}, top 18 bits {top / exact:.3f}x, low 18 "
-                  f"bits {low / exact:.3f}x, popcount first {bypc / exact:.3f}x")
-            ms = m[np.argsort(~m, kind="stable")]
+                  f"order {taps(m)}, sort key {exact}, whole mask {mask / exact:.3f}x, top 18 "
+                  f"bits {top / exact:.3f}x, low 18 bits {low / exact:.3f}x, popcount first "
+                  f"{bypc / exact:.3f}x")
+            ms = m[np.argsort(~k, kind="stable")]
             per = "; ".join(f"{r} rows mean {t.mean():.1f} largest {t.max()}"
-                            for r, t in ((r, tile_taps(ms, r)) for r in (32, 64)))
-            print(f"  taps per tile, whole-mask order: {per}")
+                            for r, t in ((r, tile_taps(ms, r)) for r in (32, 64, 128)))
+            print(f"  taps per tile, sort-key order: {per}")
 
 
 if __name__ == "__main__":

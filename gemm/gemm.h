@@ -20,8 +20,9 @@
  * GEMM: taps must be 1).
  *
  *  - implicit GEMM (output-stationary conv): m = n_out, taps = K, gather = out_in [n_out, K],
- *    gather_rows = row_map = perm (outputs sorted by mask), masks = the per-output masks so a CTA
- *    skips taps none of its rows uses; epilogue fused; no atomics: every C row is written once.
+ *    gather_rows = row_map = perm (outputs sorted by their masks' key), masks = the per-output
+ *    masks so a CTA skips taps none of its rows uses; epilogue fused; no atomics: every C row is
+ *    written once.
  *  - gather-GEMM-scatter, one offset t: m = pair count of t, taps = 1, b_tap0 = t,
  *    gather = in_rows of t, row_map = out_rows of t, accumulate = 1 into an fp32 C. Output rows
  *    of one offset are distinct, so launches on one stream need no atomics.

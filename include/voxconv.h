@@ -445,9 +445,11 @@ VC_API vc_status vc_kmap_out_in(const vc_kmap *map, const int32_t **out_in);
 VC_API vc_status vc_kmap_pairs(const vc_kmap *map, const int32_t **in_rows,
                                const int32_t **out_rows, const int64_t **offsets);
 /* Per-output neighbour masks: uint32 [out_count, mask_words]; bit (k % 32) of word k / 32 is set
- * when offset k has an input. `perm` (int32 [out_count]) lists output rows sorted by mask,
- * compared as a multi-word unsigned number (word mask_words-1 most significant), largest first,
- * ties by row ascending. Borrowed. */
+ * when offset k has an input. `perm` (int32 [out_count]) lists output rows sorted by their mask's
+ * sort key, largest first, ties by row ascending: the mask's bits reordered so that offsets
+ * farther from the kernel's centre are more significant (offset k = (iz * ky + iy) * kx + ix lies
+ * |2 iz - kz + 1| + |2 iy - ky + 1| + |2 ix - kx + 1| half-offsets out; the offsets ranked by that,
+ * then by k, both descending, take the key's bits from the top; docs/api.md). Borrowed. */
 VC_API vc_status vc_kmap_masks(const vc_kmap *map, const uint32_t **masks, const int32_t **perm);
 
 /* Bounded kernel maps (CUDA backend): a map whose device arrays are sized once, by caller-given

@@ -5,8 +5,8 @@
  *   out_in  int32 [n_out, K]: input row feeding output p at offset k, or -1;
  *   pairs   per offset k, rows offsets[k]..offsets[k+1]-1 of in_rows/out_rows, sorted by out row;
  *   masks   uint32 [n_out, mask_words], bit k%32 of word k/32 set when out_in[p,k] >= 0, and perm,
- *           the output rows sorted by mask (multi-word number, word mask_words-1 most
- *           significant) descending, ties by row ascending.
+ *           the output rows sorted by their mask's sort key (below) descending, ties by row
+ *           ascending.
  * Semantics of each type are documented at vc_map_type in include/voxconv.h. */
 #ifndef VC_CONV_KMAP_H
 #define VC_CONV_KMAP_H
@@ -23,6 +23,40 @@ extern "C" {
 /* Largest kernel extent per axis, and so the most offsets a map has (K = 343). */
 #define VC_KMAP_MAX_KERNEL 7
 #define VC_KMAP_MAX_VOLUME (VC_KMAP_MAX_KERNEL * VC_KMAP_MAX_KERNEL * VC_KMAP_MAX_KERNEL)
+
+/* THE SORT KEY of perm: a row's mask with its bits reordered so that the offsets farther from the
+ * kernel's centre are the more significant, compared as a K-bit number. Offset k (z slowest, x
+ * fastest: k = (iz * ky + iy) * kx + ix) lies d(k) = |2 iz - kz + 1| + |2 iy - ky + 1| +
+ * |2 ix - kx + 1| half-offsets from the centre; the offsets ranked by d descending, then by k
+ * descending, take the key's bits from K - 1 down to 0 (key word mask_words - 1 the most
+ * significant). Where every offset lies as far out (a 2x2x2 kernel, K = 1) the key is the mask.
+ * Why: the rows of an implicit-GEMM tile walk the OR of their masks, and the far offsets are the
+ * rare ones on surfaces; ordering by them first groups the rows that have them, so that the rest
+ * share tiles whose ORs hold only the common near offsets (docs/benchmarks.md, "The mask sort's
+ * key"). */
+#ifdef __CUDACC__
+#define VC_KMAP_HD __host__ __device__
+#else
+#define VC_KMAP_HD
+#endif
+static inline VC_KMAP_HD int32_t vc_kmap_offset_reach(const int32_t kernel[3], int32_t k)
+{
+    const int32_t ix = k % kernel[2], iy = k / kernel[2] % kernel[1];
+    const int32_t iz = k / kernel[2] / kernel[1];
+    const int32_t a = 2 * iz - kernel[0] + 1, b = 2 * iy - kernel[1] + 1;
+    const int32_t c = 2 * ix - kernel[2] + 1;
+    return (a < 0 ? -a : a) + (b < 0 ? -b : b) + (c < 0 ? -c : c);
+}
+
+/* The key bit (0 .. K - 1) of offset k: K - 1 minus the offsets ranked before it, given every
+ * offset's reach (vc_kmap_offset_reach). */
+static inline VC_KMAP_HD int32_t vc_kmap_key_bit(const int32_t *reach, int32_t K, int32_t k)
+{
+    int32_t before = 0;
+    for (int32_t j = 0; j < K; j++)
+        before += reach[j] > reach[k] || (reach[j] == reach[k] && j > k);
+    return K - 1 - before;
+}
 
 typedef struct vc_kmap_data {
     vc_map_type type;

@@ -592,20 +592,21 @@ fail:
     return st;
 }
 
-/* Compares outputs a and b by mask, largest first, then by row ascending: a total order. */
-static int mask_before(const uint32_t *masks, int32_t words, int32_t a, int32_t b)
+/* Compares outputs a and b by sort key (kmap.h), largest first, then by row ascending: a total
+ * order. */
+static int key_before(const uint32_t *keys, int32_t words, int32_t a, int32_t b)
 {
-    const uint32_t *ma = masks + (int64_t)a * words, *mb = masks + (int64_t)b * words;
+    const uint32_t *ka = keys + (int64_t)a * words, *kb = keys + (int64_t)b * words;
     for (int32_t w = words - 1; w >= 0; w--) {
-        const uint32_t x = ma[w], y = mb[w];
+        const uint32_t x = ka[w], y = kb[w];
         if (x != y) return x > y;
     }
     return a < b;
 }
 
-/* Bottom-up merge sort of the rows 0..n-1 into rows[n] by mask_before; tmp has room for n. */
-static void sort_by_mask(int32_t *rows, int32_t *tmp, int64_t n, const uint32_t *masks,
-                         int32_t words)
+/* Bottom-up merge sort of the rows 0..n-1 into rows[n] by key_before; tmp has room for n. */
+static void sort_by_key(int32_t *rows, int32_t *tmp, int64_t n, const uint32_t *keys,
+                        int32_t words)
 {
     for (int64_t p = 0; p < n; p++) rows[p] = (int32_t)p;
     int32_t *src = rows, *dst = tmp;
@@ -615,7 +616,7 @@ static void sort_by_mask(int32_t *rows, int32_t *tmp, int64_t n, const uint32_t 
             int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
             int64_t i = lo, j = mid, o = lo;
             while (i < mid && j < hi)
-                dst[o++] = mask_before(masks, words, src[j], src[i]) ? src[j++] : src[i++];
+                dst[o++] = key_before(keys, words, src[j], src[i]) ? src[j++] : src[i++];
             while (i < mid) dst[o++] = src[i++];
             while (j < hi) dst[o++] = src[j++];
         }
@@ -642,18 +643,24 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
     uint32_t *masks = alloc_n(m->alloc, n_words, sizeof *masks);
     int32_t *perm = alloc_n(m->alloc, n, sizeof *perm);
     int32_t *tmp = alloc_n(m->alloc, n, sizeof *tmp);
+    uint32_t *keys = alloc_n(m->alloc, n_words, sizeof *keys);
+    int32_t reach[VC_KMAP_MAX_VOLUME], key_bit[VC_KMAP_MAX_VOLUME];
     int32_t *in_rows = NULL, *out_rows = NULL;
-    if (!offsets || !pos || !masks || !perm || !tmp) goto oom;
+    if (!offsets || !pos || !masks || !perm || !tmp || !keys) goto oom;
+    for (int32_t k = 0; k < K; k++) reach[k] = vc_kmap_offset_reach(m->kernel, k);
+    for (int32_t k = 0; k < K; k++) key_bit[k] = vc_kmap_key_bit(reach, K, k);
 
-    /* Counts per offset and masks in one pass over out_in. */
+    /* Counts per offset, masks and sort keys in one pass over out_in. */
     memset(masks, 0, (size_t)(n_words > 0 ? n_words : 1) * sizeof *masks);
+    memset(keys, 0, (size_t)(n_words > 0 ? n_words : 1) * sizeof *keys);
     for (int64_t p = 0; p < n; p++) {
         const int32_t *row = m->out_in + p * K;
-        uint32_t *mk = masks + p * words;
+        uint32_t *mk = masks + p * words, *ky = keys + p * words;
         for (int32_t k = 0; k < K; k++) {
             if (row[k] < 0) continue;
             offsets[k + 1]++;
             mk[k / 32] |= (uint32_t)1 << (k % 32);
+            ky[key_bit[k] / 32] |= (uint32_t)1 << (key_bit[k] % 32);
         }
     }
     for (int32_t k = 0; k < K; k++) offsets[k + 1] += offsets[k];
@@ -672,9 +679,10 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
             pos[k]++;
         }
     }
-    sort_by_mask(perm, tmp, n, masks, words);
+    sort_by_key(perm, tmp, n, keys, words);
     vc_host_free(m->alloc, pos);
     vc_host_free(m->alloc, tmp);
+    vc_host_free(m->alloc, keys);
 
     vc_host_free(m->alloc, m->offsets);
     vc_host_free(m->alloc, m->in_rows);
@@ -696,6 +704,7 @@ oom:
     vc_host_free(m->alloc, masks);
     vc_host_free(m->alloc, perm);
     vc_host_free(m->alloc, tmp);
+    vc_host_free(m->alloc, keys);
     vc_host_free(m->alloc, in_rows);
     vc_host_free(m->alloc, out_rows);
     return vc_fail(err, VC_ERR_OUT_OF_MEMORY, "kernel map: out of memory for the pair lists and "

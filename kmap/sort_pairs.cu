@@ -368,11 +368,25 @@ __device__ __forceinline__ void stage_rows(const int32_t *out_in, int32_t K, int
 
 // What the row pass prepares for the look-back mask sort (K <= 32), or nothing (hist NULL).
 struct SortPrep {
-    uint32_t *hist;           // [passes][kMaxBins] digit counts of ~mask, zero before the pass
+    uint32_t *hist;           // [passes][kMaxBins] digit counts of ~key, zero before the pass
     int32_t passes, dbits;
     unsigned long long *zero; // the sort's tile counters and look-back words, cleared here
     int64_t zero_words;
+    uint32_t *keys;           // [rows] the rows' sort keys (kmap.h), or NULL: the key is the mask
+    int32_t kernel[3];        // the map's kernel, whose offsets' reach orders the key's bits
 };
+
+// Sort keys (kmap.h, THE SORT KEY): each offset's reach into reach[K], then its key bit into
+// kbit[K], by the whole block; ends with a barrier.
+__device__ void block_key_bits(const int32_t kernel[3], int32_t K, int32_t *reach,
+                               int32_t *kbit)
+{
+    for (int32_t k = threadIdx.x; k < K; k += blockDim.x)
+        reach[k] = vc_kmap_offset_reach(kernel, k);
+    __syncthreads();
+    for (int32_t k = threadIdx.x; k < K; k += blockDim.x) kbit[k] = vc_kmap_key_bit(reach, K, k);
+    __syncthreads();
+}
 
 // Dynamic shared memory of rowpass_kernel: wc [kRowWarps][K] ints, then the staged rows.
 size_t rowpass_smem(int32_t K)
@@ -383,10 +397,11 @@ size_t rowpass_smem(int32_t K)
 }
 
 // One thread per output row p < rows (rows past the device count n get mask 0): mask words,
+// the sort keys of a look-back mask sort where they differ from the masks (sp.keys),
 // iota for a CUB mask sort (NULL: none), perm[p] = p for the rows past n (tail, NULL: none: the
 // look-back mask sort places the n live rows, whose masks are never 0, and the tail rows sort
 // after them in row order), the block's per-offset counts cnt[k * nb + block],
-// the digit histograms of a look-back mask sort (sp). The scan of the counts runs in the next
+// the digit histograms of the keys of a look-back mask sort (sp). The scan of the counts runs in the next
 // launch, one block per offset (col_scan): until it moved there, the last block of this pass
 // scanned all K * nb counts alone while the other SMs idled, most of the pass's time. At most
 // 64 registers: 4 blocks per SM, so that ~500 blocks (128k rows) run in one wave.
@@ -397,6 +412,7 @@ __global__ void __launch_bounds__(kRowThreads, 4)
 {
     pdl_enter();
     __shared__ uint32_t shist[kMaxPasses * kMaxBins];
+    __shared__ int32_t sreach[32], skbit[32]; // sp.keys: K <= 32
     extern __shared__ int32_t dyn[];
     int32_t *wc = dyn;                       // [kRowWarps][K]
     int32_t *srow = dyn + kRowWarps * K;     // [kRowThreads][S] where K <= kMaxStageK
@@ -412,24 +428,29 @@ __global__ void __launch_bounds__(kRowThreads, 4)
     for (int64_t i = p; i < sp.zero_words; i += nb * kRowThreads) sp.zero[i] = 0;
     if (staged && p0 < n)
         stage_rows(out_in, K, p0, (int)(n - p0 < kRowThreads ? n - p0 : kRowThreads), srow, S);
+    if (sp.keys) block_key_bits(sp.kernel, K, sreach, skbit);
     __syncthreads();
     for (int32_t w = 0; w < words; w++) {
         const int32_t k0 = 32 * w, k1 = K < k0 + 32 ? K : k0 + 32;
-        uint32_t m = 0;
+        uint32_t m = 0, sk = 0; // sk: the sort key (sp.keys, one word)
         if (valid) {
-            if (staged) {
-                const int32_t *row = srow + tid * S;
+            const int32_t *row = staged ? srow + tid * S : out_in + p * K;
+            if (sp.keys) {
                 for (int32_t k = k0; k < k1; k++)
-                    if (row[k] >= 0) m |= 1u << (k - k0);
+                    if (row[k] >= 0) {
+                        m |= 1u << (k - k0);
+                        sk |= 1u << skbit[k];
+                    }
             } else {
-                const int32_t *row = out_in + p * K;
                 for (int32_t k = k0; k < k1; k++)
                     if (row[k] >= 0) m |= 1u << (k - k0);
             }
         }
+        if (!sp.keys) sk = m;
+        else if (p < rows) sp.keys[p] = sk;
         if (nh) {
-            // digit counts of ~m, one shared atomic per distinct digit of the warp
-            const uint32_t key = ~m, dmask = (1u << sp.dbits) - 1u;
+            // digit counts of ~sk, one shared atomic per distinct digit of the warp
+            const uint32_t key = ~sk, dmask = (1u << sp.dbits) - 1u;
             for (int q = 0; q < sp.passes; q++) {
                 const uint32_t d = valid ? (key >> (q * sp.dbits)) & dmask : 0xffffffffu;
                 const unsigned peers = __match_any_sync(0xffffffffu, d);
@@ -646,10 +667,30 @@ __global__ void __launch_bounds__(kRowThreads, 3)
     st_pairs(pa, n, chunk, soff, tmp, wpre, srow);
 }
 
-__global__ void mask_word_kernel(const uint32_t *masks, const int32_t *perm, int64_t n,
-                                 int32_t words, int32_t w, uint32_t *keys)
+// Word w of the sort keys (kmap.h) of rows perm[0, n) into keys[0, n): bit b is the mask bit of
+// the offset whose key bit is 32 w + b.
+struct KeyKernel {
+    int32_t k[3];
+};
+__global__ void key_word_kernel(const uint32_t *masks, const int32_t *perm, int64_t n,
+                                int32_t words, int32_t w, KeyKernel kern, uint32_t *keys)
 {
-    GRID_LOOP(i, n) keys[i] = masks[(int64_t)perm[i] * words + w];
+    __shared__ int32_t reach[kMaxVolume], kbit[kMaxVolume], tap_of[32];
+    const int32_t K = kern.k[0] * kern.k[1] * kern.k[2];
+    if (threadIdx.x < 32) tap_of[threadIdx.x] = -1;
+    block_key_bits(kern.k, K, reach, kbit);
+    for (int32_t k = threadIdx.x; k < K; k += blockDim.x)
+        if (kbit[k] >> 5 == w) tap_of[kbit[k] & 31] = k;
+    __syncthreads();
+    GRID_LOOP(i, n) {
+        const uint32_t *mr = masks + (int64_t)perm[i] * words;
+        uint32_t v = 0;
+        for (int b = 0; b < 32; b++) {
+            const int32_t t = tap_of[b];
+            if (t >= 0) v |= (mr[t >> 5] >> (t & 31) & 1u) << b;
+        }
+        keys[i] = v;
+    }
 }
 
 // Whether a look-back sort of `tiles` tiles may take them by block index (LsdSort.ctr NULL)
@@ -795,8 +836,15 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     pa.chunk0 = 0;
     if (words == 1) {
         const PermPlan pl = perm_plan(K, rows);
+        // The sort's keys: the masks themselves where every offset's key bit is its own
+        // (kmap.h), else keys the row pass writes (keys_b, which the passes read before
+        // pass 1 writes it: they meet at a barrier or a launch boundary).
+        int32_t reach[32];
+        bool ident = true;
+        for (int32_t k = 0; k < K; k++) reach[k] = vc_kmap_offset_reach(m->kernel, k);
+        for (int32_t k = 0; k < K; k++) ident = ident && vc_kmap_key_bit(reach, K, k) == k;
         LsdSort ps;
-        ps.src = m->masks;
+        ps.src = ident ? m->masks : b.keys_b;
         ps.sk_a = b.keys_a;
         ps.sk_b = b.keys_b;
         ps.sv = b.iota;
@@ -811,7 +859,8 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         ps.lb_stride = pl.tiles * ((int64_t)1 << pl.bits);
         ps.passes = pl.passes;
         ps.dbits = pl.dbits;
-        SortPrep sp = {b.hist, pl.passes, pl.dbits, b.lbz, b.lbz_words};
+        SortPrep sp = {b.hist, pl.passes, pl.dbits, b.lbz, b.lbz_words, ident ? NULL : b.keys_b,
+                       {m->kernel[0], m->kernel[1], m->kernel[2]}};
         int32_t *tail = exact ? NULL : m->perm; // bounded: the extent's tail rows of perm
         e = launch_k(b.pdl, rowpass_kernel, nb, kRowThreads, rowpass_smem(K), s, m->out_in, K,
                      words, d_n, rows, m->masks, (int32_t *)NULL, tail, b.cnt, sp);
@@ -854,7 +903,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     // one that makes the last pass land in perm (no copy, so a captured graph holds kernels
     // and memsets only).
     int32_t *ident = (words % 2 == 0) ? m->perm : b.iota;
-    SortPrep none = {NULL, 0, 0, NULL, 0};
+    SortPrep none = {NULL, 0, 0, NULL, 0, NULL, {0, 0, 0}};
     e = launch_k(b.pdl, rowpass_kernel, nb, kRowThreads, rowpass_smem(K), s, m->out_in, K,
                  words, d_n, rows, m->masks, ident, (int32_t *)NULL, b.cnt, none);
     if (e != cudaSuccess) return e;
@@ -871,8 +920,9 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     // Stable LSD passes, least significant word first, from the identity.
     int32_t *pa_ = ident, *pb_ = ident == m->perm ? b.iota : m->perm;
     for (int32_t w = 0; w < words; w++) {
-        mask_word_kernel<<<grid_for(rows), kThreads, 0, s>>>(m->masks, pa_, rows, words, w,
-                                                             b.keys_a);
+        const KeyKernel kern = {{m->kernel[0], m->kernel[1], m->kernel[2]}};
+        key_word_kernel<<<grid_for(rows), kThreads, 0, s>>>(m->masks, pa_, rows, words, w, kern,
+                                                            b.keys_a);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
         const int bits = K - 32 * w < 32 ? K - 32 * w : 32;
         e = cub::DeviceRadixSort::SortPairsDescending(b.cub, bytes, b.keys_a, b.keys_b, pa_, pb_,

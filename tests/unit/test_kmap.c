@@ -207,34 +207,58 @@ static int lex_cmp(const int32_t *a, const int32_t *b)
     return 0;
 }
 
-/* 1 if output a comes strictly before output b in perm order, the mask's word 0 and-ed with
- * low (~0 for perm, the low bits of a partial sort). */
-static int perm_before(const vc_kmap_data *m, uint32_t low, int32_t a, int32_t b)
+/* The offsets in the order of perm's sort key (kmap.h), most significant first, worked out here
+ * independently of the library: by the L1 distance from the kernel's centre in
+ * half-offsets, farthest first, then by offset descending (an insertion sort). */
+static void key_order(const vc_kmap_data *m, int32_t *order)
+{
+    const int32_t kz = m->kernel[0], ky = m->kernel[1], kx = m->kernel[2], K = kz * ky * kx;
+    int32_t far[VC_KMAP_MAX_VOLUME];
+    for (int32_t z = 0, k = 0; z < kz; z++)
+        for (int32_t y = 0; y < ky; y++)
+            for (int32_t x = 0; x < kx; x++, k++)
+                far[k] = abs(2 * z - (kz - 1)) + abs(2 * y - (ky - 1)) + abs(2 * x - (kx - 1));
+    for (int32_t i = 0; i < K; i++) {
+        int32_t k = K - 1 - i, at = i; /* offsets arrive descending: ties stay in that order */
+        while (at > 0 && far[order[at - 1]] < far[k]) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = k;
+    }
+}
+
+/* 1 if output a comes strictly before output b in perm order: the first offset in key order
+ * (order) where their masks differ belongs to a, else (same masks) a is the lower row. */
+static int perm_before(const vc_kmap_data *m, const int32_t *order, int32_t a, int32_t b)
 {
     const uint32_t *ma = m->masks + (int64_t)a * m->mask_words;
     const uint32_t *mb = m->masks + (int64_t)b * m->mask_words;
-    for (int w = m->mask_words - 1; w >= 0; w--) {
-        const uint32_t x = w ? ma[w] : ma[0] & low, y = w ? mb[w] : mb[0] & low;
+    for (int32_t i = 0; i < m->volume; i++) {
+        const int32_t k = order[i];
+        const uint32_t x = ma[k / 32] >> (k % 32) & 1u, y = mb[k / 32] >> (k % 32) & 1u;
         if (x != y) return x > y;
     }
     return a < b;
 }
 
-/* order is a permutation of 0..n-1 sorted by perm_before(low); returns the problems. */
-static int check_order(const vc_kmap_data *m, const int32_t *order, uint32_t low)
+/* perm is a permutation of 0..n-1 sorted by perm_before; returns the problems. */
+static int check_order(const vc_kmap_data *m, const int32_t *perm)
 {
     const int64_t n = m->n_out;
     int bad = 0;
+    int32_t order[VC_KMAP_MAX_VOLUME];
+    key_order(m, order);
     char *seen = calloc((size_t)(n > 0 ? n : 1), 1);
     if (!seen) return 1;
     for (int64_t i = 0; i < n; i++) {
-        int32_t r = order[i];
+        int32_t r = perm[i];
         if (r < 0 || r >= n || seen[r]) {
             bad++;
             break;
         }
         seen[r] = 1;
-        if (i > 0 && !perm_before(m, low, order[i - 1], r)) bad++;
+        if (i > 0 && !perm_before(m, order, perm[i - 1], r)) bad++;
     }
     free(seen);
     return bad;
@@ -277,7 +301,7 @@ static int check_derived(const vc_kmap_data *m)
         }
     }
     /* perm: a permutation in mask order */
-    if (n > 0) bad += check_order(m, m->perm, ~0u);
+    if (n > 0) bad += check_order(m, m->perm);
     return bad;
 }
 
@@ -563,6 +587,34 @@ static void test_n0(void)
     memset(&zero, 0, sizeof zero);
     CHECK(memcmp(&m, &zero, sizeof m) == 0);
     vc_kmap_data_free(NULL);
+}
+
+/* The sort key's bits (kmap.h: vc_kmap_key_bit) against key_order's, on kernels of every parity
+ * and size; and by hand for 3x3x3 (a corner first, the centre last) and 2x2x2 (the mask). */
+static void test_key_bits(void)
+{
+    static const int32_t shapes[][3] = {{1, 1, 1}, {2, 2, 2}, {3, 3, 3}, {1, 3, 3}, {3, 1, 1},
+                                        {5, 5, 5}, {3, 5, 7}, {2, 3, 4}, {7, 7, 7}, {6, 1, 7}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        vc_kmap_data m;
+        memset(&m, 0, sizeof m);
+        memcpy(m.kernel, shapes[s], sizeof m.kernel);
+        m.volume = shapes[s][0] * shapes[s][1] * shapes[s][2];
+        int32_t order[VC_KMAP_MAX_VOLUME], reach[VC_KMAP_MAX_VOLUME];
+        key_order(&m, order);
+        for (int32_t k = 0; k < m.volume; k++) reach[k] = vc_kmap_offset_reach(m.kernel, k);
+        int bad = 0;
+        for (int32_t i = 0; i < m.volume; i++)
+            bad += vc_kmap_key_bit(reach, m.volume, order[i]) != m.volume - 1 - i;
+        CHECK_MSG(bad == 0, "kernel %dx%dx%d: %d key bits differ from the oracle's", shapes[s][0],
+                  shapes[s][1], shapes[s][2], bad);
+        if (s == 1)
+            for (int32_t k = 0; k < 8; k++) CHECK(vc_kmap_key_bit(reach, 8, k) == k);
+        if (s == 2) {
+            CHECK(order[0] == 26 && order[26] == 13); /* corner (2, 2, 2) first, centre last */
+            CHECK(order[8] == 25 && order[20] == 22); /* the edges, then the faces, descending */
+        }
+    }
 }
 
 /* The tile order (kmap.h) of a hand-made map: blocks of 128 positions of perm, by the taps
@@ -875,6 +927,7 @@ int main(void)
     vc_rng rng = vc_test_rng("test_kmap");
     test_check_desc();
     test_n0();
+    test_key_bits();
     test_tile_order();
     test_errors();
     test_fixed(&rng);
