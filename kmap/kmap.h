@@ -29,17 +29,13 @@ extern "C" {
  * fastest: k = (iz * ky + iy) * kx + ix) lies d(k) = |2 iz - kz + 1| + |2 iy - ky + 1| +
  * |2 ix - kx + 1| half-offsets from the centre; the offsets ranked by d descending, then by k
  * descending, take the key's bits from K - 1 down to 0 (key word mask_words - 1 the most
- * significant). Where every offset lies as far out (a 2x2x2 kernel, K = 1) the key is the mask.
+ * significant). Where every offset lies as far out (a 2x2x2 kernel, or K = 1) the key is the
+ * mask.
  * Why: the rows of an implicit-GEMM tile walk the OR of their masks, and the far offsets are the
  * rare ones on surfaces; ordering by them first groups the rows that have them, so that the rest
  * share tiles whose ORs hold only the common near offsets (docs/benchmarks.md, "The mask sort's
  * key"). */
-#ifdef __CUDACC__
-#define VC_KMAP_HD __host__ __device__
-#else
-#define VC_KMAP_HD
-#endif
-static inline VC_KMAP_HD int32_t vc_kmap_offset_reach(const int32_t kernel[3], int32_t k)
+static inline int32_t vc_kmap_offset_reach(const int32_t kernel[3], int32_t k)
 {
     const int32_t ix = k % kernel[2], iy = k / kernel[2] % kernel[1];
     const int32_t iz = k / kernel[2] / kernel[1];
@@ -48,14 +44,22 @@ static inline VC_KMAP_HD int32_t vc_kmap_offset_reach(const int32_t kernel[3], i
     return (a < 0 ? -a : a) + (b < 0 ? -b : b) + (c < 0 ? -c : c);
 }
 
-/* The key bit (0 .. K - 1) of offset k: K - 1 minus the offsets ranked before it, given every
- * offset's reach (vc_kmap_offset_reach). */
-static inline VC_KMAP_HD int32_t vc_kmap_key_bit(const int32_t *reach, int32_t K, int32_t k)
+/* Each offset's key bit (0 .. K - 1) into kbit[K]: K - 1 minus the offsets ranked before it.
+ * Returns 1 when every offset's bit is its own (the key is the mask), else 0. */
+static inline int vc_kmap_key_bits(const int32_t kernel[3], int32_t *kbit)
 {
-    int32_t before = 0;
-    for (int32_t j = 0; j < K; j++)
-        before += reach[j] > reach[k] || (reach[j] == reach[k] && j > k);
-    return K - 1 - before;
+    const int32_t K = kernel[0] * kernel[1] * kernel[2];
+    int32_t reach[VC_KMAP_MAX_VOLUME];
+    int ident = 1;
+    for (int32_t k = 0; k < K; k++) reach[k] = vc_kmap_offset_reach(kernel, k);
+    for (int32_t k = 0; k < K; k++) {
+        int32_t before = 0;
+        for (int32_t j = 0; j < K; j++)
+            before += reach[j] > reach[k] || (reach[j] == reach[k] && j > k);
+        kbit[k] = K - 1 - before;
+        ident = ident && kbit[k] == k;
+    }
+    return ident;
 }
 
 typedef struct vc_kmap_data {

@@ -644,11 +644,10 @@ vc_status vc_kmap_finish_cpu(vc_kmap_data *m, vc_err *err)
     int32_t *perm = alloc_n(m->alloc, n, sizeof *perm);
     int32_t *tmp = alloc_n(m->alloc, n, sizeof *tmp);
     uint32_t *keys = alloc_n(m->alloc, n_words, sizeof *keys);
-    int32_t reach[VC_KMAP_MAX_VOLUME], key_bit[VC_KMAP_MAX_VOLUME];
+    int32_t key_bit[VC_KMAP_MAX_VOLUME];
     int32_t *in_rows = NULL, *out_rows = NULL;
     if (!offsets || !pos || !masks || !perm || !tmp || !keys) goto oom;
-    for (int32_t k = 0; k < K; k++) reach[k] = vc_kmap_offset_reach(m->kernel, k);
-    for (int32_t k = 0; k < K; k++) key_bit[k] = vc_kmap_key_bit(reach, K, k);
+    vc_kmap_key_bits(m->kernel, key_bit);
 
     /* Counts per offset, masks and sort keys in one pass over out_in. */
     memset(masks, 0, (size_t)(n_words > 0 ? n_words : 1) * sizeof *masks);

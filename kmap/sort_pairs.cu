@@ -373,20 +373,8 @@ struct SortPrep {
     unsigned long long *zero; // the sort's tile counters and look-back words, cleared here
     int64_t zero_words;
     uint32_t *keys;           // [rows] the rows' sort keys (kmap.h), or NULL: the key is the mask
-    int32_t kernel[3];        // the map's kernel, whose offsets' reach orders the key's bits
+    uint8_t kbit[32];         // with keys: offset k's key bit (kmap.h: vc_kmap_key_bits)
 };
-
-// Sort keys (kmap.h, THE SORT KEY): each offset's reach into reach[K], then its key bit into
-// kbit[K], by the whole block; ends with a barrier.
-__device__ void block_key_bits(const int32_t kernel[3], int32_t K, int32_t *reach,
-                               int32_t *kbit)
-{
-    for (int32_t k = threadIdx.x; k < K; k += blockDim.x)
-        reach[k] = vc_kmap_offset_reach(kernel, k);
-    __syncthreads();
-    for (int32_t k = threadIdx.x; k < K; k += blockDim.x) kbit[k] = vc_kmap_key_bit(reach, K, k);
-    __syncthreads();
-}
 
 // Dynamic shared memory of rowpass_kernel: wc [kRowWarps][K] ints, then the staged rows.
 size_t rowpass_smem(int32_t K)
@@ -401,10 +389,10 @@ size_t rowpass_smem(int32_t K)
 // iota for a CUB mask sort (NULL: none), perm[p] = p for the rows past n (tail, NULL: none: the
 // look-back mask sort places the n live rows, whose masks are never 0, and the tail rows sort
 // after them in row order), the block's per-offset counts cnt[k * nb + block],
-// the digit histograms of the keys of a look-back mask sort (sp). The scan of the counts runs in the next
-// launch, one block per offset (col_scan): until it moved there, the last block of this pass
-// scanned all K * nb counts alone while the other SMs idled, most of the pass's time. At most
-// 64 registers: 4 blocks per SM, so that ~500 blocks (128k rows) run in one wave.
+// the digit histograms of the keys of a look-back mask sort (sp). The scan of the counts runs
+// in the next launch, one block per offset (col_scan): until it moved there, the last block of
+// this pass scanned all K * nb counts alone while the other SMs idled, most of the pass's time.
+// At most 64 registers: 4 blocks per SM, so that ~500 blocks (128k rows) run in one wave.
 __global__ void __launch_bounds__(kRowThreads, 4)
     rowpass_kernel(const int32_t *out_in, int32_t K, int32_t words, const int64_t *d_n,
                    int64_t rows, uint32_t *masks, int32_t *iota, int32_t *tail, int32_t *cnt,
@@ -412,7 +400,7 @@ __global__ void __launch_bounds__(kRowThreads, 4)
 {
     pdl_enter();
     __shared__ uint32_t shist[kMaxPasses * kMaxBins];
-    __shared__ int32_t sreach[32], skbit[32]; // sp.keys: K <= 32
+    __shared__ int32_t skbit[32]; // sp.keys: K <= 32
     extern __shared__ int32_t dyn[];
     int32_t *wc = dyn;                       // [kRowWarps][K]
     int32_t *srow = dyn + kRowWarps * K;     // [kRowThreads][S] where K <= kMaxStageK
@@ -428,7 +416,12 @@ __global__ void __launch_bounds__(kRowThreads, 4)
     for (int64_t i = p; i < sp.zero_words; i += nb * kRowThreads) sp.zero[i] = 0;
     if (staged && p0 < n)
         stage_rows(out_in, K, p0, (int)(n - p0 < kRowThreads ? n - p0 : kRowThreads), srow, S);
-    if (sp.keys) block_key_bits(sp.kernel, K, sreach, skbit);
+    if (sp.keys && warp == 0) {
+        // constant indices into the parameter: an indexed read would copy it to the stack
+#pragma unroll
+        for (int k = 0; k < 32; k++)
+            if (lane == k) skbit[k] = sp.kbit[k];
+    }
     __syncthreads();
     for (int32_t w = 0; w < words; w++) {
         const int32_t k0 = 32 * w, k1 = K < k0 + 32 ? K : k0 + 32;
@@ -668,25 +661,19 @@ __global__ void __launch_bounds__(kRowThreads, 3)
 }
 
 // Word w of the sort keys (kmap.h) of rows perm[0, n) into keys[0, n): bit b is the mask bit of
-// the offset whose key bit is 32 w + b.
-struct KeyKernel {
-    int32_t k[3];
+// offset tap[b], the offset whose key bit is 32 w + b (-1: none, past K).
+struct KeyWord {
+    int16_t tap[32];
 };
 __global__ void key_word_kernel(const uint32_t *masks, const int32_t *perm, int64_t n,
-                                int32_t words, int32_t w, KeyKernel kern, uint32_t *keys)
+                                int32_t words, KeyWord kw, uint32_t *keys)
 {
-    __shared__ int32_t reach[kMaxVolume], kbit[kMaxVolume], tap_of[32];
-    const int32_t K = kern.k[0] * kern.k[1] * kern.k[2];
-    if (threadIdx.x < 32) tap_of[threadIdx.x] = -1;
-    block_key_bits(kern.k, K, reach, kbit);
-    for (int32_t k = threadIdx.x; k < K; k += blockDim.x)
-        if (kbit[k] >> 5 == w) tap_of[kbit[k] & 31] = k;
-    __syncthreads();
     GRID_LOOP(i, n) {
         const uint32_t *mr = masks + (int64_t)perm[i] * words;
         uint32_t v = 0;
+#pragma unroll
         for (int b = 0; b < 32; b++) {
-            const int32_t t = tap_of[b];
+            const int32_t t = kw.tap[b];
             if (t >= 0) v |= (mr[t >> 5] >> (t & 31) & 1u) << b;
         }
         keys[i] = v;
@@ -839,10 +826,8 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         // The sort's keys: the masks themselves where every offset's key bit is its own
         // (kmap.h), else keys the row pass writes (keys_b, which the passes read before
         // pass 1 writes it: they meet at a barrier or a launch boundary).
-        int32_t reach[32];
-        bool ident = true;
-        for (int32_t k = 0; k < K; k++) reach[k] = vc_kmap_offset_reach(m->kernel, k);
-        for (int32_t k = 0; k < K; k++) ident = ident && vc_kmap_key_bit(reach, K, k) == k;
+        int32_t kbit[32];
+        const bool ident = vc_kmap_key_bits(m->kernel, kbit) != 0;
         LsdSort ps;
         ps.src = ident ? m->masks : b.keys_b;
         ps.sk_a = b.keys_a;
@@ -860,7 +845,8 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
         ps.passes = pl.passes;
         ps.dbits = pl.dbits;
         SortPrep sp = {b.hist, pl.passes, pl.dbits, b.lbz, b.lbz_words, ident ? NULL : b.keys_b,
-                       {m->kernel[0], m->kernel[1], m->kernel[2]}};
+                       {0}};
+        for (int32_t k = 0; k < K; k++) sp.kbit[k] = (uint8_t)kbit[k];
         int32_t *tail = exact ? NULL : m->perm; // bounded: the extent's tail rows of perm
         e = launch_k(b.pdl, rowpass_kernel, nb, kRowThreads, rowpass_smem(K), s, m->out_in, K,
                      words, d_n, rows, m->masks, (int32_t *)NULL, tail, b.cnt, sp);
@@ -903,7 +889,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     // one that makes the last pass land in perm (no copy, so a captured graph holds kernels
     // and memsets only).
     int32_t *ident = (words % 2 == 0) ? m->perm : b.iota;
-    SortPrep none = {NULL, 0, 0, NULL, 0, NULL, {0, 0, 0}};
+    SortPrep none = {NULL, 0, 0, NULL, 0, NULL, {0}};
     e = launch_k(b.pdl, rowpass_kernel, nb, kRowThreads, rowpass_smem(K), s, m->out_in, K,
                  words, d_n, rows, m->masks, ident, (int32_t *)NULL, b.cnt, none);
     if (e != cudaSuccess) return e;
@@ -919,9 +905,14 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     size_t bytes = b.cub_bytes;
     // Stable LSD passes, least significant word first, from the identity.
     int32_t *pa_ = ident, *pb_ = ident == m->perm ? b.iota : m->perm;
+    int32_t kbit[kMaxVolume];
+    vc_kmap_key_bits(m->kernel, kbit);
     for (int32_t w = 0; w < words; w++) {
-        const KeyKernel kern = {{m->kernel[0], m->kernel[1], m->kernel[2]}};
-        key_word_kernel<<<grid_for(rows), kThreads, 0, s>>>(m->masks, pa_, rows, words, w, kern,
+        KeyWord kw;
+        for (int q = 0; q < 32; q++) kw.tap[q] = -1;
+        for (int32_t k = 0; k < K; k++)
+            if (kbit[k] >> 5 == w) kw.tap[kbit[k] & 31] = (int16_t)k;
+        key_word_kernel<<<grid_for(rows), kThreads, 0, s>>>(m->masks, pa_, rows, words, kw,
                                                             b.keys_a);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
         const int bits = K - 32 * w < 32 ? K - 32 * w : 32;

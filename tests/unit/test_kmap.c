@@ -589,8 +589,9 @@ static void test_n0(void)
     vc_kmap_data_free(NULL);
 }
 
-/* The sort key's bits (kmap.h: vc_kmap_key_bit) against key_order's, on kernels of every parity
- * and size; and by hand for 3x3x3 (a corner first, the centre last) and 2x2x2 (the mask). */
+/* The sort key's bits (kmap.h: vc_kmap_key_bits) against key_order's, on kernels of every
+ * parity and size, and whether it calls the key the mask; by hand for 3x3x3 (a corner first,
+ * the centre last) and 2x2x2 (the mask). */
 static void test_key_bits(void)
 {
     static const int32_t shapes[][3] = {{1, 1, 1}, {2, 2, 2}, {3, 3, 3}, {1, 3, 3}, {3, 1, 1},
@@ -600,16 +601,20 @@ static void test_key_bits(void)
         memset(&m, 0, sizeof m);
         memcpy(m.kernel, shapes[s], sizeof m.kernel);
         m.volume = shapes[s][0] * shapes[s][1] * shapes[s][2];
-        int32_t order[VC_KMAP_MAX_VOLUME], reach[VC_KMAP_MAX_VOLUME];
+        int32_t order[VC_KMAP_MAX_VOLUME], kbit[VC_KMAP_MAX_VOLUME];
         key_order(&m, order);
-        for (int32_t k = 0; k < m.volume; k++) reach[k] = vc_kmap_offset_reach(m.kernel, k);
-        int bad = 0;
-        for (int32_t i = 0; i < m.volume; i++)
-            bad += vc_kmap_key_bit(reach, m.volume, order[i]) != m.volume - 1 - i;
+        const int ident = vc_kmap_key_bits(m.kernel, kbit);
+        int bad = 0, own = 1;
+        for (int32_t i = 0; i < m.volume; i++) {
+            bad += kbit[order[i]] != m.volume - 1 - i;
+            own = own && order[i] == m.volume - 1 - i;
+        }
         CHECK_MSG(bad == 0, "kernel %dx%dx%d: %d key bits differ from the oracle's", shapes[s][0],
                   shapes[s][1], shapes[s][2], bad);
+        CHECK_MSG(ident == own, "kernel %dx%dx%d: key called the mask %d, oracle %d",
+                  shapes[s][0], shapes[s][1], shapes[s][2], ident, own);
         if (s == 1)
-            for (int32_t k = 0; k < 8; k++) CHECK(vc_kmap_key_bit(reach, 8, k) == k);
+            for (int32_t k = 0; k < 8; k++) CHECK(kbit[k] == k);
         if (s == 2) {
             CHECK(order[0] == 26 && order[26] == 13); /* corner (2, 2, 2) first, centre last */
             CHECK(order[8] == 25 && order[20] == 22); /* the edges, then the faces, descending */
