@@ -363,8 +363,8 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
 // layers and k2 maps under 10k outputs take it first as well (prefers_wg64, a later tune). The
 // narrow k3 layers (c_in <= 16, or c_in and c_out <= 32) with few tiles take a warp tile whose 2
 // or 4 warps share each tile's taps first (warp_first), and the k3 layers of 64-256 columns with
-// a few hundred tiles and the small k2 downsamples the wgmma tile whose two warpgroups share
-// them (prefers_wg2). fp32 features keep gemm/'s choice.
+// a few hundred tiles (not on dense levels of over 300) and the small k2 downsamples the wgmma
+// tile whose two warpgroups share them (prefers_wg2). fp32 features keep gemm/'s choice.
 // Below a device's worth of tiles each layer also gets a tap split (tap_splits).
 
 // What the rules test of a layer (one bit each).
@@ -509,7 +509,16 @@ const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_o
 // - k2 downsamples (a strided or downsample map: an output gathers several inputs), c_in
 //   32-128, c_out 32-128, up to 240 tiles: 1.00-1.08x on all twelve; at 293-642 tiles
 //   0.59-0.80, and the inverse maps (one pair an output) lost at every size (0.40-1.02).
-bool prefers_wg2(vc_map_type type, int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
+// - Not on a dense k3 level (10 pairs an output or more) of over 300 tiles: there every tile
+//   walks many taps, so the layer is its tiles' throughput, not its heaviest tile's chain, and
+//   the single warpgroup's three CTAs an SM win (one wave, where two an SM take two). From a
+//   tune on table_scene_lms400 at 5 mm (13-18 pairs an output; docs/benchmarks.md "Dense levels
+//   leave the two-warpgroup tile"): 64 -> 64 at 352 tiles 1.28x, 128 -> 128 and 192 -> 128 at
+//   368 tiles 1.10x and 1.05x for 64x64x64_s4_wg against this tile; level (1.01x) at 10.6
+//   pairs and 333 tiles (the synthetic CenterPoint c3 blocks); below 264 tiles this tile still
+//   won or tied at 13-19 pairs an output.
+bool prefers_wg2(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out,
+                 int64_t K)
 {
     if (n_out <= 0 || c_in < 32) return false;
     const int64_t tiles = (n_out + 63) / 64 * ((c_out + 63) / 64);
@@ -517,6 +526,7 @@ bool prefers_wg2(vc_map_type type, int64_t n_out, int64_t c_in, int64_t c_out, i
         return (type == VC_MAP_DOWNSAMPLE || type == VC_MAP_STRIDED) && c_in <= 128 &&
                c_out >= 32 && c_out <= 128 && tiles <= 240;
     if (K < 27) return false;
+    if (n_pairs >= 10 * n_out && tiles > 300) return false;
     if (c_out > 160)
         return c_in >= 128 && c_in <= 384 && c_out <= 256 && tiles >= 250 && tiles <= 450;
     if (c_in > 192 || c_out < 64) return false;
@@ -534,7 +544,7 @@ void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t 
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
     const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
     const char *warp = dense ? NULL : warp_first(n_out, n_pairs, c_in, c_out, K);
-    const bool wg2 = !dense && prefers_wg2(type, n_out, c_in, c_out, K);
+    const bool wg2 = !dense && prefers_wg2(type, n_out, n_pairs, c_in, c_out, K);
     const bool wg64 = !dense && prefers_wg64(n_out, n_pairs, c_in, c_out, K);
     const int32_t first = warp   ? config_index(dt, warp)
                           : wg2  ? config_index(dt, "64x64x64_s3_wg2")
