@@ -391,11 +391,17 @@ int scene_scan_arg(const char *arg, char *path, size_t cap, float size[3])
     memcpy(path, arg, len);
     path[len] = 0;
     if (!at) return 0;
+    // one size or three, and nothing after them (%n: the characters the numbers took)
     double v[3];
-    char tail;
-    const int k = sscanf(at + 1, "%lf,%lf,%lf%c", &v[0], &v[1], &v[2], &tail);
-    if (k == 1) v[1] = v[2] = v[0];
-    if (k != 1 && k != 3) return -1;
+    int used = -1;
+    if (sscanf(at + 1, "%lf%n", &v[0], &used) == 1 && at[1 + used] == 0) {
+        v[1] = v[2] = v[0];
+    } else {
+        used = -1;
+        if (sscanf(at + 1, "%lf,%lf,%lf%n", &v[0], &v[1], &v[2], &used) != 3 || used < 0 ||
+            at[1 + used] != 0)
+            return -1;
+    }
     for (int a = 0; a < 3; a++) {
         if (!(v[a] > 0.0 && v[a] < 1e6)) return -1;
         size[a] = (float)v[a];

@@ -116,9 +116,9 @@ void scene_lidar_boxes_grid(vc_rng *rng, int frame, int steps, const scene_grid 
 /* Bounding box of a cloud's finite x, y, z. */
 void scene_cloud_bounds(const vc_cloud *c, float mn[3], float mx[3]);
 
-/* A scan argument "path[@size]" (size "s" or "sx,sy,sz" in metres, each positive): the path into
- * path[cap] and the voxel size into size (0.05, 0.05, 0.1 without one). 0, or -1 when the size
- * does not parse or the path does not fit. */
+/* A scan argument "path[@size]" (size "s" or "sx,sy,sz" in metres, each positive; the last @
+ * starts it): the path into path[cap] and the voxel size into size (0.05, 0.05, 0.1 without one).
+ * 0, or -1 when the size does not parse, has anything after it, or the path does not fit. */
 int scene_scan_arg(const char *arg, char *path, size_t cap, float size[3]);
 
 /* The cloud voxelized on the host (vc_voxelize_cpu) at `size` (NULL: 0.05 x 0.05 x 0.1 m) over

@@ -224,6 +224,26 @@ static void test_bench_pieces(vc_context *ctx)
     vc_tensor_destroy(t);
 }
 
+/* The benchmark programs' scan argument "path[@size]" (synth/scenes.h: scene_scan_arg): the
+ * default size, one size, three, the last @ taken; refused: anything after the size, two sizes,
+ * sizes not positive, a path past the buffer. */
+static void test_scan_arg(void)
+{
+    char path[16];
+    float v[3];
+    CHECK(scene_scan_arg("a.bin", path, sizeof path, v) == 0 && !strcmp(path, "a.bin"));
+    CHECK(v[0] == 0.05f && v[1] == 0.05f && v[2] == 0.1f);
+    CHECK(scene_scan_arg("b@c.pcd@0.02", path, sizeof path, v) == 0 && !strcmp(path, "b@c.pcd"));
+    CHECK(v[0] == 0.02f && v[1] == 0.02f && v[2] == 0.02f);
+    CHECK(scene_scan_arg("d.pcd@0.1,0.2,0.3", path, sizeof path, v) == 0);
+    CHECK(v[0] == 0.1f && v[1] == 0.2f && v[2] == 0.3f);
+    static const char *bad[] = {"e@",       "e@0.02x",     "e@0.02,abc", "e@0.1,0.2",
+                                "e@1,2,3,", "e@1,2,3x",    "e@0",        "e@-0.1",
+                                "e@nan",    "e@1,1,-1",    "a_path_of_16_chars@0.1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(scene_scan_arg(bad[i], path, sizeof path, v) == -1, "%s accepted", bad[i]);
+}
+
 int main(void)
 {
     vc_context *ctx = cpu_context();
@@ -232,6 +252,7 @@ int main(void)
     test_sizes_and_points(ctx);
     test_bad_desc(ctx);
     test_bench_pieces(ctx);
+    test_scan_arg();
     CHECK(vc_context_destroy(ctx) == VC_OK);
     TEST_END();
 }
