@@ -144,7 +144,7 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
      true, false, vcg::kClusterWg<T, BM, TG>, false, TG},
 // the dense kernel: 64-row tiles, BN columns, 128-byte k blocks; "stages" and "warps" report
 // its most stages and its warps (one producer and VC_GEMM_DENSE_CONSUMERS(BN) consumer
-// warpgroups: 16 or 12)
+// warpgroups: 20, 16 or 12)
 #define DENSE_TMA(name, T, dt, math, BN)                                                       \
     {{#name, 64, BN, 128 / (int)sizeof(T), VC_GEMM_DENSE_MAX_STAGES,                           \
       4 * (1 + VC_GEMM_DENSE_CONSUMERS(BN)), dt, math},                                        \
@@ -366,7 +366,7 @@ int pick_wg(const vc_gemm_args *a)
 // n > 32 and rows of 128 bytes or more, k >= 64) and at least a 64-row tile per SM, or -1: the W
 // slice width that needs the fewest slices (each slice reads A again, from L2 when the slices'
 // CTAs run the same rows together), then the narrowest. From tunes of every configuration on
-// the suite's shapes (docs/benchmarks.md, "Tensor-core GEMM against cuBLAS"): with three
+// the suite's shapes (docs/benchmarks.md, "Tensor-core GEMM against cuBLAS"): with three or four
 // consumer warpgroups the dense kernel is the fastest from n = 48 at k = 64 (16-bit); at
 // k = n = 32 (rows of 64 bytes, half of each 128-byte TMA box zero-filled) the mma.sync tiles
 // are.
@@ -380,11 +380,15 @@ int pick_dense(const vc_gemm_args *a)
         return -1;
     int sms = 132;
     if (sm_count(&sms) != cudaSuccess || a->m < 64 * (int64_t)sms) return -1;
+    // The four-consumer slices (64 and 96 columns) only up to 64 tiles of 64 rows an SM: faster
+    // than the 128-column slice from 100k to 500k rows, slower at 1M (memory-bound there).
+    const bool many = (a->m + 63) / 64 > 64 * (int64_t)sms;
     int best = -1, best_slices = 0;
     char why[8];
     for (int i = 0; i < kTableSize; i++) {
         const Entry &e = kTable[i];
         if (!e.dense || e.cfg.ab_dtype != a->ab_dtype || !fits(e, a, why, sizeof why)) continue;
+        if (VC_GEMM_DENSE_CONSUMERS(e.cfg.tile_n) == 4 && many) continue;
         const int slices = (a->n_cols + e.cfg.tile_n - 1) / e.cfg.tile_n;
         if (best < 0 || slices < best_slices ||
             (slices == best_slices && e.cfg.tile_n < kTable[best].cfg.tile_n))

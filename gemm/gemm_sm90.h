@@ -35,14 +35,18 @@
  * rows, masks or tap split, taps = 1 - with k * sizeof(T) a multiple of 16 and A, W 16-byte
  * aligned. A CTA holds a BN-column slice of W in shared memory for its whole life (loaded once by
  * the TMA unit) and streams 64-row tiles of A through a ring of TMA stages (rows of 128 bytes,
- * the 128-byte swizzle); one producer warp issues the copies, two or three consumer warpgroups
+ * the 128-byte swizzle); one producer warp issues the copies, two to four consumer warpgroups
  * (VC_GEMM_DENSE_CONSUMERS) take the tiles in turn (wgmma m64nBN, fp32 accumulators) and run the
  * epilogue through a small shared-memory staging area, so one warpgroup's epilogue overlaps the
  * others' MMAs and the copies never wait for any. X(name, element type, dtype, math, BN). */
 #define VC_GEMM_SM90_DENSE_CONFIGS(X)                                                          \
+    X(f16_dense_64x64_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64)                      \
+    X(f16_dense_64x96_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 96)                      \
     X(f16_dense_64x128_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128)                    \
     X(f16_dense_64x192_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 192)                    \
     X(f16_dense_64x256_tma, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 256)                    \
+    X(bf16_dense_64x64_tma, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64)             \
+    X(bf16_dense_64x96_tma, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 96)             \
     X(bf16_dense_64x128_tma, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128)           \
     X(bf16_dense_64x192_tma, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 192)           \
     X(bf16_dense_64x256_tma, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 256)           \
@@ -59,10 +63,11 @@
 #define VC_GEMM_DENSE_MAX_STAGES 16
 #define VC_GEMM_DENSE_MIN_STAGES 3
 
-/* Consumer warpgroups of the dense kernel with a W slice of bn columns: three up to 192 columns
- * (each consumer's epilogue, latency-bound, overlaps the other two's MMAs), two for 256 (its
- * 128 accumulators a thread need the registers that two consumers leave). */
-#define VC_GEMM_DENSE_CONSUMERS(bn) ((bn) <= 192 ? 3 : 2)
+/* Consumer warpgroups of the dense kernel with a W slice of bn columns: four up to 96 columns,
+ * three up to 192 (each consumer's epilogue, latency-bound, overlaps the others' MMAs), two for
+ * 256 (its 128 accumulators a thread need the registers that two consumers leave): a consumer
+ * holds bn / 2 accumulators, and with four the launch leaves it 104 registers (gemm_sm90.cu). */
+#define VC_GEMM_DENSE_CONSUMERS(bn) ((bn) <= 96 ? 4 : (bn) <= 192 ? 3 : 2)
 
 /* The 128-byte k blocks of k elements of es bytes. */
 static inline int64_t vc_gemm_dense_kblocks(int es, int64_t k) { return (k * es + 127) / 128; }

@@ -77,6 +77,8 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
     VC_WG_D1(d, j), VC_WG_D1(d, j + 1), VC_WG_D1(d, j + 2), VC_WG_D1(d, j + 3),               \
         VC_WG_D1(d, j + 4), VC_WG_D1(d, j + 5), VC_WG_D1(d, j + 6), VC_WG_D1(d, j + 7)
 #define VC_WG_OUT64(d) VC_WG_D8(d, 0)
+#define VC_WG_OUT96(d)                                                                         \
+    VC_WG_D8(d, 0), VC_WG_D1(d, 8), VC_WG_D1(d, 9), VC_WG_D1(d, 10), VC_WG_D1(d, 11)
 #define VC_WG_OUT128(d) VC_WG_D8(d, 0), VC_WG_D8(d, 8)
 #define VC_WG_OUT192(d) VC_WG_OUT128(d), VC_WG_D8(d, 16)
 #define VC_WG_OUT256(d) VC_WG_OUT128(d), VC_WG_D8(d, 16), VC_WG_D8(d, 24)
@@ -91,10 +93,13 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
 #define VC_WG_R0_31 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20," \
     "%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
 #define VC_WG_REGS64 "{" VC_WG_R0_31 "}, %32, %33"
+#define VC_WG_REGS96                                                                           \
+    "{" VC_WG_R0_31 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, %48, %49"
 #define VC_WG_REGS128 "{" VC_WG_R0 "}, %64, %65"
 #define VC_WG_REGS192 "{" VC_WG_R0 "," VC_WG_R64 "}, %96, %97"
 #define VC_WG_REGS256 "{" VC_WG_R0 "," VC_WG_R64 "," VC_WG_R96 "}, %128, %129"
 #define VC_WG_FLAG64 "%34"
+#define VC_WG_FLAG96 "%50"
 #define VC_WG_FLAG128 "%66"
 #define VC_WG_FLAG192 "%98"
 #define VC_WG_FLAG256 "%130"
@@ -116,6 +121,7 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
              ", 1, 1, 0, 0")                                                                   \
     VC_WG_OP(float, N, "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32", ", 1, 1")
 VC_WG_OPS(64)
+VC_WG_OPS(96)
 VC_WG_OPS(128)
 VC_WG_OPS(192)
 VC_WG_OPS(256)
@@ -124,11 +130,13 @@ VC_WG_OPS(256)
 #undef VC_WG_OP
 #undef VC_WG_STR
 #undef VC_WG_REGS64
+#undef VC_WG_REGS96
 #undef VC_WG_R0_31
 #undef VC_WG_REGS128
 #undef VC_WG_REGS192
 #undef VC_WG_REGS256
 #undef VC_WG_FLAG64
+#undef VC_WG_FLAG96
 #undef VC_WG_FLAG128
 #undef VC_WG_FLAG192
 #undef VC_WG_FLAG256
@@ -136,6 +144,7 @@ VC_WG_OPS(256)
 #undef VC_WG_R64
 #undef VC_WG_R96
 #undef VC_WG_OUT64
+#undef VC_WG_OUT96
 #undef VC_WG_OUT128
 #undef VC_WG_OUT192
 #undef VC_WG_OUT256
