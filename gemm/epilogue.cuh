@@ -1,6 +1,7 @@
 // gemm/epilogue.cuh - the fused epilogue of every GEMM kernel: element access by run-time dtype
 // and the epilogue of two or eight adjacent outputs of a row (accumulate, bias, residual,
-// activation, conversion to C's dtype).
+// activation, conversion to C's dtype); the direct epilogue of a warp's wgmma fragments where
+// only bias and activation apply.
 #ifndef VC_GEMM_EPILOGUE_CUH
 #define VC_GEMM_EPILOGUE_CUH
 
@@ -8,6 +9,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "gemm/params.cuh"
 
@@ -190,6 +193,85 @@ __device__ __forceinline__ void epilogue8(const Params &p, int64_t r, int n, flo
         if (p.bias) x += p.bias[n + e];
         if (p.residual) x += load_any(p.residual, p.res_dtype, at + e);
         store_any(p.c, p.c_dtype, at + e, activate(p, x));
+    }
+}
+
+// ---- the direct epilogue of a warp's 16 wgmma rows -------------------------------------------
+//
+// Where C is of the inputs' 16-bit type T and only the bias and the activation apply (no
+// accumulate, no residual; p.vec8: n_cols % 8 == 0, C and the bias 16-byte aligned): the bias and
+// the activation are applied to the fragments in registers, the values converted to T and staged
+// 64 columns at a time (16 rows of 128 bytes padded to kDirectLd words: the stores and the
+// 16-byte reads are free of bank conflicts), then stored as 16-byte chunks of a row, four a lane,
+// independent of each other. The general path stages fp32 and runs each 8 columns through
+// epilogue8's run-time dtype branches. The same operations in the same order as epilogue8: the
+// same bits.
+
+constexpr int kDirectLd = 36; // 32-bit words a staged row: 64 columns of T and 16 bytes
+
+// The GEMM dtype of T, as Params.c_dtype names it.
+template <typename T> __host__ __device__ constexpr int gemm_dtype_of()
+{
+    return sizeof(T) == 4 ? VC_GEMM_F32
+                          : std::is_same<T, __half>::value ? VC_GEMM_F16 : VC_GEMM_BF16;
+}
+
+// Whether the direct epilogue applies to p (T 16-bit).
+template <typename T> __device__ __forceinline__ bool direct_epilogue_ok(const Params &p)
+{
+    return sizeof(T) == 2 && p.c_dtype == gemm_dtype_of<T>() && !p.accumulate && !p.residual &&
+           p.vec8;
+}
+
+// Two fp32 values rounded to nearest into a 32-bit word of two T (16-bit), as store_any8 does.
+template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y)
+{
+    if constexpr (std::is_same<T, __half>::value) {
+        __half2 h = __floats2half2_rn(x, y);
+        return *reinterpret_cast<uint32_t *>(&h);
+    } else {
+        __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+}
+
+// Fragment f of acc: columns n0 + 8 f + 2 q (+1) of the warp's rows g and g + 8 (g = lane / 4,
+// q = lane % 4). slab: the warp's staging, 16 x kDirectLd words. row_of(row): the output row of
+// the warp's row (0..15), or -1 for none.
+template <typename T, int NF, typename RowOf>
+__device__ __forceinline__ void epilogue_direct(const Params &p, const float (&acc)[NF][4],
+                                                float *slab, int n0, int g, int q, int lane,
+                                                RowOf row_of)
+{
+    uint32_t *st = reinterpret_cast<uint32_t *>(slab);
+#pragma unroll
+    for (int cc = 0; cc < (NF + 7) / 8; cc++) {
+        if (n0 + 64 * cc >= p.n_cols) break;
+#pragma unroll
+        for (int f = 0; f < 8; f++) {
+            const int fi = 8 * cc + f;
+            if (fi >= NF) break;
+            float v0 = acc[fi][0], v1 = acc[fi][1], v2 = acc[fi][2], v3 = acc[fi][3];
+            const int n = n0 + 8 * fi + 2 * q;
+            if (p.bias && n < p.n_cols) {
+                const float2 b = *reinterpret_cast<const float2 *>(p.bias + n);
+                v0 += b.x, v1 += b.y, v2 += b.x, v3 += b.y;
+            }
+            st[g * kDirectLd + 4 * f + q] = pack2<T>(activate(p, v0), activate(p, v1));
+            st[(g + 8) * kDirectLd + 4 * f + q] = pack2<T>(activate(p, v2), activate(p, v3));
+        }
+        __syncwarp();
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int c = lane + 32 * u, row = c >> 3, ch = c & 7;
+            const int n = n0 + 64 * cc + 8 * ch;
+            if (8 * cc + ch >= NF || n >= p.n_cols) continue;
+            const int64_t r = row_of(row);
+            if (r < 0) continue;
+            const uint4 v = *reinterpret_cast<const uint4 *>(st + row * kDirectLd + 4 * ch);
+            *reinterpret_cast<uint4 *>(static_cast<T *>(p.c) + r * p.n_cols + n) = v;
+        }
+        __syncwarp();
     }
 }
 

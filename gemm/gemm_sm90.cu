@@ -86,74 +86,6 @@ __device__ __forceinline__ void round_tf32_smem(uint32_t at)
     }
 }
 
-// The GEMM dtype of T, as Params.c_dtype names it.
-template <typename T> __host__ __device__ constexpr int gemm_dtype_of()
-{
-    return sizeof(T) == 4 ? VC_GEMM_F32
-                          : std::is_same<T, __half>::value ? VC_GEMM_F16 : VC_GEMM_BF16;
-}
-
-// Two fp32 values rounded to nearest into a 32-bit word of two T (16-bit), as store_any8 does.
-template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y)
-{
-    if constexpr (std::is_same<T, __half>::value) {
-        __half2 h = __floats2half2_rn(x, y);
-        return *reinterpret_cast<uint32_t *>(&h);
-    } else {
-        __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-}
-
-// A consumer warp's epilogue where C is of the inputs' 16-bit type and only the bias and the
-// activation apply (no accumulate, no residual; p.vec8: n_cols % 8 == 0, C and the bias 16-byte
-// aligned). The bias and the activation are applied to the fragments in registers, the values
-// converted to T and staged 64 columns at a time (16 rows of 128 bytes, padded to the staging's
-// VC_GEMM_DENSE_EPI_LD words: the stores and the 16-byte reads are free of bank conflicts), then
-// stored as 16-byte chunks of a row, four a lane, independent of each other. The general path
-// in the kernel stages fp32, 32 columns at a time, and runs each 8 columns through epilogue8's
-// chain of run-time dtype branches. The same operations in the same order as epilogue8: the
-// same bits.
-template <typename T, int BN>
-__device__ __forceinline__ void dense_store_t(const Params &p, const float (&acc)[BN / 8][4],
-                                              float *slab, int64_t row0, int n0, int g4, int q,
-                                              int lane)
-{
-    constexpr int LDW = VC_GEMM_DENSE_EPI_LD;
-    static_assert(LDW * 4 >= 64 * 2 + 16 && LDW % 8 == 4, "64 columns of T a staged row");
-    uint32_t *st = reinterpret_cast<uint32_t *>(slab);
-#pragma unroll
-    for (int cc = 0; cc < (BN + 63) / 64; cc++) {
-        if (n0 + 64 * cc >= p.n_cols) break;
-#pragma unroll
-        for (int f = 0; f < 8; f++) {
-            const int fi = 8 * cc + f;
-            if (fi >= BN / 8) break;
-            float v0 = acc[fi][0], v1 = acc[fi][1], v2 = acc[fi][2], v3 = acc[fi][3];
-            const int n = n0 + 8 * fi + 2 * q;
-            if (p.bias && n < p.n_cols) {
-                const float2 b = *reinterpret_cast<const float2 *>(p.bias + n);
-                v0 += b.x, v1 += b.y, v2 += b.x, v3 += b.y;
-            }
-            st[g4 * LDW + 4 * f + q] = pack2<T>(activate(p, v0), activate(p, v1));
-            st[(g4 + 8) * LDW + 4 * f + q] = pack2<T>(activate(p, v2), activate(p, v3));
-        }
-        __syncwarp();
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const int c = lane + 32 * u, row = c >> 3, ch = c & 7;
-            const int64_t i = row0 + row;
-            const int n = n0 + 64 * cc + 8 * ch;
-            if (8 * cc + ch >= BN / 8 || i >= p.m || n >= p.n_cols) continue;
-            const int64_t r = p.row_map ? (int64_t)p.row_map[i] : i;
-            if (r < 0) continue;
-            const uint4 v = *reinterpret_cast<const uint4 *>(st + row * LDW + 4 * ch);
-            *reinterpret_cast<uint4 *>(static_cast<T *>(p.c) + r * p.n_cols + n) = v;
-        }
-        __syncwarp();
-    }
-}
-
 template <typename T, int BN, int NC = VC_GEMM_DENSE_CONSUMERS(BN)>
 __global__ void __launch_bounds__(dense_threads(NC), 1)
     dense_tma_kernel(const __grid_constant__ CUtensorMap tm_a,
@@ -217,11 +149,10 @@ __global__ void __launch_bounds__(dense_threads(NC), 1)
     static_assert(kConsumerRegs >= BN / 2 + 56, "a consumer's accumulators and addresses");
     setmaxnreg_inc<kConsumerRegs>();
     const int c = wg - 1, ctid = tid & 127;
-    // The direct epilogue (dense_store_t) on slices of 192 columns and more, where it measured
+    // The direct epilogue (epilogue.cuh) on slices of 192 columns and more, where it measured
     // faster; on the narrower ones it was level or slower (docs/benchmarks.md).
     constexpr bool kDirect = sizeof(T) == 2 && BN >= 192;
-    const bool direct = kDirect && p.c_dtype == gemm_dtype_of<T>() && !p.accumulate &&
-                        !p.residual && p.vec8;
+    const bool direct = kDirect && direct_epilogue_ok<T>(p);
     const int warp = ctid >> 5, lane = tid & 31;
     float *slab = reinterpret_cast<float *>(smem + (s_a + stages * STAGE - smem_addr(smem))) +
                   (tid - 128) / 32 * 16 * LD;
@@ -284,7 +215,12 @@ __global__ void __launch_bounds__(dense_threads(NC), 1)
         const int64_t row0 = tile * 64 + warp * 16;
         const int g4 = lane >> 2, q = lane & 3;
         if (direct) {
-            dense_store_t<T, BN>(p, acc, slab, row0, n0, g4, q, lane);
+            static_assert(LD == kDirectLd, "the direct epilogue's staging rows");
+            epilogue_direct<T, BN / 8>(p, acc, slab, n0, g4, q, lane, [&](int row) -> int64_t {
+                const int64_t i = row0 + row;
+                if (i >= p.m) return -1;
+                return p.row_map ? (int64_t)p.row_map[i] : i;
+            });
             continue;
         }
         // The general case: staged 32 columns (4 fragments) at a time as fp32, each 8 columns

@@ -681,7 +681,21 @@ __global__ void __launch_bounds__(WM *WN * 32 * TG, MINB > 1 ? MINB : 0)
             cp_async_wait<0>();
             __syncthreads();
         }
-        {
+        // 16-bit wgmma tiles of 128 columns or more where only bias and activation apply: the
+        // direct epilogue (epilogue.cuh), from the fragments, staged as T. On the 64-column
+        // tiles it measured slower (docs/benchmarks.md), and those keep the general path.
+        bool direct = false;
+        if constexpr (WG && sizeof(T) == 2 && !cl && BN >= 128) {
+            direct = direct_epilogue_ok<T>(p);
+            if (direct) {
+                static_assert(C::EPI_LD == kDirectLd && C::MI == 1 && WN == 1, "wgmma staging");
+                const int64_t *ro = row_out[c_slot] + wm0;
+                epilogue_direct<T, C::NI>(p, acc[0], stage + swarp * 16 * C::EPI_LD,
+                                          (int)(c_tile % p.n_tiles) * BN, lane >> 2, lane & 3,
+                                          lane, [&](int row) -> int64_t { return ro[row]; });
+            }
+        }
+        if (!direct) {
             const int g = lane >> 2, q = lane & 3;
             const int n0 = (int)(c_tile % p.n_tiles) * BN;
             const int ld = cl ? C::RED_LD : C::EPI_LD;
