@@ -58,7 +58,7 @@ VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DEFINE)
 __host__ __device__ constexpr int dense_threads(int nc) { return 128 * (1 + nc); }
 // Registers a thread of a dense CTA starts with: what __launch_bounds__(threads, 1) allows,
 // rounded down to a multiple of 8 (the kernels' REG count: 168 with two consumers, 128 with
-// three), which ptxas gives a kernel that uses setmaxnreg.
+// three, 96 with four), which ptxas gives a kernel that uses setmaxnreg.
 __host__ __device__ constexpr int dense_launch_regs(int nc)
 {
     return 65536 / dense_threads(nc) / 8 * 8;
