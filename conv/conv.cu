@@ -364,7 +364,9 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
 // narrow k3 layers (c_in <= 16, or c_in and c_out <= 32) with few tiles take a warp tile whose 2
 // or 4 warps share each tile's taps first (warp_first), and the k3 layers of 64-256 columns with
 // a few hundred tiles (not on dense levels of over 300) and the small k2 downsamples the wgmma
-// tile whose two warpgroups share them (prefers_wg2). fp32 features keep gemm/'s choice.
+// tile whose two warpgroups share them (prefers_wg2); the mid-size k3 layers to 96 channels
+// take the wgmma 64x96 tile (wg96_first), and the sparser mid-size 32 -> 32 k3 levels the
+// wgmma 64x32 tile of two tap sets (wg32_first). fp32 features keep gemm/'s choice.
 // Below a device's worth of tiles each layer also gets a tap split (tap_splits).
 
 // What the rules test of a layer (one bit each).
@@ -476,6 +478,34 @@ bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, i
     return sparse || to96;
 }
 
+// The wgmma 64x96 tile a k3 layer to 96 channels takes before its row's tiles, or NULL: under 50k
+// outputs, from 10k outputs at c_in 96, 16k at c_in 64 and 25k at c_in 128 or more (64 deep
+// where c_in is a multiple of 64 from 128, else 32 deep). The tiles it replaces run the 96
+// columns as two 64-column tiles (A gathered twice, twice the CTAs) or as a 128-column one (a
+// quarter of the MMAs and of W's copies wasted, twice the rows ORing their masks). From
+// bench_conv --tune on the four suites and five scenes (docs/benchmarks.md "A 96-column wgmma
+// tile"): 1.06-1.27x on the k3 layers of 18-42k outputs; it lost on fewer outputs at c_in 64
+// and 128 (the 64-column tiles' CTAs fill the device better there), at 100k outputs and more
+// (the 128-row tile reads W half as often), and on the k1 and inverse maps.
+const char *wg96_first(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
+{
+    if (K < 27 || c_out != 96 || c_in < 64 || n_out >= 50000) return NULL;
+    if (n_out < (c_in == 96 ? 10000 : c_in < 128 ? 16000 : 25000)) return NULL;
+    return c_in >= 128 && c_in % 64 == 0 ? "64x96x64_s3_wg" : "64x96x32_s6_wg";
+}
+
+// The wgmma 64x32 tile whose two warpgroups divide each tile's taps (64x32x32_s4_wg2), for a
+// k3 32 -> 32 layer of 15k to 45k outputs with fewer than 9 pairs an output, before its row's
+// tiles and the warp tiles. Such a level is its heaviest tiles' chains of taps, which the two
+// sets halve, and has the rows to keep three such CTAs an SM busy. From bench_conv --tune on
+// the four suites and five scenes (docs/benchmarks.md "A 96-column wgmma tile"): 1.02-1.14x on
+// those layers, level on one; it lost at 9.7 pairs an output and more, and under 15k outputs.
+const char *wg32_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
+{
+    if (K < 27 || c_in != 32 || c_out != 32 || n_out < 15000 || n_out >= 45000) return NULL;
+    return n_pairs < 9 * n_out ? "64x32x32_s4_wg2" : NULL;
+}
+
 // The warp tile a k3 layer of c_in <= 16 (c_out <= 64) or of c_in <= 32 (c_out <= 32) takes
 // before its row's tiles, or NULL: the one whose S warps a tile divide its taps
 // (gemm/warp_tile.cuh). Such a layer's time is its heaviest tile's chain of taps (a scan's
@@ -535,29 +565,38 @@ bool prefers_wg2(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
 
 // The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
 // -1 (gemm/'s pick) in the slots left; all -1 for fp32 features. warp_first, or else
-// prefers_wg2, or else prefers_wg64, puts its tile first (where it is compiled in and the row
-// does not already list it).
+// prefers_wg2, or else wg96_first, or else prefers_wg64, puts its tile first, and wg32_first
+// its tile before that one (each where it is compiled in, once).
 void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
                       int64_t c_out, int64_t K, bool dense, vc_dtype dt, int32_t out[4])
 {
     out[0] = out[1] = out[2] = out[3] = -1;
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
     const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
+    const char *wg32 = dense ? NULL : wg32_first(n_out, n_pairs, c_in, c_out, K);
     const char *warp = dense ? NULL : warp_first(n_out, n_pairs, c_in, c_out, K);
     const bool wg2 = !dense && prefers_wg2(type, n_out, n_pairs, c_in, c_out, K);
+    const char *wg96 = dense ? NULL : wg96_first(n_out, c_in, c_out, K);
     const bool wg64 = !dense && prefers_wg64(n_out, n_pairs, c_in, c_out, K);
-    const int32_t first = warp   ? config_index(dt, warp)
-                          : wg2  ? config_index(dt, "64x64x64_s3_wg2")
-                          : wg64 ? config_index(dt, "64x64x64_s4_wg")
-                                 : -1;
+    // wg32's tile (wgmma: Hopper only) goes before the one the other rules name, which stays
+    // next for the devices without it.
+    const int32_t lead[2] = {wg32 ? config_index(dt, wg32) : -1,
+                             warp   ? config_index(dt, warp)
+                             : wg2  ? config_index(dt, "64x64x64_s3_wg2")
+                             : wg96 ? config_index(dt, wg96)
+                             : wg64 ? config_index(dt, "64x64x64_s4_wg")
+                                    : -1};
     for (const TileRow &row : kTileRows) {
         if ((f & row.when) != row.when) continue;
         int k = 0;
-        if (first >= 0) out[k++] = first;
-        for (int j = 0; j < 4 && row.tiles[j] && k < 4; j++) {
-            const int32_t i = config_index(dt, row.tiles[j]);
-            if (i >= 0 && i != first) out[k++] = i;
-        }
+        const auto put = [&](int32_t i) {
+            for (int j = 0; j < k; j++)
+                if (out[j] == i) return;
+            if (i >= 0 && k < 4) out[k++] = i;
+        };
+        put(lead[0]);
+        put(lead[1]);
+        for (int j = 0; j < 4 && row.tiles[j]; j++) put(config_index(dt, row.tiles[j]));
         return;
     }
 }

@@ -15,12 +15,19 @@
  * n = 256; 64x64x64 (one warpgroup, rows of 128 bytes, 3 CTAs an SM) is the implicit
  * convolution's tile for the mid-size k3 layers of 64-256 channels (conv/conv.cu); its _wg2 form
  * (two warpgroups, each its own ring of the stages, dividing the tile's taps: gemm/mainloop.cuh's
- * TG) is for the small scans, where a layer lasts as long as its heaviest tile's chain of taps. */
+ * TG) is for the small scans, where a layer lasts as long as its heaviest tile's chain of taps;
+ * 64x96 (64 deep for c_in a multiple of 64 from 128, else 32 deep with 6 stages; three CTAs an
+ * SM) is for the mid-size k3 layers to 96 channels, which 64-column tiles compute as two column
+ * tiles (A gathered twice) and 128-column ones with a quarter of the MMAs and W wasted; 64x32x32
+ * with two tap sets (three CTAs an SM) for the sparser mid-size 32 -> 32 k3 levels. */
 #define VC_GEMM_SM90_CONFIGS(X)                                                                 \
     X(f16_128x128x32_s5_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 5, 1)      \
     X(f16_64x64x64_s4_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 4, 1)          \
     X(f16_64x64x64_s3_wg2, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 3, 2)         \
     X(f16_128x256x64_s3_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 256, 64, 3, 1)      \
+    X(f16_64x96x64_s3_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 96, 64, 3, 1)          \
+    X(f16_64x96x32_s6_wg, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 96, 32, 6, 1)          \
+    X(f16_64x32x32_s4_wg2, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 4, 2)         \
     X(bf16_128x128x32_s5_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT,                 \
       128, 128, 32, 5, 1)                                                                       \
     X(bf16_64x64x64_s4_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 64, 64, 4, 1) \
@@ -28,6 +35,9 @@
       64, 64, 64, 3, 2)                                                                         \
     X(bf16_128x256x64_s3_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT,                 \
       128, 256, 64, 3, 1)                                                                       \
+    X(bf16_64x96x64_s3_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 96, 64, 3, 1) \
+    X(bf16_64x96x32_s6_wg, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 96, 32, 6, 1) \
+    X(bf16_64x32x32_s4_wg2, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 32, 32, 4, 2) \
     X(tf32_128x128x16_s5_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 128, 16, 5, 1)         \
     X(tf32_128x256x32_s3_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 256, 32, 3, 1)
 

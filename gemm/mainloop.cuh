@@ -78,8 +78,9 @@ struct MmaCfg {
     static_assert(STAGES >= 2, "two stages at least");
     static_assert(EPI_COLS % 16 == 0, "the staged epilogue reads 8-column chunks, 32 a warp");
     static_assert(!WG || ((ROWB == 128 || ROWB == 64) && WN == 1 && WM * 16 == BM &&
-                          BM % 64 == 0 && LB == 16 && (BN == 64 || BN == 128 || BN == 256)),
-                  "wgmma tiles: 64/128-byte rows, one warpgroup per 64 rows, N of 64, 128 or 256");
+                          BM % 64 == 0 && LB == 16 &&
+                          (BN == 32 || BN == 64 || BN == 96 || BN == 128 || BN == 256)),
+                  "wgmma tiles: 64/128-byte rows, one warpgroup per 64 rows, N of 32-256");
     // A tap set's sums wait for set 0 in the set's own ring: THREADS x MI x NI x 4 floats.
     static_assert(TG == 1 || (WG && TG <= 4 && MI * NI * 16 * THREADS <= STAGES * STAGE_BYTES),
                   "tap sets: wgmma tiles whose accumulators fit a ring");

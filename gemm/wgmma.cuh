@@ -2,8 +2,8 @@
 // gemm/mainloop.cuh: the shared-memory matrix descriptor of a K-major tile stored with the
 // 128-byte swizzle (rows of 128 bytes, 16-byte unit u of row r at unit u ^ (r % 8): the layout
 // swz<8, 1> of mainloop.cuh writes) or the 64-byte one (rows of 64 bytes, u ^ (r / 2 % 4):
-// swz<4, 2>), the fences, and m64nNk16 (fp16, bf16) / m64nNk8 (tf32) for N = 64, 128, 192 and
-// 256 with fp32 accumulators; and for the dense kernel of gemm/gemm_sm90.cu, the
+// swz<4, 2>), the fences, and m64nNk16 (fp16, bf16) / m64nNk8 (tf32) for N = 32, 64, 96, 128,
+// 192 and 256 with fp32 accumulators; and for the dense kernel of gemm/gemm_sm90.cu, the
 // tensor-memory-access (TMA) copy, mbarriers and setmaxnreg (named barriers: ptx_sm80.cuh). The
 // instructions assemble for sm_90a only: they are used by gemm/gemm_sm90.cu, the one file
 // built for that target.
@@ -76,6 +76,7 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
 #define VC_WG_D8(d, j)                                                                         \
     VC_WG_D1(d, j), VC_WG_D1(d, j + 1), VC_WG_D1(d, j + 2), VC_WG_D1(d, j + 3),               \
         VC_WG_D1(d, j + 4), VC_WG_D1(d, j + 5), VC_WG_D1(d, j + 6), VC_WG_D1(d, j + 7)
+#define VC_WG_OUT32(d) VC_WG_D1(d, 0), VC_WG_D1(d, 1), VC_WG_D1(d, 2), VC_WG_D1(d, 3)
 #define VC_WG_OUT64(d) VC_WG_D8(d, 0)
 #define VC_WG_OUT96(d)                                                                         \
     VC_WG_D8(d, 0), VC_WG_D1(d, 8), VC_WG_D1(d, 9), VC_WG_D1(d, 10), VC_WG_D1(d, 11)
@@ -92,12 +93,14 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
 // "{accumulators}, descA, descB" and the operand number of the scale-d flag, per N.
 #define VC_WG_R0_31 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20," \
     "%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define VC_WG_REGS32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17"
 #define VC_WG_REGS64 "{" VC_WG_R0_31 "}, %32, %33"
 #define VC_WG_REGS96                                                                           \
     "{" VC_WG_R0_31 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, %48, %49"
 #define VC_WG_REGS128 "{" VC_WG_R0 "}, %64, %65"
 #define VC_WG_REGS192 "{" VC_WG_R0 "," VC_WG_R64 "}, %96, %97"
 #define VC_WG_REGS256 "{" VC_WG_R0 "," VC_WG_R64 "," VC_WG_R96 "}, %128, %129"
+#define VC_WG_FLAG32 "%18"
 #define VC_WG_FLAG64 "%34"
 #define VC_WG_FLAG96 "%50"
 #define VC_WG_FLAG128 "%66"
@@ -120,6 +123,7 @@ __device__ void wgmma(float (&d)[N / 8][4], uint64_t da, uint64_t db);
     VC_WG_OP(__nv_bfloat16, N, "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16",     \
              ", 1, 1, 0, 0")                                                                   \
     VC_WG_OP(float, N, "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32", ", 1, 1")
+VC_WG_OPS(32)
 VC_WG_OPS(64)
 VC_WG_OPS(96)
 VC_WG_OPS(128)
@@ -129,12 +133,14 @@ VC_WG_OPS(256)
 #undef VC_WG_OPS
 #undef VC_WG_OP
 #undef VC_WG_STR
+#undef VC_WG_REGS32
 #undef VC_WG_REGS64
 #undef VC_WG_REGS96
 #undef VC_WG_R0_31
 #undef VC_WG_REGS128
 #undef VC_WG_REGS192
 #undef VC_WG_REGS256
+#undef VC_WG_FLAG32
 #undef VC_WG_FLAG64
 #undef VC_WG_FLAG96
 #undef VC_WG_FLAG128
@@ -143,6 +149,7 @@ VC_WG_OPS(256)
 #undef VC_WG_R0
 #undef VC_WG_R64
 #undef VC_WG_R96
+#undef VC_WG_OUT32
 #undef VC_WG_OUT64
 #undef VC_WG_OUT96
 #undef VC_WG_OUT128

@@ -11,7 +11,7 @@
  * Coverage: every map type (SUBM k1/k3/k5/k7, dilation, 3x1x1, STRIDED, DOWNSAMPLE, TRANSPOSED,
  * INVERSE of strided and downsample maps), both algorithms and AUTO, the implicit GEMM's tap split
  * forced through the engine options (3 groups on every map type, 2/3/7 on ~50k voxels) besides
- * the planner's own choice,
+ * the planner's own choice, the planner's mid-level wgmma tiles by name (~30k voxels),
  * fp32 (exact and tf32), fp16,
  * bf16, weights / output / residual in other dtypes, bias, ReLU, LeakyReLU, residual, channels
  * 1..384 incl. 1, 3, 4, 5, 7, 17, 96, 384, N = 0, 1, 31, 33, thousands and ~50k, batch > 1,
@@ -452,6 +452,66 @@ static void sweep_options(const cloud *c, vc_rng *rng)
         free_pair(&m);
     }
     cudaFree(d_rows);
+}
+
+/* Whether the GEMM table holds configuration `name` (the wgmma ones only in an sm_90a build). */
+static int compiled(const char *name)
+{
+    const vc_gemm_config *t = NULL;
+    const int32_t n = vc_gemm_configs(&t);
+    for (int32_t i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return 1;
+    return 0;
+}
+
+/* The planner's mid-size-level wgmma tiles (conv.cu: wg96_first, wg32_first) on a k3 level of
+ * ~30k outputs: to 96 channels from c_in 96 and 64 (32 deep, 6 stages) and 128 (64 deep), and 32
+ * -> 32 on two tap sets (where the level has fewer than 9 pairs an output); fp16 and bf16, bias +
+ * residual + ReLU once. The planner must name them where the build has them. */
+static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
+{
+    cloud c = make_cloud(rng, 30000, 1, shape, 3);
+    int32_t *d_rows = to_device(c.rows, (size_t)c.n * 16);
+    vc_map_desc d = mkdesc(VC_MAP_SUBM, 3, 1, 0, 1);
+    map_pair m = build_pair(&c, d_rows, &d, "30k subm k3");
+    const int sparse = m.gpu.n_pairs < 9 * m.gpu.n_out;
+    const struct {
+        int64_t c_in, c_out;
+        vc_dtype dt;
+        const char *tile;
+        int named; /* the rule applies to this level */
+    } cases[] = {{96, 96, VC_DTYPE_FP16, "f16_64x96x32_s6_wg", 1},
+                 {64, 96, VC_DTYPE_BF16, "bf16_64x96x32_s6_wg", 1},
+                 {128, 96, VC_DTYPE_FP16, "f16_64x96x64_s3_wg", 1},
+                 {128, 96, VC_DTYPE_BF16, "bf16_64x96x64_s3_wg", 1},
+                 {32, 32, VC_DTYPE_FP16, "f16_64x32x32_s4_wg2", sparse},
+                 {32, 32, VC_DTYPE_BF16, "bf16_64x32x32_s4_wg2", sparse}};
+    const int in_range = m.gpu.n_out >= 25000 && m.gpu.n_out < 45000;
+    CHECK_MSG(!m.ok || in_range, "30k subm k3: %lld outputs, outside the rules' 25k-45k",
+              (long long)m.gpu.n_out);
+    for (size_t i = 0; m.ok && i < sizeof cases / sizeof cases[0]; i++) {
+        const char *cfg = NULL;
+        int32_t split = 0, tuned = 0;
+        vc_conv_gpu_describe(&m.gpu, cases[i].c_in, cases[i].c_out, cases[i].dt, 0, &g_opt, &cfg,
+                             &split, &tuned);
+        CHECK_MSG(!in_range || !cases[i].named || !compiled(cases[i].tile) ||
+                      !strcmp(cfg, cases[i].tile),
+                  "30k subm k3 %lld->%lld: the planner names %s, not %s (%lld outputs, %lld "
+                  "pairs)", (long long)cases[i].c_in, (long long)cases[i].c_out, cfg,
+                  cases[i].tile, (long long)m.gpu.n_out, (long long)m.gpu.n_pairs);
+        conv_opts o = opts(cases[i].c_in, cases[i].c_out, cases[i].dt, VC_ALGO_AUTO);
+        if (i == 0 || i == 4) {
+            o.bias = o.res = 1;
+            o.act = VC_ACT_RELU;
+        }
+        const double e = run_conv("30k subm k3, mid-level tiles", &m, o, rng);
+        printf("30k subm k3 (%.1f pairs an output) %lld->%lld %s on %s: rel err %.2e\n",
+               m.gpu.n_out ? (double)m.gpu.n_pairs / (double)m.gpu.n_out : 0.0,
+               (long long)cases[i].c_in, (long long)cases[i].c_out, dname(cases[i].dt), cfg, e);
+    }
+    free_pair(&m);
+    cudaFree(d_rows);
+    free(c.rows);
 }
 
 /* 384 -> 384 on a small cloud (the CPU twin is slow at these widths). */
@@ -906,6 +966,7 @@ int main(void)
         cudaFree(d_rows);
         free(c.rows);
     }
+    if (!g_quick) mid_level_tiles(&rng, big);
     if (!g_quick) real_scans(&rng);
     bad_args(&rng);
     graph_capture(&rng);
