@@ -478,15 +478,15 @@ bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, i
     return sparse || to96;
 }
 
-// The wgmma 64x96 tile a k3 layer to 96 channels takes before its row's tiles, or NULL: under 50k
-// outputs, from 10k outputs at c_in 96, 16k at c_in 64 and 25k at c_in 128 or more (64 deep
+// The wgmma 64x96 tile a k3 layer to 96 channels takes before its row's tiles, or NULL: under
+// 50k outputs, from 10k outputs at c_in 96, 16k at c_in 64 and 25k at c_in 128 or more (64 deep
 // where c_in is a multiple of 64 from 128, else 32 deep). The tiles it replaces run the 96
 // columns as two 64-column tiles (A gathered twice, twice the CTAs) or as a 128-column one (a
 // quarter of the MMAs and of W's copies wasted, twice the rows ORing their masks). From
-// bench_conv --tune on the four suites and five scenes (docs/benchmarks.md "A 96-column wgmma
-// tile"): 1.06-1.27x on the k3 layers of 18-42k outputs; it lost on fewer outputs at c_in 64
-// and 128 (the 64-column tiles' CTAs fill the device better there), at 100k outputs and more
-// (the 128-row tile reads W half as often), and on the k1 and inverse maps.
+// bench_conv --tune on the four suites and five scenes (docs/benchmarks.md "The 96- and
+// 32-column wgmma tiles"): 1.06-1.27x on the k3 layers of 18-42k outputs; it lost on fewer
+// outputs at c_in 64 and 128 (the 64-column tiles' CTAs fill the device better there), at 100k
+// outputs and more (the 128-row tile reads W half as often), and on the k1 and inverse maps.
 const char *wg96_first(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (K < 27 || c_out != 96 || c_in < 64 || n_out >= 50000) return NULL;
@@ -498,8 +498,9 @@ const char *wg96_first(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 // k3 32 -> 32 layer of 15k to 45k outputs with fewer than 9 pairs an output, before its row's
 // tiles and the warp tiles. Such a level is its heaviest tiles' chains of taps, which the two
 // sets halve, and has the rows to keep three such CTAs an SM busy. From bench_conv --tune on
-// the four suites and five scenes (docs/benchmarks.md "A 96-column wgmma tile"): 1.02-1.14x on
-// those layers, level on one; it lost at 9.7 pairs an output and more, and under 15k outputs.
+// the four suites and five scenes (docs/benchmarks.md "The 96- and 32-column wgmma tiles"): up
+// to 1.14x on those layers (bun0), level on two; it lost from 9.7 pairs an output and under 15k
+// outputs.
 const char *wg32_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (K < 27 || c_in != 32 || c_out != 32 || n_out < 15000 || n_out >= 45000) return NULL;
