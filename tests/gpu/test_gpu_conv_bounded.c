@@ -175,11 +175,8 @@ static void check_view(const char *name, vc_rng *rng, vc_kmap_data *view, const 
         const int wg2 = d >= 4;
         if (wg2 && !(prop.major == 9 && prop.minor == 0)) continue;
         const vc_dtype dt = d % 2 ? VC_DTYPE_BF16 : VC_DTYPE_FP16;
-        const vc_gemm_config *t = NULL;
-        const int32_t n = vc_gemm_configs(&t);
         vc_engine_options o = vc_engine_options_default();
-        for (int32_t i = 0; i < n; i++)
-            if (!strcmp(t[i].name, cfg)) o.gemm_config = i;
+        o.gemm_config = gemm_config_named(cfg, strlen(cfg));
         CHECK_MSG(o.gemm_config >= 0, "%s is not in the GEMM table", cfg);
         layer_io io;
         io_make(&io, rng, view, dt, wg2 ? 64 : 16, wg2 ? 40 : 24);

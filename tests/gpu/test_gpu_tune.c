@@ -158,16 +158,6 @@ static int same_bits(vc_context *g, const vc_tensor *x, const vc_tensor *y)
     return same;
 }
 
-/* The configuration index of a name ("" or unknown: -1). */
-static int32_t config_of(const char *name, size_t len)
-{
-    const vc_gemm_config *t = NULL;
-    const int32_t n = vc_gemm_configs(&t);
-    for (int32_t i = 0; i < n; i++)
-        if (strlen(t[i].name) == len && !strncmp(t[i].name, name, len)) return i;
-    return -1;
-}
-
 /* Runs layer l on context x (GPU) and checks it against the CPU result rc: tolerance, what ran
  * (want_config -1: anything, tuned flag want_tuned) and bit-identity of two runs. */
 static void run_checked(const char *what, vc_context *x, const vc_conv_desc *d,
@@ -270,7 +260,8 @@ static void test_layer(scene *s, const layer *l, const char *path)
     inputs(&sb, l, feats, &bg, &bc, &bfg, &bfc);
     vc_conv_desc db = conv_desc(l, w, bfg);
     const char *slash = strchr(r.tuned, '/');
-    const int32_t cfg = r.changed && slash ? config_of(r.tuned, (size_t)(slash - r.tuned)) : -1;
+    const int32_t cfg =
+        r.changed && slash ? gemm_config_named(r.tuned, (size_t)(slash - r.tuned)) : -1;
     const int32_t groups = slash ? atoi(slash + 1) : 1;
     run_checked(l->name, b, &db, bg, s->c, rc, tol, cfg, groups, r.changed);
     /* vc_conv_plan says the same */
@@ -392,9 +383,10 @@ static void test_forced(scene *s, const char *path)
     memset(&e, 0, sizeof e);
     CHECK(vc_tune_key_of(&m->data, l.cin, l.cout, l.dtype, 0, &e.key) == 0);
     /* a configuration other than the planner's, with a two-group split */
-    const char *want = planner.config == config_of("f16_64x64x32_s4", 15) ? "f16_64x32x32_s3"
-                                                                           : "f16_64x64x32_s4";
-    e.config = config_of(want, strlen(want));
+    const char *want = planner.config == gemm_config_named("f16_64x64x32_s4", 15)
+                           ? "f16_64x32x32_s3"
+                           : "f16_64x64x32_s4";
+    e.config = gemm_config_named(want, strlen(want));
     e.split = 2;
     CHECK(e.config >= 0 && vc_tune_put(&x->tune, &e) == 0);
     run_checked("forced entry", x, &dg, xg, s->c, rc, 1e-2, e.config, 2, 1);
@@ -414,7 +406,7 @@ static void test_forced(scene *s, const char *path)
     vc_tensor_destroy(yc);
     vc_context_destroy(y);
     /* a configuration of another dtype does not fit: the planner's rules run */
-    e.config = config_of("bf16_64x64x32_s4", 16);
+    e.config = gemm_config_named("bf16_64x64x32_s4", 16);
     CHECK(e.config >= 0 && vc_tune_put(&x->tune, &e) == 0);
     run_checked("unfit entry", x, &dg, xg, s->c, rc, 1e-2, planner.config, planner.groups, 0);
     /* a cache made for another GPU: one warning, nothing loaded, the planner's choice */
