@@ -381,12 +381,14 @@ void scene_cloud_bounds(const vc_cloud *c, float mn[3], float mx[3])
         }
 }
 
+// The voxel size of a scan given none (scene_scan_arg, scene_voxelize_padded), metres.
+static const float kScanVoxel[3] = {0.05f, 0.05f, 0.1f};
+
 int scene_scan_arg(const char *arg, char *path, size_t cap, float size[3])
 {
     const char *at = strrchr(arg, '@');
     const size_t len = at ? (size_t)(at - arg) : strlen(arg);
-    size[0] = size[1] = 0.05f;
-    size[2] = 0.1f;
+    memcpy(size, kScanVoxel, sizeof kScanVoxel);
     if (len + 1 > cap) return -1;
     memcpy(path, arg, len);
     path[len] = 0;
@@ -415,7 +417,7 @@ vc_status scene_voxelize_padded(const vc_cloud *c, const float size[3], vc_voxel
     float mn[3], mx[3];
     scene_cloud_bounds(c, mn, mx);
     vc_voxelize_desc vd = VC_VOXELIZE_DESC_INIT;
-    for (int a = 0; a < 3; a++) vd.voxel_size[a] = size ? size[a] : a == 2 ? 0.1f : 0.05f;
+    memcpy(vd.voxel_size, size ? size : kScanVoxel, sizeof kScanVoxel);
     // a margin of 10 of the smallest voxel edge (0.5 m at the default size) beyond the box
     float pad = vd.voxel_size[0];
     if (vd.voxel_size[1] < pad) pad = vd.voxel_size[1];
