@@ -365,8 +365,9 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
 // or 4 warps share each tile's taps first (warp_first), and the k3 layers of 64-256 columns with
 // a few hundred tiles (not on dense levels of over 300) and the small k2 downsamples the wgmma
 // tile whose two warpgroups share them (prefers_wg2); the mid-size k3 layers to 96 channels
-// take the wgmma 64x96 tile (wg96_first), and the sparser mid-size 32 -> 32 k3 levels the
-// wgmma 64x32 tile of two tap sets (wg32_first). fp32 features keep gemm/'s choice.
+// take the wgmma 64x96 tile (wg96_first), the sparser mid-size 32 -> 32 k3 levels the
+// wgmma 64x32 tile of two tap sets (wg32_first), and the larger or denser mid-size 32 -> 64 k3
+// levels the 32-deep 64x96 one (wg96_for_64). fp32 features keep gemm/'s choice.
 // Below a device's worth of tiles each layer also gets a tap split (tap_splits).
 
 // What the rules test of a layer (one bit each).
@@ -507,6 +508,20 @@ const char *wg32_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_o
     return n_pairs < 9 * n_out ? "64x32x32_s4_wg2" : NULL;
 }
 
+// The wgmma 64x96 tile, 32 deep, for a k3 32 -> 64 layer of 10k to 45k outputs that is dense
+// (9.5 pairs an output or more) or has 20k outputs or more, before its row's tiles and
+// prefers_wg2's: a third of its columns are zeros, but its six 32-deep stages (c_in 32 is one
+// stage a tap) keep more of each tap's gathers in flight than the 64-column tiles do. From
+// bench_conv --tune on the four suites and five scenes (docs/benchmarks.md "The 96- and
+// 32-column wgmma tiles"): 1.03-1.16x on the strided 32 -> 64 maps of 21-29k outputs and on
+// the table scan's subm level (11.7k outputs, 13 pairs an output); it lost on the sparser subm
+// levels under 20k outputs and at 46k.
+const char *wg96_for_64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
+{
+    if (K < 27 || c_in != 32 || c_out != 64 || n_out < 10000 || n_out >= 45000) return NULL;
+    return 2 * n_pairs >= 19 * n_out || n_out >= 20000 ? "64x96x32_s6_wg" : NULL;
+}
+
 // The warp tile a k3 layer of c_in <= 16 (c_out <= 64) or of c_in <= 32 (c_out <= 32) takes
 // before its row's tiles, or NULL: the one whose S warps a tile divide its taps
 // (gemm/warp_tile.cuh). Such a layer's time is its heaviest tile's chain of taps (a scan's
@@ -567,7 +582,7 @@ bool prefers_wg2(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
 // The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
 // -1 (gemm/'s pick) in the slots left; all -1 for fp32 features. warp_first, or else
 // prefers_wg2, or else wg96_first, or else prefers_wg64, puts its tile first, and wg32_first
-// its tile before that one (each where it is compiled in, once).
+// or wg96_for_64 its tile before that one (each where it is compiled in, once).
 void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
                       int64_t c_out, int64_t K, bool dense, vc_dtype dt, int32_t out[4])
 {
@@ -575,13 +590,16 @@ void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t 
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
     const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
     const char *wg32 = dense ? NULL : wg32_first(n_out, n_pairs, c_in, c_out, K);
+    const char *to64 = dense ? NULL : wg96_for_64(n_out, n_pairs, c_in, c_out, K);
     const char *warp = dense ? NULL : warp_first(n_out, n_pairs, c_in, c_out, K);
     const bool wg2 = !dense && prefers_wg2(type, n_out, n_pairs, c_in, c_out, K);
     const char *wg96 = dense ? NULL : wg96_first(n_out, c_in, c_out, K);
     const bool wg64 = !dense && prefers_wg64(n_out, n_pairs, c_in, c_out, K);
-    // wg32's tile (wgmma: Hopper only) goes before the one the other rules name, which stays
-    // next for the devices without it.
-    const int32_t lead[2] = {wg32 ? config_index(dt, wg32) : -1,
+    // wg32's or wg96_for_64's tile (wgmma: Hopper only) goes before the one the other rules
+    // name, which stays next.
+    const int32_t lead[2] = {wg32   ? config_index(dt, wg32)
+                             : to64 ? config_index(dt, to64)
+                                    : -1,
                              warp   ? config_index(dt, warp)
                              : wg2  ? config_index(dt, "64x64x64_s3_wg2")
                              : wg96 ? config_index(dt, wg96)

@@ -454,10 +454,11 @@ static void sweep_options(const cloud *c, vc_rng *rng)
     cudaFree(d_rows);
 }
 
-/* The planner's mid-size-level wgmma tiles (conv.cu: wg96_first, wg32_first) on a k3 level of
- * ~30k outputs: to 96 channels from c_in 96 and 64 (32 deep, 6 stages) and 128 (64 deep), and 32
- * -> 32 on two tap sets (where the level has fewer than 9 pairs an output); fp16 and bf16, bias +
- * residual + ReLU once. The planner must name them where the build has them. */
+/* The planner's mid-size-level wgmma tiles (conv.cu: wg96_first, wg32_first, wg96_for_64) on a
+ * k3 level of ~30k outputs: to 96 channels from c_in 96 and 64 (32 deep, 6 stages) and 128 (64
+ * deep), 32 -> 32 on two tap sets (where the level has fewer than 9 pairs an output), and 32 ->
+ * 64 on the 96-column tile (its last 32 columns past c_out); fp16 and bf16, bias + residual +
+ * ReLU once each kind. The planner must name them where the build has them. */
 static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
 {
     cloud c = make_cloud(rng, 30000, 1, shape, 3);
@@ -475,7 +476,9 @@ static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
                  {128, 96, VC_DTYPE_FP16, "f16_64x96x64_s3_wg", 1},
                  {128, 96, VC_DTYPE_BF16, "bf16_64x96x64_s3_wg", 1},
                  {32, 32, VC_DTYPE_FP16, "f16_64x32x32_s4_wg2", sparse},
-                 {32, 32, VC_DTYPE_BF16, "bf16_64x32x32_s4_wg2", sparse}};
+                 {32, 32, VC_DTYPE_BF16, "bf16_64x32x32_s4_wg2", sparse},
+                 {32, 64, VC_DTYPE_FP16, "f16_64x96x32_s6_wg", 1},
+                 {32, 64, VC_DTYPE_BF16, "bf16_64x96x32_s6_wg", 1}};
     const int in_range = m.gpu.n_out >= 25000 && m.gpu.n_out < 45000;
     CHECK_MSG(!m.ok || in_range, "30k subm k3: %lld outputs, outside the rules' 25k-45k",
               (long long)m.gpu.n_out);
@@ -490,7 +493,7 @@ static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
                   "pairs)", (long long)cases[i].c_in, (long long)cases[i].c_out, cfg,
                   cases[i].tile, (long long)m.gpu.n_out, (long long)m.gpu.n_pairs);
         conv_opts o = opts(cases[i].c_in, cases[i].c_out, cases[i].dt, VC_ALGO_AUTO);
-        if (i == 0 || i == 4) {
+        if (i == 0 || i == 4 || i == 7) {
             o.bias = o.res = 1;
             o.act = VC_ACT_RELU;
         }
