@@ -244,6 +244,11 @@ __device__ __forceinline__ void epilogue_direct(const Params &p, const float (&a
                                                 RowOf row_of)
 {
     uint32_t *st = reinterpret_cast<uint32_t *>(slab);
+    // A lane stores rows lane / 8 + 4 u (u < 4) of every 64-column chunk: their output rows
+    // once, before the chunks.
+    int64_t out_row[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) out_row[u] = row_of((lane >> 3) + 4 * u);
 #pragma unroll
     for (int cc = 0; cc < (NF + 7) / 8; cc++) {
         if (n0 + 64 * cc >= p.n_cols) break;
@@ -263,10 +268,10 @@ __device__ __forceinline__ void epilogue_direct(const Params &p, const float (&a
         __syncwarp();
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            const int c = lane + 32 * u, row = c >> 3, ch = c & 7;
+            const int row = (lane >> 3) + 4 * u, ch = lane & 7;
             const int n = n0 + 64 * cc + 8 * ch;
             if (8 * cc + ch >= NF || n >= p.n_cols) continue;
-            const int64_t r = row_of(row);
+            const int64_t r = out_row[u];
             if (r < 0) continue;
             const uint4 v = *reinterpret_cast<const uint4 *>(st + row * kDirectLd + 4 * ch);
             *reinterpret_cast<uint4 *>(static_cast<T *>(p.c) + r * p.n_cols + n) = v;
