@@ -2,13 +2,13 @@
 // Both algorithms run on the one GEMM family of gemm/gemm.h; the CPU twin is vc_conv_cpu.
 //
 //  - IMPLICIT GEMM (implicit_gemm): one GEMM over all n_out outputs (vc_gemm_plan, then
-//    vc_gemm_run), output-stationary, its tile from kTileRows: the GEMM gathers
+//    vc_gemm_run), output-stationary, its tiles from conv/tiles.h: the GEMM gathers
 //    the K taps of each output through out_in in its main loop, walks the outputs in mask order
 //    (perm, which the map sorted by neighbour mask) so a CTA skips the taps none of its rows
 //    has, and applies the epilogue (bias, residual, activation, output dtype) before it writes
 //    each output row. No atomics. A SUBM 1x1x1 map is the identity, so that layer runs as a
 //    dense GEMM (no gather, masks or row order).
-//    TAP SPLIT (tap_splits): a layer with too few tiles to fill the device (the coarse levels)
+//    TAP SPLIT (conv/tiles.h: tap_splits): a layer with too few tiles to fill the device (the coarse levels)
 //    runs each tile's taps on several CTAs that write fp32 partial sums into stream-ordered
 //    scratch; gemm/ adds them in group order and applies the epilogue in a second kernel - or,
 //    on sm_90 with the small 16-bit tiles, runs a tile's CTAs as one thread-block cluster that
@@ -46,6 +46,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include "conv/conv_gpu.h"
+#include "conv/tiles.h"
 #include "conv/tune.h"
 #include "core/cuda_check.cuh"
 #include "core/cuda_util.cuh"
@@ -336,323 +337,6 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
     return VC_OK;
 }
 
-// ---- the implicit GEMM's tiles ------------------------------------------------------------
-// The GEMM configurations of the implicit GEMM, best first (kTileRows; the next is used when one
-// is absent or does not fit the device, e.g. wgmma tiles off Hopper; after the last, gemm/ picks
-// by shape). From `bench_conv --tune` (fp16, every conv layer of the four suites on the
-// synthetic scan, then A/Bs of the planner on the synthetic and OctoMap scans; the figures are
-// in docs/benchmarks.md "Occupancy", "A 64-deep k step" and "wgmma 64x64"). The gathered
-// problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles, registers capped
-// so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
-//  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above;
-//  - c_out <= 32 and c_in <= 16 from 10k outputs: the warp tile 32x16x16_warp (a warp a 32-row
-//    tile, 16 columns at a time, no barriers: gemm/warp_tile.cuh);
-//  - c_out <= 32: the two-warp 64x32 tiles (16-deep for c_in <= 16), or 64x64x32_s4 for the
-//    layers under 50k outputs with K < 27;
-//  - c_out 96 from 10k outputs: wgmma 128x128;
-//  - c_out a multiple of 256 from 30k outputs, or from 4k with K >= 27: wgmma 128x256;
-//  - c_out >= 128 from 10k outputs, or from 1k with K >= 27: wgmma 128x128;
-//  - otherwise 64x64x32_s3 from 50k outputs, else 64x64x32_s4 (the coarse levels).
-// Where that gives 64x64x32_s4 and c_in >= 128, or c_in = c_out = 64 from 10k outputs (DEEP),
-// a 64-deep k step goes first (64x64x64_s3: half the iterations, barriers and tap switches; it
-// lost where c_in is 32, or 64 with c_out 128, or 64->64 on few outputs). Then, on Hopper, the
-// k3 layers (K >= 27) with c_in >= 64, c_out >= 64 but not 96, under 50k outputs, whose tile so
-// far is a 64x64 one (or wgmma 128x128 under 30k outputs), take wgmma 64x64x64 first (WG64: one
-// warpgroup a 64-row tile, async MMAs under the next stage's loads; it lost at 100k outputs, at
-// 96 columns, at c_in 32 and on the larger k2 layers). Sparse k3 levels, 64/128 -> 96 k3
-// layers and k2 maps under 10k outputs take it first as well (prefers_wg64, a later tune). The
-// narrow k3 layers (c_in <= 16, or c_in and c_out <= 32) with few tiles take a warp tile whose 2
-// or 4 warps share each tile's taps first (warp_first), and the k3 layers of 64-256 columns with
-// a few hundred tiles (not on dense levels of over 300) and the small k2 downsamples the wgmma
-// tile whose two warpgroups share them (prefers_wg2); the mid-size k3 layers to 96 channels
-// take the wgmma 64x96 tile (wg96_first), the sparser mid-size 32 -> 32 k3 levels the
-// wgmma 64x32 tile of two tap sets (wg32_first), and the larger or denser mid-size 32 -> 64 k3
-// levels the 32-deep 64x96 one (wg96_for_64). fp32 features keep gemm/'s choice.
-// Below a device's worth of tiles each layer also gets a tap split (tap_splits).
-
-// What the rules test of a layer (one bit each).
-enum TileCond : uint32_t {
-    DENSE = 1u << 0,    // a SUBM 1x1x1 map: the dense GEMM
-    CI_LE16 = 1u << 1,  // c_in <= 16
-    CO_LE32 = 1u << 2,  // c_out <= 32
-    CO_96 = 1u << 3,    // c_out == 96
-    CO_X256 = 1u << 4,  // c_out a multiple of 256
-    CO_GE128 = 1u << 5, // c_out >= 128
-    CO_GE256 = 1u << 6, // c_out >= 256
-    N_GE1K = 1u << 7,   // outputs >= 1000
-    N_GE4K = 1u << 8,   // outputs >= 4000
-    N_GE10K = 1u << 9,  // outputs >= 10000
-    N_GE30K = 1u << 10, // outputs >= 30000
-    N_GE50K = 1u << 11, // outputs >= 50000
-    K_GE27 = 1u << 12,  // a k3 map (K >= 27)
-    DEEP = 1u << 13,    // c_in >= 128, or c_in = c_out = 64 from 10k outputs
-    WG64 = 1u << 14,    // K >= 27, c_in >= 64, c_out >= 64 but not 96, under 50k outputs
-};
-
-// A row: a layer with every bit of `when` takes `tiles` (names without the dtype prefix, best
-// first; none: gemm/'s pick). The first row that matches is taken.
-struct TileRow {
-    uint32_t when;
-    const char *tiles[4];
-};
-
-const TileRow kTileRows[] = {
-    {DENSE | N_GE50K, {}},
-    {DENSE | CO_GE256 | DEEP | WG64, {"64x64x64_s4_wg", "64x64x64_s3", "64x64x32_s4"}},
-    {DENSE | CO_GE256 | DEEP, {"64x64x64_s3", "64x64x32_s4"}},
-    {DENSE | CO_GE256 | WG64, {"64x64x64_s4_wg", "64x64x32_s4"}},
-    {DENSE | CO_GE256, {"64x64x32_s4"}},
-    {DENSE, {"64x32x32_s3"}},
-    {CO_LE32 | CI_LE16 | N_GE10K, {"32x16x16_warp", "64x32x16_s3", "64x32x16_s4"}},
-    {CO_LE32 | CI_LE16, {"64x32x16_s3", "64x32x16_s4"}},
-    {CO_LE32 | N_GE50K, {"64x32x32_s3", "64x32x16_s4"}},
-    {CO_LE32 | K_GE27, {"64x32x32_s3", "64x32x16_s4"}},
-    {CO_LE32 | DEEP, {"64x64x64_s3", "64x64x32_s4"}},
-    {CO_LE32, {"64x64x32_s4", "64x32x16_s4"}},
-    {CO_96 | N_GE10K, {"128x128x32_s5_wg", "128x96x32_s4"}},
-    {CO_X256 | N_GE30K, {"128x256x64_s3_wg", "128x128x32_s3"}},
-    {CO_X256 | K_GE27 | N_GE4K, {"128x256x64_s3_wg", "64x64x32_s4"}},
-    {CO_GE128 | N_GE30K, {"128x128x32_s5_wg", "128x128x32_s3"}},
-    {CO_GE128 | N_GE10K | WG64, {"64x64x64_s4_wg", "128x128x32_s5_wg", "64x64x32_s4"}},
-    {CO_GE128 | N_GE10K, {"128x128x32_s5_wg", "64x64x32_s4"}},
-    {CO_GE128 | K_GE27 | N_GE1K | WG64, {"64x64x64_s4_wg", "128x128x32_s5_wg", "64x64x32_s4"}},
-    {CO_GE128 | K_GE27 | N_GE1K, {"128x128x32_s5_wg", "64x64x32_s4"}},
-    {N_GE50K, {"64x64x32_s3", "64x64x32_s4"}},
-    {DEEP | WG64, {"64x64x64_s4_wg", "64x64x64_s3", "64x64x32_s4"}},
-    {DEEP, {"64x64x64_s3", "64x64x32_s4"}},
-    {WG64, {"64x64x64_s4_wg", "64x64x32_s4"}},
-    {0, {"64x64x32_s4"}},
-};
-
-// The bits of TileCond a layer has.
-uint32_t tile_conds(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, bool dense)
-{
-    uint32_t f = 0;
-    const auto put = [&f](bool on, uint32_t bit) { f |= on ? bit : 0u; };
-    put(dense, DENSE);
-    put(c_in <= 16, CI_LE16);
-    put(c_out <= 32, CO_LE32);
-    put(c_out == 96, CO_96);
-    put(c_out % 256 == 0, CO_X256);
-    put(c_out >= 128, CO_GE128);
-    put(c_out >= 256, CO_GE256);
-    put(n_out >= 1000, N_GE1K);
-    put(n_out >= 4000, N_GE4K);
-    put(n_out >= 10000, N_GE10K);
-    put(n_out >= 30000, N_GE30K);
-    put(n_out >= 50000, N_GE50K);
-    put(K >= 27, K_GE27);
-    put(c_in >= 128 || (c_in == 64 && c_out == 64 && n_out >= 10000), DEEP);
-    put(K >= 27 && c_in >= 64 && c_out >= 64 && c_out != 96 && n_out < 50000, WG64);
-    return f;
-}
-
-// The index of GEMM configuration `name` for 16-bit dtype dt ("64x32x32_s3" is f16_64x32x32_s3
-// for fp16), or -1 when it is not compiled in (or dt is not 16-bit).
-int32_t config_index(vc_dtype dt, const char *name)
-{
-    if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return -1;
-    const char *prefix = dt == VC_DTYPE_FP16 ? "f16_" : "bf16_";
-    const vc_gemm_config *t = NULL;
-    const int32_t n = vc_gemm_configs(&t);
-    const size_t lp = strlen(prefix);
-    for (int32_t i = 0; i < n; i++)
-        if (!strncmp(t[i].name, prefix, lp) && !strcmp(t[i].name + lp, name)) return i;
-    return -1;
-}
-
-// Whether a layer takes the wgmma 64x64x64 tile before its row's tiles: on 64-256 channels, a
-// k3 map that is sparse (fewer than 5 pairs an output) under 50k outputs, a k3 layer of c_in
-// 64-128 -> 96 under 30k outputs, or a k2 map (downsample, inverse) under 10k outputs not to 96.
-// From bench_conv --tune on the four suites (docs/benchmarks.md "Sparse and coarse levels"):
-// the 128-row tiles the rows give OR the masks of twice the rows. The 64-row tile was 1.05-1.50x
-// faster on 9 of the 10 sparse k3 layers (0.99 on the tenth), 1.08-1.28x on the 64/128 -> 96
-// ones, 1.01-1.18x on the 10 k2 ones; it lost at 96 -> 96, from 41k k3 outputs, and on the k2
-// inverses of 14k outputs or more or to 96 channels.
-bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
-{
-    if (c_in < 64 || c_out < 64 || n_out <= 0) return false;
-    if (K == 8) return c_out != 96 && n_out < 10000;
-    if (K < 27) return false;
-    const bool sparse = n_out < 50000 && n_pairs < 5 * n_out;
-    const bool to96 = c_out == 96 && c_in != 96 && c_in <= 128 && n_out < 30000;
-    return sparse || to96;
-}
-
-// The wgmma 64x96 tile a k3 layer to 96 channels takes before its row's tiles, or NULL: under
-// 50k outputs, from 10k outputs at c_in 96, 16k at c_in 64 and 25k at c_in 128 or more (64 deep
-// where c_in is a multiple of 64 from 128, else 32 deep). The tiles it replaces run the 96
-// columns as two 64-column tiles (A gathered twice, twice the CTAs) or as a 128-column one (a
-// quarter of the MMAs and of W's copies wasted, twice the rows ORing their masks). From
-// bench_conv --tune on the four suites and five scenes (docs/benchmarks.md "The 96- and
-// 32-column wgmma tiles"): 1.06-1.27x on the k3 layers of 18-42k outputs; it lost on fewer
-// outputs at c_in 64 and 128 (the 64-column tiles' CTAs fill the device better there), at 100k
-// outputs and more (the 128-row tile reads W half as often), and on the k1 and inverse maps.
-const char *wg96_first(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
-{
-    if (K < 27 || c_out != 96 || c_in < 64 || n_out >= 50000) return NULL;
-    if (n_out < (c_in == 96 ? 10000 : c_in < 128 ? 16000 : 25000)) return NULL;
-    return c_in >= 128 && c_in % 64 == 0 ? "64x96x64_s3_wg" : "64x96x32_s6_wg";
-}
-
-// The wgmma 64x32 tile whose two warpgroups divide each tile's taps (64x32x32_s4_wg2), for a
-// k3 32 -> 32 layer of 15k to 45k outputs with fewer than 9 pairs an output, before its row's
-// tiles and the warp tiles. Such a level is its heaviest tiles' chains of taps, which the two
-// sets halve, and has the rows to keep three such CTAs an SM busy. From bench_conv --tune on
-// the four suites and five scenes (docs/benchmarks.md "The 96- and 32-column wgmma tiles"): up
-// to 1.14x on those layers (bun0), level on two; it lost from 9.7 pairs an output and under 15k
-// outputs.
-const char *wg32_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
-{
-    if (K < 27 || c_in != 32 || c_out != 32 || n_out < 15000 || n_out >= 45000) return NULL;
-    return n_pairs < 9 * n_out ? "64x32x32_s4_wg2" : NULL;
-}
-
-// The wgmma 64x96 tile, 32 deep, for a k3 32 -> 64 layer of 10k to 45k outputs that is dense
-// (9.5 pairs an output or more) or has 20k outputs or more, before its row's tiles and
-// prefers_wg2's: a third of its columns are zeros, but its six 32-deep stages (c_in 32 is one
-// stage a tap) keep more of each tap's gathers in flight than the 64-column tiles do. From
-// bench_conv --tune on the four suites and five scenes (docs/benchmarks.md "The 96- and
-// 32-column wgmma tiles"): 1.03-1.16x on the strided 32 -> 64 maps of 21-29k outputs and on
-// the table scan's subm level (11.7k outputs, 13 pairs an output); it lost on the sparser subm
-// levels under 20k outputs and at 46k.
-const char *wg96_for_64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
-{
-    if (K < 27 || c_in != 32 || c_out != 64 || n_out < 10000 || n_out >= 45000) return NULL;
-    return 2 * n_pairs >= 19 * n_out || n_out >= 20000 ? "64x96x32_s6_wg" : NULL;
-}
-
-// The warp tile a k3 layer of c_in <= 16 (c_out <= 64) or of c_in <= 32 (c_out <= 32) takes
-// before its row's tiles, or NULL: the one whose S warps a tile divide its taps
-// (gemm/warp_tile.cuh). Such a layer's time is its heaviest tile's chain of taps (a scan's
-// sorted tiles OR 1-27 taps; every tile is in flight at once), so the fewer its tiles the more
-// warps a tile: at c_in <= 16, 4 up to 800 tiles of 32 rows x 16 columns, 2 up to 2500; at c_in
-// 17-32 only sparse levels (fewer than 5 pairs an output, under 30k outputs) gain, with 4. From
-// bench_conv --tune on the four suites (docs/benchmarks.md "Warp tiles that share a tile's
-// taps").
-const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
-{
-    if (K < 27 || c_in > 32 || c_out > (c_in <= 16 ? 64 : 32) || n_out <= 0) return NULL;
-    const int64_t tiles = (n_out + 31) / 32 * ((c_out + 15) / 16);
-    if (c_in <= 16)
-        return tiles <= 800 ? "32x16x16_warp4" : tiles <= 2500 ? "32x16x16_warp2" : NULL;
-    return n_out < 30000 && n_pairs < 5 * n_out ? "32x16x16_warp4" : NULL;
-}
-
-// Whether a layer takes the wgmma 64x64x64 tile whose two warpgroups divide each tile's taps
-// (64x64x64_s3_wg2, gemm/mainloop.cuh's tap sets) before its row's tiles. Such a layer's time is
-// its heaviest tile's chain of taps (docs/benchmarks.md: a stage's loads ~700 cycles of the
-// ~1,000 a tap takes); two chains halve it but the tile holds two rings (two CTAs an SM, not
-// three) and has no tap split. From bench_conv --tune on the four suites and three scenes
-// (tiles of 64 x 64):
-// - k3, c_in 32-192, c_out 64-160, 64 (c_in <= 64) or 200 (wider) to 450 tiles: 1.03-1.25x
-//   (geomean 1.13) against the planner's tile on every such layer (30); it lost at 456-1573
-//   tiles (0.74-1.03: the occupancy) and at 68-162 tiles of c_in 128-160 (0.89-1.01: the
-//   single warpgroup's tap split);
-// - k3, c_in 128-384, c_out 161-256, 250-450 tiles: 1.03-1.13x (MinkUNet u1b1c1/c2 on two
-//   scenes); at 112-144 tiles 0.88-1.02, at 1216 and more 0.56-0.84, and the narrower levels
-//   of spconv's net (c_in 160-256, c_out 192-256, 4-108 tiles) 0.48-0.92;
-// - k2 downsamples (a strided or downsample map: an output gathers several inputs), c_in
-//   32-128, c_out 32-128, up to 240 tiles: 1.00-1.08x on all twelve; at 293-642 tiles
-//   0.59-0.80, and the inverse maps (one pair an output) lost at every size (0.40-1.02).
-// - Not on a dense k3 level (10 pairs an output or more) of over 300 tiles: there every tile
-//   walks many taps, so the layer is its tiles' throughput, not its heaviest tile's chain, and
-//   the single warpgroup's three CTAs an SM win (one wave, where two an SM take two). From a
-//   tune on table_scene_lms400 at 5 mm (13-18 pairs an output; docs/benchmarks.md "Dense levels
-//   leave the two-warpgroup tile"): 64 -> 64 at 352 tiles 1.28x, 128 -> 128 and 192 -> 128 at
-//   368 tiles 1.10x and 1.05x for 64x64x64_s4_wg against this tile; level (1.01x) at 10.6
-//   pairs and 333 tiles (the synthetic CenterPoint c3 blocks); below 264 tiles this tile still
-//   won or tied at 13-19 pairs an output.
-bool prefers_wg2(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out,
-                 int64_t K)
-{
-    if (n_out <= 0 || c_in < 32) return false;
-    const int64_t tiles = (n_out + 63) / 64 * ((c_out + 63) / 64);
-    if (K == 8)
-        return (type == VC_MAP_DOWNSAMPLE || type == VC_MAP_STRIDED) && c_in <= 128 &&
-               c_out >= 32 && c_out <= 128 && tiles <= 240;
-    if (K < 27) return false;
-    if (n_pairs >= 10 * n_out && tiles > 300) return false;
-    if (c_out > 160)
-        return c_in >= 128 && c_in <= 384 && c_out <= 256 && tiles >= 250 && tiles <= 450;
-    if (c_in > 192 || c_out < 64) return false;
-    return tiles >= (c_in <= 64 ? 64 : 200) && tiles <= 450;
-}
-
-// The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
-// -1 (gemm/'s pick) in the slots left; all -1 for fp32 features. warp_first, or else
-// prefers_wg2, or else wg96_first, or else prefers_wg64, puts its tile first, and wg32_first
-// or wg96_for_64 its tile before that one (each where it is compiled in, once).
-void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
-                      int64_t c_out, int64_t K, bool dense, vc_dtype dt, int32_t out[4])
-{
-    out[0] = out[1] = out[2] = out[3] = -1;
-    if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
-    const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
-    const char *wg32 = dense ? NULL : wg32_first(n_out, n_pairs, c_in, c_out, K);
-    const char *to64 = dense ? NULL : wg96_for_64(n_out, n_pairs, c_in, c_out, K);
-    const char *warp = dense ? NULL : warp_first(n_out, n_pairs, c_in, c_out, K);
-    const bool wg2 = !dense && prefers_wg2(type, n_out, n_pairs, c_in, c_out, K);
-    const char *wg96 = dense ? NULL : wg96_first(n_out, c_in, c_out, K);
-    const bool wg64 = !dense && prefers_wg64(n_out, n_pairs, c_in, c_out, K);
-    // wg32's or wg96_for_64's tile (wgmma: Hopper only) goes before the one the other rules
-    // name, which stays next.
-    const int32_t lead[2] = {wg32   ? config_index(dt, wg32)
-                             : to64 ? config_index(dt, to64)
-                                    : -1,
-                             warp   ? config_index(dt, warp)
-                             : wg2  ? config_index(dt, "64x64x64_s3_wg2")
-                             : wg96 ? config_index(dt, wg96)
-                             : wg64 ? config_index(dt, "64x64x64_s4_wg")
-                                    : -1};
-    for (const TileRow &row : kTileRows) {
-        if ((f & row.when) != row.when) continue;
-        int k = 0;
-        const auto put = [&](int32_t i) {
-            for (int j = 0; j < k; j++)
-                if (out[j] == i) return;
-            if (i >= 0 && k < 4) out[k++] = i;
-        };
-        put(lead[0]);
-        put(lead[1]);
-        for (int j = 0; j < 4 && row.tiles[j]; j++) put(config_index(dt, row.tiles[j]));
-        return;
-    }
-}
-
-// The tap split of the implicit GEMM (gemm.h: vc_gemm_args.splits) for a layer on tile cfg.
-// A layer whose tiles cannot fill the device (the coarse levels: a few hundred CTAs, each
-// walking its taps x c_in / BK iterations in series) runs each tile's taps on several CTAs and
-// adds their fp32 sums in a second pass or, on sm_90, in the cluster. gemm/ picks the groups
-// that fill the device (the CTAs of the tile it holds at once over the tiles); this caps them so
-// that each group keeps 10 iterations or more: a tile's taps are estimated as 3x the map's mean
-// taps per output (a tile ORs 64-128 outputs' masks; a map with one tap per output, an inverse,
-// has one a tile), capped at K, and at most 8 groups (the most measured). From `bench_conv
-// --tune --tune-splits "1 2 3 4 6 8"` (docs/benchmarks.md "Tap split"): with this rule the
-// planner ran close to the sweep's best on every conv layer of MinkUNet; the k1 and inverse
-// layers and the large levels do not split. 16-bit features on tensor-core tiles only; 0 = no
-// split (opt->tap_split > 0 forces that many groups).
-int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt,
-                   const vc_engine_options &o)
-{
-    if (cfg < 0 || (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16)) return 0;
-    if (o.tap_split > 0) return o.tap_split < VC_GEMM_MAX_SPLITS ? o.tap_split
-                                                                  : VC_GEMM_MAX_SPLITS;
-    const vc_gemm_config *t = NULL;
-    if (cfg >= vc_gemm_configs(&t) || m->n_out <= 0) return 0;
-    const double mean = (double)m->n_pairs / (double)m->n_out;
-    double taps = mean <= 1.5 ? 1.0 : 3.0 * mean;
-    if (taps > m->volume) taps = m->volume;
-    const double iters = taps * (double)((c_in + t[cfg].tile_k - 1) / t[cfg].tile_k);
-    const int cap = iters >= 80.0 ? 8 : (int)(iters / 10.0);
-    // Fewer than 30 iterations (cap 2) split only where the split runs as clusters
-    // (vc_gemm_split_in_clusters: no second pass): the two-pass split's second launch cost more
-    // than half a 20-29-iteration chain saved on nearly every such layer tuned, while two groups
-    // as a cluster ran faster (measured, docs/benchmarks.md).
-    return cap > 2 || (cap == 2 && o.cluster_split && vc_gemm_split_in_clusters(cfg)) ? -cap
-                                                                                     : 0;
-}
-
 // Grouped GGS (a: the GEMM's view of the layer, features possibly widened; w its weights):
 // rowptr by a count and a scan, the GEMM's index arrays, ONE GEMM over every pair of every
 // offset (taps = K through out_in, each tile's mask one offset), ONE reduction with the
@@ -821,8 +505,8 @@ int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dens
 {
     const vc_kmap_data *m = a->map;
     if (o.gemm_config >= 0) {
-        c[0] = {o.gemm_config, tap_splits(m, pa.c_in, o.gemm_config, pa.in_dtype, o), false,
-                false, false};
+        c[0] = {o.gemm_config, conv_tiles::tap_splits(m, pa.c_in, o.gemm_config, pa.in_dtype, o),
+                false, false, false};
         return 1;
     }
     int n = 0;
@@ -830,10 +514,11 @@ int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dens
         c[n++] = {te->config, te->split > 1 ? te->split : 0, true, te->no_order != 0,
                   te->two_pass != 0};
     int32_t cfgs[4];
-    implicit_configs(m->type, m->n_out, m->n_pairs, a->c_in, a->c_out, m->volume, dense,
-                     pa.in_dtype, cfgs);
+    conv_tiles::implicit_configs(m->type, m->n_out, m->n_pairs, a->c_in, a->c_out, m->volume,
+                                 dense, pa.in_dtype, cfgs);
     for (int j = 0; j < 4; j++) {
-        c[n++] = {cfgs[j], tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype, o), false, false, false};
+        c[n++] = {cfgs[j], conv_tiles::tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype, o), false,
+                  false, false};
         if (cfgs[j] < 0) break;
     }
     return n;

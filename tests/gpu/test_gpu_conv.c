@@ -454,7 +454,7 @@ static void sweep_options(const cloud *c, vc_rng *rng)
     cudaFree(d_rows);
 }
 
-/* The planner's mid-size-level wgmma tiles (conv.cu: wg96_first, wg32_first, wg96_for_64) on a
+/* The planner's mid-size-level wgmma tiles (conv/tiles.cu: wg96_first, wg32_first, wg96_for_64) on a
  * k3 level of ~30k outputs: to 96 channels from c_in 96 and 64 (32 deep, 6 stages) and 128 (64
  * deep), 32 -> 32 on two tap sets (where the level has fewer than 9 pairs an output), and 32 ->
  * 64 on the 96-column tile (its last 32 columns past c_out); fp16 and bf16, bias + residual +
@@ -921,7 +921,7 @@ int main(void)
         map_pair m = build_pair(&c, d_rows, &d, "50k subm k3");
         run_algos("50k subm k3", &m, opts(64, 64, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
         run_conv("50k subm k3", &m, opts(32, 32, VC_DTYPE_FP32, VC_ALGO_IMPLICIT_GEMM), &rng);
-        /* the planner's tiles for wide layers on large levels (conv.cu, implicit_configs):
+        /* the planner's tiles for wide layers on large levels (conv/tiles.cu, implicit_configs):
          * 256-wide (wgmma 128x256x64 on Hopper), 96-wide (128x96), 128-wide bf16 (wgmma
          * 128x128) */
         run_conv("50k subm k3", &m, opts(128, 256, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
