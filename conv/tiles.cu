@@ -18,7 +18,9 @@ namespace {
 // in docs/benchmarks.md "Occupancy", "A 64-deep k step" and "wgmma 64x64"). The gathered
 // problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles, registers capped
 // so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
-//  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above;
+//  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above; where
+//    the small tile takes more than one wave of CTAs and wgmma 128x128 one, that one first
+//    (dense_wave_first);
 //  - c_out <= 32 and c_in <= 16 from 10k outputs: the warp tile 32x16x16_warp (a warp a 32-row
 //    tile, 16 columns at a time, no barriers: gemm/warp_tile.cuh);
 //  - c_out <= 32: the two-warp 64x32 tiles (16-deep for c_in <= 16), or 64x64x32_s4 for the
@@ -253,6 +255,33 @@ bool prefers_wg2(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
     return tiles >= (c_in <= 64 ? 64 : 200) && tiles <= 450;
 }
 
+// The CTA waves of a dense GEMM of rows x k -> c_out on configuration cfg on the current
+// device: its tiles over the CTAs its persistent grid keeps, or 0 where the configuration does
+// not plan here. vc_gemm_plan plans the shape: it checks that the operands are not NULL and
+// are aligned, and reads none, so a local block stands in for A, W and C.
+int64_t dense_waves(int64_t rows, int64_t k, int64_t c_out, vc_dtype dt, int32_t cfg)
+{
+    if (cfg < 0 || rows <= 0) return 0;
+    alignas(16) unsigned char operand[16];
+    vc_gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.a = g.w = operand;
+    g.c = operand;
+    g.m = g.a_rows = rows;
+    g.n_cols = (int32_t)c_out;
+    g.k = (int32_t)k;
+    g.taps = g.b_taps = 1;
+    g.ab_dtype = g.c_dtype = (vc_gemm_dtype)dt;
+    g.math = VC_GEMM_MATH_DEFAULT;
+    vc_gemm_launch_plan pl;
+    const vc_gemm_config *t = NULL;
+    if (cfg >= vc_gemm_configs(&t) || vc_gemm_plan(&g, cfg, &pl, NULL) != VC_OK || pl.grid <= 0)
+        return 0;
+    const int64_t tiles =
+        (rows + t[cfg].tile_m - 1) / t[cfg].tile_m * ((c_out + t[cfg].tile_n - 1) / t[cfg].tile_n);
+    return (tiles + pl.grid - 1) / pl.grid;
+}
+
 } // namespace
 
 // The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
@@ -327,6 +356,29 @@ int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt
     // as a cluster ran faster (measured, docs/benchmarks.md).
     return cap > 2 || (cap == 2 && o.cluster_split && vc_gemm_split_in_clusters(cfg)) ? -cap
                                                                                      : 0;
+}
+
+// A dense layer (SUBM 1x1x1) whose first configuration takes more than one wave of CTAs, where
+// wgmma 128x128 (128x128x32_s5_wg) takes one, goes to that one first (the others follow, for
+// the devices without it). A layer that fits one wave lasts about one tile's chain of k steps;
+// a second wave adds a chain (the persistent grid's CTAs take the tiles in turn), which the
+// larger tile, four to eight times the small tiles' work a CTA, costs less than. From
+// bench_conv --tune on MinkUNet's k1 layers on five scenes (docs/benchmarks.md "Dense layers
+// and waves"): where the rows' tile took two waves and 128x128 one (bun0: 384 -> 256 at 7.4k
+// rows, 192 -> 128 at 17.5k, 128 -> 96 at 32.7k) 128x128 ran 1.21-1.26x faster; on the 32
+// other k1 layers one or both took one wave (the rows' tile level or faster: kept), or both
+// took several (the small tile faster at 100k rows and more: kept).
+void dense_wave_first(int64_t rows, int64_t k, int64_t c_out, vc_dtype dt, int32_t cfgs[4])
+{
+    const int32_t big = config_index(dt, "128x128x32_s5_wg");
+    if (big < 0 || cfgs[0] < 0 || cfgs[0] == big) return;
+    if (dense_waves(rows, k, c_out, dt, cfgs[0]) <= 1 ||
+        dense_waves(rows, k, c_out, dt, big) != 1)
+        return;
+    int32_t out[4] = {big, -1, -1, -1};
+    for (int j = 0, n = 1; j < 4 && n < 4; j++)
+        if (cfgs[j] != big) out[n++] = cfgs[j];
+    for (int j = 0; j < 4; j++) cfgs[j] = out[j];
 }
 
 } // namespace conv_tiles

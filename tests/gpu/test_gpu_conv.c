@@ -507,6 +507,50 @@ static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
     free(c.rows);
 }
 
+/* Dense (SUBM 1x1x1) layers either side of a wave (conv/tiles.cu: dense_wave_first): 384 ->
+ * 256 at 7.4k rows, where the rows' tile (64x64x64_s3, three CTAs an SM) takes two waves and
+ * wgmma 128x128 one, and at 4.7k rows, where the rows' tile takes one; fp16 and bf16, bias +
+ * residual + ReLU once. On a Hopper device of 114-132 SMs (H100, H200) the planner must name
+ * 128x128x32_s5_wg for the first and not for the second, where the build has them. */
+static void dense_wave_tiles(vc_rng *rng, const int32_t shape[3])
+{
+    int dev = 0, sms = 0, major = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    const int hopper = major == 9 && sms >= 114 && sms <= 132;
+    const int64_t rows[2] = {7400, 4700};
+    for (int r = 0; r < 2; r++) {
+        cloud c = make_cloud(rng, rows[r], 1, shape, 1);
+        int32_t *d_rows = to_device(c.rows, (size_t)c.n * 16);
+        vc_map_desc d = mkdesc(VC_MAP_SUBM, 1, 1, 0, 1);
+        map_pair m = build_pair(&c, d_rows, &d, "dense k1");
+        for (int i = 0; m.ok && i < 2; i++) {
+            const vc_dtype dt = i == 0 ? VC_DTYPE_FP16 : VC_DTYPE_BF16;
+            const char *big = i == 0 ? "f16_128x128x32_s5_wg" : "bf16_128x128x32_s5_wg";
+            const char *cfg = NULL;
+            int32_t split = 0, tuned = 0;
+            vc_conv_gpu_describe(&m.gpu, 384, 256, dt, 0, &g_opt, &cfg, &split, &tuned);
+            const int built = gemm_config_named(big, strlen(big)) >= 0;
+            const int want = r == 0; /* two waves of the rows' tile at 7.4k rows, one at 4.7k */
+            CHECK_MSG(!hopper || !built || (strcmp(cfg, big) == 0) == want,
+                      "dense k1 384->256 at %lld rows (%d SMs): the planner names %s",
+                      (long long)m.gpu.n_out, sms, cfg);
+            conv_opts o = opts(384, 256, dt, VC_ALGO_AUTO);
+            if (i == 0) {
+                o.bias = o.res = 1;
+                o.act = VC_ACT_RELU;
+            }
+            const double e = run_conv("dense k1, either side of a wave", &m, o, rng);
+            printf("dense k1 %lld rows 384->256 %s on %s: rel err %.2e\n",
+                   (long long)m.gpu.n_out, dname(dt), cfg, e);
+        }
+        free_pair(&m);
+        cudaFree(d_rows);
+        free(c.rows);
+    }
+}
+
 /* 384 -> 384 on a small cloud (the CPU twin is slow at these widths). */
 static void wide_channels(vc_rng *rng)
 {
@@ -960,6 +1004,7 @@ int main(void)
         free(c.rows);
     }
     if (!g_quick) mid_level_tiles(&rng, big);
+    if (!g_quick) dense_wave_tiles(&rng, big);
     if (!g_quick) real_scans(&rng);
     bad_args(&rng);
     graph_capture(&rng);
