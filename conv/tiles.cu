@@ -187,11 +187,11 @@ const char *wg32_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_o
 // The wgmma 64x96 tile, 32 deep, for a k3 32 -> 64 layer of 10k to 45k outputs that is dense
 // (9.5 pairs an output or more) or has 20k outputs or more, before its row's tiles and
 // prefers_wg2's. A third of its columns are zeros; why it beats the 64-column tiles on these
-// levels is not established (a 64x64x32 wgmma tile of the same six stages was slower). From
-// bench_conv --tune on the four suites and five scenes, then an A/B (docs/benchmarks.md "The
-// 32-deep 64x96 tile on 32 -> 64 levels"): 1.03-1.16x on the strided 32 -> 64 maps of 21-29k
-// outputs and on the table scan's subm level (11.7k outputs, 13 pairs an output); it lost on
-// the sparser subm levels under 20k outputs and at 46k.
+// levels is not established (a 64x64x32 wgmma tile of the same six stages was slower). The
+// bounds come from bench_conv --tune on the four suites and five scenes, then an A/B: inside
+// them it won on the strided 32 -> 64 maps and on a dense subm level; it lost on the sparser
+// subm levels under 20k outputs and at 46k (docs/benchmarks.md "The 32-deep 64x96 tile on
+// 32 -> 64 levels").
 const char *wg96_for_64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (K < 27 || c_in != 32 || c_out != 64 || n_out < 10000 || n_out >= 45000) return NULL;
@@ -363,12 +363,9 @@ int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt
 // the devices without it). A layer that fits one wave lasts about one tile's chain of k steps;
 // a second wave adds a chain (the persistent grid's CTAs take the tiles in turn), and there the
 // larger tile's one wave, with four to eight times the small tiles' work a CTA, measured
-// shorter. From bench_conv --tune on MinkUNet's 35 k1 layers on five scenes
-// (docs/benchmarks.md "Dense layers and waves"): where the rows' tile took two waves and
-// 128x128 one (bun0: 384 -> 256 at 7.4k rows, 192 -> 128 at 17.5k, 128 -> 96 at 32.7k)
-// 128x128 ran 1.21-1.26x faster; on the other 32 both took one wave (the rows' tile level or
-// faster) or both more than one (level within 4 % up to 41k rows, the rows' tile faster by 10 %
-// from 100k), and the rule leaves them alone.
+// shorter. Where both take one wave, or both more than one, the rows' tile was level or faster,
+// and the rule leaves it. From bench_conv --tune on MinkUNet's k1 layers on five scenes, then
+// an A/B (docs/benchmarks.md "Dense layers and waves").
 void dense_wave_first(int64_t rows, int64_t k, int64_t c_out, vc_dtype dt, int32_t cfgs[4])
 {
     const int32_t big = config_index(dt, "128x128x32_s5_wg");

@@ -454,11 +454,11 @@ static void sweep_options(const cloud *c, vc_rng *rng)
     cudaFree(d_rows);
 }
 
-/* The planner's mid-size-level wgmma tiles (conv/tiles.cu: wg96_first, wg32_first, wg96_for_64) on a
- * k3 level of ~30k outputs: to 96 channels from c_in 96 and 64 (32 deep, 6 stages) and 128 (64
- * deep), 32 -> 32 on two tap sets (where the level has fewer than 9 pairs an output), and 32 ->
- * 64 on the 96-column tile (its last 32 columns past c_out); fp16 and bf16, bias + residual +
- * ReLU once each kind. The planner must name them where the build has them. */
+/* The planner's mid-size-level wgmma tiles (conv/tiles.cu: wg96_first, wg32_first,
+ * wg96_for_64) on a k3 level of ~30k outputs: to 96 channels from c_in 96 and 64 (32 deep, 6
+ * stages) and 128 (64 deep), 32 -> 32 on two tap sets (where the level has fewer than 9 pairs an
+ * output), and 32 -> 64 on the 96-column tile (its last 32 columns past c_out); fp16 and bf16,
+ * bias + residual + ReLU once each kind. The planner must name them where the build has them. */
 static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
 {
     cloud c = make_cloud(rng, 30000, 1, shape, 3);
@@ -508,10 +508,11 @@ static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
 }
 
 /* Dense (SUBM 1x1x1) layers either side of a wave (conv/tiles.cu: dense_wave_first): 384 ->
- * 256 at 7.4k rows, where the rows' tile (64x64x64_s3, three CTAs an SM) takes two waves and
- * wgmma 128x128 one, and at 4.7k rows, where the rows' tile takes one; fp16 and bf16, bias +
- * residual + ReLU once. On a Hopper device of 114-132 SMs (H100, H200) the planner must name
- * 128x128x32_s5_wg for the first and not for the second, where the build has them. */
+ * 256 at 7.4k and at 4.7k rows, fp16 and bf16, bias + residual + ReLU once, against the CPU
+ * twin. Whether a layer passes a wave depends on the device's SM count, so the planner's name is
+ * checked only on the Hopper parts these rows were chosen for (114-132 SMs): there the rows'
+ * tile (64x64x64_s3) takes two waves at 7.4k rows and one at 4.7k, and 128x128x32_s5_wg one
+ * at both, so the planner must name 128x128 for the first and not for the second. */
 static void dense_wave_tiles(vc_rng *rng, const int32_t shape[3])
 {
     int dev = 0, sms = 0, major = 0;
