@@ -575,6 +575,7 @@ vc_status plan_launch(const vc_gemm_args *a, const Entry &e, vc_gemm_launch_plan
     plan->epi_alias = lp.epi_alias;
     plan->smem = lp.dyn;
     plan->grid = lp.grid;
+    plan->waves = lp.waves;
     return VC_OK;
 }
 
@@ -637,7 +638,7 @@ extern "C" vc_status vc_gemm_run(const vc_gemm_launch_plan *plan, struct CUstrea
     vc_status st = make_params(a, e, &p, err);
     if (st != VC_OK) return st;
     const vcg::LaunchPlan lp = {plan->groups, plan->clusters != 0, plan->takes_order != 0,
-                                plan->epi_alias != 0, plan->grid, plan->smem};
+                                plan->epi_alias != 0, plan->grid, plan->smem, plan->waves};
     cudaStream_t s = (cudaStream_t)stream;
     // Tap split: the GEMM writes each group's plain fp32 sums into the workspace (row
     // group * m + i); unless the groups ran as clusters, a second kernel adds them in group

@@ -182,6 +182,11 @@ typedef struct vc_gemm_launch_plan {
     int32_t epi_alias;   /* the epilogue stages in the pipeline's shared memory                */
     int32_t smem;        /* dynamic shared memory a CTA                                        */
     int64_t grid;        /* CTAs (without a tile order)                                        */
+    /* The launch's CTA waves: its CTAs (a persistent grid: its tiles, a split's groups each)
+     * over those of this launch the device holds at once, rounded up; 0 where not counted (the
+     * warp-tile, FMA and dense-TMA kernels). For planners: a layer of one wave lasts about its
+     * heaviest CTA, each further wave adds a CTA's chain. */
+    int64_t waves;
 } vc_gemm_launch_plan;
 
 /* Checks the arguments and plans the GEMM with configuration `config` (an index into the

@@ -55,8 +55,8 @@ struct Params {
 
 // A launch as planned (vc_gemm_plan): the tap split's groups (1: none), whether they run as
 // thread-block clusters, whether a given tile order is taken (gemm.h), whether the epilogue
-// stages in the pipeline's shared memory, the CTAs (without a tile order) and the dynamic shared
-// memory a CTA.
+// stages in the pipeline's shared memory, the CTAs (without a tile order), the dynamic shared
+// memory a CTA and the CTA waves (vc_gemm_launch_plan.waves).
 struct LaunchPlan {
     int splits;
     bool clusters;
@@ -64,6 +64,8 @@ struct LaunchPlan {
     bool epi_alias;
     int64_t grid;
     int dyn;
+    int64_t waves; // the launch's CTAs over those the device holds at once, rounded up (0: not
+                   // counted, as by the plans without an occupancy query)
 };
 
 // The schedule choices of a plan (vc_gemm_args: force_order, two_pass_split).

@@ -179,6 +179,8 @@ cudaError_t plan_mma(const Params &p, const Sched &sc, LaunchPlan *out)
     out->epi_alias = grid == units && can_alias;
     out->grid = grid;
     out->dyn = out->epi_alias ? dyn - C::EPI_BYTES : dyn;
+    const int64_t slots = (int64_t)sms * per_sm;
+    out->waves = (units + slots - 1) / slots;
     return cudaSuccess;
 }
 
