@@ -499,7 +499,7 @@ struct Candidate {
 
 // The implicit GEMM's configurations for a layer, best first, into c (at most 5; returns the
 // count): a forced one (options) alone; else a tuned bucket's choice, then the planner's
-// (implicit_configs, dense_wave_first for a dense layer, each with the tap split of
+// (implicit_configs, then wave_first for a map of one pair an output, each with the tap split of
 // tap_splits) up to the first of gemm/'s pick.
 int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dense, int tf32,
                         const vc_engine_options &o, Candidate c[5])
@@ -517,7 +517,7 @@ int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dens
     int32_t cfgs[4];
     conv_tiles::implicit_configs(m->type, m->n_out, m->n_pairs, a->c_in, a->c_out, m->volume,
                                  dense, pa.in_dtype, cfgs);
-    if (dense) conv_tiles::dense_wave_first(m->n_out, pa.c_in, a->c_out, pa.in_dtype, cfgs);
+    conv_tiles::wave_first(m, pa.c_in, a->c_out, dense, pa.in_dtype, o, cfgs);
     for (int j = 0; j < 4; j++) {
         c[n++] = {cfgs[j], conv_tiles::tap_splits(m, pa.c_in, cfgs[j], pa.in_dtype, o), false,
                   false, false};

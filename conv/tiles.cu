@@ -20,7 +20,7 @@ namespace {
 // so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
 //  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above; where
 //    the small tile takes more than one wave of CTAs and wgmma 128x128 one, that one first
-//    (dense_wave_first);
+//    (wave_first, which also picks the tiles of the k2 inverses by their waves);
 //  - c_out <= 32 and c_in <= 16 from 10k outputs: the warp tile 32x16x16_warp (a warp a 32-row
 //    tile, 16 columns at a time, no barriers: gemm/warp_tile.cuh);
 //  - c_out <= 32: the two-warp 64x32 tiles (16-deep for c_in <= 16), or 64x64x32_s4 for the
@@ -139,16 +139,17 @@ int32_t config_index(vc_dtype dt, const char *name)
 
 // Whether a layer takes the wgmma 64x64x64 tile before its row's tiles: on 64-256 channels, a
 // k3 map that is sparse (fewer than 5 pairs an output) under 50k outputs, a k3 layer of c_in
-// 64-128 -> 96 under 30k outputs, or a k2 map (downsample, inverse) under 10k outputs not to 96.
-// From bench_conv --tune on the four suites (docs/benchmarks.md "Sparse and coarse levels"):
-// the 128-row tiles the rows give OR the masks of twice the rows. The 64-row tile was 1.05-1.50x
-// faster on 9 of the 10 sparse k3 layers (0.99 on the tenth), 1.08-1.28x on the 64/128 -> 96
-// ones, 1.01-1.18x on the 10 k2 ones; it lost at 96 -> 96, from 41k k3 outputs, and on the k2
-// inverses of 14k outputs or more or to 96 channels.
+// 64-128 -> 96 under 30k outputs, or a k2 map of several pairs an output (a downsample) under
+// 10k outputs not to 96. From bench_conv --tune on the four suites (docs/benchmarks.md "Sparse
+// and coarse levels"): the 128-row tiles the rows give OR the masks of twice the rows. The
+// 64-row tile was 1.05-1.50x faster on 9 of the 10 sparse k3 layers (0.99 on the tenth),
+// 1.08-1.28x on the 64/128 -> 96 ones, 1.01-1.18x on the 10 k2 ones; it lost at 96 -> 96 and
+// from 41k k3 outputs. The k2 inverses (one pair an output) follow their CTA waves instead
+// (wave_first).
 bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (c_in < 64 || c_out < 64 || n_out <= 0) return false;
-    if (K == 8) return c_out != 96 && n_out < 10000;
+    if (K == 8) return n_pairs > n_out && c_out != 96 && n_out < 10000; // one pair: wave_first
     if (K < 27) return false;
     const bool sparse = n_out < 50000 && n_pairs < 5 * n_out;
     const bool to96 = c_out == 96 && c_in != 96 && c_in <= 128 && n_out < 30000;
@@ -255,31 +256,37 @@ bool prefers_wg2(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
     return tiles >= (c_in <= 64 ? 64 : 200) && tiles <= 450;
 }
 
-// The CTA waves of a dense GEMM of rows x k -> c_out on configuration cfg on the current
-// device: its tiles over the CTAs its persistent grid keeps, or 0 where the configuration does
-// not plan here. vc_gemm_plan plans the shape: it checks that the operands are not NULL and
-// are aligned, and reads none, so a local block stands in for A, W and C.
-int64_t dense_waves(int64_t rows, int64_t k, int64_t c_out, vc_dtype dt, int32_t cfg)
+// The CTA waves of a layer's GEMM on configuration cfg with tap split `splits` (tap_splits) on
+// the current device, as vc_gemm_plan counts them for the launch the layer makes: the dense
+// GEMM's persistent grid (dense) or the masked gather's CTA a tile over map m's rows and taps;
+// 0 where the configuration does not plan here or its plan does not count waves. vc_gemm_plan
+// plans the shape: it checks that the operands are not NULL and are aligned, and reads none, so
+// a local block stands in for A, W, C, the gather table and the masks.
+int64_t layer_waves(const vc_kmap_data *m, int64_t k, int64_t c_out, bool dense, vc_dtype dt,
+                    int32_t cfg, int32_t splits)
 {
-    if (cfg < 0 || rows <= 0) return 0;
+    const vc_gemm_config *t = NULL;
+    if (cfg < 0 || cfg >= vc_gemm_configs(&t) || m->n_out <= 0) return 0;
     alignas(16) unsigned char operand[16];
     vc_gemm_args g;
     memset(&g, 0, sizeof g);
     g.a = g.w = operand;
     g.c = operand;
-    g.m = g.a_rows = rows;
+    g.m = m->n_out;
+    g.a_rows = m->n_in;
     g.n_cols = (int32_t)c_out;
     g.k = (int32_t)k;
-    g.taps = g.b_taps = 1;
+    g.taps = g.b_taps = dense ? 1 : m->volume;
+    if (!dense) {
+        g.gather = g.gather_rows = g.row_map = reinterpret_cast<const int32_t *>(operand);
+        g.masks = reinterpret_cast<const uint32_t *>(operand);
+        g.mask_words = m->mask_words;
+    }
+    g.splits = splits;
     g.ab_dtype = g.c_dtype = (vc_gemm_dtype)dt;
     g.math = VC_GEMM_MATH_DEFAULT;
     vc_gemm_launch_plan pl;
-    const vc_gemm_config *t = NULL;
-    if (cfg >= vc_gemm_configs(&t) || vc_gemm_plan(&g, cfg, &pl, NULL) != VC_OK || pl.grid <= 0)
-        return 0;
-    const int64_t tiles =
-        (rows + t[cfg].tile_m - 1) / t[cfg].tile_m * ((c_out + t[cfg].tile_n - 1) / t[cfg].tile_n);
-    return (tiles + pl.grid - 1) / pl.grid;
+    return vc_gemm_plan(&g, cfg, &pl, NULL) == VC_OK ? pl.waves : 0;
 }
 
 } // namespace
@@ -358,24 +365,35 @@ int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt
                                                                                      : 0;
 }
 
-// A dense layer (SUBM 1x1x1) whose first configuration takes more than one wave of CTAs, where
-// wgmma 128x128 (128x128x32_s5_wg) takes one, goes to that one first (the others follow, for
-// the devices without it). A layer that fits one wave lasts about one tile's chain of k steps;
-// a second wave adds a chain (the persistent grid's CTAs take the tiles in turn), and there the
-// larger tile's one wave, with four to eight times the small tiles' work a CTA, measured
-// shorter. Where both take one wave, or both more than one, the rows' tile was level or faster,
-// and the rule leaves it. From bench_conv --tune on MinkUNet's k1 layers on five scenes, then
-// an A/B (docs/benchmarks.md "Dense layers and waves").
-void dense_wave_first(int64_t rows, int64_t k, int64_t c_out, vc_dtype dt, int32_t cfgs[4])
+// A map of at most one pair an output (a dense layer, SUBM 1x1x1, or a k2 inverse): every CTA
+// walks one tap, so a layer of one wave of CTAs lasts about one tile's chain of k steps and
+// each further wave adds a chain (a dense layer's persistent CTAs take the tiles in turn, a
+// masked layer's CTAs start as others finish). The rule counts the waves on the device
+// (layer_waves): an inverse of c_in >= 64 to 64 columns or more but not 96 takes the wgmma
+// 64x64x64 tile (64x64x64_s4_wg) where its tiles fit one wave (it keeps three CTAs an SM; the
+// rows' mma.sync tiles keep more). Else, where the first configuration takes more than one
+// wave and wgmma 128x128 (128x128x32_s5_wg) one, that one goes first, with four to eight times
+// the small tiles' work a CTA (the others follow, for the devices without them). Where both
+// take one wave, or both more than one, the rows' tile was level or faster. From bench_conv
+// --tune on MinkUNet's k1 layers and k2 inverses on five scenes, then A/Bs (docs/benchmarks.md
+// "Maps of one pair an output and waves").
+void wave_first(const vc_kmap_data *m, int64_t c_in, int64_t c_out, bool dense, vc_dtype dt,
+                const vc_engine_options &o, int32_t cfgs[4])
 {
+    if (m->n_out <= 0 || m->n_pairs > m->n_out || cfgs[0] < 0) return;
+    const auto waves = [&](int32_t cfg) -> int64_t {
+        if (cfg < 0) return 0;
+        return layer_waves(m, c_in, c_out, dense, dt, cfg, tap_splits(m, c_in, cfg, dt, o));
+    };
+    int32_t first = -1;
+    const int32_t wg64 = config_index(dt, "64x64x64_s4_wg");
+    if (!dense && c_in >= 64 && c_out >= 64 && c_out != 96 && waves(wg64) == 1) first = wg64;
     const int32_t big = config_index(dt, "128x128x32_s5_wg");
-    if (big < 0 || cfgs[0] < 0 || cfgs[0] == big) return;
-    if (dense_waves(rows, k, c_out, dt, cfgs[0]) <= 1 ||
-        dense_waves(rows, k, c_out, dt, big) != 1)
-        return;
-    int32_t out[4] = {big, -1, -1, -1};
+    if (first < 0 && cfgs[0] != big && waves(cfgs[0]) > 1 && waves(big) == 1) first = big;
+    if (first < 0 || first == cfgs[0]) return;
+    int32_t out[4] = {first, -1, -1, -1};
     for (int j = 0, n = 1; j < 4 && n < 4; j++)
-        if (cfgs[j] != big) out[n++] = cfgs[j];
+        if (cfgs[j] != first) out[n++] = cfgs[j];
     for (int j = 0; j < 4; j++) cfgs[j] = out[j];
 }
 

@@ -1,0 +1,201 @@
+/* tests/gpu/test_gpu_conv_tiles.c - the implicit GEMM's tile planner (conv/tiles.cu) on the
+ * layers its rules were measured on: the planner must name the rule's tile where the build has
+ * it (and, for the rules that count CTA waves, on the Hopper parts the layers were sized for),
+ * and every layer runs against its CPU twin as conv_harness.h compares them (fp16 and bf16,
+ * bias + residual + ReLU on some). Rules: the mid-size-level wgmma tiles (wg96_first,
+ * wg32_first, wg96_for_64) on a ~30k k3 level; the waves of the maps of one pair an output
+ * (wave_first) on dense k1 layers and k2 inverses either side of a wave. VC_SANITIZE (set by
+ * tests/gpu/run for compute-sanitizer) runs the inverses only.
+ * Prints its seed (VC_TEST_SEED replays). Exits 77 without a CUDA build or a usable device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "map_desc.h"
+#include "testutil.h"
+
+#ifdef VOXCONV_HAVE_CUDA
+#include "conv_harness.h"
+
+/* Whether the device is a Hopper part of 114-132 SMs, on which the wave rules' layers below
+ * fall either side of a wave as their comments say (*sms: its SM count). */
+static int sized_hopper(int *sms)
+{
+    int dev = 0, major = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return major == 9 && *sms >= 114 && *sms <= 132;
+}
+
+/* The planner's mid-size-level wgmma tiles (conv/tiles.cu: wg96_first, wg32_first,
+ * wg96_for_64) on a k3 level of ~30k outputs: to 96 channels from c_in 96 and 64 (32 deep, 6
+ * stages) and 128 (64 deep), 32 -> 32 on two tap sets (where the level has fewer than 9 pairs an
+ * output), and 32 -> 64 on the 96-column tile (its last 32 columns past c_out); fp16 and bf16,
+ * bias + residual + ReLU once each kind. The planner must name them where the build has them. */
+static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
+{
+    cloud c = make_cloud(rng, 30000, 1, shape, 3);
+    int32_t *d_rows = to_device(c.rows, (size_t)c.n * 16);
+    vc_map_desc d = mkdesc(VC_MAP_SUBM, 3, 1, 0, 1);
+    map_pair m = build_pair(&c, d_rows, &d, "30k subm k3");
+    const int sparse = m.gpu.n_pairs < 9 * m.gpu.n_out;
+    const struct {
+        int64_t c_in, c_out;
+        vc_dtype dt;
+        const char *tile;
+        int named; /* the rule applies to this level */
+    } cases[] = {{96, 96, VC_DTYPE_FP16, "f16_64x96x32_s6_wg", 1},
+                 {64, 96, VC_DTYPE_BF16, "bf16_64x96x32_s6_wg", 1},
+                 {128, 96, VC_DTYPE_FP16, "f16_64x96x64_s3_wg", 1},
+                 {128, 96, VC_DTYPE_BF16, "bf16_64x96x64_s3_wg", 1},
+                 {32, 32, VC_DTYPE_FP16, "f16_64x32x32_s4_wg2", sparse},
+                 {32, 32, VC_DTYPE_BF16, "bf16_64x32x32_s4_wg2", sparse},
+                 {32, 64, VC_DTYPE_FP16, "f16_64x96x32_s6_wg", 1},
+                 {32, 64, VC_DTYPE_BF16, "bf16_64x96x32_s6_wg", 1}};
+    const int in_range = m.gpu.n_out >= 25000 && m.gpu.n_out < 45000;
+    CHECK_MSG(!m.ok || in_range, "30k subm k3: %lld outputs, outside the rules' 25k-45k",
+              (long long)m.gpu.n_out);
+    for (size_t i = 0; m.ok && i < sizeof cases / sizeof cases[0]; i++) {
+        const char *cfg = NULL;
+        int32_t split = 0, tuned = 0;
+        vc_conv_gpu_describe(&m.gpu, cases[i].c_in, cases[i].c_out, cases[i].dt, 0, &g_opt, &cfg,
+                             &split, &tuned);
+        const int built = gemm_config_named(cases[i].tile, strlen(cases[i].tile)) >= 0;
+        CHECK_MSG(!in_range || !cases[i].named || !built || !strcmp(cfg, cases[i].tile),
+                  "30k subm k3 %lld->%lld: the planner names %s, not %s (%lld outputs, %lld "
+                  "pairs)", (long long)cases[i].c_in, (long long)cases[i].c_out, cfg,
+                  cases[i].tile, (long long)m.gpu.n_out, (long long)m.gpu.n_pairs);
+        conv_opts o = opts(cases[i].c_in, cases[i].c_out, cases[i].dt, VC_ALGO_AUTO);
+        if (i == 0 || i == 4 || i == 7) {
+            o.bias = o.res = 1;
+            o.act = VC_ACT_RELU;
+        }
+        const double e = run_conv("30k subm k3, mid-level tiles", &m, o, rng);
+        printf("30k subm k3 (%.1f pairs an output) %lld->%lld %s on %s: rel err %.2e\n",
+               m.gpu.n_out ? (double)m.gpu.n_pairs / (double)m.gpu.n_out : 0.0,
+               (long long)cases[i].c_in, (long long)cases[i].c_out, dname(cases[i].dt), cfg, e);
+    }
+    free_pair(&m);
+    cudaFree(d_rows);
+    free(c.rows);
+}
+
+/* Dense (SUBM 1x1x1) layers either side of a wave (conv/tiles.cu: wave_first): 384 ->
+ * 256 at 7.4k and at 4.7k rows, fp16 and bf16, bias + residual + ReLU once, against the CPU
+ * twin. Whether a layer passes a wave depends on the device's SM count, so the planner's name is
+ * checked only on the Hopper parts these rows were chosen for (114-132 SMs): there the rows'
+ * tile (64x64x64_s3) takes two waves at 7.4k rows and one at 4.7k, and 128x128x32_s5_wg one
+ * at both, so the planner must name 128x128 for the first and not for the second. */
+static void dense_wave_tiles(vc_rng *rng, const int32_t shape[3])
+{
+    int sms = 0;
+    const int hopper = sized_hopper(&sms);
+    const int64_t rows[2] = {7400, 4700};
+    for (int r = 0; r < 2; r++) {
+        cloud c = make_cloud(rng, rows[r], 1, shape, 1);
+        int32_t *d_rows = to_device(c.rows, (size_t)c.n * 16);
+        vc_map_desc d = mkdesc(VC_MAP_SUBM, 1, 1, 0, 1);
+        map_pair m = build_pair(&c, d_rows, &d, "dense k1");
+        for (int i = 0; m.ok && i < 2; i++) {
+            const vc_dtype dt = i == 0 ? VC_DTYPE_FP16 : VC_DTYPE_BF16;
+            const char *big = i == 0 ? "f16_128x128x32_s5_wg" : "bf16_128x128x32_s5_wg";
+            const char *cfg = NULL;
+            int32_t split = 0, tuned = 0;
+            vc_conv_gpu_describe(&m.gpu, 384, 256, dt, 0, &g_opt, &cfg, &split, &tuned);
+            const int built = gemm_config_named(big, strlen(big)) >= 0;
+            const int want = r == 0; /* two waves of the rows' tile at 7.4k rows, one at 4.7k */
+            CHECK_MSG(!hopper || !built || (strcmp(cfg, big) == 0) == want,
+                      "dense k1 384->256 at %lld rows (%d SMs): the planner names %s",
+                      (long long)m.gpu.n_out, sms, cfg);
+            conv_opts o = opts(384, 256, dt, VC_ALGO_AUTO);
+            if (i == 0) {
+                o.bias = o.res = 1;
+                o.act = VC_ACT_RELU;
+            }
+            const double e = run_conv("dense k1, either side of a wave", &m, o, rng);
+            printf("dense k1 %lld rows 384->256 %s on %s: rel err %.2e\n",
+                   (long long)m.gpu.n_out, dname(dt), cfg, e);
+        }
+        free_pair(&m);
+        cudaFree(d_rows);
+        free(c.rows);
+    }
+}
+
+/* k2 inverses (conv/tiles.cu: wave_first), fp16 and bf16, bias + residual + ReLU once, against
+ * the CPU twin: the inverse of a 2x2x2 downsample has one pair an output, so each CTA walks one
+ * tap. On a Hopper of 114-132 SMs (three CTAs of wgmma 64x64x64 an SM): 256 -> 256 at 7.4k
+ * outputs makes 464 tiles of 64x64, two waves, so the planner must not name that tile; 256 ->
+ * 128 at 10.5k outputs makes 330, one wave, so it must name it. */
+static void inverse_wave_tiles(vc_rng *rng, const int32_t shape[3])
+{
+    int sms = 0;
+    const int hopper = sized_hopper(&sms);
+    const struct {
+        int64_t rows, c_in, c_out;
+        int named; /* whether the planner must name the 64x64 wgmma tile, or must not */
+    } cases[2] = {{7400, 256, 256, 0}, {10500, 256, 128, 1}};
+    for (int r = 0; r < 2; r++) {
+        cloud c = make_cloud(rng, cases[r].rows, 1, shape, 1);
+        int32_t *d_rows = to_device(c.rows, (size_t)c.n * 16);
+        vc_map_desc d = mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 0, 1);
+        map_pair fwd = build_pair(&c, d_rows, &d, "k2 downsample");
+        map_pair m;
+        memset(&m, 0, sizeof m);
+        if (fwd.ok) m = inverse_pair(&fwd, &c, "k2 inverse");
+        CHECK_MSG(!m.ok || m.gpu.n_pairs == m.gpu.n_out, "k2 inverse: %lld pairs for %lld outputs",
+                  (long long)m.gpu.n_pairs, (long long)m.gpu.n_out);
+        for (int i = 0; m.ok && i < 2; i++) {
+            const vc_dtype dt = i == 0 ? VC_DTYPE_FP16 : VC_DTYPE_BF16;
+            const char *wg64 = i == 0 ? "f16_64x64x64_s4_wg" : "bf16_64x64x64_s4_wg";
+            const char *cfg = NULL;
+            int32_t split = 0, tuned = 0;
+            vc_conv_gpu_describe(&m.gpu, cases[r].c_in, cases[r].c_out, dt, 0, &g_opt, &cfg,
+                                 &split, &tuned);
+            const int built = gemm_config_named(wg64, strlen(wg64)) >= 0;
+            CHECK_MSG(!hopper || !built || (strcmp(cfg, wg64) == 0) == cases[r].named,
+                      "k2 inverse %lld->%lld at %lld outputs (%d SMs): the planner names %s",
+                      (long long)cases[r].c_in, (long long)cases[r].c_out,
+                      (long long)m.gpu.n_out, sms, cfg);
+            conv_opts o = opts(cases[r].c_in, cases[r].c_out, dt, VC_ALGO_AUTO);
+            if (i == 0) {
+                o.bias = o.res = 1;
+                o.act = VC_ACT_RELU;
+            }
+            const double e = run_conv("k2 inverse, either side of a wave", &m, o, rng);
+            printf("k2 inverse %lld outputs %lld->%lld %s on %s: rel err %.2e\n",
+                   (long long)m.gpu.n_out, (long long)cases[r].c_in, (long long)cases[r].c_out,
+                   dname(dt), cfg, e);
+        }
+        free_pair(&m);
+        free_pair(&fwd);
+        cudaFree(d_rows);
+        free(c.rows);
+    }
+}
+
+int main(void)
+{
+    if (!gpu_usable()) return 77;
+    vc_rng rng = vc_test_rng("test_gpu_conv_tiles");
+    g_quick = getenv("VC_SANITIZE") != NULL;
+    if (g_quick) printf("VC_SANITIZE: reduced run (the inverses only)\n");
+    CUDA_OK(cudaStreamCreate(&g_stream));
+    g_opt.force_order = 1; /* as test_gpu_conv: tile orders wherever the GEMM would take one */
+    const int32_t big[3] = {41, 1600, 1408};
+    if (!g_quick) mid_level_tiles(&rng, big);
+    if (!g_quick) dense_wave_tiles(&rng, big);
+    inverse_wave_tiles(&rng, big);
+    cudaStreamDestroy(g_stream);
+    printf("test_gpu_conv_tiles: %d convolutions\n", g_cases);
+    TEST_END();
+}
+
+#else
+int main(void)
+{
+    printf("test_gpu_conv_tiles: built without CUDA, skipped\n");
+    return 77;
+}
+#endif
