@@ -18,11 +18,17 @@ namespace {
 // in docs/benchmarks.md "Occupancy", "A 64-deep k step" and "wgmma 64x64"). The gathered
 // problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles, registers capped
 // so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
-//  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above; where
-//    the small tile takes more than one wave of CTAs and wgmma 128x128 one, that one first
-//    (wave_first, which also picks the tiles of the k2 inverses by their waves);
+//  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above;
+//    below, from 192 input channels or to 96 columns from 30k rows, the dense TMA kernel's 64-
+//    or 96-column slice (gemm_sm90.h: W's slice held by each CTA, warp-specialized; 1.03-1.08x
+//    on those MinkUNet shortcuts; to 96 columns it was level or slower under 20k rows, and it
+//    lost on half the narrower layers);
+//    where the small tile takes more than one wave of CTAs and wgmma 128x128 one, that one
+//    first (wave_first, which also picks the tiles of k2 inverses and 3x1x1 maps by their waves);
 //  - c_out <= 32 and c_in <= 16 from 10k outputs: the warp tile 32x16x16_warp (a warp a 32-row
-//    tile, 16 columns at a time, no barriers: gemm/warp_tile.cuh);
+//    tile, 16 columns at a time, no barriers: gemm/warp_tile.cuh), but 64x32x16_s4 first for a
+//    strided k3 map from 30k outputs (1.07-1.16x on CenterPoint's conv2 at 55-81k outputs on
+//    three scenes; the subm layers of those widths stay on the warp tile);
 //  - c_out <= 32: the two-warp 64x32 tiles (16-deep for c_in <= 16), or 64x64x32_s4 for the
 //    layers under 50k outputs with K < 27;
 //  - c_out 96 from 10k outputs: wgmma 128x128;
@@ -63,6 +69,8 @@ enum TileCond : uint32_t {
     K_GE27 = 1u << 12,  // a k3 map (K >= 27)
     DEEP = 1u << 13,    // c_in >= 128, or c_in = c_out = 64 from 10k outputs
     WG64 = 1u << 14,    // K >= 27, c_in >= 64, c_out >= 64 but not 96, under 50k outputs
+    CI_GE192 = 1u << 15, // c_in >= 192
+    STRIDED = 1u << 16, // a strided map (new outputs, each gathering the inputs its kernel covers)
 };
 
 // A row: a layer with every bit of `when` takes `tiles` (names without the dtype prefix, best
@@ -74,11 +82,14 @@ struct TileRow {
 
 const TileRow kTileRows[] = {
     {DENSE | N_GE50K, {}},
-    {DENSE | CO_GE256 | DEEP | WG64, {"64x64x64_s4_wg", "64x64x64_s3", "64x64x32_s4"}},
+    {DENSE | CO_96 | N_GE30K, {"dense_64x96_tma", "64x32x32_s3"}},
+    {DENSE | CI_GE192 | CO_GE256, {"dense_64x64_tma", "64x64x64_s3", "64x64x32_s4"}},
+    {DENSE | CI_GE192, {"dense_64x64_tma", "64x32x32_s3"}},
     {DENSE | CO_GE256 | DEEP, {"64x64x64_s3", "64x64x32_s4"}},
-    {DENSE | CO_GE256 | WG64, {"64x64x64_s4_wg", "64x64x32_s4"}},
     {DENSE | CO_GE256, {"64x64x32_s4"}},
     {DENSE, {"64x32x32_s3"}},
+    {CO_LE32 | CI_LE16 | N_GE30K | K_GE27 | STRIDED,
+     {"64x32x16_s4", "32x16x16_warp", "64x32x16_s3"}},
     {CO_LE32 | CI_LE16 | N_GE10K, {"32x16x16_warp", "64x32x16_s3", "64x32x16_s4"}},
     {CO_LE32 | CI_LE16, {"64x32x16_s3", "64x32x16_s4"}},
     {CO_LE32 | N_GE50K, {"64x32x32_s3", "64x32x16_s4"}},
@@ -101,11 +112,14 @@ const TileRow kTileRows[] = {
 };
 
 // The bits of TileCond a layer has.
-uint32_t tile_conds(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K, bool dense)
+uint32_t tile_conds(vc_map_type type, int64_t n_out, int64_t c_in, int64_t c_out, int64_t K,
+                    bool dense)
 {
     uint32_t f = 0;
     const auto put = [&f](bool on, uint32_t bit) { f |= on ? bit : 0u; };
     put(dense, DENSE);
+    put(type == VC_MAP_STRIDED, STRIDED);
+    put(c_in >= 192, CI_GE192);
     put(c_in <= 16, CI_LE16);
     put(c_out <= 32, CO_LE32);
     put(c_out == 96, CO_96);
@@ -138,7 +152,10 @@ int32_t config_index(vc_dtype dt, const char *name)
 }
 
 // Whether a layer takes the wgmma 64x64x64 tile before its row's tiles: on 64-256 channels, a
-// k3 map that is sparse (fewer than 5 pairs an output) under 50k outputs, a k3 layer of c_in
+// k3 map that is sparse (fewer than 5 pairs an output) under 50k outputs (30k to 256 columns or
+// more, where the rows' 128x256 tile gathers each row once, not four times: bun0's sparse 256 ->
+// 256 level at 41.5k outputs ran 1.29x faster on it, "Planner rules of the 2026-11-28 tune"), a
+// k3 layer of c_in
 // 64-128 -> 96 under 30k outputs, or a k2 map of several pairs an output (a downsample) under
 // 10k outputs not to 96. From bench_conv --tune on the four suites (docs/benchmarks.md "Sparse
 // and coarse levels"): the 128-row tiles the rows give OR the masks of twice the rows. The
@@ -151,7 +168,7 @@ bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, i
     if (c_in < 64 || c_out < 64 || n_out <= 0) return false;
     if (K == 8) return n_pairs > n_out && c_out != 96 && n_out < 10000; // one pair: wave_first
     if (K < 27) return false;
-    const bool sparse = n_out < 50000 && n_pairs < 5 * n_out;
+    const bool sparse = n_out < (c_out >= 256 ? 30000 : 50000) && n_pairs < 5 * n_out;
     const bool to96 = c_out == 96 && c_in != 96 && c_in <= 128 && n_out < 30000;
     return sparse || to96;
 }
@@ -173,15 +190,24 @@ const char *wg96_first(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 }
 
 // The wgmma 64x32 tile whose two warpgroups divide each tile's taps (64x32x32_s4_wg2), for a
-// k3 32 -> 32 layer of 15k to 45k outputs with fewer than 9 pairs an output, before its row's
-// tiles and the warp tiles. Such a level is its heaviest tiles' chains of taps, which the two
-// sets halve, and has the rows to keep three such CTAs an SM busy. From bench_conv --tune on
-// the four suites and five scenes (docs/benchmarks.md "The 96- and 32-column wgmma tiles"): up
-// to 1.14x on those layers (bun0), level on two; it lost from 9.7 pairs an output and under 15k
-// outputs.
-const char *wg32_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
+// k3 32 -> 32 layer of 15k to 45k outputs with fewer than 9 pairs an output, or a k2 32 -> 32
+// downsample (a strided or downsample map of 8 taps) under 25k outputs, before its row's tiles
+// and the warp tiles. Such a level is its heaviest tiles' chains of taps, which the two sets
+// halve, and has the rows to keep three such CTAs an SM busy. From bench_conv --tune on the
+// four suites and five scenes (docs/benchmarks.md "The 96- and 32-column wgmma tiles" and
+// "Planner rules of the 2026-11-28 tune"): up to 1.14x on the k3 layers (bun0), level on two;
+// they lost from 9.7 pairs an output and under 15k outputs. The k2 downsamples gained
+// 1.08-1.18x on all seven at 7k-19k outputs and lost at 33k-41k (the 64x64 two-set tile that
+// prefers_wg2 names wastes half its columns at 32).
+const char *wg32_first(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
+                       int64_t c_out, int64_t K)
 {
-    if (K < 27 || c_in != 32 || c_out != 32 || n_out < 15000 || n_out >= 45000) return NULL;
+    if (c_in != 32 || c_out != 32) return NULL;
+    if (K == 8)
+        return (type == VC_MAP_DOWNSAMPLE || type == VC_MAP_STRIDED) && n_out < 25000
+                   ? "64x32x32_s4_wg2"
+                   : NULL;
+    if (K < 27 || n_out < 15000 || n_out >= 45000) return NULL;
     return n_pairs < 9 * n_out ? "64x32x32_s4_wg2" : NULL;
 }
 
@@ -203,16 +229,17 @@ const char *wg96_for_64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_
 // before its row's tiles, or NULL: the one whose S warps a tile divide its taps
 // (gemm/warp_tile.cuh). Such a layer's time is its heaviest tile's chain of taps (a scan's
 // sorted tiles OR 1-27 taps; every tile is in flight at once), so the fewer its tiles the more
-// warps a tile: at c_in <= 16, 4 up to 800 tiles of 32 rows x 16 columns, 2 up to 2500; at c_in
+// warps a tile: at c_in <= 16, 4 up to 800 tiles of 32 rows x 16 columns, 2 up to 3000; at c_in
 // 17-32 only sparse levels (fewer than 5 pairs an output, under 30k outputs) gain, with 4. From
 // bench_conv --tune on the four suites (docs/benchmarks.md "Warp tiles that share a tile's
-// taps").
+// taps"; the bound of 2 from 2500 to 3000 tiles: bun0's 4 -> 32 stem, 2596 tiles, ran 1.26x
+// faster on 2 warps, "Planner rules of the 2026-11-28 tune").
 const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (K < 27 || c_in > 32 || c_out > (c_in <= 16 ? 64 : 32) || n_out <= 0) return NULL;
     const int64_t tiles = (n_out + 31) / 32 * ((c_out + 15) / 16);
     if (c_in <= 16)
-        return tiles <= 800 ? "32x16x16_warp4" : tiles <= 2500 ? "32x16x16_warp2" : NULL;
+        return tiles <= 800 ? "32x16x16_warp4" : tiles <= 3000 ? "32x16x16_warp2" : NULL;
     return n_out < 30000 && n_pairs < 5 * n_out ? "32x16x16_warp4" : NULL;
 }
 
@@ -300,8 +327,8 @@ void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t 
 {
     out[0] = out[1] = out[2] = out[3] = -1;
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
-    const uint32_t f = tile_conds(n_out, c_in, c_out, K, dense);
-    const char *wg32 = dense ? NULL : wg32_first(n_out, n_pairs, c_in, c_out, K);
+    const uint32_t f = tile_conds(type, n_out, c_in, c_out, K, dense);
+    const char *wg32 = dense ? NULL : wg32_first(type, n_out, n_pairs, c_in, c_out, K);
     const char *to64 = dense ? NULL : wg96_for_64(n_out, n_pairs, c_in, c_out, K);
     const char *warp = dense ? NULL : warp_first(n_out, n_pairs, c_in, c_out, K);
     const bool wg2 = !dense && prefers_wg2(type, n_out, n_pairs, c_in, c_out, K);
@@ -365,22 +392,25 @@ int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt
                                                                                      : 0;
 }
 
-// A map of at most one pair an output (a dense layer, SUBM 1x1x1, or a k2 inverse): every CTA
-// walks one tap, so a layer of one wave of CTAs lasts about one tile's chain of k steps and
-// each further wave adds a chain (a dense layer's persistent CTAs take the tiles in turn, a
-// masked layer's CTAs start as others finish). The rule counts the waves on the device
-// (layer_waves): an inverse of c_in >= 64 to 64 columns or more but not 96 takes the wgmma
-// 64x64x64 tile (64x64x64_s4_wg) where its tiles fit one wave (it keeps three CTAs an SM; the
-// rows' mma.sync tiles keep more). Else, where the first configuration takes more than one
-// wave and wgmma 128x128 (128x128x32_s5_wg) one, that one goes first, with four to eight times
-// the small tiles' work a CTA (the others follow, for the devices without them). Where both
-// take one wave, or both more than one, the rows' tile was level or faster. From bench_conv
-// --tune on MinkUNet's k1 layers and k2 inverses on five scenes, then A/Bs (docs/benchmarks.md
-// "Maps of one pair an output and waves").
+// Maps whose CTAs walk few taps: at most one pair an output (a dense layer, SUBM 1x1x1, or a
+// k2 inverse) or a kernel of fewer than 8 taps (a 3x1x1 map). A layer of one wave of CTAs then
+// lasts about one tile's short chain and each further wave adds a chain (a dense layer's
+// persistent CTAs take the tiles in turn, a masked layer's CTAs start as others finish), so the
+// rule counts the waves on the device (layer_waves):
+//  - such a masked map of c_in >= 64 to 64 columns or more but not 96 takes the wgmma 64x64x64
+//    tile (64x64x64_s4_wg) where its tiles fit one wave (it keeps three CTAs an SM; the rows'
+//    mma.sync tiles keep more);
+//  - else, on a map of one pair an output, where the first configuration takes more than one
+//    wave and wgmma 128x128 (128x128x32_s5_wg) one, that one goes first, with four to eight
+//    times the small tiles' work a CTA (the others follow, for the devices without them).
+// Where both take one wave, or both more than one, the rows' tile was level or faster. From
+// bench_conv --tune on MinkUNet's k1 layers and k2 inverses and CenterPoint's 3x1x1 conv_out on
+// five scenes, then A/Bs (docs/benchmarks.md "Maps of few taps and waves").
 void wave_first(const vc_kmap_data *m, int64_t c_in, int64_t c_out, bool dense, vc_dtype dt,
                 const vc_engine_options &o, int32_t cfgs[4])
 {
-    if (m->n_out <= 0 || m->n_pairs > m->n_out || cfgs[0] < 0) return;
+    const bool one_pair = m->n_pairs <= m->n_out;
+    if (m->n_out <= 0 || cfgs[0] < 0 || !(one_pair || (!dense && m->volume < 8))) return;
     const auto waves = [&](int32_t cfg) -> int64_t {
         if (cfg < 0) return 0;
         return layer_waves(m, c_in, c_out, dense, dt, cfg, tap_splits(m, c_in, cfg, dt, o));
@@ -389,7 +419,8 @@ void wave_first(const vc_kmap_data *m, int64_t c_in, int64_t c_out, bool dense, 
     const int32_t wg64 = config_index(dt, "64x64x64_s4_wg");
     if (!dense && c_in >= 64 && c_out >= 64 && c_out != 96 && waves(wg64) == 1) first = wg64;
     const int32_t big = config_index(dt, "128x128x32_s5_wg");
-    if (first < 0 && cfgs[0] != big && waves(cfgs[0]) > 1 && waves(big) == 1) first = big;
+    if (first < 0 && one_pair && cfgs[0] != big && waves(cfgs[0]) > 1 && waves(big) == 1)
+        first = big;
     if (first < 0 || first == cfgs[0]) return;
     int32_t out[4] = {first, -1, -1, -1};
     for (int j = 0, n = 1; j < 4 && n < 4; j++)

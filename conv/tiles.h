@@ -17,10 +17,10 @@ namespace conv_tiles {
 void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
                       int64_t c_out, int64_t K, bool dense, vc_dtype dt, int32_t out[4]);
 
-// For a layer on map m of at most one pair an output (dense: a SUBM 1x1x1 map, run as a dense
-// GEMM; or a k2 inverse): puts a tile that takes one wave of CTAs on the current device ahead of
-// cfgs (as implicit_configs filled them) where the rule in conv/tiles.cu says. Queries the
-// device (occupancy); launches nothing.
+// For a layer on map m whose CTAs walk few taps (at most one pair an output: a SUBM 1x1x1 map,
+// dense: run as a dense GEMM, or a k2 inverse; or a kernel of fewer than 8 taps): puts a tile
+// that takes one wave of CTAs on the current device ahead of cfgs (as implicit_configs filled
+// them) where the rule in conv/tiles.cu says. Queries the device (occupancy); launches nothing.
 void wave_first(const vc_kmap_data *m, int64_t c_in, int64_t c_out, bool dense, vc_dtype dt,
                 const vc_engine_options &o, int32_t cfgs[4]);
 

@@ -4,7 +4,9 @@
  * and every layer runs against its CPU twin as conv_harness.h compares them (fp16 and bf16,
  * bias + residual + ReLU on some). Rules: the mid-size-level wgmma tiles (wg96_first,
  * wg32_first, wg96_for_64) on a ~30k k3 level; the waves of the maps of one pair an output
- * (wave_first) on dense k1 layers and k2 inverses either side of a wave. VC_SANITIZE (set by
+ * (wave_first) on dense k1 layers and k2 inverses either side of a wave; the rules of the
+ * 2026-11-28 tune (dense TMA slices, 3x1x1 waves, k2 32 -> 32 downsamples, wide strided maps
+ * of few channels, sparse 256-column levels). VC_SANITIZE (set by
  * tests/gpu/run for compute-sanitizer) runs the inverses only.
  * Prints its seed (VC_TEST_SEED replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
@@ -81,12 +83,13 @@ static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
     free(c.rows);
 }
 
-/* Dense (SUBM 1x1x1) layers either side of a wave (conv/tiles.cu: wave_first): 384 ->
- * 256 at 7.4k and at 4.7k rows, fp16 and bf16, bias + residual + ReLU once, against the CPU
- * twin. Whether a layer passes a wave depends on the device's SM count, so the planner's name is
+/* Dense (SUBM 1x1x1) layers either side of a wave (conv/tiles.cu: wave_first): 128 -> 256 at
+ * 7.4k and at 4.7k rows, fp16 and bf16, bias + residual + ReLU once, against the CPU twin.
+ * Whether a layer passes a wave depends on the device's SM count, so the planner's name is
  * checked only on the Hopper parts these rows were chosen for (114-132 SMs): there the rows'
- * tile (64x64x64_s3) takes two waves at 7.4k rows and one at 4.7k, and 128x128x32_s5_wg one
- * at both, so the planner must name 128x128 for the first and not for the second. */
+ * tile (64x64x64_s3) takes two waves at 7.4k rows and one at 4.7k, and 128x128x32_s5_wg one at
+ * both, so the planner must name 128x128 for the first and not for the second. (From 192 input
+ * channels a dense layer takes the dense TMA kernel first: rule_tiles.) */
 static void dense_wave_tiles(vc_rng *rng, const int32_t shape[3])
 {
     int sms = 0;
@@ -102,19 +105,19 @@ static void dense_wave_tiles(vc_rng *rng, const int32_t shape[3])
             const char *big = i == 0 ? "f16_128x128x32_s5_wg" : "bf16_128x128x32_s5_wg";
             const char *cfg = NULL;
             int32_t split = 0, tuned = 0;
-            vc_conv_gpu_describe(&m.gpu, 384, 256, dt, 0, &g_opt, &cfg, &split, &tuned);
+            vc_conv_gpu_describe(&m.gpu, 128, 256, dt, 0, &g_opt, &cfg, &split, &tuned);
             const int built = gemm_config_named(big, strlen(big)) >= 0;
             const int want = r == 0; /* two waves of the rows' tile at 7.4k rows, one at 4.7k */
             CHECK_MSG(!hopper || !built || (strcmp(cfg, big) == 0) == want,
-                      "dense k1 384->256 at %lld rows (%d SMs): the planner names %s",
+                      "dense k1 128->256 at %lld rows (%d SMs): the planner names %s",
                       (long long)m.gpu.n_out, sms, cfg);
-            conv_opts o = opts(384, 256, dt, VC_ALGO_AUTO);
+            conv_opts o = opts(128, 256, dt, VC_ALGO_AUTO);
             if (i == 0) {
                 o.bias = o.res = 1;
                 o.act = VC_ACT_RELU;
             }
             const double e = run_conv("dense k1, either side of a wave", &m, o, rng);
-            printf("dense k1 %lld rows 384->256 %s on %s: rel err %.2e\n",
+            printf("dense k1 %lld rows 128->256 %s on %s: rel err %.2e\n",
                    (long long)m.gpu.n_out, dname(dt), cfg, e);
         }
         free_pair(&m);
@@ -175,6 +178,96 @@ static void inverse_wave_tiles(vc_rng *rng, const int32_t shape[3])
     }
 }
 
+/* The rules of the 2026-11-28 tune (conv/tiles.cu), each layer against the CPU twin in fp16 and
+ * bf16 (bias + residual + ReLU on the fp16 run) where the CPU twin is quick, and the planner's
+ * name checked where the build has the tile: dense k1 layers from 192 input channels, or to 96
+ * columns from 30k rows, on the dense TMA kernel's slice; a 3x1x1 strided 128 -> 128 map of
+ * one wave on wgmma 64x64x64 (wave_first: on a Hopper of 114-132 SMs only); a k2 32 -> 32
+ * downsample under 25k outputs on the 64x32 two-tap-set tile; a strided k3 16 -> 32 map past
+ * the warp tiles' bound (3000 tiles of 32 x 16) on 64x32x16_s4; and, by name only (its CPU
+ * twin takes seconds), a sparse subm 256 -> 256 level of 30k-50k outputs on 128x256, not
+ * wgmma 64x64. */
+typedef struct {
+    const char *label;
+    int64_t points;
+    int style;
+    vc_map_desc d;
+    int64_t c_in, c_out;
+    const char *tile; /* without the dtype prefix */
+    int run;          /* against the CPU twin */
+} rule_case;
+
+/* Whether the planner's rule applies to the map as built (its outputs and pairs). */
+static int rule_applies(const rule_case *k, const vc_kmap_data *m, int hopper)
+{
+    const int64_t n = m->n_out, p = m->n_pairs;
+    if (k->d.type == VC_MAP_SUBM && m->volume == 1)
+        return n < 50000 && (k->c_out != 96 || n >= 30000);
+    if (k->d.type == VC_MAP_STRIDED && m->volume == 3) return hopper && n * 2 <= 300 * 64;
+    if (k->d.type == VC_MAP_DOWNSAMPLE) return n < 25000;
+    if (k->d.type == VC_MAP_STRIDED) return n >= 30000 && (n + 31) / 32 * 2 > 3000;
+    return n >= 30000 && n < 50000 && p < 5 * n;
+}
+
+static void rule_tiles(vc_rng *rng, const int32_t shape[3])
+{
+    int sms = 0;
+    const int hopper = sized_hopper(&sms);
+    const int k311[3] = {3, 1, 1}, s211[3] = {2, 1, 1}, p000[3] = {0, 0, 0}, d111[3] = {1, 1, 1};
+    const rule_case cases[] = {
+        {"dense k1", 4700, 1, mkdesc(VC_MAP_SUBM, 1, 1, 0, 1), 384, 256, "dense_64x64_tma", 1},
+        {"dense k1", 4700, 1, mkdesc(VC_MAP_SUBM, 1, 1, 0, 1), 192, 128, "dense_64x64_tma", 1},
+        {"dense k1", 32000, 1, mkdesc(VC_MAP_SUBM, 1, 1, 0, 1), 128, 96, "dense_64x96_tma",
+         1},
+        {"strided 3x1x1", 6000, 1, mkdesc3(VC_MAP_STRIDED, k311, s211, p000, d111), 128, 128,
+         "64x64x64_s4_wg", 1},
+        {"downsample k2", 12000, 1, mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 0, 1), 32, 32,
+         "64x32x32_s4_wg2", 1},
+        {"strided k3", 36000, 1, mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1), 16, 32, "64x32x16_s4", 1},
+        {"sparse subm k3", 40000, 1, mkdesc(VC_MAP_SUBM, 3, 1, 1, 1), 256, 256,
+         "128x256x64_s3_wg", 0},
+    };
+    for (size_t r = 0; r < sizeof cases / sizeof cases[0]; r++) {
+        const rule_case *k = &cases[r];
+        cloud c = make_cloud(rng, k->points, 1, shape, k->style);
+        int32_t *d_rows = to_device(c.rows, (size_t)c.n * 16);
+        map_pair m = build_pair(&c, d_rows, &k->d, k->label);
+        const int applies = m.ok && rule_applies(k, &m.gpu, hopper);
+        CHECK_MSG(!m.ok || applies || (k->d.type == VC_MAP_STRIDED && m.gpu.volume == 3 && !hopper),
+                  "%s: %lld outputs, %lld pairs: outside the rule this case was sized for",
+                  k->label, (long long)m.gpu.n_out, (long long)m.gpu.n_pairs);
+        for (int i = 0; m.ok && i < 2; i++) {
+            const vc_dtype dt = i == 0 ? VC_DTYPE_FP16 : VC_DTYPE_BF16;
+            char want[64];
+            snprintf(want, sizeof want, "%s%s", i == 0 ? "f16_" : "bf16_", k->tile);
+            const char *cfg = NULL;
+            int32_t split = 0, tuned = 0;
+            vc_conv_gpu_describe(&m.gpu, k->c_in, k->c_out, dt, 0, &g_opt, &cfg, &split, &tuned);
+            const int built = gemm_config_named(want, strlen(want)) >= 0;
+            CHECK_MSG(!applies || !built || !strcmp(cfg, want),
+                      "%s %lld->%lld, %lld outputs, %lld pairs (%d SMs): the planner names %s, "
+                      "not %s", k->label, (long long)k->c_in, (long long)k->c_out,
+                      (long long)m.gpu.n_out, (long long)m.gpu.n_pairs, sms, cfg, want);
+            double e = -1;
+            if (k->run) {
+                conv_opts o = opts(k->c_in, k->c_out, dt, VC_ALGO_AUTO);
+                if (i == 0) {
+                    o.bias = o.res = 1;
+                    o.act = VC_ACT_RELU;
+                }
+                e = run_conv(k->label, &m, o, rng);
+            }
+            printf("%s %lld outputs (%.2f pairs an output) %lld->%lld %s on %s: rel err %.2e\n",
+                   k->label, (long long)m.gpu.n_out,
+                   m.gpu.n_out ? (double)m.gpu.n_pairs / (double)m.gpu.n_out : 0.0,
+                   (long long)k->c_in, (long long)k->c_out, dname(dt), cfg, e);
+        }
+        free_pair(&m);
+        cudaFree(d_rows);
+        free(c.rows);
+    }
+}
+
 int main(void)
 {
     if (!gpu_usable()) return 77;
@@ -186,6 +279,7 @@ int main(void)
     const int32_t big[3] = {41, 1600, 1408};
     if (!g_quick) mid_level_tiles(&rng, big);
     if (!g_quick) dense_wave_tiles(&rng, big);
+    if (!g_quick) rule_tiles(&rng, big);
     inverse_wave_tiles(&rng, big);
     cudaStreamDestroy(g_stream);
     printf("test_gpu_conv_tiles: %d convolutions\n", g_cases);
