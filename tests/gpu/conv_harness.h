@@ -85,6 +85,20 @@ static void check_counts(const char *label, const map_pair *m)
               (long long)m->gpu.n_pairs);
 }
 
+/* A pair both sides built (ok, counts compared), or none: what either side built is freed. */
+static map_pair settle_pair(map_pair m, vc_status cs, vc_status gs, const char *label)
+{
+    if (cs != VC_OK || gs != VC_OK) {
+        if (cs == VC_OK) vc_kmap_data_free(&m.cpu);
+        if (gs == VC_OK) vc_kmap_data_free_gpu(&m.gpu);
+        memset(&m, 0, sizeof m);
+        return m;
+    }
+    m.ok = 1;
+    check_counts(label, &m);
+    return m;
+}
+
 static map_pair build_pair(const cloud *c, const int32_t *d_rows, const vc_map_desc *d,
                            const char *label)
 {
@@ -97,15 +111,7 @@ static map_pair build_pair(const cloud *c, const int32_t *d_rows, const vc_map_d
     /* both may reject a kernel that does not fit a tiny grid; they must agree */
     CHECK_MSG(cs == gs, "%s: map build: cpu %s (%s), gpu %s (%s)", label, vc_status_string(cs),
               ce.msg, vc_status_string(gs), ge.msg);
-    if (cs != VC_OK || gs != VC_OK) {
-        if (cs == VC_OK) vc_kmap_data_free(&m.cpu);
-        if (gs == VC_OK) vc_kmap_data_free_gpu(&m.gpu);
-        memset(&m, 0, sizeof m);
-        return m;
-    }
-    m.ok = 1;
-    check_counts(label, &m);
-    return m;
+    return settle_pair(m, cs, gs, label);
 }
 
 static map_pair inverse_pair(const map_pair *fwd, const cloud *c, const char *label)
@@ -117,15 +123,7 @@ static map_pair inverse_pair(const map_pair *fwd, const cloud *c, const char *la
     vc_status gs = vc_kmap_inverse_gpu(&fwd->gpu, c->shape, c->batch, NULL, g_stream, &m.gpu, &ge);
     CHECK_MSG(cs == VC_OK && gs == VC_OK, "%s: inverse: cpu %s (%s), gpu %s (%s)", label,
               vc_status_string(cs), ce.msg, vc_status_string(gs), ge.msg);
-    if (cs != VC_OK || gs != VC_OK) {
-        if (cs == VC_OK) vc_kmap_data_free(&m.cpu);
-        if (gs == VC_OK) vc_kmap_data_free_gpu(&m.gpu);
-        memset(&m, 0, sizeof m);
-        return m;
-    }
-    m.ok = 1;
-    check_counts(label, &m);
-    return m;
+    return settle_pair(m, cs, gs, label);
 }
 
 /* ---- convolution ------------------------------------------------------------------------- */
