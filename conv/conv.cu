@@ -499,8 +499,8 @@ struct Candidate {
 
 // The implicit GEMM's configurations for a layer, best first, into c (at most 5; returns the
 // count): a forced one (options) alone; else a tuned bucket's choice, then the planner's
-// (implicit_configs, then wave_first for a map of one pair an output, each with the tap split of
-// tap_splits) up to the first of gemm/'s pick.
+// (implicit_configs, then wave_first for a map whose CTAs walk few taps, each with the tap split
+// of tap_splits) up to the first of gemm/'s pick.
 int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dense, int tf32,
                         const vc_engine_options &o, Candidate c[5])
 {

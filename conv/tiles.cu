@@ -20,15 +20,16 @@ namespace {
 // so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
 //  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above;
 //    below, from 192 input channels or to 96 columns from 30k rows, the dense TMA kernel's 64-
-//    or 96-column slice (gemm_sm90.h: W's slice held by each CTA, warp-specialized; 1.03-1.08x
-//    on those MinkUNet shortcuts; to 96 columns it was level or slower under 20k rows, and it
-//    lost on half the narrower layers);
-//    where the small tile takes more than one wave of CTAs and wgmma 128x128 one, that one
-//    first (wave_first, which also picks the tiles of k2 inverses and 3x1x1 maps by their waves);
+//    or 96-column slice (gemm_sm90.h: each CTA holds W's slice and streams A by TMA, so a long
+//    k or an exact 96-column slice pays; it was level or slower to 96 columns under 20k rows
+//    and on half the narrower layers); where the small tile takes more than one wave of CTAs
+//    and wgmma 128x128 one, that one first (wave_first, which also picks the tiles of k2
+//    inverses and 3x1x1 maps by their waves);
 //  - c_out <= 32 and c_in <= 16 from 10k outputs: the warp tile 32x16x16_warp (a warp a 32-row
 //    tile, 16 columns at a time, no barriers: gemm/warp_tile.cuh), but 64x32x16_s4 first for a
-//    strided k3 map from 30k outputs (1.07-1.16x on CenterPoint's conv2 at 55-81k outputs on
-//    three scenes; the subm layers of those widths stay on the warp tile);
+//    strided k3 map from 30k outputs (it won on every such strided layer tuned, where the subm
+//    layers of those widths stay fastest on the warp tile; docs/benchmarks.md "Planner rules of
+//    the 2026-11-28 tune");
 //  - c_out <= 32: the two-warp 64x32 tiles (16-deep for c_in <= 16), or 64x64x32_s4 for the
 //    layers under 50k outputs with K < 27;
 //  - c_out 96 from 10k outputs: wgmma 128x128;
@@ -152,17 +153,16 @@ int32_t config_index(vc_dtype dt, const char *name)
 }
 
 // Whether a layer takes the wgmma 64x64x64 tile before its row's tiles: on 64-256 channels, a
-// k3 map that is sparse (fewer than 5 pairs an output) under 50k outputs (30k to 256 columns or
-// more, where the rows' 128x256 tile gathers each row once, not four times: bun0's sparse 256 ->
-// 256 level at 41.5k outputs ran 1.29x faster on it, "Planner rules of the 2026-11-28 tune"), a
-// k3 layer of c_in
-// 64-128 -> 96 under 30k outputs, or a k2 map of several pairs an output (a downsample) under
-// 10k outputs not to 96. From bench_conv --tune on the four suites (docs/benchmarks.md "Sparse
-// and coarse levels"): the 128-row tiles the rows give OR the masks of twice the rows. The
-// 64-row tile was 1.05-1.50x faster on 9 of the 10 sparse k3 layers (0.99 on the tenth),
-// 1.08-1.28x on the 64/128 -> 96 ones, 1.01-1.18x on the 10 k2 ones; it lost at 96 -> 96 and
-// from 41k k3 outputs. The k2 inverses (one pair an output) follow their CTA waves instead
-// (wave_first).
+// k3 map that is sparse (fewer than 5 pairs an output) under 50k outputs (under 30k to 256
+// columns or more, where the rows' 128x256 tile gathers each row once, not four times, and won
+// from 41.5k outputs: docs/benchmarks.md "Planner rules of the 2026-11-28 tune"), a k3 layer
+// of c_in 64-128 -> 96 under 30k outputs, or a k2 map of several pairs an output (a
+// downsample) under 10k outputs not to 96. From bench_conv --tune on the four suites
+// (docs/benchmarks.md "Sparse and coarse levels"): the 128-row tiles the rows give OR the
+// masks of twice the rows. The 64-row tile was 1.05-1.50x faster on 9 of the 10 sparse k3
+// layers (0.99 on the tenth), 1.08-1.28x on the 64/128 -> 96 ones, 1.01-1.18x on the 10 k2
+// ones; it lost at 96 -> 96 and from 41k k3 outputs. The k2 inverses (one pair an output)
+// follow their CTA waves instead (wave_first).
 bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (c_in < 64 || c_out < 64 || n_out <= 0) return false;
@@ -196,9 +196,9 @@ const char *wg96_first(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 // halve, and has the rows to keep three such CTAs an SM busy. From bench_conv --tune on the
 // four suites and five scenes (docs/benchmarks.md "The 96- and 32-column wgmma tiles" and
 // "Planner rules of the 2026-11-28 tune"): up to 1.14x on the k3 layers (bun0), level on two;
-// they lost from 9.7 pairs an output and under 15k outputs. The k2 downsamples gained
-// 1.08-1.18x on all seven at 7k-19k outputs and lost at 33k-41k (the 64x64 two-set tile that
-// prefers_wg2 names wastes half its columns at 32).
+// they lost from 9.7 pairs an output and under 15k outputs. The k2 downsamples won on every one
+// tuned under 19k outputs and lost from 33k (the 64x64 two-set tile that prefers_wg2 names
+// wastes half its columns at 32).
 const char *wg32_first(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
                        int64_t c_out, int64_t K)
 {
@@ -232,8 +232,8 @@ const char *wg96_for_64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_
 // warps a tile: at c_in <= 16, 4 up to 800 tiles of 32 rows x 16 columns, 2 up to 3000; at c_in
 // 17-32 only sparse levels (fewer than 5 pairs an output, under 30k outputs) gain, with 4. From
 // bench_conv --tune on the four suites (docs/benchmarks.md "Warp tiles that share a tile's
-// taps"; the bound of 2 from 2500 to 3000 tiles: bun0's 4 -> 32 stem, 2596 tiles, ran 1.26x
-// faster on 2 warps, "Planner rules of the 2026-11-28 tune").
+// taps"; the bound of 2 moved from 2500 to 3000 tiles for bun0's stem of 2596, "Planner rules of
+// the 2026-11-28 tune").
 const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (K < 27 || c_in > 32 || c_out > (c_in <= 16 ? 64 : 32) || n_out <= 0) return NULL;
