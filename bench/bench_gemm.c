@@ -523,10 +523,8 @@ int main(int argc, char **argv)
         dense_init(&d, mode, atoll(argv[3]), atoi(argv[4]), atoi(argv[5]));
         const int blas = argc >= 7 && !strcmp(argv[6], "cublas");
         if (argc >= 7 && !blas) {
-            const vc_gemm_config *t;
-            int32_t nc = vc_gemm_configs(&t);
-            for (int32_t i = 0; i < nc; i++)
-                if (!strcmp(t[i].name, argv[6])) d.config = i;
+            const int32_t named = vc_gemm_config_named(argv[6], strlen(argv[6]));
+            if (named >= 0) d.config = named;
         }
         open_run(blas);
         dense_alloc(&d);

@@ -2,6 +2,7 @@
 // convolution layer tries, best first, and its tap split. Host code: rules over the layer's
 // shape and map counts, and gemm/'s plan where a rule needs the device's occupancy.
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "conv/tiles.h"
@@ -143,13 +144,9 @@ uint32_t tile_conds(vc_map_type type, int64_t n_out, int64_t c_in, int64_t c_out
 int32_t config_index(vc_dtype dt, const char *name)
 {
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return -1;
-    const char *prefix = dt == VC_DTYPE_FP16 ? "f16_" : "bf16_";
-    const vc_gemm_config *t = NULL;
-    const int32_t n = vc_gemm_configs(&t);
-    const size_t lp = strlen(prefix);
-    for (int32_t i = 0; i < n; i++)
-        if (!strncmp(t[i].name, prefix, lp) && !strcmp(t[i].name + lp, name)) return i;
-    return -1;
+    char full[64];
+    const int n = snprintf(full, sizeof full, "%s%s", dt == VC_DTYPE_FP16 ? "f16_" : "bf16_", name);
+    return n > 0 && (size_t)n < sizeof full ? vc_gemm_config_named(full, (size_t)n) : -1;
 }
 
 // Whether a layer takes the wgmma 64x64x64 tile before its row's tiles: on 64-256 channels, a

@@ -1,7 +1,8 @@
-// gemm/gemm.cu - vc_gemm_plan, vc_gemm_run and vc_gemm_configs (gemm/gemm.h): argument checks,
-// the table of compiled tile configurations, the choice of one by shape and dtype, the plan and
-// the launch. The kernels are in gemm/mainloop.cuh (tensor cores) and gemm/simt.cuh (exact
-// fp32), their launch in gemm/schedule.cuh. Never synchronises, never prints.
+// gemm/gemm.cu - vc_gemm_plan, vc_gemm_run, vc_gemm_configs and vc_gemm_config_named
+// (gemm/gemm.h): argument checks, the table of compiled tile configurations, the choice of one by
+// shape and dtype, the plan and the launch. The kernels are in gemm/mainloop.cuh (tensor cores)
+// and gemm/simt.cuh (exact fp32), their launch in gemm/schedule.cuh. Never synchronises, never
+// prints.
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -671,6 +672,15 @@ extern "C" int32_t vc_gemm_configs(const vc_gemm_config **table)
     static const Configs cfgs; // built once, even when several threads call first
     if (table) *table = cfgs.c;
     return kTableSize;
+}
+
+extern "C" int32_t vc_gemm_config_named(const char *name, size_t len)
+{
+    if (!name) return -1;
+    for (int i = 0; i < kTableSize; i++)
+        if (strlen(kTable[i].cfg.name) == len && !strncmp(kTable[i].cfg.name, name, len))
+            return i;
+    return -1;
 }
 
 extern "C" int vc_gemm_split_in_clusters(int32_t config)

@@ -37,6 +37,7 @@
 #ifndef VC_GEMM_GEMM_H
 #define VC_GEMM_GEMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -166,6 +167,10 @@ typedef struct vc_gemm_config {
 
 /* Number of compiled configurations and their table (static storage). */
 int32_t vc_gemm_configs(const vc_gemm_config **table);
+
+/* The index in vc_gemm_configs' table of the configuration named by the first len characters of
+ * name (e.g. "f16_64x64x32_s4"), or -1 where this build has none of that name. */
+int32_t vc_gemm_config_named(const char *name, size_t len);
 
 /* A GEMM ready to launch: what vc_gemm_plan checked and chose, for vc_gemm_run. */
 typedef struct vc_gemm_launch_plan {

@@ -1,15 +1,13 @@
 /* tests/common/gpu_testutil.h - what the GPU test programs share on top of testutil.h: a CUDA
- * runtime check that counts a failure and goes on (CUDA_OK), host-to-device copies, a GEMM
- * configuration by name. CUDA builds only; include inside the test's VOXCONV_HAVE_CUDA block. */
+ * runtime check that counts a failure and goes on (CUDA_OK), host-to-device copies. CUDA builds
+ * only; include inside the test's VOXCONV_HAVE_CUDA block. */
 #ifndef VC_GPU_TESTUTIL_H
 #define VC_GPU_TESTUTIL_H
 
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/status.h"
-#include "gemm/gemm.h"
 #include "testutil.h"
 
 #define CUDA_OK(call)                                                                          \
@@ -34,17 +32,6 @@ static inline void *to_device(const void *host, size_t bytes)
     CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
     if (bytes && host) CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
     return d;
-}
-
-/* The index in vc_gemm_configs' table of the configuration named by the first len characters of
- * name (e.g. "f16_64x64x32_s4"), or -1 where this build has none of that name. */
-static inline int32_t gemm_config_named(const char *name, size_t len)
-{
-    const vc_gemm_config *t = NULL;
-    const int32_t n = vc_gemm_configs(&t);
-    for (int32_t i = 0; i < n; i++)
-        if (strlen(t[i].name) == len && !strncmp(t[i].name, name, len)) return i;
-    return -1;
 }
 
 /* The nodes of a captured graph: *count in all, *kernels of them kernels, *others neither a

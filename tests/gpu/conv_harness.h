@@ -21,6 +21,7 @@
 #include "conv/conv.h"
 #include "conv/conv_gpu.h"
 #include "core/dtype.h"
+#include "gemm/gemm.h"
 #include "gpu_testutil.h"
 #include "kmap/kmap.h"
 #include "kmap/kmap_gpu.h"

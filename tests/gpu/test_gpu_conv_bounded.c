@@ -176,7 +176,7 @@ static void check_view(const char *name, vc_rng *rng, vc_kmap_data *view, const 
         if (wg2 && !(prop.major == 9 && prop.minor == 0)) continue;
         const vc_dtype dt = d % 2 ? VC_DTYPE_BF16 : VC_DTYPE_FP16;
         vc_engine_options o = vc_engine_options_default();
-        o.gemm_config = gemm_config_named(cfg, strlen(cfg));
+        o.gemm_config = vc_gemm_config_named(cfg, strlen(cfg));
         CHECK_MSG(o.gemm_config >= 0, "%s is not in the GEMM table", cfg);
         layer_io io;
         io_make(&io, rng, view, dt, wg2 ? 64 : 16, wg2 ? 40 : 24);

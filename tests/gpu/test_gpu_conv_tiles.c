@@ -63,7 +63,7 @@ static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
         int32_t split = 0, tuned = 0;
         vc_conv_gpu_describe(&m.gpu, cases[i].c_in, cases[i].c_out, cases[i].dt, 0, &g_opt, &cfg,
                              &split, &tuned);
-        const int built = gemm_config_named(cases[i].tile, strlen(cases[i].tile)) >= 0;
+        const int built = vc_gemm_config_named(cases[i].tile, strlen(cases[i].tile)) >= 0;
         CHECK_MSG(!in_range || !cases[i].named || !built || !strcmp(cfg, cases[i].tile),
                   "30k subm k3 %lld->%lld: the planner names %s, not %s (%lld outputs, %lld "
                   "pairs)", (long long)cases[i].c_in, (long long)cases[i].c_out, cfg,
@@ -106,7 +106,7 @@ static void dense_wave_tiles(vc_rng *rng, const int32_t shape[3])
             const char *cfg = NULL;
             int32_t split = 0, tuned = 0;
             vc_conv_gpu_describe(&m.gpu, 128, 256, dt, 0, &g_opt, &cfg, &split, &tuned);
-            const int built = gemm_config_named(big, strlen(big)) >= 0;
+            const int built = vc_gemm_config_named(big, strlen(big)) >= 0;
             const int want = r == 0; /* two waves of the rows' tile at 7.4k rows, one at 4.7k */
             CHECK_MSG(!hopper || !built || (strcmp(cfg, big) == 0) == want,
                       "dense k1 128->256 at %lld rows (%d SMs): the planner names %s",
@@ -156,7 +156,7 @@ static void inverse_wave_tiles(vc_rng *rng, const int32_t shape[3])
             int32_t split = 0, tuned = 0;
             vc_conv_gpu_describe(&m.gpu, cases[r].c_in, cases[r].c_out, dt, 0, &g_opt, &cfg,
                                  &split, &tuned);
-            const int built = gemm_config_named(wg64, strlen(wg64)) >= 0;
+            const int built = vc_gemm_config_named(wg64, strlen(wg64)) >= 0;
             CHECK_MSG(!hopper || !built || (strcmp(cfg, wg64) == 0) == cases[r].named,
                       "k2 inverse %lld->%lld at %lld outputs (%d SMs): the planner names %s",
                       (long long)cases[r].c_in, (long long)cases[r].c_out,
@@ -243,7 +243,7 @@ static void rule_tiles(vc_rng *rng, const int32_t shape[3])
             const char *cfg = NULL;
             int32_t split = 0, tuned = 0;
             vc_conv_gpu_describe(&m.gpu, k->c_in, k->c_out, dt, 0, &g_opt, &cfg, &split, &tuned);
-            const int built = gemm_config_named(want, strlen(want)) >= 0;
+            const int built = vc_gemm_config_named(want, strlen(want)) >= 0;
             CHECK_MSG(!applies || !built || !strcmp(cfg, want),
                       "%s %lld->%lld, %lld outputs, %lld pairs (%d SMs): the planner names %s, "
                       "not %s", k->label, (long long)k->c_in, (long long)k->c_out,

@@ -261,7 +261,7 @@ static void test_layer(scene *s, const layer *l, const char *path)
     vc_conv_desc db = conv_desc(l, w, bfg);
     const char *slash = strchr(r.tuned, '/');
     const int32_t cfg =
-        r.changed && slash ? gemm_config_named(r.tuned, (size_t)(slash - r.tuned)) : -1;
+        r.changed && slash ? vc_gemm_config_named(r.tuned, (size_t)(slash - r.tuned)) : -1;
     const int32_t groups = slash ? atoi(slash + 1) : 1;
     run_checked(l->name, b, &db, bg, s->c, rc, tol, cfg, groups, r.changed);
     /* vc_conv_plan says the same */
@@ -383,10 +383,10 @@ static void test_forced(scene *s, const char *path)
     memset(&e, 0, sizeof e);
     CHECK(vc_tune_key_of(&m->data, l.cin, l.cout, l.dtype, 0, &e.key) == 0);
     /* a configuration other than the planner's, with a two-group split */
-    const char *want = planner.config == gemm_config_named("f16_64x64x32_s4", 15)
+    const char *want = planner.config == vc_gemm_config_named("f16_64x64x32_s4", 15)
                            ? "f16_64x32x32_s3"
                            : "f16_64x64x32_s4";
-    e.config = gemm_config_named(want, strlen(want));
+    e.config = vc_gemm_config_named(want, strlen(want));
     e.split = 2;
     CHECK(e.config >= 0 && vc_tune_put(&x->tune, &e) == 0);
     run_checked("forced entry", x, &dg, xg, s->c, rc, 1e-2, e.config, 2, 1);
@@ -406,7 +406,7 @@ static void test_forced(scene *s, const char *path)
     vc_tensor_destroy(yc);
     vc_context_destroy(y);
     /* a configuration of another dtype does not fit: the planner's rules run */
-    e.config = gemm_config_named("bf16_64x64x32_s4", 16);
+    e.config = vc_gemm_config_named("bf16_64x64x32_s4", 16);
     CHECK(e.config >= 0 && vc_tune_put(&x->tune, &e) == 0);
     run_checked("unfit entry", x, &dg, xg, s->c, rc, 1e-2, planner.config, planner.groups, 0);
     /* a cache made for another GPU: one warning, nothing loaded, the planner's choice */
