@@ -382,8 +382,8 @@ cudaError_t plan_ws(const Params &p, const Sched &sc, LaunchPlan *out)
 {
     using C = WsCfg<T, BN, STAGES>;
     auto kern = ws_kernel<T, BN, STAGES>;
-    const int max_dyn = C::fixed_smem() + C::BM * (kGatherChunk + 1) * 4;
-    const int dyn = C::fixed_smem() + (p.gather ? C::BM * p.gstride * 4 : 0);
+    const int max_dyn = C::fixed_smem() + C::SLOTS * C::BM * (kGatherChunk + 1) * 4;
+    const int dyn = C::fixed_smem() + (p.gather ? C::SLOTS * C::BM * p.gstride * 4 : 0);
     static DeviceFlags set_on; // as plan_mma: the opt-in once per device
     int dev = 0, sms = 0, per_sm = 0;
     cudaError_t e = cudaGetDevice(&dev);

@@ -42,15 +42,13 @@
     X(tf32_128x256x32_s3_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 256, 32, 3, 1)
 
 /* The warp-specialised gathered kernel (gemm/gather_ws.cuh, ws_kernel): persistent CTAs of a
- * producer warpgroup (tile set-up, gather indices, the stages' cp.async copies) and a consumer
- * warpgroup (wgmma, epilogue) handing 64-row tiles of 128-byte rows (64-deep k chunks) to each
- * other through mbarriers; 16-bit types, no tap split, the taps computed within one gather chunk.
- * Two CTAs an SM at these stages. X(name, element type, dtype, math, BN, stages). */
+ * set-up warpgroup (rows, masks, gather indices), a copying warpgroup (the stages' cp.async) and
+ * a consumer warpgroup (wgmma, epilogue) handing 64-row tiles of 128-byte rows (64-deep k chunks)
+ * to each other through mbarriers; 16-bit types, no tap split, the taps computed within one
+ * gather chunk. Two CTAs an SM at these stages. X(name, element type, dtype, math, BN, stages). */
 #define VC_GEMM_SM90_WS_CONFIGS(X)                                                             \
     X(f16_64x64x64_s4_ws, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 4)                    \
-    X(f16_64x128x64_s3_ws, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 3)                  \
-    X(bf16_64x64x64_s4_ws, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 64, 4)           \
-    X(bf16_64x128x64_s3_ws, __nv_bfloat16, VC_GEMM_BF16, VC_GEMM_MATH_DEFAULT, 128, 3)
+    X(f16_64x64x64_s3_ws, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 3)
 
 /* The dense kernel (gemm_sm90.cu, dense_tma_kernel): dense problems only - no gather, gather
  * rows, masks or tap split, taps = 1 - with k * sizeof(T) a multiple of 16 and A, W 16-byte
