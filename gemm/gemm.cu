@@ -39,8 +39,6 @@ struct Entry {
     bool warp;    // a warp tile: an explicit tap split is refused, an automatic one is 1 group
     int tap_sets; // > 1: a wgmma tile whose warpgroups divide a tile's taps - as a warp tile, no
                   // tap split; the taps within one gather chunk (0 or 1: none; only WGMMA sets it)
-    bool ws;      // the warp-specialised gathered kernel: no tap split, the taps within one
-                  // gather chunk
 };
 
 // Whether the current device has compute capability 9.0 (the sm_90a kernels run there only),
@@ -152,10 +150,6 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
     {{#name, 64, BN, 128 / (int)sizeof(T), VC_GEMM_DENSE_MAX_STAGES,                           \
       4 * (1 + VC_GEMM_DENSE_CONSUMERS(BN)), dt, math},                                        \
      16, vcg::plan_##name, vcg::launch_##name, true, true, false, false},
-// the warp-specialised gathered kernel: 64-row tiles, 64-deep k chunks, two warpgroups
-#define WS(name, T, dt, math, BN, S)                                                           \
-    {{#name, 64, BN, 128 / (int)sizeof(T), S, 8, dt, math},                                    \
-     16, vcg::plan_##name, vcg::launch_##name, true, false, false, false, 1, true},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
 // rows (64x64), narrow n (128x32, 256x32), the implicit-GEMM convolution's small tiles (two-warp
@@ -226,7 +220,6 @@ const Entry kTable[] = {
 #ifdef VC_GEMM_HAVE_SM90A
     VC_GEMM_SM90_CONFIGS(WGMMA)
     VC_GEMM_SM90_DENSE_CONFIGS(DENSE_TMA)
-    VC_GEMM_SM90_WS_CONFIGS(WS)
 #endif
 };
 const int kTableSize = (int)(sizeof kTable / sizeof kTable[0]);
@@ -236,7 +229,6 @@ const int kTableSize = (int)(sizeof kTable / sizeof kTable[0]);
 #undef WARP
 #undef WGMMA
 #undef DENSE_TMA
-#undef WS
 
 bool valid_dtype(int d) { return d == VC_GEMM_F32 || d == VC_GEMM_F16 || d == VC_GEMM_BF16; }
 
@@ -272,7 +264,7 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
                  e.cfg.name, (long long)a->m, (long long)a->a_rows);
         return false;
     }
-    if ((e.tap_sets > 1 || e.ws) && (a->taps > 32 * vcg::kMaxMaskWords ||
+    if (e.tap_sets > 1 && (a->taps > 32 * vcg::kMaxMaskWords ||
                            (a->gather && tap_hi - a->tap_lo > vcg::kGatherChunk))) {
         snprintf(why, why_len,
                  "configuration %s keeps the gather indices of all a tile's taps in shared "
@@ -615,7 +607,7 @@ extern "C" vc_status vc_gemm_plan(const vc_gemm_args *a, int32_t config,
     if ((a->splits > 1 || a->splits < -1) && e.load_bytes == 0)
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s has no tap split "
                        "(tensor-core configurations only)", e.cfg.name);
-    if (a->splits > 1 && (e.warp || e.tap_sets > 1 || e.ws))
+    if (a->splits > 1 && (e.warp || e.tap_sets > 1))
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s keeps a tile's "
                        "taps within one CTA: it has no tap split", e.cfg.name);
     if ((st = plan_launch(a, e, plan, err)) != VC_OK) return st;

@@ -5,7 +5,6 @@
 // device.
 #include <cuda.h>
 
-#include "gemm/gather_ws.cuh"
 #include "gemm/schedule.cuh"
 #include "gemm/gemm_sm90.h"
 
@@ -370,73 +369,5 @@ inline cudaError_t plan_dense_tma(LaunchPlan *out)
     }
 VC_GEMM_SM90_DENSE_CONFIGS(VC_GEMM_SM90_DENSE_DEFINE)
 #undef VC_GEMM_SM90_DENSE_DEFINE
-
-// ---- the warp-specialised gathered kernel (gemm_sm90.h: VC_GEMM_SM90_WS_CONFIGS) -------------
-//
-// Persistent: as many CTAs as the device holds at once (the occupancy query), or the tiles if
-// fewer. No tap split (an automatic one is one group; vc_gemm_plan refuses an explicit one). A
-// tile order is taken wherever there is more than one wave of tiles (forced: always), so that
-// each CTA starts on one of the heaviest tiles; within a wave the order changes nothing.
-template <typename T, int BN, int STAGES>
-cudaError_t plan_ws(const Params &p, const Sched &sc, LaunchPlan *out)
-{
-    using C = WsCfg<T, BN, STAGES>;
-    auto kern = ws_kernel<T, BN, STAGES>;
-    const int max_dyn = C::fixed_smem() + C::SLOTS * C::BM * (kGatherChunk + 1) * 4;
-    const int dyn = C::fixed_smem() + (p.gather ? C::SLOTS * C::BM * p.gstride * 4 : 0);
-    static DeviceFlags set_on; // as plan_mma: the opt-in once per device
-    int dev = 0, sms = 0, per_sm = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    if (!set_on.has(dev)) {
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dyn);
-        if (e != cudaSuccess) return e;
-        set_on.done(dev);
-    }
-    if ((e = sm_count(&sms)) != cudaSuccess) return e;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, C::THREADS, dyn);
-    if (e != cudaSuccess) return e;
-    if (per_sm < 1) per_sm = 1;
-    const int64_t tiles = p.m_tiles * p.n_tiles;
-    const int64_t plan_tiles = p.plan_tiles > 0 ? p.plan_tiles : tiles;
-    const int64_t slots = (int64_t)sms * per_sm;
-    out->splits = 1;
-    out->clusters = false;
-    out->orderable = VC_GEMM_ORDER_ROWS % C::BM == 0 && (plan_tiles > slots || sc.force_order);
-    out->epi_alias = false;
-    out->grid = tiles < slots ? tiles : slots;
-    out->dyn = dyn;
-    out->waves = (plan_tiles + slots - 1) / slots;
-    return cudaSuccess;
-}
-
-template <typename T, int BN, int STAGES>
-cudaError_t launch_ws(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left)
-{
-    *left = 1;
-    Params q = p;
-    q.splits = 1;
-    q.epi_alias = 0;
-    q.tile_order = nullptr;
-    q.order_per = 0;
-    if (pl.orderable && p.tile_order) {
-        q.tile_order = p.tile_order;
-        q.order_per = VC_GEMM_ORDER_ROWS / WsCfg<T, BN, STAGES>::BM;
-    }
-    ws_kernel<T, BN, STAGES><<<(unsigned)pl.grid, WsCfg<T, BN, STAGES>::THREADS, pl.dyn, s>>>(q);
-    return cudaGetLastError();
-}
-
-#define VC_GEMM_SM90_WS_DEFINE(name, T, dt, math, BN, S)                                       \
-    cudaError_t plan_##name(const Params &p, const Sched &sc, LaunchPlan *out)                \
-    {                                                                                          \
-        return plan_ws<T, BN, S>(p, sc, out);                                                  \
-    }                                                                                          \
-    cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left) \
-    {                                                                                          \
-        return launch_ws<T, BN, S>(p, pl, s, left);                                            \
-    }
-VC_GEMM_SM90_WS_CONFIGS(VC_GEMM_SM90_WS_DEFINE)
-#undef VC_GEMM_SM90_WS_DEFINE
 
 } // namespace vcg

@@ -41,15 +41,6 @@
     X(tf32_128x128x16_s5_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 128, 16, 5, 1)         \
     X(tf32_128x256x32_s3_wg, float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 256, 32, 3, 1)
 
-/* The warp-specialised gathered kernel (gemm/gather_ws.cuh, ws_kernel): persistent CTAs of a
- * set-up warpgroup (rows, masks, gather indices), a copying warpgroup (the stages' cp.async) and
- * a consumer warpgroup (wgmma, epilogue) handing 64-row tiles of 128-byte rows (64-deep k chunks)
- * to each other through mbarriers; 16-bit types, no tap split, the taps computed within one
- * gather chunk. Two CTAs an SM at these stages. X(name, element type, dtype, math, BN, stages). */
-#define VC_GEMM_SM90_WS_CONFIGS(X)                                                             \
-    X(f16_64x64x64_s4_ws, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 4)                    \
-    X(f16_64x64x64_s3_ws, __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 64, 3)
-
 /* The dense kernel (gemm_sm90.cu, dense_tma_kernel): dense problems only - no gather, gather
  * rows, masks or tap split, taps = 1 - with k * sizeof(T) a multiple of 16 and A, W 16-byte
  * aligned. A CTA holds a BN-column slice of W in shared memory for its whole life (loaded once by
@@ -123,11 +114,10 @@ constexpr bool kClusterWg = sizeof(T) == 2 && BM == 64 && TG == 1;
     cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left);
 VC_GEMM_SM90_CONFIGS(VC_GEMM_SM90_DECLARE)
 #undef VC_GEMM_SM90_DECLARE
-#define VC_GEMM_SM90_DENSE_DECLARE(name, ...)                                                  \
+#define VC_GEMM_SM90_DENSE_DECLARE(name, T, dt, math, BN)                                      \
     cudaError_t plan_##name(const Params &p, const Sched &sc, LaunchPlan *out);                \
     cudaError_t launch_##name(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left);
 VC_GEMM_SM90_DENSE_CONFIGS(VC_GEMM_SM90_DENSE_DECLARE)
-VC_GEMM_SM90_WS_CONFIGS(VC_GEMM_SM90_DENSE_DECLARE)
 #undef VC_GEMM_SM90_DENSE_DECLARE
 /* Whether the driver offers the tensor-map encoder the dense kernel needs (looked up once). */
 bool dense_tma_available();

@@ -1,12 +1,11 @@
 /* tests/gpu/test_gpu_gemm_configs.c - every compiled configuration of gemm/'s table
  * (vc_gemm_configs) through vc_gemm_plan and vc_gemm_run against the CPU reference of
- * gemm_harness.h: each on a case it fits, and -2 where it does not (the wgmma and warp-specialised
- * configurations fit a compute capability 9.0 device only, the dense TMA ones dense problems
- * only); dense with several tiles a CTA, gathered over 27 taps with masks and permutations, a tap
- * range accumulated with a residual, the tap split (or -2 where a configuration has none); the
- * automatic split's groups; the dense TMA kernel's own cases; the direct epilogue's bits; the
- * warp-specialised kernel's bits against the one-warpgroup wgmma tile of the same depth, with
- * several tiles a CTA. Prints its seed (VC_TEST_SEED replays); VC_SANITIZE=1 shrinks the sizes
+ * gemm_harness.h: each on a case it fits, and -2 where it does not (the wgmma configurations
+ * fit a compute capability 9.0 device only, the dense TMA ones dense problems only); dense with
+ * several tiles a CTA, gathered over 27 taps with masks and permutations, a tap range
+ * accumulated with a residual, the tap split (or -2 where a configuration has none); the
+ * automatic split's groups; the dense TMA kernel's own cases; the direct epilogue's bits; and
+ * misaligned A and W. Prints its seed (VC_TEST_SEED replays); VC_SANITIZE=1 shrinks the sizes
  * for compute-sanitizer. Exits 77 without a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,8 +164,7 @@ static void test_configs(vc_rng *rng)
     for (int32_t i = 0; i < nc; i++) {
         CHECK(t[i].name && t[i].tile_m > 0 && t[i].tile_n > 0 && t[i].tile_k > 0);
         int math = t[i].ab_dtype != VC_GEMM_F32 ? VC_GEMM_MATH_DEFAULT : t[i].math;
-        const int ws = strstr(t[i].name, "_ws") != NULL; /* warp-specialised: no tap split */
-        const int wg = strstr(t[i].name, "_wg") != NULL || ws;
+        const int wg = strstr(t[i].name, "_wg") != NULL;
         const int tma = strstr(t[i].name, "_tma") != NULL; /* dense problems, sm 9.0 only */
         int32_t ks[] = {64, 3, 24, 8};
         for (int j = 0; j < 4; j++) {
@@ -225,8 +223,8 @@ static void test_configs(vc_rng *rng)
          * pass), and a dense case in 3 groups (taps 1: two empty groups); the fp32 FMA kernel
          * has none (-2) */
         const int fma = strstr(t[i].name, "fma") != NULL;
-        const int nosplit = fma || ws || taps_in_cta(t[i].name);
-        const int sets = strstr(t[i].name, "_wg2") != NULL || ws;
+        const int nosplit = fma || taps_in_cta(t[i].name);
+        const int sets = strstr(t[i].name, "_wg2") != NULL;
         gcase gs = g;
         gs.splits = -6;
         run_case(rng, &gs, fma ? -2 : 0);
@@ -238,8 +236,8 @@ static void test_configs(vc_rng *rng)
         gcase ds = d;
         ds.splits = 3;
         run_case(rng, &ds, nosplit ? -2 : 0);
-        /* a tap-set tile and the warp-specialised kernel copy the gather indices of all a
-         * tile's taps at once: 33 taps computed are refused, 32 run */
+        /* a tap-set tile copies the gather indices of all a tile's taps at once: 33 taps
+         * computed are refused, 32 run */
         if (sets) {
             gcase w = g;
             w.taps = w.b_taps = 33;
@@ -259,62 +257,6 @@ static void test_configs(vc_rng *rng)
     }
 }
 
-/* The warp-specialised kernel (gemm/gather_ws.cuh) sums each tile as the one-warpgroup 64-row
- * wgmma tile of its dtype (64x64x64_s4_wg) does: the same wgmma in the same order, rows apart.
- * On the same inputs (gathered over 27 taps with holes, masks, gather rows, a row map, k of two
- * chunks and n past one tile, bias and ReLU, fp32 C; then accumulate into a 16-bit C with a
- * residual over the taps [9, 18)), both must be exactly as far from the reference; rows for
- * several tiles a CTA of its persistent grid (its ring of stages and tile slots wrap; a random
- * tile order in run_case). */
-static void test_ws_bits(vc_rng *rng)
-{
-    const vc_gemm_config *t = NULL;
-    const int32_t nc = vc_gemm_configs(&t);
-    struct cudaDeviceProp prop;
-    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
-    if (!(prop.major == 9 && prop.minor == 0)) return;
-    int n_ws = 0;
-    for (int32_t i = 0; i < nc; i++) {
-        if (!strstr(t[i].name, "_ws")) continue;
-        char ref_name[64];
-        snprintf(ref_name, sizeof ref_name, "%s_64x64x64_s4_wg",
-                 t[i].ab_dtype == VC_GEMM_BF16 ? "bf16" : "f16");
-        const int32_t ref = vc_gemm_config_named(ref_name, strlen(ref_name));
-        CHECK_MSG(ref >= 0, "no %s", ref_name);
-        if (ref < 0) continue;
-        /* 2.5 tiles a CTA at two CTAs an SM (small: a few tiles) */
-        const int64_t m = g_small ? 700 : (int64_t)prop.multiProcessorCount * 2 * 64 * 5 / 4;
-        for (int v = 0; v < 2; v++) {
-            gcase c = base(m, t[i].tile_n + 40, 128, t[i].ab_dtype, VC_GEMM_MATH_DEFAULT,
-                           v ? t[i].ab_dtype : VC_GEMM_F32);
-            c.gather = c.masks = c.grows = c.rmap = 1;
-            c.taps = c.b_taps = 27;
-            c.present = 0.3;
-            c.bias = 1;
-            c.act = VC_GEMM_ACT_RELU;
-            if (v) {
-                c.tap_lo = 9;
-                c.tap_hi = 18;
-                c.accumulate = c.residual = 1;
-                c.res_dt = t[i].ab_dtype;
-            }
-            const uint64_t save = rng->s;
-            c.config = ref;
-            const double e0 = run_case(rng, &c, 0);
-            rng->s = save; /* the same inputs */
-            c.config = i;
-            const double e1 = run_case(rng, &c, 0);
-            CHECK_MSG(e0 == e1, "%s against %s (case %d): %.9g vs %.9g", t[i].name, ref_name, v,
-                      e0, e1);
-            printf("config %2d %-26s m %lld n %d k %d%s: rel err %.3e, %s %.3e\n", i,
-                   t[i].name, (long long)c.m, c.n, c.k, v ? " taps [9, 18) accumulated" : "",
-                   e1, ref_name, e0);
-        }
-        n_ws++;
-    }
-    if (n_ws == 0) printf("no warp-specialised configuration in this build\n");
-}
-
 int main(void)
 {
     if (!gpu_usable()) return 77;
@@ -323,7 +265,6 @@ int main(void)
     CUDA_OK(cudaStreamCreate(&g_stream));
     test_split_groups();
     test_configs(&rng);
-    test_ws_bits(&rng);
     cudaStreamDestroy(g_stream);
     printf("test_gpu_gemm_configs: %d cases; tap splits: %d as clusters (each matched bit for "
            "bit by the two-pass form), %d two-pass; %d masked runs repeated taking a random tile "
