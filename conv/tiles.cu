@@ -154,12 +154,11 @@ int32_t config_index(vc_dtype dt, const char *name)
 // columns or more, where the rows' 128x256 tile gathers each row once, not four times, and won
 // from 41.5k outputs: docs/benchmarks.md "Planner rules of the 2026-11-28 tune"), a k3 layer
 // of c_in 64-128 -> 96 under 30k outputs, or a k2 map of several pairs an output (a
-// downsample) under 10k outputs not to 96. From bench_conv --tune on the four suites
-// (docs/benchmarks.md "Sparse and coarse levels"): the 128-row tiles the rows give OR the
-// masks of twice the rows. The 64-row tile was 1.05-1.50x faster on 9 of the 10 sparse k3
-// layers (0.99 on the tenth), 1.08-1.28x on the 64/128 -> 96 ones, 1.01-1.18x on the 10 k2
-// ones; it lost at 96 -> 96 and from 41k k3 outputs. The k2 inverses (one pair an output)
-// follow their CTA waves instead (wave_first).
+// downsample) under 10k outputs not to 96. Why: the 128-row tiles the rows give OR the masks
+// of twice the rows, which on such levels costs more taps than the 64-row tile's fewer CTAs
+// save. The bounds are where the 64-row tile stopped winning in bench_conv --tune on the four
+// suites (at 96 -> 96 and from 41k k3 outputs; figures in docs/benchmarks.md "Sparse and coarse
+// levels"). The k2 inverses (one pair an output) follow their CTA waves instead (wave_first).
 bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (c_in < 64 || c_out < 64 || n_out <= 0) return false;
@@ -174,11 +173,11 @@ bool prefers_wg64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, i
 // 50k outputs, from 10k outputs at c_in 96, 16k at c_in 64 and 25k at c_in 128 or more (64 deep
 // where c_in is a multiple of 64 from 128, else 32 deep). The tiles it replaces run the 96
 // columns as two 64-column tiles (A gathered twice, twice the CTAs) or as a 128-column one (a
-// quarter of the MMAs and of W's copies wasted, twice the rows ORing their masks). From
-// bench_conv --tune on the four suites and five scenes (docs/benchmarks.md "The 96- and
-// 32-column wgmma tiles"): 1.06-1.27x on the k3 layers of 18-42k outputs; it lost on fewer
-// outputs at c_in 64 and 128 (the 64-column tiles' CTAs fill the device better there), at 100k
-// outputs and more (the 128-row tile reads W half as often), and on the k1 and inverse maps.
+// quarter of the MMAs and of W's copies wasted, twice the rows ORing their masks). The bounds
+// are where it won in bench_conv --tune on the four suites and five scenes (figures in
+// docs/benchmarks.md "The 96- and 32-column wgmma tiles"); it lost on fewer outputs at c_in 64
+// and 128 (the 64-column tiles' CTAs fill the device better there), at 100k outputs and more
+// (the 128-row tile reads W half as often), and on the k1 and inverse maps.
 const char *wg96_first(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (K < 27 || c_out != 96 || c_in < 64 || n_out >= 50000) return NULL;
@@ -190,12 +189,12 @@ const char *wg96_first(int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 // k3 32 -> 32 layer of 15k to 45k outputs with fewer than 9 pairs an output, or a k2 32 -> 32
 // downsample (a strided or downsample map of 8 taps) under 25k outputs, before its row's tiles
 // and the warp tiles. Such a level is its heaviest tiles' chains of taps, which the two sets
-// halve, and has the rows to keep three such CTAs an SM busy. From bench_conv --tune on the
-// four suites and five scenes (docs/benchmarks.md "The 96- and 32-column wgmma tiles" and
-// "Planner rules of the 2026-11-28 tune"): up to 1.14x on the k3 layers (bun0), level on two;
-// they lost from 9.7 pairs an output and under 15k outputs. The k2 downsamples won on every one
-// tuned under 19k outputs and lost from 33k (the 64x64 two-set tile that prefers_wg2 names
-// wastes half its columns at 32).
+// halve, and has the rows to keep three such CTAs an SM busy. The bounds are where it won in
+// bench_conv --tune on the four suites and five scenes (figures in docs/benchmarks.md "The 96-
+// and 32-column wgmma tiles" and "Planner rules of the 2026-11-28 tune"): the k3 levels lost
+// from 9.7 pairs an output and under 15k outputs; the k2 downsamples won on every one tuned
+// under 19k outputs and lost from 33k (the 64x64 two-set tile that prefers_wg2 names wastes
+// half its columns at 32).
 const char *wg32_first(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
                        int64_t c_out, int64_t K)
 {
@@ -242,27 +241,26 @@ const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_o
 
 // Whether a layer takes the wgmma 64x64x64 tile whose two warpgroups divide each tile's taps
 // (64x64x64_s3_wg2, gemm/mainloop.cuh's tap sets) before its row's tiles. Such a layer's time is
-// its heaviest tile's chain of taps (docs/benchmarks.md: a stage's loads ~700 cycles of the
-// ~1,000 a tap takes); two chains halve it but the tile holds two rings (two CTAs an SM, not
-// three) and has no tap split. From bench_conv --tune on the four suites and three scenes
-// (tiles of 64 x 64):
-// - k3, c_in 32-192, c_out 64-160, 64 (c_in <= 64) or 200 (wider) to 450 tiles: 1.03-1.25x
-//   (geomean 1.13) against the planner's tile on every such layer (30); it lost at 456-1573
-//   tiles (0.74-1.03: the occupancy) and at 68-162 tiles of c_in 128-160 (0.89-1.01: the
-//   single warpgroup's tap split);
-// - k3, c_in 128-384, c_out 161-256, 250-450 tiles: 1.03-1.13x (MinkUNet u1b1c1/c2 on two
-//   scenes); at 112-144 tiles 0.88-1.02, at 1216 and more 0.56-0.84, and the narrower levels
-//   of spconv's net (c_in 160-256, c_out 192-256, 4-108 tiles) 0.48-0.92;
+// its heaviest tile's chain of taps (docs/benchmarks.md "Inside the heaviest CTA": most of a
+// tap is the issue of its stage's loads); two chains halve it but the tile holds two rings (two
+// CTAs an SM, not three) and has no tap split. The bounds are where it won in bench_conv --tune
+// on the four suites and three scenes (tiles of 64 x 64; figures in docs/benchmarks.md "Two
+// warpgroups that divide a tile's taps"):
+// - k3, c_in 32-192, c_out 64-160, 64 (c_in <= 64) or 200 (wider) to 450 tiles: it won on every
+//   such layer; it lost from 456 tiles (the occupancy) and at 68-162 tiles of c_in 128-160 (the
+//   single warpgroup's tap split runs a tile on several CTAs there);
+// - k3, c_in 128-384, c_out 161-256, 250-450 tiles (MinkUNet u1b1c1/c2); it lost at 112-144
+//   tiles, from 1216, and on the narrower levels of spconv's net (c_in 160-256, c_out 192-256,
+//   4-108 tiles);
 // - k2 downsamples (a strided or downsample map: an output gathers several inputs), c_in
-//   32-128, c_out 32-128, up to 240 tiles: 1.00-1.08x on all twelve; at 293-642 tiles
-//   0.59-0.80, and the inverse maps (one pair an output) lost at every size (0.40-1.02).
+//   32-128, c_out 32-128, up to 240 tiles; it lost from 293 tiles, and on the inverse maps (one
+//   pair an output) at every size.
 // - Not on a dense k3 level (10 pairs an output or more) of over 300 tiles: there every tile
 //   walks many taps, so the layer is its tiles' throughput, not its heaviest tile's chain, and
 //   the single warpgroup's three CTAs an SM win (one wave, where two an SM take two). From a
 //   tune on table_scene_lms400 at 5 mm (13-18 pairs an output; docs/benchmarks.md "Dense levels
-//   leave the two-warpgroup tile"): 64 -> 64 at 352 tiles 1.28x, 128 -> 128 and 192 -> 128 at
-//   368 tiles 1.10x and 1.05x for 64x64x64_s4_wg against this tile; level (1.01x) at 10.6
-//   pairs and 333 tiles (the synthetic CenterPoint c3 blocks); below 264 tiles this tile still
+//   leave the two-warpgroup tile"): 64x64x64_s4_wg won from 352 tiles, was level at 10.6 pairs
+//   and 333 tiles (the synthetic CenterPoint c3 blocks), and below 264 tiles this tile still
 //   won or tied at 13-19 pairs an output.
 bool prefers_wg2(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out,
                  int64_t K)
