@@ -11,6 +11,7 @@
 #include "gemm/gemm.h"
 #include "gemm/schedule.cuh"
 #include "gemm/simt.cuh"
+#include "gemm/gemm_packed.h"
 #include "gemm/gemm_sm90.h"
 #include "gemm/warp_tile.cuh"
 
@@ -39,6 +40,8 @@ struct Entry {
     bool warp;    // a warp tile: an explicit tap split is refused, an automatic one is 1 group
     int tap_sets; // > 1: a wgmma tile whose warpgroups divide a tile's taps - as a warp tile, no
                   // tap split; the taps within one gather chunk (0 or 1: none; only WGMMA sets it)
+    int tap_pack; // > 1: a tile whose stages hold that many taps (gemm_packed.h): gathered rows,
+                  // k = tile_k / tap_pack, no tap split, the taps within one gather chunk
 };
 
 // Whether the current device has compute capability 9.0 (the sm_90a kernels run there only),
@@ -143,6 +146,10 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
 #define WGMMA(name, T, dt, math, BM, BN, BK, S, TG)                                            \
     {{#name, BM, BN, BK, S, BM / 16 * TG, dt, math}, 16, vcg::plan_##name, vcg::launch_##name, \
      true, false, vcg::kClusterWg<T, BM, TG>, false, TG},
+// a tap-packed tile (gemm/gemm_packed.h): TP taps a stage, k = BK / TP
+#define PACKED(name, T, dt, BM, BN, BK, WM, WN, S, MINB, TP)                                   \
+    {{#name, BM, BN, BK, S, WM * WN, dt, VC_GEMM_MATH_DEFAULT}, 16, vcg::plan_##name,          \
+     vcg::launch_##name, false, false, false, false, 1, TP},
 // the dense kernel: 64-row tiles, BN columns, 128-byte k blocks; "stages" and "warps" report
 // its most stages and its warps (one producer and VC_GEMM_DENSE_CONSUMERS(BN) consumer
 // warpgroups: 20, 16 or 12)
@@ -159,7 +166,7 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
 // not a multiple of the 16-byte load; on Hopper, the wgmma tiles and the dense kernel of
 // gemm/gemm_sm90.h. The small tiles that coarse layers split (conv/conv.cu: tap_splits) also
 // have a cluster kernel for their tap splits on sm_90 (MMAX ... true; the 16-bit 64-row wgmma
-// tiles too).
+// tiles too). Last, the tap-packed tiles for narrow gathered k (gemm/gemm_packed.h).
 // (mma.sync 128x256 tiles were measured and dropped: 238 registers, one CTA per SM, slower.)
 const Entry kTable[] = {
     MMA("f16_128x128x32_s3", __half, VC_GEMM_F16, VC_GEMM_MATH_DEFAULT, 128, 128, 32, 2, 4, 3, 16),
@@ -221,6 +228,7 @@ const Entry kTable[] = {
     VC_GEMM_SM90_CONFIGS(WGMMA)
     VC_GEMM_SM90_DENSE_CONFIGS(DENSE_TMA)
 #endif
+    VC_GEMM_PACKED_CONFIGS(PACKED)
 };
 const int kTableSize = (int)(sizeof kTable / sizeof kTable[0]);
 
@@ -228,6 +236,7 @@ const int kTableSize = (int)(sizeof kTable / sizeof kTable[0]);
 #undef MMAX
 #undef WARP
 #undef WGMMA
+#undef PACKED
 #undef DENSE_TMA
 
 bool valid_dtype(int d) { return d == VC_GEMM_F32 || d == VC_GEMM_F16 || d == VC_GEMM_BF16; }
@@ -272,6 +281,21 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
                  e.cfg.name, vcg::kGatherChunk, 32 * vcg::kMaxMaskWords, tap_hi - a->tap_lo,
                  a->taps);
         return false;
+    }
+    if (e.tap_pack > 1) {
+        const int kt = e.cfg.tile_k / e.tap_pack;
+        const char *no = !a->gather ? "this one has no gathered rows"
+                         : a->k != kt ? "k differs"
+                         : a->taps > 32 * vcg::kMaxMaskWords || tap_hi - a->tap_lo > vcg::kGatherChunk
+                             ? "too many taps"
+                             : nullptr;
+        if (no) {
+            snprintf(why, why_len,
+                     "configuration %s packs %d taps a stage: gathered rows with k = %d and at "
+                     "most %d taps computed (%s)",
+                     e.cfg.name, e.tap_pack, kt, vcg::kGatherChunk, no);
+            return false;
+        }
     }
     if (e.dense) {
         const int es = dtype_size(a->ab_dtype);
@@ -601,13 +625,14 @@ extern "C" vc_status vc_gemm_plan(const vc_gemm_args *a, int32_t config,
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: %s",
                        idx < 0 ? "no configuration" : why);
     const Entry &e = kTable[idx];
-    // Tap splits: the fp32 FMA kernel has none; a warp tile's and a tap-set tile's taps stay
-    // within its CTA (its warps divide them), so an automatic split is one group there
-    // (plan_warp, plan_mma) and an explicit one is refused.
+    // Tap splits: the fp32 FMA kernel has none; a warp tile's, a tap-set tile's and a
+    // tap-packed tile's taps stay within its CTA (its warps divide them, or its stages hold
+    // several), so an automatic split is one group there (plan_warp, plan_mma) and an explicit
+    // one is refused.
     if ((a->splits > 1 || a->splits < -1) && e.load_bytes == 0)
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s has no tap split "
                        "(tensor-core configurations only)", e.cfg.name);
-    if (a->splits > 1 && (e.warp || e.tap_sets > 1))
+    if (a->splits > 1 && (e.warp || e.tap_sets > 1 || e.tap_pack > 1))
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s keeps a tile's "
                        "taps within one CTA: it has no tap split", e.cfg.name);
     if ((st = plan_launch(a, e, plan, err)) != VC_OK) return st;

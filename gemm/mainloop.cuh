@@ -39,6 +39,14 @@ namespace vcg {
 // chain of dependent steps (docs/benchmarks.md, "Inside the heaviest CTA"); two sets run two
 // such chains at once. A CTA computes one tile, and the gather indices of all its taps (at most
 // a chunk) are copied at its set-up.
+// TP: tap packs (gathered rows, k = BK / TP exactly, 16-byte loads). TP > 1: a stage holds TP
+// taps of the tile's walk side by side along k (StageLoad), so a narrow layer (a stem's 8
+// padded channels, 16 or 32) walks its taps in a TP-th of the stages, each a full k step, where
+// one tap a stage would leave BK - k columns of zeros. A CTA computes one tile; its gather
+// indices are copied at its set-up as for tap sets. The sums run in the walk's order of taps,
+// as without packs; where k is a multiple of 16 each MMA k step holds one tap and a row's
+// result depends on its own taps only, and at k = 8 a step holds two taps, so a row's rounding
+// also depends on which taps its tile walks (still the same bits for the same tile).
 
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
           int TG = 1>
@@ -101,7 +109,7 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
 // Sets up tile ld_tile in the next ring slot: its rows, its mask (a tap split's group of it),
 // its iterations, W's sources at tap 0.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB, bool CL, int TG>
+          int MINB, bool CL, int TG, int TP>
 struct TileSetup {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG, TG>;
     static constexpr bool cl = CL;
@@ -177,7 +185,8 @@ struct TileSetup {
             active = 0;
             for (int w = 0; w < words; w++) active += __popc(tile_mask[set][w]);
         }
-        ld_iters = active * kc_per_tap;
+        // Tap packs: TP taps a stage (k = BK / TP, so kc_per_tap is 1).
+        ld_iters = TP > 1 ? (active + TP - 1) / TP : active * kc_per_tap;
         dummy = ld_iters == 0;
         if (dummy) ld_iters = 1;
         if (stid == 0) tile_iters[set][ld_slot] = ld_iters;
@@ -191,8 +200,10 @@ struct TileSetup {
         for (int j = 0; j < C::B_LOADS; j++) {
             const int n = n0 + lrow + j * C::ROWS_PER_PASS;
             const bool ok = n < p.n_cols && !dummy;
+            // a tap pack's thread reads its column within its slot's tap (StageLoad)
+            const int col = TP > 1 ? lcol * C::E % (BK / TP) : lcol * C::E;
             b_src[j] = reinterpret_cast<const char *>(
-                W + (ok ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : 0) + lcol * C::E);
+                W + (ok ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : 0) + col);
             ld_ok |= (uint32_t)ok << (16 + j);
         }
         if (p.gather) { // this thread's live rows: the gather copy skips the others
@@ -295,11 +306,11 @@ struct GatherLoad {
 // clear zero-fills and reads nothing (cp.async's ignore-src), so its address need not be valid.
 // One word of flags, not a register per load: the small tiles run with registers capped (MINB).
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB, bool CL, int TG>
+          int MINB, bool CL, int TG, int TP>
 struct StageLoad {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG, TG>;
     static constexpr bool cl = CL;
-    using TileSetup = vcg::TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG>;
+    using TileSetup = vcg::TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG, TP>;
     using GatherLoad = vcg::GatherLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG>;
     int &ld_iter;
     TileSetup &setup_tile;
@@ -332,20 +343,36 @@ struct StageLoad {
     {
         if (ld_iter == 0) {
             setup_tile();
-            // Tap sets: the indices of every tap at once, by the whole CTA (the sets' walks
-            // differ, and each copy ends in a CTA barrier); vc_gemm_plan keeps the taps within
-            // one chunk.
-            if constexpr (TG > 1)
+            // Tap sets and tap packs: the indices of every tap at once, by the whole CTA (the
+            // sets' walks differ, a pack's threads read different taps, and each copy ends in a
+            // CTA barrier); vc_gemm_plan keeps the taps within one chunk.
+            if constexpr (TG > 1 || TP > 1)
                 if (p.gather) load_gidx(p.tap_lo);
         }
-        if (ld_tap != cur_tap) {
+        // The tap this thread loads. Tap packs (TP > 1, k = BK / TP): a stage holds the walk's
+        // next TP taps side by side along k, slot q in columns [q k, (q + 1) k), and each
+        // thread's columns lie in one slot, so it loads the slot-th tap from ld_tap (past the
+        // walk's end: p.taps, its loads zero-fill); `after` is the walk's tap after the stage's.
+        int my_tap = ld_tap, after = 0;
+        if constexpr (TP > 1) {
+            const int slot = lcol * C::E / (BK / TP);
+            int t = ld_tap;
+#pragma unroll
+            for (int q = 0; q < TP; q++) {
+                if (q == slot) my_tap = t;
+                t = next_tap(p, tile_mask[0], t + 1);
+            }
+            after = t;
+        }
+        if (my_tap != cur_tap && (TP == 1 || my_tap < p.tap_hi)) {
             const int prev_tap = cur_tap;
-            cur_tap = ld_tap;
+            cur_tap = my_tap;
             ld_ok &= 0xffffff00u;
-            if constexpr (TG == 1)
+            if constexpr (TG == 1 && TP == 1)
                 if (p.gather && !dummy && (cur_tap < g_t0 || cur_tap >= g_t0 + g_n))
                     load_gidx(cur_tap);
-            const char *const a_col = reinterpret_cast<const char *>(A + lcol * C::E);
+            const char *const a_col = reinterpret_cast<const char *>(
+                A + (TP > 1 ? lcol * C::E % (BK / TP) : lcol * C::E));
             if (p.gather) {
                 // Staged gather indices are 32-bit: one unsigned compare rejects -1 and indices
                 // past a_rows (both read zeros), one unsigned 32 x 32 -> 64-bit multiply-add
@@ -381,7 +408,9 @@ struct StageLoad {
             for (int j = 0; j < C::B_LOADS; j++) b_src[j] += db;
         }
         const int kc_bytes = ld_kc * BK * C::ES;
-        const uint32_t on = ld_kc * BK + lcol * C::E < p.k ? ld_ok : 0u; // k % E == 0 (cp.async)
+        // k % E == 0 (cp.async); a pack's slot past the walk's end loads nothing
+        const uint32_t on = TP > 1 ? (my_tap < p.tap_hi ? ld_ok : 0u)
+                                   : ld_kc * BK + lcol * C::E < p.k ? ld_ok : 0u;
         const uint32_t sa = s_base + ld_stage * C::STAGE_BYTES;
         const uint32_t sb = sa + BM * C::ROWB;
         if constexpr (LB >= 4) {
@@ -430,7 +459,7 @@ struct StageLoad {
             ld_tile += gridDim.x;
         } else if (++ld_kc == kc_per_tap) {
             ld_kc = 0;
-            ld_tap = next_tap(p, tile_mask[set], ld_tap + 1, TG > 1);
+            ld_tap = TP > 1 ? after : next_tap(p, tile_mask[set], ld_tap + 1, TG > 1);
         }
     }
 };
@@ -466,7 +495,7 @@ struct StageLoad {
 // s-th, its barrier named 1 + s (the CTA's set-up, the gather copy and the sets' sums use the
 // CTA barrier).
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB = 1, bool CL = false, int TG = 1>
+          int MINB = 1, bool CL = false, int TG = 1, int TP = 1>
 __global__ void __launch_bounds__(WM *WN * 32 * TG, MINB > 1 ? MINB : 0)
     mma_kernel(const Params p)
 {
@@ -528,12 +557,12 @@ __global__ void __launch_bounds__(WM *WN * 32 * TG, MINB > 1 ? MINB : 0)
     static_assert(C::A_LOADS <= 8 && C::B_LOADS <= 16, "ld_ok's bits");
     int ld_stage = 0;
 
-    TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG> setup_tile{
+    TileSetup<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG, TP> setup_tile{
         ld_slot, ld_tile, p, tid, words, tile_mask, row_g, row_out, ld_iters, kc_per_tap, dummy,
         tile_iters, ld_iter, ld_kc, ld_tap, cur_tap, g_n, ld_ok, lrow, b_src, W, lcol, set, stid};
     GatherLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG> load_gidx{
         g_t0, g_n, p, lane, warp, row_g, gidx, tile_mask};
-    StageLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG> load_stage{
+    StageLoad<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, CL, TG, TP> load_stage{
         ld_iter, setup_tile, ld_tap, cur_tap, ld_ok, p, dummy, g_t0, g_n, load_gidx, A, lcol, gidx,
         lrow, a_src, row_g, b_src, ld_kc, s_base, ld_stage, unit, within, ld_iters, ld_tile,
         kc_per_tap, tile_mask, set};

@@ -104,15 +104,15 @@ inline void split_pass(Params &q, int splits)
 
 // The launch of a tensor-core configuration on the current device (*out), launching nothing.
 // CLUSTER: the tile has a cluster kernel (mma_kernel's CL) for its tap splits. TG: its tap sets
-// (MmaCfg): a CTA per tile, no tap split (an automatic one is one group; vc_gemm_run refuses an
-// explicit one).
+// (MmaCfg), TP: its tap packs (StageLoad): a CTA per tile, no tap split (an automatic one is
+// one group; vc_gemm_run refuses an explicit one).
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB = 1, bool CLUSTER = false, int TG = 1>
+          int MINB = 1, bool CLUSTER = false, int TG = 1, int TP = 1>
 cudaError_t plan_mma(const Params &p, const Sched &sc, LaunchPlan *out)
 {
-    static_assert(TG == 1 || !CLUSTER, "tap sets have no tap split");
+    static_assert((TG == 1 && TP == 1) || !CLUSTER, "tap sets and tap packs have no tap split");
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG, TG>;
-    auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, false, TG>;
+    auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, false, TG, TP>;
     const int max_dyn = C::SMEM + C::EPI_BYTES + BM * (kGatherChunk + 1) * 4;
     const int dyn = C::SMEM + C::EPI_BYTES + (p.gather ? BM * p.gstride * 4 : 0);
     // Shared memory past 48 KB needs the opt-in, once per device and kernel (concurrent
@@ -130,7 +130,7 @@ cudaError_t plan_mma(const Params &p, const Sched &sc, LaunchPlan *out)
     // the epilogue's staging can reuse the pipeline's shared memory: 5-9 KB less per CTA on the
     // small tiles, one or two CTAs more per SM (the implicit GEMM is latency-bound: occupancy is
     // what it runs on).
-    const bool one_tile = p.masks || p.splits < -1 || p.splits > 1 || TG > 1;
+    const bool one_tile = p.masks || p.splits < -1 || p.splits > 1 || TG > 1 || TP > 1;
     const bool can_alias = C::EPI_BYTES <= C::SMEM;
     int sms = 0, per_sm = 0;
     if ((e = sm_count(&sms)) != cudaSuccess) return e;
@@ -160,7 +160,7 @@ cudaError_t plan_mma(const Params &p, const Sched &sc, LaunchPlan *out)
         }
         can_cluster = cc >= 90 && !sc.two_pass;
     }
-    const int splits = TG > 1 ? 1
+    const int splits = TG > 1 || TP > 1 ? 1
                               : resolve_splits(p, plan_tiles, (int64_t)sms * per_sm, can_cluster,
                                                &clusters);
     // With masks (the implicit-GEMM convolution) tiles differ in cost by the taps they skip, and
@@ -188,11 +188,11 @@ cudaError_t plan_mma(const Params &p, const Sched &sc, LaunchPlan *out)
 // - no split, or the split ran as clusters, which add their own; else the caller's second
 // pass).
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int LB, bool WG,
-          int MINB = 1, bool CLUSTER = false, int TG = 1>
+          int MINB = 1, bool CLUSTER = false, int TG = 1, int TP = 1>
 cudaError_t launch_mma(const Params &p, const LaunchPlan &pl, cudaStream_t s, int *left)
 {
     using C = MmaCfg<T, BM, BN, BK, WM, WN, STAGES, LB, WG, TG>;
-    auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, false, TG>;
+    auto kern = mma_kernel<T, BM, BN, BK, WM, WN, STAGES, LB, WG, MINB, false, TG, TP>;
     *left = pl.splits;
     Params q = p;
     q.splits = 1;

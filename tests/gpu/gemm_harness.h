@@ -4,8 +4,9 @@
  * double-precision reference written here, on inputs rounded to the stored dtype (run_case: the
  * relative Frobenius error, checked against the case's tolerance; C poisoned with NaN first,
  * unmapped rows must keep their bits, a second run the same bits, a random tile order the same
- * bits, and a warp or tap-set tile the same bits with its rows reversed). Each check counts
- * through testutil.h. Include once per program, after VOXCONV_HAVE_CUDA is known. */
+ * bits, and a tile whose rows sum their own taps only the same bits with its rows reversed).
+ * Each check counts through testutil.h. Include once per program, after VOXCONV_HAVE_CUDA is
+ * known. */
 #ifndef VC_TESTS_GPU_GEMM_HARNESS_H
 #define VC_TESTS_GPU_GEMM_HARNESS_H
 
@@ -101,6 +102,26 @@ static int same_bits(const void *hc, const void *dC, size_t bytes)
 static int taps_in_cta(const char *name)
 {
     return strstr(name, "_warp") != NULL || strstr(name, "_wg2") != NULL;
+}
+
+/* The taps a stage of configuration `name` holds: 2 or 4 for a tap-packed tile (its name ends
+ * in _p2 or _p4: gemm/gemm_packed.h), else 1. */
+static int tap_pack_of(const char *name)
+{
+    const size_t n = strlen(name);
+    if (n > 3 && name[n - 3] == '_' && name[n - 2] == 'p' && name[n - 1] >= '2' &&
+        name[n - 1] <= '9')
+        return name[n - 1] - '0';
+    return 1;
+}
+
+/* Whether each row of configuration t sums its own taps only, in an order no other row changes:
+ * a warp or tap-set tile, or a tap-packed tile whose taps are whole MMA k steps (k a multiple
+ * of 16; at k = 8 a step holds two taps, which the tile's walk pairs). */
+static int rows_own_taps(const vc_gemm_config *t)
+{
+    const int tp = tap_pack_of(t->name);
+    return taps_in_cta(t->name) || (tp > 1 && t->tile_k / tp % 16 == 0);
 }
 
 /* Random values in [-1, 1) rounded to dtype d. */
@@ -380,11 +401,11 @@ static double run_case(vc_rng *rng, const gcase *c, int expect_rc)
             CHECK(gemm_run(&a, c->config, g_stream, msg, sizeof msg) == 0);
             CHECK_MSG(same_bits(hc, dC, cbytes), "%s: second run differs", what);
         }
-        /* a warp tile's or a tap-set tile's row sums its own taps only, in an order no other row
-         * changes: with the rows taken in reverse (other rows sharing each tile), the same bits */
+        /* where a row sums its own taps only, in an order no other row changes (rows_own_taps):
+         * with the rows taken in reverse (other rows sharing each tile), the same bits */
         const vc_gemm_config *cfgs = NULL;
         vc_gemm_configs(&cfgs);
-        if (c->config >= 0 && taps_in_cta(cfgs[c->config].name) && grows && rmap &&
+        if (c->config >= 0 && rows_own_taps(&cfgs[c->config]) && grows && rmap &&
             !c->accumulate && m > 1) {
             int32_t *rg = malloc((size_t)m * 4), *rr = malloc((size_t)m * 4);
             for (int64_t i = 0; i < m; i++) rg[i] = grows[m - 1 - i], rr[i] = rmap[m - 1 - i];

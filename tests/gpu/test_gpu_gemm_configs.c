@@ -4,9 +4,9 @@
  * fit a compute capability 9.0 device only, the dense TMA ones dense problems only); dense with
  * several tiles a CTA, gathered over 27 taps with masks and permutations, a tap range
  * accumulated with a residual, the tap split (or -2 where a configuration has none); the
- * automatic split's groups; the dense TMA kernel's own cases; the direct epilogue's bits; and
- * misaligned A and W. Prints its seed (VC_TEST_SEED replays); VC_SANITIZE=1 shrinks the sizes
- * for compute-sanitizer. Exits 77 without a usable device. */
+ * tap-packed tiles' own cases; the automatic split's groups; the dense TMA kernel's own cases;
+ * the direct epilogue's bits; and misaligned A and W. Prints its seed (VC_TEST_SEED replays);
+ * VC_SANITIZE=1 shrinks the sizes for compute-sanitizer. Exits 77 without a usable device. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -147,6 +147,66 @@ static void test_direct_bits(vc_rng *rng, const vc_gemm_config *t, int i, int de
     }
 }
 
+/* A tap-packed tile (gemm/gemm_packed.h: tp taps a stage, k = tile_k / tp) on gathered problems
+ * over 27 taps with masks, gather rows and a row map: sparse (tiles of a few taps, so a pack's
+ * last slots run past the walk's end), dense (every tap: whole packs), without masks (every tap
+ * of every tile), a tap range [9, 18) accumulated with a residual, 3 taps (fewer than a pack),
+ * an automatic tap split (one group); and the cases it must refuse (-2): another k, no gather
+ * table, an explicit tap split, 33 taps computed. */
+static void test_packed(vc_rng *rng, const vc_gemm_config *t, int i, int tp)
+{
+    const int32_t kt = t->tile_k / tp;
+    gcase g = base(g_small ? 150 : 1500, t->tile_n + 24, kt, t->ab_dtype, VC_GEMM_MATH_DEFAULT,
+                   VC_GEMM_F32);
+    g.config = i;
+    g.gather = g.masks = g.grows = g.rmap = 1;
+    g.taps = g.b_taps = 27;
+    g.present = 0.15;
+    g.bias = 1;
+    g.act = VC_GEMM_ACT_RELU;
+    const double es = run_case(rng, &g, 0);
+    gcase d = g;
+    d.present = 0.95;
+    d.cdt = t->ab_dtype;
+    const double ed = run_case(rng, &d, 0);
+    gcase u = g;
+    u.masks = 0;
+    u.present = 0.5;
+    const double eu = run_case(rng, &u, 0);
+    gcase h = g;
+    h.present = 0.4;
+    h.tap_lo = 9;
+    h.tap_hi = 18;
+    h.accumulate = h.residual = 1;
+    h.cdt = h.res_dt = t->ab_dtype;
+    const double eh = run_case(rng, &h, 0);
+    gcase f = g;
+    f.taps = f.b_taps = 3;
+    f.present = 0.7;
+    const double ef = run_case(rng, &f, 0);
+    gcase a = g;
+    a.splits = -6;
+    run_case(rng, &a, 0);
+    gcase no = g;
+    no.k = 2 * kt;
+    run_case(rng, &no, -2);
+    no = g;
+    no.gather = no.masks = 0;
+    no.taps = no.b_taps = 1;
+    run_case(rng, &no, -2);
+    no = g;
+    no.splits = 2;
+    run_case(rng, &no, -2);
+    no = g;
+    no.taps = no.b_taps = 33;
+    run_case(rng, &no, -2);
+    no.tap_lo = 1;
+    run_case(rng, &no, 0);
+    printf("config %2d %-26s %d taps a stage, k %d, n %d: sparse %.2e, dense %.2e, no masks "
+           "%.2e, taps [9, 18) accumulated %.2e, 3 taps %.2e\n",
+           i, t->name, tp, kt, g.n, es, ed, eu, eh, ef);
+}
+
 /* Every configuration of the table on a case it fits, and -2 where it does not (the wgmma
  * configurations, "_wg", and the dense TMA ones, "_tma", fit a compute capability 9.0 device only;
  * the "_tma" ones fit dense problems only: test_dense_tma). Then each on larger cases:
@@ -166,6 +226,11 @@ static void test_configs(vc_rng *rng)
         int math = t[i].ab_dtype != VC_GEMM_F32 ? VC_GEMM_MATH_DEFAULT : t[i].math;
         const int wg = strstr(t[i].name, "_wg") != NULL;
         const int tma = strstr(t[i].name, "_tma") != NULL; /* dense problems, sm 9.0 only */
+        const int tp = tap_pack_of(t[i].name); /* tap-packed: its own cases */
+        if (tp > 1) {
+            test_packed(rng, &t[i], i, tp);
+            continue;
+        }
         int32_t ks[] = {64, 3, 24, 8};
         for (int j = 0; j < 4; j++) {
             gcase c = base(g_small ? 100 : 777, 40 + 24 * j, ks[j], t[i].ab_dtype, math,
