@@ -30,7 +30,8 @@ namespace {
 //    tile, 16 columns at a time, no barriers: gemm/warp_tile.cuh), but 64x32x16_s4 first for a
 //    strided k3 map from 30k outputs (it won on every such strided layer tuned, where the subm
 //    layers of those widths stay fastest on the warp tile; docs/benchmarks.md "Planner rules of
-//    the 2026-11-28 tune");
+//    the 2026-11-28 tune"; a tap-packed tile goes before it from 9 input channels:
+//    packed_first);
 //  - c_out <= 32: the two-warp 64x32 tiles (16-deep for c_in <= 16), or 64x64x32_s4 for the
 //    layers under 50k outputs with K < 27;
 //  - c_out 96 from 10k outputs: wgmma 128x128;
@@ -51,7 +52,9 @@ namespace {
 // tile whose two warpgroups share them (prefers_wg2); the mid-size k3 layers to 96 channels
 // take the wgmma 64x96 tile (wg96_first), the sparser mid-size 32 -> 32 k3 levels the
 // wgmma 64x32 tile of two tap sets (wg32_first), and the larger or denser mid-size 32 -> 64 k3
-// levels the 32-deep 64x96 one (wg96_for_64). fp32 features keep gemm/'s choice.
+// levels the 32-deep 64x96 one (wg96_for_64); the stems and the strided levels of 16 or 32
+// input channels, ahead of all these, a tap-packed tile (packed_first: several taps a stage).
+// fp32 features keep gemm/'s choice.
 // Below a device's worth of tiles each layer also gets a tap split (tap_splits).
 
 // What the rules test of a layer (one bit each).
@@ -221,6 +224,32 @@ const char *wg96_for_64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_
     return 2 * n_pairs >= 19 * n_out || n_out >= 20000 ? "64x96x32_s6_wg" : NULL;
 }
 
+// The tap-packed tile (gemm/gemm_packed.h: several taps a stage along k) a k3 layer of few
+// input channels takes before every other, or NULL: a SUBM stem of up to 8 channels (its
+// features widened to 8: four taps a 32-deep stage) to 33-64 columns, or to 17-32 columns from
+// 30k outputs; a strided map of 9-16 channels (widened to 16: two taps a stage) to 17-32
+// columns past warp_first's bound (3000 warp tiles: 48k outputs), where 64x32x16_s4 took them;
+// a strided map of 25-32 channels (two taps a 64-deep stage) to 64 columns. Without packs each
+// such stage holds one tap and BK - k columns of zeros. The bounds are where the packed tile was
+// faster than the planner's in bench_conv --tune on the four suites and five scenes
+// (docs/benchmarks.md "Tap packs"): it lost on the 16- and 32-channel subm layers, on the
+// 5 -> 16 stem and on the 4 -> 32 stem under 30k outputs (the warp tiles win there), and was
+// level on the strided 16 -> 32 maps of 36k-38k outputs (the warp tiles').
+const char *packed_first(vc_map_type type, int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
+{
+    if (K < 27 || c_in < 1 || n_out <= 0) return NULL;
+    if (type == VC_MAP_SUBM && c_in <= 8) {
+        if (c_out > 32 && c_out <= 64) return "64x64x32_s3_p4";
+        return c_out > 16 && c_out <= 32 && n_out >= 30000 ? "64x32x32_s3_p4" : NULL;
+    }
+    if (type != VC_MAP_STRIDED) return NULL;
+    const int64_t warp_tiles = (n_out + 31) / 32 * ((c_out + 15) / 16); // as warp_first's
+    if (c_in > 8 && c_in <= 16 && c_out > 16 && c_out <= 32 && warp_tiles > 3000)
+        return "64x32x32_s3_p2";
+    if (c_in > 24 && c_in <= 32 && c_out == 64) return "64x64x64_s3_p2";
+    return NULL;
+}
+
 // The warp tile a k3 layer of c_in <= 16 (c_out <= 64) or of c_in <= 32 (c_out <= 32) takes
 // before its row's tiles, or NULL: the one whose S warps a tile divide its taps
 // (gemm/warp_tile.cuh). Such a layer's time is its heaviest tile's chain of taps (a scan's
@@ -315,23 +344,26 @@ int64_t layer_waves(const vc_kmap_data *m, int64_t k, int64_t c_out, bool dense,
 
 // The configurations of kTileRows for a layer, as indices (those compiled in, best first), then
 // -1 (gemm/'s pick) in the slots left; all -1 for fp32 features. warp_first, or else
-// prefers_wg2, or else wg96_first, or else prefers_wg64, puts its tile first, and wg32_first
-// or wg96_for_64 its tile before that one (each where it is compiled in, once).
+// prefers_wg2, or else wg96_first, or else prefers_wg64, puts its tile first, wg32_first or
+// wg96_for_64 its tile before that one, and packed_first its tile before both (each where it
+// is compiled in, once).
 void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t c_in,
                       int64_t c_out, int64_t K, bool dense, vc_dtype dt, int32_t out[4])
 {
     out[0] = out[1] = out[2] = out[3] = -1;
     if (dt != VC_DTYPE_FP16 && dt != VC_DTYPE_BF16) return;
     const uint32_t f = tile_conds(type, n_out, c_in, c_out, K, dense);
+    const char *packed = dense ? NULL : packed_first(type, n_out, c_in, c_out, K);
     const char *wg32 = dense ? NULL : wg32_first(type, n_out, n_pairs, c_in, c_out, K);
     const char *to64 = dense ? NULL : wg96_for_64(n_out, n_pairs, c_in, c_out, K);
     const char *warp = dense ? NULL : warp_first(n_out, n_pairs, c_in, c_out, K);
     const bool wg2 = !dense && prefers_wg2(type, n_out, n_pairs, c_in, c_out, K);
     const char *wg96 = dense ? NULL : wg96_first(n_out, c_in, c_out, K);
     const bool wg64 = !dense && prefers_wg64(n_out, n_pairs, c_in, c_out, K);
-    // wg32's or wg96_for_64's tile (wgmma: Hopper only) goes before the one the other rules
-    // name, which stays next.
-    const int32_t lead[2] = {wg32   ? config_index(dt, wg32)
+    // packed_first's tile goes first, then wg32's or wg96_for_64's tile (wgmma: Hopper only),
+    // then the one the other rules name.
+    const int32_t lead[3] = {packed ? config_index(dt, packed) : -1,
+                             wg32   ? config_index(dt, wg32)
                              : to64 ? config_index(dt, to64)
                                     : -1,
                              warp   ? config_index(dt, warp)
@@ -347,8 +379,7 @@ void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t 
                 if (out[j] == i) return;
             if (i >= 0 && k < 4) out[k++] = i;
         };
-        put(lead[0]);
-        put(lead[1]);
+        for (int32_t l : lead) put(l);
         for (int j = 0; j < 4 && row.tiles[j]; j++) put(config_index(dt, row.tiles[j]));
         return;
     }

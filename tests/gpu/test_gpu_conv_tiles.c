@@ -6,7 +6,8 @@
  * wg32_first, wg96_for_64) on a ~30k k3 level; the waves of the maps of one pair an output
  * (wave_first) on dense k1 layers and k2 inverses either side of a wave; the rules of the
  * 2026-11-28 tune (dense TMA slices, 3x1x1 waves, k2 32 -> 32 downsamples, wide strided maps
- * of few channels, sparse 256-column levels). VC_SANITIZE (set by
+ * of few channels, sparse 256-column levels); the tap-packed tiles of stems and strided levels
+ * of 16 and 32 channels. VC_SANITIZE (set by
  * tests/gpu/run for compute-sanitizer) runs the inverses only.
  * Prints its seed (VC_TEST_SEED replays). Exits 77 without a CUDA build or a usable device. */
 #include <stdio.h>
@@ -184,9 +185,12 @@ static void inverse_wave_tiles(vc_rng *rng, const int32_t shape[3])
  * columns from 30k rows, on the dense TMA kernel's slice; a 3x1x1 strided 128 -> 128 map of
  * one wave on wgmma 64x64x64 (wave_first: on a Hopper of 114-132 SMs only); a k2 32 -> 32
  * downsample under 25k outputs on the 64x32 two-tap-set tile; a strided k3 16 -> 32 map past
- * the warp tiles' bound (3000 tiles of 32 x 16) on 64x32x16_s4; and, by name only (its CPU
- * twin takes seconds), a sparse subm 256 -> 256 level of 30k-50k outputs on 128x256, not
- * wgmma 64x64. */
+ * the warp tiles' bound (3000 tiles of 32 x 16) on 64x32x16_s4 from 8 input channels and on
+ * the tap-packed 64x32x32_s3_p2 (two taps a stage) from 16; by name only (its CPU twin takes
+ * seconds), a sparse subm 256 -> 256 level of 30k-50k outputs on 128x256, not wgmma 64x64; and
+ * the other tap-packed tiles (packed_first): subm stems 3 -> 64 and, from 30k outputs, 4 -> 32
+ * (features widened to 8 channels, four taps a stage) and a strided k3 32 -> 64 map (two taps
+ * a 64-deep stage). */
 typedef struct {
     const char *label;
     int64_t points;
@@ -201,6 +205,10 @@ typedef struct {
 static int rule_applies(const rule_case *k, const vc_kmap_data *m, int hopper)
 {
     const int64_t n = m->n_out, p = m->n_pairs;
+    if (strstr(k->tile, "_s3_p")) /* packed_first */
+        return k->c_in <= 8    ? k->c_out > 32 || n >= 30000
+               : k->c_in == 32 ? 1
+                               : (n + 31) / 32 * 2 > 3000;
     if (k->d.type == VC_MAP_SUBM && m->volume == 1)
         return n < 50000 && (k->c_out != 96 || n >= 30000);
     if (k->d.type == VC_MAP_STRIDED && m->volume == 3) return hopper && n * 2 <= 300 * 64;
@@ -223,9 +231,15 @@ static void rule_tiles(vc_rng *rng, const int32_t shape[3])
          "64x64x64_s4_wg", 1},
         {"downsample k2", 12000, 1, mkdesc(VC_MAP_DOWNSAMPLE, 2, 2, 0, 1), 32, 32,
          "64x32x32_s4_wg2", 1},
-        {"strided k3", 36000, 1, mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1), 16, 32, "64x32x16_s4", 1},
+        {"strided k3", 36000, 1, mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1), 8, 32, "64x32x16_s4", 1},
         {"sparse subm k3", 40000, 1, mkdesc(VC_MAP_SUBM, 3, 1, 1, 1), 256, 256,
          "128x256x64_s3_wg", 0},
+        {"subm k3 stem", 20000, 1, mkdesc(VC_MAP_SUBM, 3, 1, 1, 1), 3, 64, "64x64x32_s3_p4", 1},
+        {"subm k3 stem", 40000, 3, mkdesc(VC_MAP_SUBM, 3, 1, 1, 1), 4, 32, "64x32x32_s3_p4", 1},
+        {"strided k3", 36000, 1, mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1), 16, 32, "64x32x32_s3_p2",
+         1},
+        {"strided k3", 30000, 3, mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1), 32, 64, "64x64x64_s3_p2",
+         1},
     };
     for (size_t r = 0; r < sizeof cases / sizeof cases[0]; r++) {
         const rule_case *k = &cases[r];
