@@ -147,6 +147,20 @@ static void test_direct_bits(vc_rng *rng, const vc_gemm_config *t, int i, int de
     }
 }
 
+/* Configuration i (t) on a gathered problem over 27 taps, each present with probability
+ * `present`: masks, gather rows and a row map, n past one tile, bias and ReLU, C in fp32. */
+static gcase gathered(const vc_gemm_config *t, int i, int32_t k, int math, double present)
+{
+    gcase g = base(g_small ? 150 : 1500, t->tile_n + 24, k, t->ab_dtype, math, VC_GEMM_F32);
+    g.config = i;
+    g.gather = g.masks = g.grows = g.rmap = 1;
+    g.taps = g.b_taps = 27;
+    g.present = present;
+    g.bias = 1;
+    g.act = VC_GEMM_ACT_RELU;
+    return g;
+}
+
 /* A tap-packed tile (gemm/gemm_packed.h: tp taps a stage, k = tile_k / tp) on gathered problems
  * over 27 taps with masks, gather rows and a row map: sparse (tiles of a few taps, so a pack's
  * last slots run past the walk's end), dense (every tap: whole packs), without masks (every tap
@@ -156,14 +170,7 @@ static void test_direct_bits(vc_rng *rng, const vc_gemm_config *t, int i, int de
 static void test_packed(vc_rng *rng, const vc_gemm_config *t, int i, int tp)
 {
     const int32_t kt = t->tile_k / tp;
-    gcase g = base(g_small ? 150 : 1500, t->tile_n + 24, kt, t->ab_dtype, VC_GEMM_MATH_DEFAULT,
-                   VC_GEMM_F32);
-    g.config = i;
-    g.gather = g.masks = g.grows = g.rmap = 1;
-    g.taps = g.b_taps = 27;
-    g.present = 0.15;
-    g.bias = 1;
-    g.act = VC_GEMM_ACT_RELU;
+    gcase g = gathered(t, i, kt, VC_GEMM_MATH_DEFAULT, 0.15);
     const double es = run_case(rng, &g, 0);
     gcase d = g;
     d.present = 0.95;
@@ -266,14 +273,7 @@ static void test_configs(vc_rng *rng)
         }
         if (wg && t[i].ab_dtype != VC_GEMM_F32) test_direct_bits(rng, &t[i], i, 0);
         /* gathered, 27 taps (masks, gather_rows, row_map), C in fp32 */
-        gcase g = base(g_small ? 150 : 1500, t[i].tile_n + 24, 2 * t[i].tile_k, t[i].ab_dtype,
-                       math, VC_GEMM_F32);
-        g.config = i;
-        g.gather = g.masks = g.grows = g.rmap = 1;
-        g.taps = g.b_taps = 27;
-        g.present = 0.3;
-        g.bias = 1;
-        g.act = VC_GEMM_ACT_RELU;
+        gcase g = gathered(&t[i], i, 2 * t[i].tile_k, math, 0.3);
         double eg = run_case(rng, &g, 0);
         /* the middle group of a three-way mask split (taps [9, 18)) added into a C of the
          * features' dtype, with a residual: the convolution's mask-split passes */
