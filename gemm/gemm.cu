@@ -273,8 +273,9 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
                  e.cfg.name, (long long)a->m, (long long)a->a_rows);
         return false;
     }
-    if (e.tap_sets > 1 && (a->taps > 32 * vcg::kMaxMaskWords ||
-                           (a->gather && tap_hi - a->tap_lo > vcg::kGatherChunk))) {
+    if ((e.tap_sets > 1 || e.tap_pack > 1) &&
+        (a->taps > 32 * vcg::kMaxMaskWords ||
+         (a->gather && tap_hi - a->tap_lo > vcg::kGatherChunk))) {
         snprintf(why, why_len,
                  "configuration %s keeps the gather indices of all a tile's taps in shared "
                  "memory: up to %d taps computed, %d in all (this launch: %d of %d)",
@@ -284,16 +285,11 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
     }
     if (e.tap_pack > 1) {
         const int kt = e.cfg.tile_k / e.tap_pack;
-        const char *no = !a->gather ? "this one has no gathered rows"
-                         : a->k != kt ? "k differs"
-                         : a->taps > 32 * vcg::kMaxMaskWords || tap_hi - a->tap_lo > vcg::kGatherChunk
-                             ? "too many taps"
-                             : nullptr;
-        if (no) {
+        if (!a->gather || a->k != kt) {
             snprintf(why, why_len,
-                     "configuration %s packs %d taps a stage: gathered rows with k = %d and at "
-                     "most %d taps computed (%s)",
-                     e.cfg.name, e.tap_pack, kt, vcg::kGatherChunk, no);
+                     "configuration %s packs %d taps a stage: needs gathered rows with k = %d "
+                     "(this one: %s, k = %d)",
+                     e.cfg.name, e.tap_pack, kt, a->gather ? "gathered" : "not gathered", a->k);
             return false;
         }
     }
