@@ -224,6 +224,14 @@ const char *wg96_for_64(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_
     return 2 * n_pairs >= 19 * n_out || n_out >= 20000 ? "64x96x32_s6_wg" : NULL;
 }
 
+// The warp tiles (32 rows x 16 columns) of a layer, and the most that warp_first gives a warp
+// tile of c_in <= 16 (2 warps a tile): past it, the rows' tiles or a tap-packed one.
+int64_t warp_tiles(int64_t n_out, int64_t c_out)
+{
+    return (n_out + 31) / 32 * ((c_out + 15) / 16);
+}
+constexpr int64_t kWarpTileBound = 3000;
+
 // The tap-packed tile (gemm/gemm_packed.h: several taps a stage along k) a k3 layer of few
 // input channels takes before every other, or NULL: a SUBM stem of up to 8 channels (its
 // features widened to 8: four taps a 32-deep stage) to 33-64 columns, or to 17-32 columns from
@@ -243,8 +251,8 @@ const char *packed_first(vc_map_type type, int64_t n_out, int64_t c_in, int64_t 
         return c_out > 16 && c_out <= 32 && n_out >= 30000 ? "64x32x32_s3_p4" : NULL;
     }
     if (type != VC_MAP_STRIDED) return NULL;
-    const int64_t warp_tiles = (n_out + 31) / 32 * ((c_out + 15) / 16); // as warp_first's
-    if (c_in > 8 && c_in <= 16 && c_out > 16 && c_out <= 32 && warp_tiles > 3000)
+    if (c_in > 8 && c_in <= 16 && c_out > 16 && c_out <= 32 &&
+        warp_tiles(n_out, c_out) > kWarpTileBound)
         return "64x32x32_s3_p2";
     if (c_in > 24 && c_in <= 32 && c_out == 64) return "64x64x64_s3_p2";
     return NULL;
@@ -262,9 +270,11 @@ const char *packed_first(vc_map_type type, int64_t n_out, int64_t c_in, int64_t 
 const char *warp_first(int64_t n_out, int64_t n_pairs, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (K < 27 || c_in > 32 || c_out > (c_in <= 16 ? 64 : 32) || n_out <= 0) return NULL;
-    const int64_t tiles = (n_out + 31) / 32 * ((c_out + 15) / 16);
+    const int64_t tiles = warp_tiles(n_out, c_out);
     if (c_in <= 16)
-        return tiles <= 800 ? "32x16x16_warp4" : tiles <= 3000 ? "32x16x16_warp2" : NULL;
+        return tiles <= 800              ? "32x16x16_warp4"
+               : tiles <= kWarpTileBound ? "32x16x16_warp2"
+                                         : NULL;
     return n_out < 30000 && n_pairs < 5 * n_out ? "32x16x16_warp4" : NULL;
 }
 
