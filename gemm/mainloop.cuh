@@ -101,6 +101,14 @@ __device__ __forceinline__ uint32_t swz(int row, int u)
     return (uint32_t)(row * UNITS * 16 + ((u ^ ((row / RPL) % UNITS)) << 4));
 }
 
+// Element c of a stage's row (a thread's load column) as an element of its tap's k: with tap
+// packs (TP > 1, k = BK / TP) column c holds element c % k of the tap in slot c / k (StageLoad);
+// without, c itself.
+template <int BK, int TP> __device__ __forceinline__ int pack_col(int c)
+{
+    return TP > 1 ? c % (BK / TP) : c;
+}
+
 // ---- the producer's stages ------------------------------------------------------------------
 //
 // Closures over mma_kernel's state (reference members, as a lambda's [&] captures would be),
@@ -200,10 +208,9 @@ struct TileSetup {
         for (int j = 0; j < C::B_LOADS; j++) {
             const int n = n0 + lrow + j * C::ROWS_PER_PASS;
             const bool ok = n < p.n_cols && !dummy;
-            // a tap pack's thread reads its column within its slot's tap (StageLoad)
-            const int col = TP > 1 ? lcol * C::E % (BK / TP) : lcol * C::E;
             b_src[j] = reinterpret_cast<const char *>(
-                W + (ok ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : 0) + col);
+                W + (ok ? ((int64_t)n * p.b_taps + p.b_tap0) * p.k : 0) +
+                pack_col<BK, TP>(lcol * C::E));
             ld_ok |= (uint32_t)ok << (16 + j);
         }
         if (p.gather) { // this thread's live rows: the gather copy skips the others
@@ -371,8 +378,8 @@ struct StageLoad {
             if constexpr (TG == 1 && TP == 1)
                 if (p.gather && !dummy && (cur_tap < g_t0 || cur_tap >= g_t0 + g_n))
                     load_gidx(cur_tap);
-            const char *const a_col = reinterpret_cast<const char *>(
-                A + (TP > 1 ? lcol * C::E % (BK / TP) : lcol * C::E));
+            const char *const a_col =
+                reinterpret_cast<const char *>(A + pack_col<BK, TP>(lcol * C::E));
             if (p.gather) {
                 // Staged gather indices are 32-bit: one unsigned compare rejects -1 and indices
                 // past a_rows (both read zeros), one unsigned 32 x 32 -> 64-bit multiply-add
