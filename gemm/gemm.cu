@@ -40,8 +40,8 @@ struct Entry {
     bool warp;    // a warp tile: an explicit tap split is refused, an automatic one is 1 group
     int tap_sets; // > 1: a wgmma tile whose warpgroups divide a tile's taps - as a warp tile, no
                   // tap split; the taps within one gather chunk (0 or 1: none; only WGMMA sets it)
-    int tap_pack; // > 1: a tile whose stages hold that many taps (gemm_packed.h): gathered rows,
-                  // k = tile_k / tap_pack, no tap split, the taps within one gather chunk
+                  // (cfg.tap_pack > 1, gemm_packed.h: gathered rows, k = tile_k / tap_pack, no
+                  // tap split, the taps within one gather chunk)
 };
 
 // Whether the current device has compute capability 9.0 (the sm_90a kernels run there only),
@@ -133,7 +133,7 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
     MMAX(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB, false)
 // CL: the tile also has a cluster kernel for its tap splits (sm_90: gemm/cluster.cuh)
 #define MMAX(name, T, dt, math, BM, BN, BK, WM, WN, S, LB, MINB, CL)                            \
-    {{name, BM, BN, BK, S, WM * WN, dt, math},                                                 \
+    {{name, BM, BN, BK, S, WM * WN, dt, math, 1},                                              \
      LB,                                                                                       \
      vcg::plan_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB, CL>,                             \
      vcg::launch_mma<T, BM, BN, BK, WM, WN, S, LB, false, MINB, CL>,                           \
@@ -141,21 +141,21 @@ cudaError_t launch_simt(const Params &p, const vcg::LaunchPlan &pl, cudaStream_t
 // a warp tile (gemm/warp_tile.cuh): 32 rows x BN columns, its taps divided among S warps, k
 // steps of 16, 8-byte loads
 #define WARP(name, T, dt, BN, S)                                                               \
-    {{name, vcg::kWarpTileRows, BN, 16, 1, vcg::kWarpTileWarps, dt, VC_GEMM_MATH_DEFAULT}, 8,    \
-     vcg::plan_warp<S>, vcg::launch_warp<T, BN, S>, false, false, false, true}
+    {{name, vcg::kWarpTileRows, BN, 16, 1, vcg::kWarpTileWarps, dt, VC_GEMM_MATH_DEFAULT, 1},    \
+     8, vcg::plan_warp<S>, vcg::launch_warp<T, BN, S>, false, false, false, true}
 #define WGMMA(name, T, dt, math, BM, BN, BK, S, TG)                                            \
-    {{#name, BM, BN, BK, S, BM / 16 * TG, dt, math}, 16, vcg::plan_##name, vcg::launch_##name, \
-     true, false, vcg::kClusterWg<T, BM, TG>, false, TG},
+    {{#name, BM, BN, BK, S, BM / 16 * TG, dt, math, 1}, 16, vcg::plan_##name,                  \
+     vcg::launch_##name, true, false, vcg::kClusterWg<T, BM, TG>, false, TG},
 // a tap-packed tile (gemm/gemm_packed.h): TP taps a stage, k = BK / TP
 #define PACKED(name, T, dt, BM, BN, BK, WM, WN, S, MINB, TP)                                   \
-    {{#name, BM, BN, BK, S, WM * WN, dt, VC_GEMM_MATH_DEFAULT}, 16, vcg::plan_##name,          \
-     vcg::launch_##name, false, false, false, false, 1, TP},
+    {{#name, BM, BN, BK, S, WM * WN, dt, VC_GEMM_MATH_DEFAULT, TP}, 16, vcg::plan_##name,      \
+     vcg::launch_##name, false, false, false, false, 1},
 // the dense kernel: 64-row tiles, BN columns, 128-byte k blocks; "stages" and "warps" report
 // its most stages and its warps (one producer and VC_GEMM_DENSE_CONSUMERS(BN) consumer
 // warpgroups: 20, 16 or 12)
 #define DENSE_TMA(name, T, dt, math, BN)                                                       \
     {{#name, 64, BN, 128 / (int)sizeof(T), VC_GEMM_DENSE_MAX_STAGES,                           \
-      4 * (1 + VC_GEMM_DENSE_CONSUMERS(BN)), dt, math},                                        \
+      4 * (1 + VC_GEMM_DENSE_CONSUMERS(BN)), dt, math, 1},                                     \
      16, vcg::plan_##name, vcg::launch_##name, true, true, false, false},
 
 // The table, by name. Each dtype has tiles for wide n (128x128), the common case (128x64), few
@@ -222,7 +222,7 @@ const Entry kTable[] = {
     MMA("tf32_128x64x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 128, 64, 16, 2, 2, 4, 16),
     MMA("tf32_64x64x16_s4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 16),
     MMA("tf32_64x64x16_s4_a4", float, VC_GEMM_F32, VC_GEMM_MATH_TF32, 64, 64, 16, 2, 2, 4, 4),
-    {{"f32_64x64x16_fma", 64, 64, 16, 1, 8, VC_GEMM_F32, VC_GEMM_MATH_FP32}, 0,
+    {{"f32_64x64x16_fma", 64, 64, 16, 1, 8, VC_GEMM_F32, VC_GEMM_MATH_FP32, 1}, 0,
      plan_simt, launch_simt<64, 64, 16, 4, 4>, false, false, false, false},
 #ifdef VC_GEMM_HAVE_SM90A
     VC_GEMM_SM90_CONFIGS(WGMMA)
@@ -273,7 +273,7 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
                  e.cfg.name, (long long)a->m, (long long)a->a_rows);
         return false;
     }
-    if ((e.tap_sets > 1 || e.tap_pack > 1) &&
+    if ((e.tap_sets > 1 || e.cfg.tap_pack > 1) &&
         (a->taps > 32 * vcg::kMaxMaskWords ||
          (a->gather && tap_hi - a->tap_lo > vcg::kGatherChunk))) {
         snprintf(why, why_len,
@@ -283,13 +283,14 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
                  a->taps);
         return false;
     }
-    if (e.tap_pack > 1) {
-        const int kt = e.cfg.tile_k / e.tap_pack;
+    if (e.cfg.tap_pack > 1) {
+        const int kt = e.cfg.tile_k / e.cfg.tap_pack;
         if (!a->gather || a->k != kt) {
             snprintf(why, why_len,
                      "configuration %s packs %d taps a stage: needs gathered rows with k = %d "
                      "(this one: %s, k = %d)",
-                     e.cfg.name, e.tap_pack, kt, a->gather ? "gathered" : "not gathered", a->k);
+                     e.cfg.name, e.cfg.tap_pack, kt, a->gather ? "gathered" : "not gathered",
+                     a->k);
             return false;
         }
     }
@@ -628,7 +629,7 @@ extern "C" vc_status vc_gemm_plan(const vc_gemm_args *a, int32_t config,
     if ((a->splits > 1 || a->splits < -1) && e.load_bytes == 0)
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s has no tap split "
                        "(tensor-core configurations only)", e.cfg.name);
-    if (a->splits > 1 && (e.warp || e.tap_sets > 1 || e.tap_pack > 1))
+    if (a->splits > 1 && (e.warp || e.tap_sets > 1 || e.cfg.tap_pack > 1))
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s keeps a tile's "
                        "taps within one CTA: it has no tap split", e.cfg.name);
     if ((st = plan_launch(a, e, plan, err)) != VC_OK) return st;

@@ -163,6 +163,9 @@ typedef struct vc_gemm_config {
     int32_t tile_m, tile_n, tile_k, stages, warps;
     vc_gemm_dtype ab_dtype;
     vc_gemm_math math;
+    /* the taps a stage holds: 1, or 2-4 for a tap-packed tile (gathered rows with k = tile_k /
+     * tap_pack only; no tap split) */
+    int32_t tap_pack;
 } vc_gemm_config;
 
 /* Number of compiled configurations and their table (static storage). */

@@ -104,24 +104,12 @@ static int taps_in_cta(const char *name)
     return strstr(name, "_warp") != NULL || strstr(name, "_wg2") != NULL;
 }
 
-/* The taps a stage of configuration `name` holds: 2 or 4 for a tap-packed tile (its name ends
- * in _p2 or _p4: gemm/gemm_packed.h), else 1. */
-static int tap_pack_of(const char *name)
-{
-    const size_t n = strlen(name);
-    if (n > 3 && name[n - 3] == '_' && name[n - 2] == 'p' && name[n - 1] >= '2' &&
-        name[n - 1] <= '9')
-        return name[n - 1] - '0';
-    return 1;
-}
-
 /* Whether each row of configuration t sums its own taps only, in an order no other row changes:
  * a warp or tap-set tile, or a tap-packed tile whose taps are whole MMA k steps (k a multiple
  * of 16; at k = 8 a step holds two taps, which the tile's walk pairs). */
 static int rows_own_taps(const vc_gemm_config *t)
 {
-    const int tp = tap_pack_of(t->name);
-    return taps_in_cta(t->name) || (tp > 1 && t->tile_k / tp % 16 == 0);
+    return taps_in_cta(t->name) || (t->tap_pack > 1 && t->tile_k / t->tap_pack % 16 == 0);
 }
 
 /* Random values in [-1, 1) rounded to dtype d. */

@@ -161,15 +161,15 @@ static gcase gathered(const vc_gemm_config *t, int i, int32_t k, int math, doubl
     return g;
 }
 
-/* A tap-packed tile (gemm/gemm_packed.h: tp taps a stage, k = tile_k / tp) on gathered problems
- * over 27 taps with masks, gather rows and a row map: sparse (tiles of a few taps, so a pack's
- * last slots run past the walk's end), dense (every tap: whole packs), without masks (every tap
- * of every tile), a tap range [9, 18) accumulated with a residual, 3 taps (fewer than a pack),
- * an automatic tap split (one group); and the cases it must refuse (-2): another k, no gather
- * table, an explicit tap split, 33 taps computed. */
-static void test_packed(vc_rng *rng, const vc_gemm_config *t, int i, int tp)
+/* A tap-packed tile (gemm/gemm_packed.h: tap_pack taps a stage, k = tile_k / tap_pack) on
+ * gathered problems over 27 taps with masks, gather rows and a row map: sparse (tiles of a few
+ * taps, so a pack's last slots run past the walk's end), dense (every tap: whole packs), without
+ * masks (every tap of every tile), a tap range [9, 18) accumulated with a residual, 3 taps
+ * (fewer than a pack), an automatic tap split (one group); and the cases it must refuse (-2):
+ * another k, no gather table, an explicit tap split, 33 taps computed. */
+static void test_packed(vc_rng *rng, const vc_gemm_config *t, int i)
 {
-    const int32_t kt = t->tile_k / tp;
+    const int32_t kt = t->tile_k / t->tap_pack;
     gcase g = gathered(t, i, kt, VC_GEMM_MATH_DEFAULT, 0.15);
     const double es = run_case(rng, &g, 0);
     gcase d = g;
@@ -211,7 +211,7 @@ static void test_packed(vc_rng *rng, const vc_gemm_config *t, int i, int tp)
     run_case(rng, &no, 0);
     printf("config %2d %-26s %d taps a stage, k %d, n %d: sparse %.2e, dense %.2e, no masks "
            "%.2e, taps [9, 18) accumulated %.2e, 3 taps %.2e\n",
-           i, t->name, tp, kt, g.n, es, ed, eu, eh, ef);
+           i, t->name, t->tap_pack, kt, g.n, es, ed, eu, eh, ef);
 }
 
 /* Every configuration of the table on a case it fits, and -2 where it does not (the wgmma
@@ -233,9 +233,8 @@ static void test_configs(vc_rng *rng)
         int math = t[i].ab_dtype != VC_GEMM_F32 ? VC_GEMM_MATH_DEFAULT : t[i].math;
         const int wg = strstr(t[i].name, "_wg") != NULL;
         const int tma = strstr(t[i].name, "_tma") != NULL; /* dense problems, sm 9.0 only */
-        const int tp = tap_pack_of(t[i].name); /* tap-packed: its own cases */
-        if (tp > 1) {
-            test_packed(rng, &t[i], i, tp);
+        if (t[i].tap_pack > 1) { /* tap-packed: its own cases */
+            test_packed(rng, &t[i], i);
             continue;
         }
         int32_t ks[] = {64, 3, 24, 8};
