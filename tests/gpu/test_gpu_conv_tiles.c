@@ -31,6 +31,36 @@ static int sized_hopper(int *sms)
     return major == 9 && *sms >= 114 && *sms <= 132;
 }
 
+/* One layer of a rule on map m: the planner's tile for c_in -> c_out in dt is checked against
+ * `tile` (a full name, "f16_..."), where the build has that tile, as `named` says (1: it must
+ * name it; 0: it must not; -1: no check, the layer is outside the rule's sizing here); where
+ * `run`, the layer runs against its CPU twin, with bias + residual + ReLU where `full`. */
+static void rule_layer(const char *label, const map_pair *m, int64_t c_in, int64_t c_out,
+                       vc_dtype dt, const char *tile, int named, int run, int full, vc_rng *rng)
+{
+    const char *cfg = NULL;
+    int32_t split = 0, tuned = 0;
+    vc_conv_gpu_describe(&m->gpu, c_in, c_out, dt, 0, &g_opt, &cfg, &split, &tuned);
+    const int built = vc_gemm_config_named(tile, strlen(tile)) >= 0;
+    const long long n = (long long)m->gpu.n_out, p = (long long)m->gpu.n_pairs;
+    CHECK_MSG(named < 0 || !built || (strcmp(cfg, tile) == 0) == named,
+              "%s %lld->%lld %s, %lld outputs, %lld pairs: the planner names %s (%s %s)", label,
+              (long long)c_in, (long long)c_out, dname(dt), n, p, cfg,
+              named ? "wanted" : "not wanted", tile);
+    double e = -1;
+    if (run) {
+        conv_opts o = opts(c_in, c_out, dt, VC_ALGO_AUTO);
+        if (full) {
+            o.bias = o.res = 1;
+            o.act = VC_ACT_RELU;
+        }
+        e = run_conv(label, m, o, rng);
+    }
+    printf("%s, %lld outputs (%.2f pairs an output) %lld->%lld %s on %s: rel err %.2e\n", label,
+           n, n ? (double)p / (double)n : 0.0, (long long)c_in, (long long)c_out, dname(dt), cfg,
+           e);
+}
+
 /* The planner's mid-size-level wgmma tiles (conv/tiles.cu: wg96_first, wg32_first,
  * wg96_for_64) on a k3 level of ~30k outputs: to 96 channels from c_in 96 and 64 (32 deep, 6
  * stages) and 128 (64 deep), 32 -> 32 on two tap sets (where the level has fewer than 9 pairs an
@@ -59,26 +89,10 @@ static void mid_level_tiles(vc_rng *rng, const int32_t shape[3])
     const int in_range = m.gpu.n_out >= 25000 && m.gpu.n_out < 45000;
     CHECK_MSG(!m.ok || in_range, "30k subm k3: %lld outputs, outside the rules' 25k-45k",
               (long long)m.gpu.n_out);
-    for (size_t i = 0; m.ok && i < sizeof cases / sizeof cases[0]; i++) {
-        const char *cfg = NULL;
-        int32_t split = 0, tuned = 0;
-        vc_conv_gpu_describe(&m.gpu, cases[i].c_in, cases[i].c_out, cases[i].dt, 0, &g_opt, &cfg,
-                             &split, &tuned);
-        const int built = vc_gemm_config_named(cases[i].tile, strlen(cases[i].tile)) >= 0;
-        CHECK_MSG(!in_range || !cases[i].named || !built || !strcmp(cfg, cases[i].tile),
-                  "30k subm k3 %lld->%lld: the planner names %s, not %s (%lld outputs, %lld "
-                  "pairs)", (long long)cases[i].c_in, (long long)cases[i].c_out, cfg,
-                  cases[i].tile, (long long)m.gpu.n_out, (long long)m.gpu.n_pairs);
-        conv_opts o = opts(cases[i].c_in, cases[i].c_out, cases[i].dt, VC_ALGO_AUTO);
-        if (i == 0 || i == 4 || i == 7) {
-            o.bias = o.res = 1;
-            o.act = VC_ACT_RELU;
-        }
-        const double e = run_conv("30k subm k3, mid-level tiles", &m, o, rng);
-        printf("30k subm k3 (%.1f pairs an output) %lld->%lld %s on %s: rel err %.2e\n",
-               m.gpu.n_out ? (double)m.gpu.n_pairs / (double)m.gpu.n_out : 0.0,
-               (long long)cases[i].c_in, (long long)cases[i].c_out, dname(cases[i].dt), cfg, e);
-    }
+    for (size_t i = 0; m.ok && i < sizeof cases / sizeof cases[0]; i++)
+        rule_layer("30k subm k3, mid-level tiles", &m, cases[i].c_in, cases[i].c_out,
+                   cases[i].dt, cases[i].tile, in_range && cases[i].named ? 1 : -1, 1,
+                   i == 0 || i == 4 || i == 7, rng);
     free_pair(&m);
     cudaFree(d_rows);
     free(c.rows);
@@ -101,26 +115,12 @@ static void dense_wave_tiles(vc_rng *rng, const int32_t shape[3])
         int32_t *d_rows = to_device(c.rows, (size_t)c.n * 16);
         vc_map_desc d = mkdesc(VC_MAP_SUBM, 1, 1, 0, 1);
         map_pair m = build_pair(&c, d_rows, &d, "dense k1");
-        for (int i = 0; m.ok && i < 2; i++) {
-            const vc_dtype dt = i == 0 ? VC_DTYPE_FP16 : VC_DTYPE_BF16;
-            const char *big = i == 0 ? "f16_128x128x32_s5_wg" : "bf16_128x128x32_s5_wg";
-            const char *cfg = NULL;
-            int32_t split = 0, tuned = 0;
-            vc_conv_gpu_describe(&m.gpu, 128, 256, dt, 0, &g_opt, &cfg, &split, &tuned);
-            const int built = vc_gemm_config_named(big, strlen(big)) >= 0;
-            const int want = r == 0; /* two waves of the rows' tile at 7.4k rows, one at 4.7k */
-            CHECK_MSG(!hopper || !built || (strcmp(cfg, big) == 0) == want,
-                      "dense k1 128->256 at %lld rows (%d SMs): the planner names %s",
-                      (long long)m.gpu.n_out, sms, cfg);
-            conv_opts o = opts(128, 256, dt, VC_ALGO_AUTO);
-            if (i == 0) {
-                o.bias = o.res = 1;
-                o.act = VC_ACT_RELU;
-            }
-            const double e = run_conv("dense k1, either side of a wave", &m, o, rng);
-            printf("dense k1 %lld rows 128->256 %s on %s: rel err %.2e\n",
-                   (long long)m.gpu.n_out, dname(dt), cfg, e);
-        }
+        /* two waves of the rows' tile at 7.4k rows, one at 4.7k */
+        for (int i = 0; m.ok && i < 2; i++)
+            rule_layer("dense k1, either side of a wave", &m, 128, 256,
+                       i == 0 ? VC_DTYPE_FP16 : VC_DTYPE_BF16,
+                       i == 0 ? "f16_128x128x32_s5_wg" : "bf16_128x128x32_s5_wg",
+                       hopper ? r == 0 : -1, 1, i == 0, rng);
         free_pair(&m);
         cudaFree(d_rows);
         free(c.rows);
@@ -150,28 +150,11 @@ static void inverse_wave_tiles(vc_rng *rng, const int32_t shape[3])
         if (fwd.ok) m = inverse_pair(&fwd, &c, "k2 inverse");
         CHECK_MSG(!m.ok || m.gpu.n_pairs == m.gpu.n_out, "k2 inverse: %lld pairs for %lld outputs",
                   (long long)m.gpu.n_pairs, (long long)m.gpu.n_out);
-        for (int i = 0; m.ok && i < 2; i++) {
-            const vc_dtype dt = i == 0 ? VC_DTYPE_FP16 : VC_DTYPE_BF16;
-            const char *wg64 = i == 0 ? "f16_64x64x64_s4_wg" : "bf16_64x64x64_s4_wg";
-            const char *cfg = NULL;
-            int32_t split = 0, tuned = 0;
-            vc_conv_gpu_describe(&m.gpu, cases[r].c_in, cases[r].c_out, dt, 0, &g_opt, &cfg,
-                                 &split, &tuned);
-            const int built = vc_gemm_config_named(wg64, strlen(wg64)) >= 0;
-            CHECK_MSG(!hopper || !built || (strcmp(cfg, wg64) == 0) == cases[r].named,
-                      "k2 inverse %lld->%lld at %lld outputs (%d SMs): the planner names %s",
-                      (long long)cases[r].c_in, (long long)cases[r].c_out,
-                      (long long)m.gpu.n_out, sms, cfg);
-            conv_opts o = opts(cases[r].c_in, cases[r].c_out, dt, VC_ALGO_AUTO);
-            if (i == 0) {
-                o.bias = o.res = 1;
-                o.act = VC_ACT_RELU;
-            }
-            const double e = run_conv("k2 inverse, either side of a wave", &m, o, rng);
-            printf("k2 inverse %lld outputs %lld->%lld %s on %s: rel err %.2e\n",
-                   (long long)m.gpu.n_out, (long long)cases[r].c_in, (long long)cases[r].c_out,
-                   dname(dt), cfg, e);
-        }
+        for (int i = 0; m.ok && i < 2; i++)
+            rule_layer("k2 inverse, either side of a wave", &m, cases[r].c_in, cases[r].c_out,
+                       i == 0 ? VC_DTYPE_FP16 : VC_DTYPE_BF16,
+                       i == 0 ? "f16_64x64x64_s4_wg" : "bf16_64x64x64_s4_wg",
+                       hopper ? cases[r].named : -1, 1, i == 0, rng);
         free_pair(&m);
         free_pair(&fwd);
         cudaFree(d_rows);
@@ -251,30 +234,10 @@ static void rule_tiles(vc_rng *rng, const int32_t shape[3])
                   "%s: %lld outputs, %lld pairs: outside the rule this case was sized for",
                   k->label, (long long)m.gpu.n_out, (long long)m.gpu.n_pairs);
         for (int i = 0; m.ok && i < 2; i++) {
-            const vc_dtype dt = i == 0 ? VC_DTYPE_FP16 : VC_DTYPE_BF16;
             char want[64];
             snprintf(want, sizeof want, "%s%s", i == 0 ? "f16_" : "bf16_", k->tile);
-            const char *cfg = NULL;
-            int32_t split = 0, tuned = 0;
-            vc_conv_gpu_describe(&m.gpu, k->c_in, k->c_out, dt, 0, &g_opt, &cfg, &split, &tuned);
-            const int built = vc_gemm_config_named(want, strlen(want)) >= 0;
-            CHECK_MSG(!applies || !built || !strcmp(cfg, want),
-                      "%s %lld->%lld, %lld outputs, %lld pairs (%d SMs): the planner names %s, "
-                      "not %s", k->label, (long long)k->c_in, (long long)k->c_out,
-                      (long long)m.gpu.n_out, (long long)m.gpu.n_pairs, sms, cfg, want);
-            double e = -1;
-            if (k->run) {
-                conv_opts o = opts(k->c_in, k->c_out, dt, VC_ALGO_AUTO);
-                if (i == 0) {
-                    o.bias = o.res = 1;
-                    o.act = VC_ACT_RELU;
-                }
-                e = run_conv(k->label, &m, o, rng);
-            }
-            printf("%s %lld outputs (%.2f pairs an output) %lld->%lld %s on %s: rel err %.2e\n",
-                   k->label, (long long)m.gpu.n_out,
-                   m.gpu.n_out ? (double)m.gpu.n_pairs / (double)m.gpu.n_out : 0.0,
-                   (long long)k->c_in, (long long)k->c_out, dname(dt), cfg, e);
+            rule_layer(k->label, &m, k->c_in, k->c_out, i == 0 ? VC_DTYPE_FP16 : VC_DTYPE_BF16,
+                       want, applies ? 1 : -1, k->run, i == 0, rng);
         }
         free_pair(&m);
         cudaFree(d_rows);
