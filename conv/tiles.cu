@@ -235,14 +235,16 @@ constexpr int64_t kWarpTileBound = 3000;
 // The tap-packed tile (gemm/gemm_packed.h: several taps a stage along k) a k3 layer of few
 // input channels takes before every other, or NULL: a SUBM stem of up to 8 channels (its
 // features widened to 8: four taps a 32-deep stage) to 33-64 columns, or to 17-32 columns from
-// 30k outputs; a strided map of 9-16 channels (widened to 16: two taps a stage) to 17-32
-// columns past warp_first's bound (3000 warp tiles: 48k outputs), where 64x32x16_s4 took them;
-// a strided map of 25-32 channels (two taps a 64-deep stage) to 64 columns. Without packs each
-// such stage holds one tap and BK - k columns of zeros. The bounds are where the packed tile was
-// faster than the planner's in bench_conv --tune on the four suites and five scenes
-// (docs/benchmarks.md "Tap packs"): it lost on the 16- and 32-channel subm layers, on the
-// 5 -> 16 stem and on the 4 -> 32 stem under 30k outputs (the warp tiles win there), and was
-// level on the strided 16 -> 32 maps of 36k-38k outputs (the warp tiles').
+// 30k outputs; a map of 9-16 channels (widened to 16: two taps a stage) past warp_first's bound
+// (3000 warp tiles), strided to 17-32 columns (48k outputs), where 64x32x16_s4 took them, or
+// subm to 9-16 columns (96k outputs), where the single-warp tile took them; a strided map of 25-32
+// channels (two taps a 64-deep stage) to 64 columns. Without packs each such stage holds one
+// tap and BK - k columns of zeros. The bounds are where the packed tile was faster than the
+// planner's in bench_conv --tune on the four suites and five scenes (docs/benchmarks.md "Tap
+// packs"): it lost on the 32-channel subm layers, on the 16-channel ones within the warp
+// tiles' bound (19k-42k outputs), on the 5 -> 16 stem and on the 4 -> 32 stem under 30k outputs
+// (the warp tiles win there), and was level on the strided 16 -> 32 maps of 36k-38k outputs
+// (the warp tiles').
 const char *packed_first(vc_map_type type, int64_t n_out, int64_t c_in, int64_t c_out, int64_t K)
 {
     if (K < 27 || c_in < 1 || n_out <= 0) return NULL;
@@ -250,10 +252,11 @@ const char *packed_first(vc_map_type type, int64_t n_out, int64_t c_in, int64_t 
         if (c_out > 32 && c_out <= 64) return "64x64x32_s3_p4";
         return c_out > 16 && c_out <= 32 && n_out >= 30000 ? "64x32x32_s3_p4" : NULL;
     }
+    if (c_in > 8 && c_in <= 16 && warp_tiles(n_out, c_out) > kWarpTileBound) {
+        if (type == VC_MAP_SUBM && c_out > 8 && c_out <= 16) return "64x16x32_s3_p2";
+        if (type == VC_MAP_STRIDED && c_out > 16 && c_out <= 32) return "64x32x32_s3_p2";
+    }
     if (type != VC_MAP_STRIDED) return NULL;
-    if (c_in > 8 && c_in <= 16 && c_out > 16 && c_out <= 32 &&
-        warp_tiles(n_out, c_out) > kWarpTileBound)
-        return "64x32x32_s3_p2";
     if (c_in > 24 && c_in <= 32 && c_out == 64) return "64x64x64_s3_p2";
     return NULL;
 }

@@ -172,8 +172,8 @@ static void inverse_wave_tiles(vc_rng *rng, const int32_t shape[3])
  * the tap-packed 64x32x32_s3_p2 (two taps a stage) from 16; by name only (its CPU twin takes
  * seconds), a sparse subm 256 -> 256 level of 30k-50k outputs on 128x256, not wgmma 64x64; and
  * the other tap-packed tiles (packed_first): subm stems 3 -> 64 and, from 30k outputs, 4 -> 32
- * (features widened to 8 channels, four taps a stage) and a strided k3 32 -> 64 map (two taps
- * a 64-deep stage). */
+ * (features widened to 8 channels, four taps a stage), a strided k3 32 -> 64 map (two taps
+ * a 64-deep stage) and a subm 16 -> 16 level past the warp tiles' bound (two taps a stage). */
 typedef struct {
     const char *label;
     int64_t points;
@@ -191,7 +191,7 @@ static int rule_applies(const rule_case *k, const vc_kmap_data *m, int hopper)
     if (strstr(k->tile, "_s3_p")) /* packed_first */
         return k->c_in <= 8    ? k->c_out > 32 || n >= 30000
                : k->c_in == 32 ? 1
-                               : (n + 31) / 32 * 2 > 3000;
+                               : (n + 31) / 32 * ((k->c_out + 15) / 16) > 3000;
     if (k->d.type == VC_MAP_SUBM && m->volume == 1)
         return n < 50000 && (k->c_out != 96 || n >= 30000);
     if (k->d.type == VC_MAP_STRIDED && m->volume == 3) return hopper && n * 2 <= 300 * 64;
@@ -223,6 +223,7 @@ static void rule_tiles(vc_rng *rng, const int32_t shape[3])
          1},
         {"strided k3", 30000, 3, mkdesc(VC_MAP_STRIDED, 3, 2, 1, 1), 32, 64, "64x64x64_s3_p2",
          1},
+        {"subm k3", 110000, 3, mkdesc(VC_MAP_SUBM, 3, 1, 1, 1), 16, 16, "64x16x32_s3_p2", 1},
     };
     for (size_t r = 0; r < sizeof cases / sizeof cases[0]; r++) {
         const rule_case *k = &cases[r];
