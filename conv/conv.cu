@@ -51,6 +51,7 @@
 #include "core/cuda_check.cuh"
 #include "core/cuda_util.cuh"
 #include "core/device_pool.h"
+#include "core/launch.cuh"
 #include "core/options.h"
 #include "gemm/gemm.h"
 #include "kmap/kmap_gpu.h"
@@ -61,9 +62,12 @@ namespace {
 
 const char kArea[] = "conv"; // messages of VC_CUDA_TRY (core/cuda_check.cuh)
 
-// Weight conversion to the feature dtype (round to nearest even, as vc_store_f32).
+// Weight conversion to the feature dtype (round to nearest even, as vc_store_f32). Like
+// pad_kernel, it lets the GEMM after it launch at once (pdl_enter: the GEMM sets up its tiles
+// meanwhile and waits for it before it reads the operands; vc_gemm_args.overlap_prev).
 __global__ void cast_kernel(const void *src, int st, void *dst, int dt, int64_t n)
 {
+    pdl_enter();
     GRID_LOOP(i, n) store_f32(dst, dt, i, load_f32(src, st, i));
 }
 
@@ -71,10 +75,13 @@ __global__ void cast_kernel(const void *src, int st, void *dst, int dt, int64_t 
 // zero-padded, 8 columns (one 16-byte store) a thread: the features (rows_a rows of dtype at)
 // and the weights (rows_b rows of dtype bt) of a layer whose c_in is not a multiple of 8, in
 // ONE launch, so that the GEMM runs its 16-byte loads instead of its 2-byte scalar path (zero
-// columns add nothing). Values are converted as store_f32(load_f32(...)) would.
+// columns add nothing). Values are converted as store_f32(load_f32(...)) would. Launched
+// plainly, it lets the GEMM after it launch at once (pdl_enter), which sets up its tiles
+// meanwhile and waits for it before it reads the operands (vc_gemm_args.overlap_prev).
 __global__ void pad_kernel(const void *a, int at, int64_t rows_a, void *da, const void *b, int bt,
                            int64_t rows_b, void *db, int64_t c, int dt, int64_t cp)
 {
+    pdl_enter();
     const int64_t chunks = cp / 8;
     GRID_LOOP(i, (rows_a + rows_b) * chunks)
     {
@@ -306,10 +313,10 @@ vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32, const vc_
 // A bounded view (order_stale not NULL: vc_conv_gpu_bounded) rebuilds its order in place on the
 // frame's first layer that takes one (*order_stale set), since perm changed with the frame; its
 // extent, and so its block count, is fixed, so after the first build (outside capture) the
-// rebuild neither allocates nor waits.
+// rebuild neither allocates nor waits. *queued is set where a build was queued on s.
 vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
                          bool rows_in_perm, const vc_engine_options &o, int *order_stale,
-                         cudaStream_t s, vc_err *err)
+                         bool *queued, cudaStream_t s, vc_err *err)
 {
     const vc_kmap_data *m = a->map;
     plan->args.tile_order = NULL;
@@ -318,6 +325,7 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
     if (order_stale) {
         if (!plan->takes_order || a->map_cache != m) return VC_OK;
         if (*order_stale || !m->tile_order) {
+            *queued = true;
             const vc_status st = vc_kmap_tile_order_gpu(a->map_cache, s, err);
             if (st != VC_OK) return st;
             *order_stale = 0;
@@ -329,6 +337,7 @@ vc_status tile_order_for(const vc_conv_args *a, vc_gemm_launch_plan *plan,
             cudaGetLastError();
             return VC_OK;
         }
+        *queued = true;
         const vc_status st = vc_kmap_tile_order_gpu(a->map_cache, s, err);
         if (st != VC_OK) return st;
     }
@@ -530,10 +539,13 @@ int implicit_candidates(const vc_conv_args *a, const vc_conv_args &pa, bool dens
 // weights): the candidates of implicit_candidates in turn until one fits; the workspace of the
 // split it plans and the tile order it takes; one launch. What ran goes to o.choice. plan_map
 // (NULL: a's map): the counts the candidates and the schedule are planned on; d_live (device,
-// or NULL): the live output rows of a bounded view, past which tiles are skipped.
+// or NULL): the live output rows of a bounded view, past which tiles are skipped. after_ops:
+// the last launch on s is gemm_operands' kernel, so the GEMM may overlap it (overlap_prev)
+// unless a tile order is built in between.
 vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const void *w, int tf32,
                         const vc_engine_options &o, const vc_kmap_data *plan_map,
-                        const int64_t *d_live, int *order_stale, cudaStream_t s, vc_err *err)
+                        const int64_t *d_live, int *order_stale, bool after_ops, cudaStream_t s,
+                        vc_err *err)
 {
     const vc_kmap_data *m = a->map;
     const int64_t n_out = m->n_out, c_out = a->c_out;
@@ -588,8 +600,11 @@ vc_status implicit_gemm(const vc_conv_args *a, const vc_conv_args &pa, const voi
                         "allocating the tap split's partial sums");
             plan.args.partial = part;
         }
-        st = tile_order_for(a, &plan, !dense && !c[j].no_order, o, order_stale, s, err);
+        bool queued = false;
+        st = tile_order_for(a, &plan, !dense && !c[j].no_order, o, order_stale, &queued, s, err);
         if (st != VC_OK) goto fail;
+        after_ops = after_ops && !queued;
+        plan.args.overlap_prev = after_ops ? 1 : 0;
         gs = vc_gemm_run(&plan, s, &ge);
         if (gs == VC_OK && o.choice)
             *o.choice = {VC_ALGO_IMPLICIT_GEMM, plan.config, plan.groups, c[j].tuned ? 1 : 0,
@@ -605,10 +620,11 @@ fail:
 // *w: 16-bit features whose rows are not whole 16-byte units widened to a multiple of 8
 // channels (with their weights, one scratch block and one launch for both: each allocation and
 // launch before a small first layer's GEMM is on its critical path), or weights in another
-// dtype than the features' converted. *scratch_out: the block to free.
+// dtype than the features' converted. *scratch_out: the block to free; *queued: whether a
+// kernel was launched (the GEMM after it may overlap it: implicit_gemm's after_ops).
 vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
-                        void **scratch_out, const vc_engine_options &o, cudaStream_t s,
-                        vc_err *err)
+                        void **scratch_out, bool *queued, const vc_engine_options &o,
+                        cudaStream_t s, vc_err *err)
 {
     const vc_kmap_data *m = a->map;
     const int64_t c_in = a->c_in, c_out = a->c_out;
@@ -617,6 +633,7 @@ vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
     *pa = *a;
     *w = a->weights;
     *scratch_out = NULL;
+    *queued = false;
     if (a->in_dtype != VC_DTYPE_FP32 && c_in % 8 != 0) {
         const int64_t cp = (c_in + 7) / 8 * 8, nw = c_out * (int64_t)K;
         const int64_t in_bytes = (m->n_in * cp * 2 + 255) / 256 * 256;
@@ -627,6 +644,7 @@ vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
             a->in, (int)a->in_dtype, m->n_in, *scratch_out, a->weights, (int)a->w_dtype, nw,
             w_pad, c_in, (int)a->in_dtype, cp);
         VC_CUDA_TRY(cudaGetLastError(), "padding kernel");
+        *queued = true;
         pa->in = *scratch_out;
         pa->c_in = cp;
         *w = w_pad;
@@ -638,6 +656,7 @@ vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
         cast_kernel<<<grid_for(nw), kThreads, 0, s>>>(a->weights, (int)a->w_dtype, *scratch_out,
                                                       (int)a->in_dtype, nw);
         VC_CUDA_TRY(cudaGetLastError(), "weight conversion kernel");
+        *queued = true;
         *w = *scratch_out;
     }
 fail:
@@ -707,6 +726,7 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
     void *ops = NULL;   // scratch of the GEMM's operands
+    bool widened = false; // gemm_operands launched a kernel (the GEMM may overlap it)
     const void *w = a->weights;
     vc_conv_args pa = *a; // the arguments the GEMM sees (features and c_in may be widened)
     const Epi epi = {c_out, a->bias, a->residual, (int)a->res_dtype, (int)a->act, a->slope,
@@ -718,10 +738,10 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         VC_CUDA_TRY(cudaGetLastError(), "epilogue kernel");
         goto fail;
     }
-    st = gemm_operands(a, &pa, &w, &ops, o, s, err);
+    st = gemm_operands(a, &pa, &w, &ops, &widened, o, s, err);
     if (st != VC_OK) goto fail;
     if (algo == VC_ALGO_IMPLICIT_GEMM)
-        st = implicit_gemm(a, pa, w, tf32, o, NULL, NULL, NULL, s, err);
+        st = implicit_gemm(a, pa, w, tf32, o, NULL, NULL, NULL, widened, s, err);
     else if (algo == VC_ALGO_GATHER_GEMM_SCATTER_GROUPED)
         st = ggs_grouped(&pa, w, tf32, epi, o, s, err);
     else
@@ -755,7 +775,8 @@ extern "C" vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32,
     void *ops = NULL;
     const void *w = a->weights;
     vc_conv_args pa = *a;
-    st = gemm_operands(a, &pa, &w, &ops, o, s, err);
+    bool widened = false;
+    st = gemm_operands(a, &pa, &w, &ops, &widened, o, s, err);
     // The plan's view of the map: plan_rows outputs with the view's pairs per output (a SUBM
     // map's inputs are its outputs). The planner's size rules are for the rows a layer has,
     // and an extent is a frame's rows plus headroom.
@@ -767,7 +788,8 @@ extern "C" vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32,
         if (m->type == VC_MAP_SUBM) pm.n_in = plan_rows;
         pm.n_out = plan_rows;
     }
-    if (st == VC_OK) st = implicit_gemm(a, pa, w, tf32, o, &pm, d_live, order_stale, s, err);
+    if (st == VC_OK)
+        st = implicit_gemm(a, pa, w, tf32, o, &pm, d_live, order_stale, widened, s, err);
     vc_dev_free(o.allocator, ops, s);
     return st;
 }

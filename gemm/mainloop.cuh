@@ -219,6 +219,9 @@ struct TileSetup {
                 ld_ok |= (uint32_t)(row_g[lrow + j * C::ROWS_PER_PASS] >= 0 && !dummy) << (8 + j);
         }
         __syncthreads(); // tile_iters and row_out visible to every thread
+        // An overlapped launch (vc_gemm_args.overlap_prev) waits here for the kernel that
+        // writes A or W: nothing above reads them or writes C.
+        grid_dep_wait();
     }
 };
 

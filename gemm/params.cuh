@@ -56,7 +56,8 @@ struct Params {
 // A launch as planned (vc_gemm_plan): the tap split's groups (1: none), whether they run as
 // thread-block clusters, whether a given tile order is taken (gemm.h), whether the epilogue
 // stages in the pipeline's shared memory, the CTAs (without a tile order), the dynamic shared
-// memory a CTA and the CTA waves (vc_gemm_launch_plan.waves).
+// memory a CTA, the CTA waves (vc_gemm_launch_plan.waves) and whether the launch may overlap
+// the kernel before it (vc_gemm_args.overlap_prev: launch_mma and launch_warp honour it).
 struct LaunchPlan {
     int splits;
     bool clusters;
@@ -66,6 +67,7 @@ struct LaunchPlan {
     int dyn;
     int64_t waves; // the launch's CTAs over those the device holds at once, rounded up (0: not
                    // counted, as by the plans without an occupancy query)
+    bool overlap;
 };
 
 // The schedule choices of a plan (vc_gemm_args: force_order, two_pass_split).

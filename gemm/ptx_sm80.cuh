@@ -13,6 +13,16 @@
 
 namespace vcg {
 
+// Waits until the kernel before this one in the stream has finished and its writes are
+// visible, where this launch overlapped it (vc_gemm_args.overlap_prev; compute capability 9.0
+// and up); at once otherwise.
+__device__ __forceinline__ void grid_dep_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -9,6 +9,7 @@
 
 #include <atomic>
 
+#include "core/launch.cuh"
 #include "gemm/mainloop.cuh"
 #include "gemm/params.cuh"
 
@@ -242,8 +243,7 @@ cudaError_t launch_mma(const Params &p, const LaunchPlan &pl, cudaStream_t s, in
         }
     }
     if (pl.splits > 1) split_pass(q, pl.splits);
-    kern<<<(unsigned)grid, C::CTA_THREADS, pl.dyn, s>>>(q);
-    return cudaGetLastError();
+    return launch_k(pl.overlap, kern, grid, C::CTA_THREADS, (size_t)pl.dyn, s, q);
 }
 
 } // namespace vcg

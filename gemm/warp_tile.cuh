@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "core/launch.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/params.cuh"
 #include "gemm/ptx_sm80.cuh"
@@ -228,6 +229,11 @@ __global__ void __launch_bounds__(kWarpTileWarps * 32) warp_kernel(const Params 
     if (s0.t >= 0) {
         index(s0);
         advance(s1, s0);
+    }
+    // An overlapped launch (vc_gemm_args.overlap_prev) waits here for the kernel that writes A
+    // or W: nothing above reads them or writes C.
+    grid_dep_wait();
+    if (s0.t >= 0) {
         load(s0);
         for (;;) {
             if (!step(s0, s1)) break;
@@ -296,8 +302,7 @@ cudaError_t launch_warp(const Params &p, const LaunchPlan &pl, cudaStream_t s, i
     *left = 1;
     Params q = p;
     q.splits = 1;
-    warp_kernel<T, BN, S><<<(unsigned)pl.grid, kWarpTileWarps * 32, 0, s>>>(q);
-    return cudaGetLastError();
+    return launch_k(pl.overlap, warp_kernel<T, BN, S>, pl.grid, kWarpTileWarps * 32, 0, s, q);
 }
 
 } // namespace vcg

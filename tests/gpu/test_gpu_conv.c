@@ -597,6 +597,17 @@ int main(void)
         run_conv("50k subm k3", &m, opts(128, 256, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
         run_conv("50k subm k3", &m, opts(96, 96, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
         run_conv("50k subm k3", &m, opts(128, 128, VC_DTYPE_BF16, VC_ALGO_AUTO), &rng);
+        /* stems: features and weights widened to 8 channels by a kernel that the GEMM overlaps
+         * (vc_gemm_args.overlap_prev): a warp tile at 5 -> 16, tap packs at 4 -> 32 and 3 -> 64,
+         * and a weight dtype cast before a 16 -> 16 layer */
+        run_conv("50k subm k3 stem", &m, opts(5, 16, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
+        run_conv("50k subm k3 stem", &m, opts(4, 32, VC_DTYPE_BF16, VC_ALGO_AUTO), &rng);
+        run_conv("50k subm k3 stem", &m, opts(3, 64, VC_DTYPE_FP16, VC_ALGO_AUTO), &rng);
+        {
+            conv_opts o = opts(16, 16, VC_DTYPE_FP16, VC_ALGO_AUTO);
+            o.w_dt = VC_DTYPE_FP32;
+            run_conv("50k subm k3, fp32 weights", &m, o, &rng);
+        }
         /* bias + residual + ReLU, 16-bit and fp32 outputs */
         {
             double e[3];
