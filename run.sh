@@ -44,7 +44,7 @@ deps() {
         say "installing: ${want[*]}"
         local sudo=""
         [ "$(id -u)" = 0 ] || sudo=sudo
-        $sudo apt-get update -qq && $sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
             --no-install-recommends "${want[@]}" >/dev/null
     fi
 }
