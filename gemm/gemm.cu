@@ -660,8 +660,8 @@ extern "C" vc_status vc_gemm_run(const vc_gemm_launch_plan *plan, struct CUstrea
     Params p;
     vc_status st = make_params(a, e, &p, err);
     if (st != VC_OK) return st;
-    // An overlapped launch (overlap_prev): the warp tiles always; the mma.sync tiles where they
-    // take more than one wave - in one wave that fills the SMs, the CTAs that the other
+    // An overlapped launch (overlap_prev): the warp tiles always; the tiles of mainloop.cuh
+    // where they take more than one wave - in one wave that fills the SMs, the CTAs that the other
     // kernel's resident blocks displace cost more than the overlap saves (docs/benchmarks.md
     // "Overlapped stems").
     const bool overlap = a->overlap_prev && (e.warp || plan->waves > 1);

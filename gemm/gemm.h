@@ -143,10 +143,11 @@ typedef struct vc_gemm_args {
     int64_t m_plan;
     /* OVERLAP (compute capability 9.0 and up; 0: off): 1 lets the launch start while the kernel
      * before it in the stream still runs (programmatic stream serialization). The warp tiles,
-     * and the mma.sync tiles where their launch takes more than one wave (the plan's waves),
-     * then set up their first tile (its rows, masks and tile order) and wait for that kernel
-     * (griddepcontrol.wait) before they read A or W or write C; the other configurations and
-     * launches run plainly. For a kernel that writes A or W alone and lets its dependents
+     * and the tiles of gemm/mainloop.cuh (mma.sync, and the implicit wgmma tiles) where their
+     * launch takes more than one wave (the plan's waves), then set up their first tile (its
+     * rows, masks and tile order) and wait for that kernel (griddepcontrol.wait) before they
+     * read A or W or write C; the dense TMA and fp32 FMA kernels and a split's cluster launch
+     * run plainly. For a kernel that writes A or W alone and lets its dependents
      * launch (griddepcontrol.launch_dependents; conv/'s operand widening): what the set-up
      * reads must be complete when that kernel starts. Never changes the result. */
     int32_t overlap_prev;
