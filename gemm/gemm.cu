@@ -38,11 +38,15 @@ struct Entry {
     bool dense;
     bool cluster; // its tap splits can run as thread-block clusters (sm_90)
     bool warp;    // a warp tile: an explicit tap split is refused, an automatic one is 1 group
-    int tap_sets; // > 1: a wgmma tile whose warpgroups divide a tile's taps - as a warp tile, no
-                  // tap split; the taps within one gather chunk (0 or 1: none; only WGMMA sets it)
-                  // (cfg.tap_pack > 1, gemm_packed.h: gathered rows, k = tile_k / tap_pack, no
-                  // tap split, the taps within one gather chunk)
+    int tap_sets; // > 1: a wgmma tile whose warpgroups divide a tile's taps (0 or 1: none; only
+                  // WGMMA sets it)
 };
+
+// Whether a tile's taps are shared out within its CTA: a tap-set tile's warpgroups divide them,
+// a tap-packed tile's stages (cfg.tap_pack > 1, gemm_packed.h) hold several. Such a tile keeps
+// the gather indices of all its taps in shared memory at once (one gather chunk) and has no
+// tap split.
+bool taps_in_cta(const Entry &e) { return e.tap_sets > 1 || e.cfg.tap_pack > 1; }
 
 // Whether the current device has compute capability 9.0 (the sm_90a kernels run there only),
 // cached per device.
@@ -273,7 +277,7 @@ bool fits(const Entry &e, const vc_gemm_args *a, char *why, size_t why_len)
                  e.cfg.name, (long long)a->m, (long long)a->a_rows);
         return false;
     }
-    if ((e.tap_sets > 1 || e.cfg.tap_pack > 1) &&
+    if (taps_in_cta(e) &&
         (a->taps > 32 * vcg::kMaxMaskWords ||
          (a->gather && tap_hi - a->tap_lo > vcg::kGatherChunk))) {
         snprintf(why, why_len,
@@ -629,7 +633,7 @@ extern "C" vc_status vc_gemm_plan(const vc_gemm_args *a, int32_t config,
     if ((a->splits > 1 || a->splits < -1) && e.load_bytes == 0)
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s has no tap split "
                        "(tensor-core configurations only)", e.cfg.name);
-    if (a->splits > 1 && (e.warp || e.tap_sets > 1 || e.cfg.tap_pack > 1))
+    if (a->splits > 1 && (e.warp || taps_in_cta(e)))
         return vc_fail(err, VC_ERR_UNSUPPORTED, "vc_gemm_run: configuration %s keeps a tile's "
                        "taps within one CTA: it has no tap split", e.cfg.name);
     if ((st = plan_launch(a, e, plan, err)) != VC_OK) return st;
