@@ -508,4 +508,13 @@ static const abmode kModes[] = {{VC_GEMM_F16, VC_GEMM_MATH_DEFAULT},
                                 {VC_GEMM_F32, VC_GEMM_MATH_FP32}};
 #define NMODES 4
 
+/* The last line of a GEMM test program: its cases and the harness's counts of tap splits and
+ * tile-ordered runs. */
+static void print_summary(const char *test)
+{
+    printf("%s: %d cases; tap splits: %d as clusters (each matched bit for bit by the two-pass "
+           "form), %d two-pass; %d masked runs repeated taking a random tile order, the same "
+           "bits\n", test, g_cases, g_split_cluster, g_split_two_pass, g_ordered);
+}
+
 #endif

@@ -374,9 +374,7 @@ int main(void)
     test_many_taps(&rng);
     test_sizes(&rng);
     cudaStreamDestroy(g_stream);
-    printf("test_gpu_gemm: %d cases; tap splits: %d as clusters (each matched bit for bit by "
-           "the two-pass form), %d two-pass; %d masked runs repeated taking a random tile order, "
-           "the same bits\n", g_cases, g_split_cluster, g_split_two_pass, g_ordered);
+    print_summary("test_gpu_gemm");
     TEST_END();
 }
 

@@ -330,9 +330,7 @@ int main(void)
     test_split_groups();
     test_configs(&rng);
     cudaStreamDestroy(g_stream);
-    printf("test_gpu_gemm_configs: %d cases; tap splits: %d as clusters (each matched bit for "
-           "bit by the two-pass form), %d two-pass; %d masked runs repeated taking a random tile "
-           "order, the same bits\n", g_cases, g_split_cluster, g_split_two_pass, g_ordered);
+    print_summary("test_gpu_gemm_configs");
     TEST_END();
 }
 
