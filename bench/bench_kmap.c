@@ -413,6 +413,26 @@ static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *lab
     bench_timer_free(&tm);
 }
 
+/* One regular call of frame f's map build between events e0 and e1, in ms. queued: behind a
+ * 200 us spin, e0 after it, so that the host's work before the call's first launch runs during
+ * the spin. */
+static float call_ms(const scene *sc, int32_t *const *d_rows, int f, const char *label,
+                     const vc_map_desc *d, int queued, cudaEvent_t e0, cudaEvent_t e1)
+{
+    vc_kmap_data m;
+    vc_err err = {{0}};
+    float ms = 0.f;
+    if (queued) queue_spin(200000);
+    CUDA_CHECK(cudaEventRecord(e0, g_s));
+    vc_status st = vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts, g_s, &m, &err);
+    CUDA_CHECK(cudaEventRecord(e1, g_s));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
+    vc_kmap_data_free_gpu(&m);
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms;
+}
+
 static void bench_build(const scene *sc, int32_t *const *d_rows, const char *label,
                         const vc_map_desc *d)
 {
@@ -453,36 +473,13 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         t[4][r] = tm.masks_ms;
         t[5][r] = tm.total_ms;
     }
-    /* 2. the whole regular call, untimed inside */
-    for (int r = -WARMUP; r < g_runs && (g_modes & MODE_CALL); r++) {
-        int f = (r + WARMUP) % sc->nframes;
-        vc_kmap_data m;
-        vc_err err = {{0}};
-        CUDA_CHECK(cudaEventRecord(e0, g_s));
-        vc_status st =
-            vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts, g_s, &m, &err);
-        CUDA_CHECK(cudaEventRecord(e1, g_s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
-        vc_kmap_data_free_gpu(&m);
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[6][r], e0, e1));
-    }
-    /* 2b. the same call queued behind a 200 us spin (e0 after the spin): the host's work
-     * before the call's first launch runs during the spin */
-    for (int r = -WARMUP; r < g_runs && (g_modes & MODE_CALL) && g_nvrtc_ok; r++) {
-        int f = (r + WARMUP) % sc->nframes;
-        vc_kmap_data m;
-        vc_err err = {{0}};
-        queue_spin(200000);
-        CUDA_CHECK(cudaEventRecord(e0, g_s));
-        vc_status st =
-            vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts, g_s, &m, &err);
-        CUDA_CHECK(cudaEventRecord(e1, g_s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
-        vc_kmap_data_free_gpu(&m);
-        if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[9][r], e0, e1));
-    }
+    /* 2. the whole regular call, untimed inside; 2b. the same call queued behind a spin
+     * (call_ms) */
+    for (int q = 0; q < 2; q++)
+        for (int r = -WARMUP; r < g_runs && (g_modes & MODE_CALL) && (!q || g_nvrtc_ok); r++) {
+            const float ms = call_ms(sc, d_rows, (r + WARMUP) % sc->nframes, label, d, q, e0, e1);
+            if (r >= 0) t[q ? 9 : 6][r] = ms;
+        }
     /* 3. the bounded build, one graph per frame, replayed */
     for (int f = 0; f < sc->nframes; f++) {
         if (sc->n[f] > max_in) max_in = sc->n[f];
