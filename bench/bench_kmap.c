@@ -285,8 +285,12 @@ static double clock_now(void)
     return r[0] ? (double)r[1] * 1e3 / (double)r[0] : 0;
 }
 
+/* The spin that "queued" timings start behind (ns): longer than the host's submission of
+ * anything timed behind it, so that the GPU never waits for the host there. */
+static const long long kQueueSpinNs = 200000;
+
 /* Replays a graph of `nodes` empty kernels (a chain), started right after the host launch
- * ("direct") or queued behind a 200 us spin so that the host's submission is hidden
+ * ("direct") or queued behind a spin (kQueueSpinNs) so that the host's submission is hidden
  * ("queued"): microseconds, medians. */
 static void probe_graph(int nodes, float *direct, float *queued)
 {
@@ -304,7 +308,7 @@ static void probe_graph(int nodes, float *direct, float *queued)
     float *t = malloc(sizeof(float) * (size_t)g_runs);
     for (int mode = 0; mode < 2; mode++) {
         for (int r = -WARMUP; r < g_runs; r++) {
-            if (mode) queue_spin(200000);
+            if (mode) queue_spin(kQueueSpinNs);
             bench_timer_start(&tm);
             CUDA_CHECK(cudaGraphLaunch(ex, g_s));
             bench_timer_stop(&tm, r >= 0 ? &t[r] : NULL);
@@ -386,11 +390,11 @@ static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *lab
         bench_timer_stop(&tm, r >= 0 ? &tg[r] : NULL);
     }
     const double mhz = clock_now();
-    /* the same replays queued behind a 200 us spin: the GPU's time alone, without the host's
-     * submission of the graph */
+    /* the same replays queued behind a spin (kQueueSpinNs): the GPU's time alone, without the
+     * host's submission of the graph */
     for (int r = -WARMUP; r < g_runs; r++) {
         int f = (r + WARMUP) % sc->nframes;
-        queue_spin(200000);
+        queue_spin(kQueueSpinNs);
         bench_timer_start(&tm);
         CUDA_CHECK(cudaGraphLaunch(exec[f], g_s));
         bench_timer_stop(&tm, r >= 0 ? &tq[r] : NULL);
@@ -414,15 +418,15 @@ static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *lab
 }
 
 /* One regular call of frame f's map build between events e0 and e1, in ms. queued: behind a
- * 200 us spin, e0 after it, so that the host's work before the call's first launch runs during
- * the spin. */
+ * spin (kQueueSpinNs), e0 after it, so that the host's work before the call's first launch
+ * runs during the spin. */
 static float call_ms(const scene *sc, int32_t *const *d_rows, int f, const char *label,
                      const vc_map_desc *d, int queued, cudaEvent_t e0, cudaEvent_t e1)
 {
     vc_kmap_data m;
     vc_err err = {{0}};
     float ms = 0.f;
-    if (queued) queue_spin(200000);
+    if (queued) queue_spin(kQueueSpinNs);
     CUDA_CHECK(cudaEventRecord(e0, g_s));
     vc_status st = vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts, g_s, &m, &err);
     CUDA_CHECK(cudaEventRecord(e1, g_s));
@@ -724,7 +728,8 @@ int main(int argc, char **argv)
         ns = 1;
     }
     printf("\n## Map builds (microseconds, medians; stages of the timed build, then the whole "
-           "regular call and a CUDA-graph replay of the bounded build)\n\n");
+           "regular call, alone and queued behind a spin, and a CUDA-graph replay of the "
+           "bounded build)\n\n");
     printf("| scene | map | voxels | outputs | pairs | insert | out coords | out_in | pairs | "
            "masks+perm | staged total | call | call, queued | graph | graph, queued |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
