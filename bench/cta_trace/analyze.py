@@ -3,7 +3,10 @@
 kernel writes (bench/cta_trace/run: one file per layer, a row per CTA) and prints, per file, the
 layer's span and its two heaviest CTAs and its median one: each step's cycles from kernel entry
 to the end of the epilogue, and the main loop's cycles a tap by part (the wait for the stage's
-copies, the barrier, the MMAs' issue, the next stage's loads, the MMAs' wait).
+copies, the barrier, the MMAs' issue, the next stage's loads, the MMAs' wait). Then the median
+of each step over the CTAs that started with the launch (within 1 us of the first) and over
+those that started later, on an SM that had run one of the layer's CTAs already: whether the
+set-up's cycles are the chain's own or the launch's (cold caches, every CTA loading at once).
 
 Usage: analyze.py TRACE.txt [...]"""
 import statistics
@@ -44,6 +47,19 @@ def main(paths):
         for r in rows[:2]:
             show(r, g0, "heaviest")
         show(rows[len(rows) // 2], g0, "median")
+        early = [r for r in rows if r[21] - g0 < 1000]
+        late = [r for r in rows if r[21] - g0 >= 1000]
+        for tag, grp in (("first wave", early), ("later", late)):
+            if not grp:
+                continue
+            med = []
+            for i in range(1, 13):
+                d = [r[1 + i] - r[i] for r in grp if r[1 + i] and r[i]]
+                if d:
+                    med.append("%s %d" % (STEPS[i], statistics.median(d)))
+            setup = [r[11] - r[1] for r in grp if r[11] and r[1]]
+            print("  %s: %d CTAs, median entry to the first MMA %d cycles | %s" % (
+                tag, len(grp), statistics.median(setup) if setup else 0, " ".join(med)))
 
 
 if __name__ == "__main__":
