@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Compares the map-build rows of bench_kmap outputs concatenated by bench/ab_trees
 (sections headed '######## base' / '######## new'): per (scene, map), the mean of each side's
-'call' and 'graph' columns (microseconds) and new/base. Usage: ab_kmap_table.py FILE"""
+'call', 'call, queued' (where the outputs have it) and 'graph' columns (microseconds) and
+new/base. Usage: ab_kmap_table.py FILE"""
 import collections
 import sys
 
+COLUMNS = ("call", "call, queued", "graph")
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
 order, side, header = [], None, None
 for line in open(sys.argv[1]):
@@ -22,16 +24,23 @@ for line in open(sys.argv[1]):
     key = (cells[0][:28], cells[1])
     if key not in order:
         order.append(key)
-    runs[key][side].append((float(cells[header.index("call")]),
-                            float(cells[header.index("graph")])))
-print("| scene | map | call base | call new | new/base | graph base | graph new | new/base |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
+    runs[key][side].append(tuple(float(cells[header.index(c)]) if c in header else None
+                                 for c in COLUMNS))
+print("| scene | map | " + " | ".join("%s base | %s new | new/base" % (c, c) for c in COLUMNS)
+      + " |")
+print("|---|---|" + "---:|---:|---:|" * len(COLUMNS))
 for key in order:
     b, n = runs[key]["base"], runs[key]["new"]
     if not b or not n:
         print("| %s | %s | %s |" % (key[0], key[1], "base only" if b else "new only"))
         continue
-    mean = lambda v, i: sum(x[i] for x in v) / len(v)
-    cb, cn, gb, gn = mean(b, 0), mean(n, 0), mean(b, 1), mean(n, 1)
-    print("| %s | %s | %.1f | %.1f | %.3f | %.1f | %.1f | %.3f |"
-          % (key[0], key[1], cb, cn, cn / cb, gb, gn, gn / gb))
+    cells = []
+    for i in range(len(COLUMNS)):
+        vb = [x[i] for x in b if x[i] is not None]
+        vn = [x[i] for x in n if x[i] is not None]
+        if not vb or not vn:
+            cells.append(" | | ")
+            continue
+        mb, mn = sum(vb) / len(vb), sum(vn) / len(vn)
+        cells.append("%.1f | %.1f | %.3f" % (mb, mn, mn / mb))
+    print("| %s | %s | %s |" % (key[0], key[1], " | ".join(cells)))
