@@ -620,11 +620,12 @@ fail:
 // *w: 16-bit features whose rows are not whole 16-byte units widened to a multiple of 8
 // channels (with their weights, one scratch block and one launch for both: each allocation and
 // launch before a small first layer's GEMM is on its critical path), or weights in another
-// dtype than the features' converted. *scratch_out: the block to free; *queued: whether a
-// kernel was launched (the GEMM after it may overlap it: implicit_gemm's after_ops).
+// dtype than the features' converted. *scratch_out: the block to free; on success it is not
+// NULL exactly when a kernel was launched, which the GEMM after it may overlap (implicit_gemm's
+// after_ops).
 vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
-                        void **scratch_out, bool *queued, const vc_engine_options &o,
-                        cudaStream_t s, vc_err *err)
+                        void **scratch_out, const vc_engine_options &o, cudaStream_t s,
+                        vc_err *err)
 {
     const vc_kmap_data *m = a->map;
     const int64_t c_in = a->c_in, c_out = a->c_out;
@@ -633,7 +634,6 @@ vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
     *pa = *a;
     *w = a->weights;
     *scratch_out = NULL;
-    *queued = false;
     if (a->in_dtype != VC_DTYPE_FP32 && c_in % 8 != 0) {
         const int64_t cp = (c_in + 7) / 8 * 8, nw = c_out * (int64_t)K;
         const int64_t in_bytes = (m->n_in * cp * 2 + 255) / 256 * 256;
@@ -644,7 +644,6 @@ vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
             a->in, (int)a->in_dtype, m->n_in, *scratch_out, a->weights, (int)a->w_dtype, nw,
             w_pad, c_in, (int)a->in_dtype, cp);
         VC_CUDA_TRY(cudaGetLastError(), "padding kernel");
-        *queued = true;
         pa->in = *scratch_out;
         pa->c_in = cp;
         *w = w_pad;
@@ -656,7 +655,6 @@ vc_status gemm_operands(const vc_conv_args *a, vc_conv_args *pa, const void **w,
         cast_kernel<<<grid_for(nw), kThreads, 0, s>>>(a->weights, (int)a->w_dtype, *scratch_out,
                                                       (int)a->in_dtype, nw);
         VC_CUDA_TRY(cudaGetLastError(), "weight conversion kernel");
-        *queued = true;
         *w = *scratch_out;
     }
 fail:
@@ -725,8 +723,7 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
     if (n_out == 0) return VC_OK;
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
-    void *ops = NULL;   // scratch of the GEMM's operands
-    bool widened = false; // gemm_operands launched a kernel (the GEMM may overlap it)
+    void *ops = NULL; // scratch of the GEMM's operands: set where gemm_operands launched
     const void *w = a->weights;
     vc_conv_args pa = *a; // the arguments the GEMM sees (features and c_in may be widened)
     const Epi epi = {c_out, a->bias, a->residual, (int)a->res_dtype, (int)a->act, a->slope,
@@ -738,10 +735,10 @@ extern "C" vc_status vc_conv_gpu(const vc_conv_args *a, vc_algo algo, int tf32,
         VC_CUDA_TRY(cudaGetLastError(), "epilogue kernel");
         goto fail;
     }
-    st = gemm_operands(a, &pa, &w, &ops, &widened, o, s, err);
+    st = gemm_operands(a, &pa, &w, &ops, o, s, err);
     if (st != VC_OK) goto fail;
     if (algo == VC_ALGO_IMPLICIT_GEMM)
-        st = implicit_gemm(a, pa, w, tf32, o, NULL, NULL, NULL, widened, s, err);
+        st = implicit_gemm(a, pa, w, tf32, o, NULL, NULL, NULL, ops != NULL, s, err);
     else if (algo == VC_ALGO_GATHER_GEMM_SCATTER_GROUPED)
         st = ggs_grouped(&pa, w, tf32, epi, o, s, err);
     else
@@ -775,8 +772,7 @@ extern "C" vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32,
     void *ops = NULL;
     const void *w = a->weights;
     vc_conv_args pa = *a;
-    bool widened = false;
-    st = gemm_operands(a, &pa, &w, &ops, &widened, o, s, err);
+    st = gemm_operands(a, &pa, &w, &ops, o, s, err);
     // The plan's view of the map: plan_rows outputs with the view's pairs per output (a SUBM
     // map's inputs are its outputs). The planner's size rules are for the rows a layer has,
     // and an extent is a frame's rows plus headroom.
@@ -789,7 +785,7 @@ extern "C" vc_status vc_conv_gpu_bounded(const vc_conv_args *a, int tf32,
         pm.n_out = plan_rows;
     }
     if (st == VC_OK)
-        st = implicit_gemm(a, pa, w, tf32, o, &pm, d_live, order_stale, widened, s, err);
+        st = implicit_gemm(a, pa, w, tf32, o, &pm, d_live, order_stale, ops != NULL, s, err);
     vc_dev_free(o.allocator, ops, s);
     return st;
 }
