@@ -45,8 +45,9 @@ int vc_dev_free(const vc_allocator *a, void *p, struct CUstream_st *stream);
  * single-threaded like the context. */
 typedef struct vc_engine_cache {
     /* kmap/build.cu's read-back block: mapped pinned host memory (cudaHostAlloc), its device
-     * alias, and whether making it was tried. */
+     * alias, whether making it was tried, and the sequence number of its last read-back. */
     int64_t *status_pinned, *status_mapped;
+    int64_t status_seq;
     int status_tried;
 } vc_engine_cache;
 

@@ -44,11 +44,19 @@ __global__ void prep_kernel(Fill a, Fill b, Fill c, Fill d, int32_t *odd, Fill z
     for (int64_t i = t0; i < z.words; i += step) z.p[i] = 0ull;
 }
 
-// Copies the status block to dst, mapped host memory: the read-back of read_status.
-__global__ void status_kernel(const int64_t *scr, int64_t *dst)
+// Copies the status block to dst, mapped host memory, then stores seq in dst[S_WORDS]: the
+// read-back of read_status. One thread (a launch of one), so that its system-scope fence
+// orders every word it stored before the sequence word the host waits for.
+__global__ void status_kernel(const int64_t *scr, int64_t *dst, int64_t seq)
 {
     pdl_enter();
-    if (threadIdx.x < S_WORDS) dst[threadIdx.x] = scr[threadIdx.x];
+    int64_t v[S_WORDS];
+#pragma unroll
+    for (int i = 0; i < S_WORDS; i++) v[i] = scr[i];
+#pragma unroll
+    for (int i = 0; i < S_WORDS; i++) dst[i] = v[i];
+    __threadfence_system();
+    *(volatile int64_t *)(dst + S_WORDS) = seq;
 }
 
 // INVERSE: out_in[q, k] = p for every forward entry (p -> q at k). out_in starts at -1.
@@ -167,28 +175,36 @@ cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream
                     n_out_init, ic);
 }
 
+// Polls of the read-back's sequence word between two queries of the stream's state (each a
+// driver call: they bound how soon a failure is seen, not how soon the counts are).
+const unsigned kStatusPolls = 1u << 16;
+
 // Copies the status block back: THE synchronisation point of a stage. Into a mapped pinned
-// block of the context (made at its first read-back, kept in its engine cache and freed with
-// the context: vc_engine_cache_free; with no cache, none is made), written by
-// a one-block kernel queued behind the stage (status_kernel, overlapped with the stage's last
-// kernel): that read-back measured faster than a 64-byte copy, whose copy-engine round trip
-// follows the last kernel. Where no mapped block
-// could be made, a copy (into pageable memory where there is no pinned block at all, through a
-// staging buffer). release[0, n_release): workspaces to free, stream-ordered, once the status
-// is read, queued before the wait so that the host's tail after it is shorter; each entry is
-// NULL once its free is queued.
+// block of the context (S_WORDS words and a sequence word; made at its first read-back, kept in
+// its engine cache and freed with the context: vc_engine_cache_free; with no cache, none is
+// made), written by a one-block kernel queued behind the stage (status_kernel, overlapped with
+// the stage's last kernel), which stores the call's sequence number last. The host waits for
+// that number, not for the stream: the kernel stores it once every kernel before it has
+// finished (each waits for its predecessor: pdl_enter), and the host sees it before the
+// stream's completion would wake a synchronisation. While it waits it asks the stream now and
+// then, so that a failed kernel ends the wait with its error. Where no mapped block could be
+// made, a copy and a stream synchronisation (into pageable memory where there is no pinned
+// block at all, through a staging buffer). release[0, n_release): workspaces to free,
+// stream-ordered, once the status is read, queued before the wait so that the host's tail after
+// it is shorter; each entry is NULL once its free is queued.
 cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int64_t *scr,
                         int64_t st[S_WORDS], cudaStream_t s, void **release, int n_release)
 {
     if (cache && !cache->status_tried) {
         cache->status_tried = 1;
         void *p = NULL, *d = NULL;
-        if (cudaHostAlloc(&p, S_WORDS * sizeof(int64_t),
-                          cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess) {
+        const size_t bytes = (S_WORDS + 1) * sizeof(int64_t);
+        if (cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) ==
+            cudaSuccess) {
             cache->status_pinned = (int64_t *)p;
             if (cudaHostGetDevicePointer(&d, p, 0) == cudaSuccess)
                 cache->status_mapped = (int64_t *)d;
-        } else if (cudaMallocHost(&p, S_WORDS * sizeof(int64_t)) == cudaSuccess) {
+        } else if (cudaMallocHost(&p, bytes) == cudaSuccess) {
             // no mapping (a device that cannot map host memory): copies
             cache->status_pinned = (int64_t *)p;
         }
@@ -197,7 +213,8 @@ cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int
     int64_t *pinned = cache ? cache->status_pinned : NULL;
     int64_t *mapped = cache ? cache->status_mapped : NULL;
     int64_t *dst = pinned ? pinned : st;
-    cudaError_t e = mapped ? launch_k(true, status_kernel, 1, 32, 0, s, scr, mapped)
+    const int64_t seq = mapped ? ++cache->status_seq : 0;
+    cudaError_t e = mapped ? launch_k(true, status_kernel, 1, 1, 0, s, scr, mapped, seq)
                            : cudaMemcpyAsync(dst, scr, S_WORDS * sizeof(int64_t),
                                              cudaMemcpyDeviceToHost, s);
     if (e != cudaSuccess) return e;
@@ -207,7 +224,24 @@ cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int
         release[i] = NULL;
         if (e != cudaSuccess) return e;
     }
-    e = cudaStreamSynchronize(s);
+    if (mapped) {
+        const int64_t *word = pinned + S_WORDS;
+        bool asked = false;
+        for (unsigned spin = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) != seq; spin++) {
+            if (spin % kStatusPolls != 0) continue;
+            asked = true;
+            e = cudaStreamQuery(s);
+            if (e == cudaErrorNotReady) continue;
+            if (e != cudaSuccess) return e;
+            // the stream has finished, so the kernel's stores are visible
+            if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seq) return cudaErrorUnknown;
+        }
+        // "not ready" is an answer, not an error: leave no trace of it for a later check
+        if (asked && cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
+        e = cudaSuccess;
+    } else {
+        e = cudaStreamSynchronize(s);
+    }
     if (e == cudaSuccess && pinned) memcpy(st, pinned, S_WORDS * sizeof(int64_t));
     return e;
 }
