@@ -307,7 +307,8 @@ vc_gemm_args base_args(const vc_conv_args *a, const void *w, int tf32, const vc_
 // the map's own, or - where the plan would take one (takes_order: more than 1.25 waves of
 // tiles) and the caller lets the map be written (map_cache) - one built now and kept in the map
 // for the later layers on it. Built only where it is used: it costs a few microseconds of GPU
-// time, and the layers it served ran faster (docs/benchmarks.md "Tile order"). Not built while
+// time, and the layers it served ran faster (docs/journal/benchmarks-history.md, "Tile order:
+// the implicit GEMM takes its costliest tiles first"). Not built while
 // the stream is being captured: its allocation would then belong to the graph, and the map
 // outlives it.
 // A bounded view (order_stale not NULL: vc_conv_gpu_bounded) rebuilds its order in place on the

@@ -16,7 +16,9 @@ namespace {
 // is absent or does not fit the device, e.g. wgmma tiles off Hopper; after the last, gemm/ picks
 // by shape). From `bench_conv --tune` (fp16, every conv layer of the four suites on the
 // synthetic scan, then A/Bs of the planner on the synthetic and OctoMap scans; the figures are
-// in docs/benchmarks.md "Occupancy", "A 64-deep k step" and "wgmma 64x64"). The gathered
+// in docs/journal/benchmarks-history.md, "Occupancy: the epilogue in the pipeline's shared
+// memory, register-capped small tiles" and "A 64-deep k step and wgmma 64x64 in the implicit
+// GEMM"). The gathered
 // problem is latency-bound: what wins is CTAs in flight per SM (the _s3 tiles, registers capped
 // so that 6-11 CTAs fit), then wgmma where the layer is wide and large:
 //  - dense (SUBM 1x1x1) layers: the small tiles below 50k rows, gemm/'s dense pick above;
@@ -406,7 +408,7 @@ void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t 
 // that each group keeps 10 iterations or more: a tile's taps are estimated as 3x the map's mean
 // taps per output (a tile ORs 64-128 outputs' masks; a map with one tap per output, an inverse,
 // has one a tile), capped at K, and at most 8 groups (the most measured). From `bench_conv
-// --tune --tune-splits "1 2 3 4 6 8"` (docs/benchmarks.md "Tap split"): with this rule the
+// --tune --tune-splits "1 2 3 4 6 8"` (docs/journal/benchmarks-history.md, "Tap split: the coarse levels on more CTAs"): with this rule the
 // planner ran close to the sweep's best on every conv layer of MinkUNet; the k1 and inverse
 // layers and the large levels do not split. 16-bit features on tensor-core tiles only; 0 = no
 // split (opt->tap_split > 0 forces that many groups).

@@ -274,12 +274,13 @@ extern "C" vc_status vc_pool_gpu(const vc_kmap_data *map, vc_pool_mode mode, con
     cudaStream_t s = stream;
     cudaGetLastError(); // drop a stale, non-sticky error of an unrelated earlier call
     // Else eight taps in flight per thread below 2^19 outputs x channels (faster on the small
-    // k2 s2 max pools of spconv's net; at 41k x 64 one at a time is faster: docs/benchmarks.md
-    // "Tap split").
+    // k2 s2 max pools of spconv's net; at 41k x 64 one at a time is faster:
+    // docs/journal/benchmarks-history.md, "Tap split: the coarse levels on more CTAs").
     // 16-byte rows (channels a multiple of 8 for 16-bit features, 4 for fp32, aligned arrays)
     // from 2^17 outputs x channels: the vector kernel, taps eight at a time whatever the size,
     // since a thread carries 8 (or 4) channels and the layer has that many times fewer threads
-    // (measured faster on spconv's k2 s2 max pools, docs/benchmarks.md); below 2^17 it lost: a
+    // (measured faster on spconv's k2 s2 max pools, docs/journal/benchmarks-history.md, "k1
+    // shortcuts as dense GEMMs, 16-byte pooling"); below 2^17 it lost: a
     // thread's 8 x 8 combines in series are then the critical path.
     const int v = dtype == VC_DTYPE_FP32 ? 4 : 8;
     const bool vec = channels % v == 0 && n_out * channels >= (1 << 17) &&
