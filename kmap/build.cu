@@ -1,6 +1,8 @@
 // kmap/build.cu - the regular GPU map builds (kmap_gpu.h, variant 1): the workspace, the clear
 // of the tables and the status block, its read-back, the SUBM and new-output drivers, the
 // INVERSE, and the public entry points.
+#include <chrono>
+
 #include "kmap/kmap_internal.cuh"
 
 namespace kmap_gpu {
@@ -175,21 +177,22 @@ cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream
                     n_out_init, ic);
 }
 
-// Polls of the read-back's sequence word between two queries of the stream's state (each a
-// driver call: they bound how soon a failure is seen, not how soon the counts are).
-const unsigned kStatusPolls = 1u << 16;
+// How long the host polls the read-back's sequence word before it synchronises the stream
+// instead. Past it polling gains little (a synchronisation wakes ~2 us later), the host stops
+// spinning (a synchronisation honours the context's scheduling flags), and a failed kernel,
+// which never stores the word, is reported by the synchronisation.
+const std::chrono::microseconds kStatusSpin(200);
 
 // Copies the status block back: THE synchronisation point of a stage. Into a mapped pinned
 // block of the context (S_WORDS words and a sequence word; made at its first read-back, kept in
 // its engine cache and freed with the context: vc_engine_cache_free; with no cache, none is
 // made), written by a one-block kernel queued behind the stage (status_kernel, overlapped with
-// the stage's last kernel), which stores the call's sequence number last. The host waits for
-// that number, not for the stream: the kernel stores it once every kernel before it has
-// finished (each waits for its predecessor: pdl_enter), and the host sees it before the
-// stream's completion would wake a synchronisation. While it waits it asks the stream now and
-// then, so that a failed kernel ends the wait with its error. Where no mapped block could be
-// made, a copy and a stream synchronisation (into pageable memory where there is no pinned
-// block at all, through a staging buffer). release[0, n_release): workspaces to free,
+// the stage's last kernel), which stores the call's sequence number last. The host polls for
+// that number (for up to kStatusSpin, then synchronises the stream): the kernel stores it once
+// every kernel before it has finished (each waits for its predecessor: pdl_enter), and the
+// host sees it before the stream's completion would wake a synchronisation. Where no mapped
+// block could be made, a copy and a stream synchronisation (into pageable memory where there is
+// no pinned block at all, through a staging buffer). release[0, n_release): workspaces to free,
 // stream-ordered, once the status is read, queued before the wait so that the host's tail after
 // it is shorter; each entry is NULL once its free is queued.
 cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int64_t *scr,
@@ -224,23 +227,19 @@ cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int
         release[i] = NULL;
         if (e != cudaSuccess) return e;
     }
+    bool arrived = false;
     if (mapped) {
         const int64_t *word = pinned + S_WORDS;
-        bool asked = false;
-        for (unsigned spin = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) != seq; spin++) {
-            if (spin % kStatusPolls != 0) continue;
-            asked = true;
-            e = cudaStreamQuery(s);
-            if (e == cudaErrorNotReady) continue;
-            if (e != cudaSuccess) return e;
-            // the stream has finished, so the kernel's stores are visible
-            if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seq) return cudaErrorUnknown;
-        }
-        // "not ready" is an answer, not an error: leave no trace of it for a later check
-        if (asked && cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
-        e = cudaSuccess;
-    } else {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (unsigned spin = 1; !(arrived = __atomic_load_n(word, __ATOMIC_ACQUIRE) == seq);
+             spin++)
+            if (spin % 256 == 0 && std::chrono::steady_clock::now() - t0 > kStatusSpin) break;
+    }
+    if (!arrived) {
         e = cudaStreamSynchronize(s);
+        // the stream has finished, so the kernel's stores are visible
+        const bool stored = !mapped || __atomic_load_n(pinned + S_WORDS, __ATOMIC_ACQUIRE) == seq;
+        if (e == cudaSuccess && !stored) e = cudaErrorUnknown;
     }
     if (e == cudaSuccess && pinned) memcpy(st, pinned, S_WORDS * sizeof(int64_t));
     return e;
