@@ -408,10 +408,11 @@ void implicit_configs(vc_map_type type, int64_t n_out, int64_t n_pairs, int64_t 
 // that each group keeps 10 iterations or more: a tile's taps are estimated as 3x the map's mean
 // taps per output (a tile ORs 64-128 outputs' masks; a map with one tap per output, an inverse,
 // has one a tile), capped at K, and at most 8 groups (the most measured). From `bench_conv
-// --tune --tune-splits "1 2 3 4 6 8"` (docs/journal/benchmarks-history.md, "Tap split: the coarse levels on more CTAs"): with this rule the
-// planner ran close to the sweep's best on every conv layer of MinkUNet; the k1 and inverse
-// layers and the large levels do not split. 16-bit features on tensor-core tiles only; 0 = no
-// split (opt->tap_split > 0 forces that many groups).
+// --tune --tune-splits "1 2 3 4 6 8"` (docs/journal/benchmarks-history.md, "Tap split: the
+// coarse levels on more CTAs"): with this rule the planner ran close to the sweep's best on
+// every conv layer of MinkUNet; the k1 and inverse layers and the large levels do not split.
+// 16-bit features on tensor-core tiles only; 0 = no split (opt->tap_split > 0 forces that many
+// groups).
 int32_t tap_splits(const vc_kmap_data *m, int64_t c_in, int32_t cfg, vc_dtype dt,
                    const vc_engine_options &o)
 {

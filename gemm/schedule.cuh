@@ -72,7 +72,8 @@ inline cudaError_t sm_count(int *count)
 // at most 8, and does not split where that is 1: a cluster's CTAs wait for each other at the
 // end, so a second wave's CTA would hold its cluster's finished CTAs on their SMs. Of three
 // rules A/B'd against the two-pass split (docs/journal/benchmarks-history.md, "Tap splits as
-// thread-block clusters") this one was the fastest; rounding to the nearest made several layers slower than two passes.
+// thread-block clusters") this one was the fastest; rounding to the nearest made several
+// layers slower than two passes.
 inline int resolve_splits(const Params &p, int64_t tiles, int64_t slots, bool can_cluster,
                           bool *clusters)
 {

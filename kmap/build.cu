@@ -178,9 +178,10 @@ cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream
 }
 
 // How long the host polls the read-back's sequence word before it synchronises the stream
-// instead. Past it polling gains little (a synchronisation wakes ~2 us later), the host stops
-// spinning (a synchronisation honours the context's scheduling flags), and a failed kernel,
-// which never stores the word, is reported by the synchronisation.
+// instead. Past it the synchronisation's later wake-up is a small part of the wait, the host
+// stops spinning (a synchronisation honours the context's scheduling flags), and a failed
+// kernel, which never stores the word, is reported by the synchronisation. The polling's
+// gain and the bound's A/B: docs/benchmarks.md, "The read-back by a sequence word".
 const std::chrono::microseconds kStatusSpin(200);
 
 // Copies the status block back: THE synchronisation point of a stage. Into a mapped pinned
