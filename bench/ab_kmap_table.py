@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Compares the map-build rows of bench_kmap outputs concatenated by bench/ab_trees
 (sections headed '######## base' / '######## new'): per (scene, map), the mean of each side's
-'call', 'call, queued' (where the outputs have it) and 'graph' columns (microseconds) and
-new/base. Usage: ab_kmap_table.py FILE"""
+'call', 'call, host', 'call, queued' (where the outputs have them) and 'graph' columns
+(microseconds) and new/base. Usage: ab_kmap_table.py FILE"""
 import collections
 import sys
 
-COLUMNS = ("call", "call, queued", "graph")
+COLUMNS = ("call", "call, host", "call, queued", "graph")
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
 order, side, header = [], None, None
 for line in open(sys.argv[1]):
@@ -38,8 +38,9 @@ for key in order:
     for i in range(len(COLUMNS)):
         vb = [x[i] for x in b if x[i] is not None]
         vn = [x[i] for x in n if x[i] is not None]
-        if not vb or not vn:
-            cells.append(" | | ")
+        if not vb or not vn: # a column one side's bench_kmap does not print
+            cells.append("%s | %s | " % tuple("%.1f" % (sum(v) / len(v)) if v else ""
+                                              for v in (vb, vn)))
             continue
         mb, mn = sum(vb) / len(vb), sum(vn) / len(vn)
         cells.append("%.1f | %.1f | %.3f" % (mb, mn, mn / mb))

@@ -11,7 +11,8 @@
  *     the command line (any format vc_cloud_read reads, voxelized by vc_voxelize_cpu at
  *     voxel_size metres, "x" or "x,y,z"; default 0.05,0.05,0.1; three frames each, shifted by
  *     0, 1, 2 voxels so that runs rotate over distinct tables): per stage (the timed build),
- *     the whole regular call (vc_kmap_build_gpu, host read-backs included), the same call
+ *     the whole regular call (vc_kmap_build_gpu, host read-backs included; by events, and the
+ *     host's time until it returns, which may come before its last kernels end), the same call
  *     queued behind a spin (its host work before its first launch hidden: what is left is the
  *     GPU's chain, the read-back and the host's return), and the bounded build captured in a
  *     CUDA graph and replayed (no host synchronisation inside); beside each stage its floor,
@@ -23,12 +24,14 @@
  * one mode alone (bench/run_kmap.sh profile).
  * Timing: CUDA events, WARMUP warm-up runs, median of `runs` (default 25, at least 20) runs.
  * Prints markdown tables to stdout. Seeds are fixed. */
+#define _POSIX_C_SOURCE 200809L /* core/clock.h */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conv/conv.h"
+#include "core/clock.h"
 #include "core/floor.h"
 #include "kmap/kmap.h"
 #include "kmap/kmap_gpu.h"
@@ -417,18 +420,22 @@ static void bench_graph(const scene *sc, int32_t *const *d_rows, const char *lab
     bench_timer_free(&tm);
 }
 
-/* One regular call of frame f's map build between events e0 and e1, in ms. queued: behind a
- * spin (kQueueSpinNs), e0 after it, so that the host's work before the call's first launch
- * runs during the spin. */
+/* One regular call of frame f's map build between events e0 and e1, in ms; *host_ms: the
+ * host's time in the call (until it returns, which may come before its last kernels end).
+ * queued: behind a spin (kQueueSpinNs), e0 after it, so that the host's work before the call's
+ * first launch runs during the spin. */
 static float call_ms(const scene *sc, int32_t *const *d_rows, int f, const char *label,
-                     const vc_map_desc *d, int queued, cudaEvent_t e0, cudaEvent_t e1)
+                     const vc_map_desc *d, int queued, cudaEvent_t e0, cudaEvent_t e1,
+                     float *host_ms)
 {
     vc_kmap_data m;
     vc_err err = {{0}};
     float ms = 0.f;
     if (queued) queue_spin(kQueueSpinNs);
     CUDA_CHECK(cudaEventRecord(e0, g_s));
+    const double h0 = vc_clock_ms();
     vc_status st = vc_kmap_build_gpu(d_rows[f], sc->n[f], sc->shape, 1, d, &g_opts, g_s, &m, &err);
+    *host_ms = (float)(vc_clock_ms() - h0);
     CUDA_CHECK(cudaEventRecord(e1, g_s));
     CUDA_CHECK(cudaEventSynchronize(e1));
     DIE_IF(st != VC_OK, "%s %s: %s", sc->name, label, err.msg);
@@ -440,8 +447,8 @@ static float call_ms(const scene *sc, int32_t *const *d_rows, int f, const char 
 static void bench_build(const scene *sc, int32_t *const *d_rows, const char *label,
                         const vc_map_desc *d)
 {
-    float *t[10];
-    for (int i = 0; i < 10; i++) t[i] = calloc((size_t)g_runs, sizeof(float));
+    float *t[11];
+    for (int i = 0; i < 11; i++) t[i] = calloc((size_t)g_runs, sizeof(float));
     int64_t n_out[NFRAMES] = {0}, n_pairs[NFRAMES] = {0}, max_in = 1, max_out = 1, max_pairs = 1;
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
@@ -481,8 +488,11 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
      * (call_ms) */
     for (int q = 0; q < 2; q++)
         for (int r = -WARMUP; r < g_runs && (g_modes & MODE_CALL) && (!q || g_nvrtc_ok); r++) {
-            const float ms = call_ms(sc, d_rows, (r + WARMUP) % sc->nframes, label, d, q, e0, e1);
+            float host = 0.f;
+            const float ms =
+                call_ms(sc, d_rows, (r + WARMUP) % sc->nframes, label, d, q, e0, e1, &host);
             if (r >= 0) t[q ? 9 : 6][r] = ms;
+            if (r >= 0 && !q) t[10][r] = host;
         }
     /* 3. the bounded build, one graph per frame, replayed */
     for (int f = 0; f < sc->nframes; f++) {
@@ -495,18 +505,18 @@ static void bench_build(const scene *sc, int32_t *const *d_rows, const char *lab
         bench_graph(sc, d_rows, label, d, max_in, max_out, max_pairs, n_out, n_pairs, t[7], t[8]);
     double fl[6];
     map_floors(sc, d, sc->n[0], n_out[0], n_pairs[0], fl);
-    float med[10];
-    for (int i = 0; i < 10; i++) med[i] = median(t[i], g_runs);
+    float med[11];
+    for (int i = 0; i < 11; i++) med[i] = median(t[i], g_runs);
     printf("| %s | %s | %lld | %lld | %lld |", sc->name, label, (long long)sc->n[0],
            (long long)n_out[0], (long long)n_pairs[0]);
     for (int i = 0; i < 6; i++) printf(" %.1f |", med[i] * 1e3);
-    printf(" %.1f | %.1f | %.1f | %.1f |\n", med[6] * 1e3, med[9] * 1e3, med[7] * 1e3,
-           med[8] * 1e3);
+    printf(" %.1f | %.1f | %.1f | %.1f | %.1f |\n", med[6] * 1e3, med[10] * 1e3, med[9] * 1e3,
+           med[7] * 1e3, med[8] * 1e3);
     printf("| | floor (us) | | | |");
     for (int i = 0; i < 6; i++) printf(" %.1f |", fl[i]);
-    printf(" x%.1f | x%.1f | x%.1f | x%.1f |\n", med[6] * 1e3 / fl[5], med[9] * 1e3 / fl[5],
+    printf(" x%.1f | | x%.1f | x%.1f | x%.1f |\n", med[6] * 1e3 / fl[5], med[9] * 1e3 / fl[5],
            med[7] * 1e3 / fl[5], med[8] * 1e3 / fl[5]);
-    for (int i = 0; i < 10; i++) free(t[i]);
+    for (int i = 0; i < 11; i++) free(t[i]);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
 }
@@ -728,11 +738,12 @@ int main(int argc, char **argv)
         ns = 1;
     }
     printf("\n## Map builds (microseconds, medians; stages of the timed build, then the whole "
-           "regular call, alone and queued behind a spin, and a CUDA-graph replay of the "
-           "bounded build)\n\n");
+           "regular call, alone (events; the host's time until it returns) and queued behind "
+           "a spin, and a CUDA-graph replay of the bounded build)\n\n");
     printf("| scene | map | voxels | outputs | pairs | insert | out coords | out_in | pairs | "
-           "masks+perm | staged total | call | call, queued | graph | graph, queued |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "masks+perm | staged total | call | call, host | call, queued | graph | "
+           "graph, queued |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int32_t *d_rows[8][NFRAMES];
     vc_map_desc subm = VC_MAP_DESC_INIT, strided = VC_MAP_DESC_INIT, down = VC_MAP_DESC_INIT;
     strided.type = VC_MAP_STRIDED;
