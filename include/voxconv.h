@@ -433,7 +433,8 @@ typedef struct vc_kmap_info {
  * and parameters give the same handle; the map lives at least as long as `in` and every
  * reference. Output coordinates of STRIDED, DOWNSAMPLE and TRANSPOSED maps are sorted by
  * (batch, z, y, x). Fails with VC_ERR_DUPLICATE if `in` holds a coordinate twice.
- * Synchronises on the CUDA backend (output and pair counts are read back). */
+ * Synchronises on the CUDA backend (output and pair counts are read back); the map's device
+ * arrays are complete in the context stream's order (the build's last kernels may still run). */
 VC_API vc_status vc_kmap_build(vc_context *ctx, vc_coords *in, const vc_map_desc *desc,
                                vc_kmap **out);
 VC_API vc_status vc_kmap_destroy(vc_kmap *map);

@@ -46,19 +46,12 @@ __global__ void prep_kernel(Fill a, Fill b, Fill c, Fill d, int32_t *odd, Fill z
     for (int64_t i = t0; i < z.words; i += step) z.p[i] = 0ull;
 }
 
-// Copies the status block to dst, mapped host memory, then stores seq in dst[S_WORDS]: the
-// read-back of read_status. One thread (a launch of one), so that its system-scope fence
-// orders every word it stored before the sequence word the host waits for.
-__global__ void status_kernel(const int64_t *scr, int64_t *dst, int64_t seq)
+// The read-back's posting where the build's own kernels do not post it (q_finish): one
+// thread (a launch of one), queued behind the stage (post_status).
+__global__ void status_kernel(const int64_t *scr, StatusPost post)
 {
     pdl_enter();
-    int64_t v[S_WORDS];
-#pragma unroll
-    for (int i = 0; i < S_WORDS; i++) v[i] = scr[i];
-#pragma unroll
-    for (int i = 0; i < S_WORDS; i++) dst[i] = v[i];
-    __threadfence_system();
-    *(volatile int64_t *)(dst + S_WORDS) = seq;
+    post_status(scr, post);
 }
 
 // INVERSE: out_in[q, k] = p for every forward entry (p -> q at k). out_in starts at -1.
@@ -184,20 +177,12 @@ cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream
 // gain and the bound's A/B: docs/benchmarks.md, "The read-back by a sequence word".
 const std::chrono::microseconds kStatusSpin(200);
 
-// Copies the status block back: THE synchronisation point of a stage. Into a mapped pinned
-// block of the context (S_WORDS words and a sequence word; made at its first read-back, kept in
-// its engine cache and freed with the context: vc_engine_cache_free; with no cache, none is
-// made), written by a one-block kernel queued behind the stage (status_kernel, overlapped with
-// the stage's last kernel), which stores the call's sequence number last. The host polls for
-// that number (for up to kStatusSpin, then synchronises the stream): the kernel stores it once
-// every kernel before it has finished (each waits for its predecessor: pdl_enter), and the
-// host sees it before the stream's completion would wake a synchronisation. Where no mapped
-// block could be made, a copy and a stream synchronisation (into pageable memory where there is
-// no pinned block at all, through a staging buffer). release[0, n_release): workspaces to free,
-// stream-ordered, once the status is read, queued before the wait so that the host's tail after
-// it is shorter; each entry is NULL once its free is queued.
-cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int64_t *scr,
-                        int64_t st[S_WORDS], cudaStream_t s, void **release, int n_release)
+// The context's mapped pinned block for the read-back (S_WORDS words and a sequence word; made
+// at its first read-back, kept in its engine cache and freed with the context:
+// vc_engine_cache_free; none without a cache or where it cannot be made: dst NULL) and the
+// next sequence number. A build that posts from its own kernels takes one before it queues
+// them (q_finish) and hands it to read_status.
+StatusPost status_post(vc_engine_cache *cache)
 {
     if (cache && !cache->status_tried) {
         cache->status_tried = 1;
@@ -214,13 +199,40 @@ cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int
         }
         cudaGetLastError();
     }
+    StatusPost post = {NULL, 0};
+    if (cache && cache->status_mapped) {
+        post.dst = cache->status_mapped;
+        post.seq = ++cache->status_seq;
+    }
+    return post;
+}
+
+// Copies the status block back: THE synchronisation point of a stage. Into the context's mapped
+// block (status_post), posted by the kernel that finalises the counts (posted: q_finish's, the
+// regular builds' last stage) or else by a one-thread kernel queued behind the stage
+// (status_kernel, overlapped with the stage's last kernel), each storing the call's sequence
+// number last. The host polls for that number (for up to kStatusSpin, then synchronises the
+// stream). A posting kernel runs after every kernel before it has finished (each waits for its
+// predecessor: pdl_enter), so the counts are final; kernels queued after it may still run when
+// the call returns (the map's arrays are complete in the stream's order), and the host sees the
+// number before the stream's completion would wake a synchronisation. Where no mapped block
+// could be made, a copy and a stream synchronisation (into pageable memory where there is no
+// pinned block at all, through a staging buffer). release[0, n_release): workspaces to free,
+// stream-ordered, once the status is read, queued before the wait so that the host's tail
+// after it is shorter; each entry is NULL once its free is queued.
+cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int64_t *scr,
+                        int64_t st[S_WORDS], cudaStream_t s, void **release, int n_release,
+                        const StatusPost *posted)
+{
+    const bool by_build = posted && posted->dst;
+    const StatusPost post = by_build ? *posted : status_post(cache);
     int64_t *pinned = cache ? cache->status_pinned : NULL;
-    int64_t *mapped = cache ? cache->status_mapped : NULL;
     int64_t *dst = pinned ? pinned : st;
-    const int64_t seq = mapped ? ++cache->status_seq : 0;
-    cudaError_t e = mapped ? launch_k(true, status_kernel, 1, 1, 0, s, scr, mapped, seq)
-                           : cudaMemcpyAsync(dst, scr, S_WORDS * sizeof(int64_t),
-                                             cudaMemcpyDeviceToHost, s);
+    cudaError_t e = cudaSuccess;
+    if (!by_build)
+        e = post.dst ? launch_k(true, status_kernel, 1, 1, 0, s, scr, post)
+                     : cudaMemcpyAsync(dst, scr, S_WORDS * sizeof(int64_t),
+                                       cudaMemcpyDeviceToHost, s);
     if (e != cudaSuccess) return e;
     for (int i = 0; i < n_release; i++) {
         if (!release[i]) continue;
@@ -228,18 +240,18 @@ cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int
         release[i] = NULL;
         if (e != cudaSuccess) return e;
     }
+    const int64_t *word = post.dst ? pinned + S_WORDS : NULL;
     bool arrived = false;
-    if (mapped) {
-        const int64_t *word = pinned + S_WORDS;
+    if (post.dst) {
         const auto t0 = std::chrono::steady_clock::now();
-        for (unsigned spin = 1; !(arrived = __atomic_load_n(word, __ATOMIC_ACQUIRE) == seq);
+        for (unsigned spin = 1; !(arrived = __atomic_load_n(word, __ATOMIC_ACQUIRE) == post.seq);
              spin++)
             if (spin % 256 == 0 && std::chrono::steady_clock::now() - t0 > kStatusSpin) break;
     }
     if (!arrived) {
         e = cudaStreamSynchronize(s);
-        // the stream has finished, so the kernel's stores are visible
-        const bool stored = !mapped || __atomic_load_n(pinned + S_WORDS, __ATOMIC_ACQUIRE) == seq;
+        // the stream has finished, so the posting's stores are visible
+        const bool stored = !post.dst || __atomic_load_n(word, __ATOMIC_ACQUIRE) == post.seq;
         if (e == cudaSuccess && !stored) e = cudaErrorUnknown;
     }
     if (e == cudaSuccess && pinned) memcpy(st, pinned, S_WORDS * sizeof(int64_t));
@@ -369,9 +381,11 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
             VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->out_rows, n_entries, s),
                         "allocating out_rows");
         }
-        VC_CUDA_TRY(q_finish(j, b, m, n, true, n_entries, ev ? ev[4] : NULL, s), "pairs and masks");
+        StatusPost post = status_post(j.cache);
+        VC_CUDA_TRY(q_finish(j, b, m, n, true, n_entries, ev ? ev[4] : NULL, s, &post),
+                    "pairs and masks");
         // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
-        VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s, &ws, 1),
+        VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s, &ws, 1, &post),
                     "reading the counts back");
         EV(5);
         st = input_error(stat, j.d_in, n, j.shape, j.batch, err);
@@ -477,6 +491,7 @@ vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_
     const int32_t K = j.K;
     int64_t stat[S_WORDS];
     int64_t n_out = 0, n_entries = 0, n_words = 0, est = 0, pair_bound = 0, reach_total = 0;
+    StatusPost post = {NULL, 0};
     Sizes z;
     Bufs b;
     void *ws1 = NULL, *ws2 = NULL;
@@ -541,12 +556,13 @@ vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_
     VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->perm, n_out, s), "allocating perm");
     VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->in_rows, pair_bound, s), "allocating in_rows");
     VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->out_rows, pair_bound, s), "allocating out_rows");
-    VC_CUDA_TRY(q_finish(j, b, m, n_out, true, pair_bound, ev ? ev[4] : NULL, s),
+    post = status_post(j.cache);
+    VC_CUDA_TRY(q_finish(j, b, m, n_out, true, pair_bound, ev ? ev[4] : NULL, s, &post),
                 "pairs and masks");
     // SYNC POINT 2: n_pairs and the flags.
     {
         void *rel[2] = {ws1, ws2};
-        const cudaError_t e = read_status(j.cache, j.alloc, b.scr, stat, s, rel, 2);
+        const cudaError_t e = read_status(j.cache, j.alloc, b.scr, stat, s, rel, 2, &post);
         ws1 = rel[0];
         ws2 = rel[1];
         VC_CUDA_TRY(e, "reading the counts back");
@@ -660,6 +676,7 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     const int64_t n = m.n_out, fwd_entries = fwd->n_out * (int64_t)K;
     int64_t n_entries = 0, n_words = 0;
     int64_t stat[S_WORDS];
+    StatusPost post = {NULL, 0};
     Sizes z;
     Bufs b;
     void *ws = NULL;
@@ -686,9 +703,11 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     VC_CUDA_TRY(q_prep(z, b, n, s, m.out_in, n_entries), "clearing the status and out_in");
     VC_CUDA_TRY(q_inverse(fwd->out_in, fwd_entries, K, fwd->n_in, NULL, m.out_in, b.scr, s),
                 "inverse kernel");
-    VC_CUDA_TRY(q_finish(j, b, &m, n, true, fwd->n_pairs, NULL, s), "pairs and masks");
+    post = status_post(j.cache);
+    VC_CUDA_TRY(q_finish(j, b, &m, n, true, fwd->n_pairs, NULL, s, &post), "pairs and masks");
     // SYNC POINT (the only one): n_pairs and the flags.
-    VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s), "reading the counts back");
+    VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s, NULL, 0, &post),
+                "reading the counts back");
     if (stat[S_FLAGS] & VC_KMAP_GPU_F_BAD_ENTRY) {
         st = vc_fail(err, VC_ERR_INVALID_ARGUMENT, "inverse map: a forward entry is not an input "
                      "row");

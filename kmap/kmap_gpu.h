@@ -7,10 +7,11 @@
  * Two variants:
  *
  * 1. vc_kmap_build_gpu (and _timed, vc_kmap_inverse_gpu): sizes everything itself and returns a
- *    finished map whose counts are on the host. Host synchronisation points, each a read-back of
- *    the device status block (a one-block kernel queued on the stream copies it into mapped
- *    pinned memory of the calling thread, then the host waits for the stream; nothing else
- *    waits on the device):
+ *    map whose counts are on the host and whose arrays are complete in the stream's order (the
+ *    mask sort's last passes may still run on return). Host synchronisation points, each a
+ *    read-back of the device status block (posted into the context's mapped pinned block by the
+ *    kernel that makes the last count, or by a one-thread kernel queued behind the stage; the
+ *    host polls for its sequence number, then waits for the stream; build.cu's read_status):
  *      SUBM, INVERSE: ONE, at the end (n_pairs, the duplicate / range checks, the flags);
  *      STRIDED, DOWNSAMPLE, TRANSPOSED: TWO, after the output keys are collected (n_out, the
  *      duplicate / range checks) and at the end (n_pairs, the flags).

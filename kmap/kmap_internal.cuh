@@ -139,6 +139,27 @@ __device__ __forceinline__ void raise_flag(int64_t *scr, unsigned long long f)
     atomicOr((unsigned long long *)&scr[S_FLAGS], f);
 }
 
+// Where a regular build posts its status block for the host (read_status): the context's mapped
+// pinned block (dst; NULL: none) and the call's sequence number, stored after the words.
+struct StatusPost {
+    int64_t *dst;
+    int64_t seq;
+};
+
+// The posting, by one thread, once every word of scr is final: the words, a system-scope fence,
+// then the sequence number the host polls for. The words are loaded from L2 (__ldcg): other
+// blocks and kernels stored them.
+__device__ __forceinline__ void post_status(const int64_t *scr, const StatusPost &p)
+{
+    int64_t v[S_WORDS];
+#pragma unroll
+    for (int i = 0; i < S_WORDS; i++) v[i] = __ldcg((const long long *)scr + i);
+#pragma unroll
+    for (int i = 0; i < S_WORDS; i++) p.dst[i] = v[i];
+    __threadfence_system();
+    *(volatile int64_t *)(p.dst + S_WORDS) = p.seq;
+}
+
 // The row count of a stage: rows itself where d_n is NULL (the host knew the exact count),
 // else the device's count clamped to [0, rows].
 __device__ __forceinline__ int64_t dev_count(const int64_t *d_n, int64_t rows)
@@ -516,15 +537,17 @@ struct InCount {
 // build.cu: the workspace layout; the clear of the tables and the status block (minus1: an
 // int32 array of n_minus1 entries to fill with -1 as well, SUBM and INVERSE: out_in, or NULL;
 // ic: a bounded build's input count);
-// the status block's read-back (the one synchronisation point of a stage), the CPU's verdict
-// on bad input rows, and the release of a map's arrays.
+// the status block's read-back (the one synchronisation point of a stage; status_post: where
+// and under which number it is posted), the CPU's verdict on bad input rows, and the release
+// of a map's arrays.
 size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b);
 cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s,
                    int32_t *minus1 = NULL, int64_t n_minus1 = 0,
                    const InCount &ic = InCount{NULL, 0, -1, false});
+StatusPost status_post(vc_engine_cache *cache);
 cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int64_t *scr,
                         int64_t st[S_WORDS], cudaStream_t s, void **release = NULL,
-                        int n_release = 0);
+                        int n_release = 0, const StatusPost *posted = NULL);
 vc_status input_error(const int64_t st[S_WORDS], const int32_t *d_in, int64_t n_in,
                       const int32_t shape[3], int32_t batch_size, vc_err *err);
 void free_map_arrays(vc_kmap_data *m);
@@ -548,7 +571,8 @@ cudaError_t cub_bytes_for(Sizes *z);
 cudaError_t q_key_sort(const Sizes &z, const Bufs &b, bool exact, cudaStream_t s,
                        const void **sorted);
 cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows, bool exact,
-                     int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s);
+                     int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s,
+                     StatusPost *post = NULL);
 
 } // namespace kmap_gpu
 

@@ -483,7 +483,8 @@ struct PairsArgs {
     int64_t *offsets, *scr;
     int64_t max_pairs;
     int32_t *in_rows, *out_rows;
-    int64_t chunk0; // the first chunk of a launch's pair blocks
+    int64_t chunk0;  // the first chunk of a launch's pair blocks
+    StatusPost post; // dst NULL, or the read-back's posting: block chunk 0 posts the counts
 };
 
 // The column scan of offset k, one block: base[k, b] = pairs of offset k in row blocks before
@@ -504,7 +505,9 @@ __device__ void col_scan(const PairsArgs &a, int32_t k, unsigned char *raw)
 // The offsets of a pairs block, soff[k] = pairs of offsets before k (soff[K]: all), from the
 // column scans' totals: a load per thread (tot_mine = tot[threadIdx.x], loaded early by the
 // caller) and a block scan, where one thread used to sum them alone while the block waited.
-// tmp_raw: the scan's storage. Block `chunk` 0 publishes them, n_pairs and the overflow flag.
+// tmp_raw: the scan's storage. Block `chunk` 0 publishes them, n_pairs and the overflow flag,
+// and then (a.post) posts the status block: its last count is final there, since every kernel
+// that writes the others has finished (pdl_enter), and no later block or kernel raises a flag.
 __device__ void pair_offsets(const PairsArgs &a, int64_t chunk, long long tot_mine,
                              long long *soff, unsigned char *tmp_raw)
 {
@@ -526,6 +529,7 @@ __device__ void pair_offsets(const PairsArgs &a, int64_t chunk, long long tot_mi
         if (chunk == 0) {
             a.scr[S_N_PAIRS] = carry;
             if (carry > a.max_pairs) raise_flag(a.scr, VC_KMAP_GPU_F_PAIR_OVERFLOW);
+            if (a.post.dst) post_status(a.scr, a.post);
         }
     }
     __syncthreads();
@@ -794,11 +798,18 @@ cudaError_t q_key_sort(const Sizes &z, const Bufs &b, bool exact, cudaStream_t s
 // kernels do not read the device's count (one dependent load fewer at the start of each).
 // With that load's branch, ptxas also spills less in the pass kernel at its 80 registers
 // (measured faster, see docs/benchmarks.md).
+// post (may be NULL): the read-back's posting (status_post). The pair block of chunk 0 posts
+// the counts, so the host has them while the mask sort's later passes (or CUB's sorts) still
+// run; where the pairs are timed apart (ev_pairs) or there are no rows, post->dst is set to
+// NULL and read_status posts them behind the stage.
 cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows, bool exact,
-                     int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s)
+                     int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s, StatusPost *post)
 {
     cudaError_t e;
     const int32_t K = j.K, words = j.words;
+    // the posting rides with the pairs (not when they are timed apart)
+    const bool posts = post && post->dst && rows > 0 && !ev_pairs;
+    if (post && !posts) post->dst = NULL;
     if (rows == 0) {
         e = cudaMemsetAsync(m->offsets, 0, ((size_t)K + 1) * sizeof(int64_t), s);
         if (e == cudaSuccess && ev_pairs) e = cudaEventRecord(ev_pairs, s);
@@ -821,6 +832,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     pa.in_rows = m->in_rows;
     pa.out_rows = m->out_rows;
     pa.chunk0 = 0;
+    pa.post = posts ? *post : StatusPost{NULL, 0};
     if (words == 1) {
         const PermPlan pl = perm_plan(K, rows);
         // The sort's keys: the masks themselves where every offset's key bit is its own
