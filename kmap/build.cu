@@ -440,9 +440,10 @@ vc_status newout_collect(const Job &j, Sizes &z, Bufs &b, void **ws1, int64_t *n
         carve(z, true, false, (char *)*ws1, &b);
         EV(0);
         VC_CUDA_TRY(q_prep(z, b, 0, s), "clearing the tables");
-        VC_CUDA_TRY(q_insert(j, z, b, s), "inserting the keys");
+        StatusPost post = status_post(j.cache);
+        VC_CUDA_TRY(q_insert(j, z, b, s, &post), "inserting the keys");
         // SYNC POINT 1
-        VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s),
+        VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s, NULL, 0, &post),
                     "reading the output count back");
         st = input_error(stat, j.d_in, j.n_in, j.shape, j.batch, err);
         if (st != VC_OK) goto fail;

@@ -551,12 +551,13 @@ __global__ void scatter_kernel(const int32_t *coords, int64_t n_in, const int64_
 // sub[8t + w] = the set bits of warp w's 256 words, tsum[t] = the tile's. The last block to
 // finish (done, zero before the launch) turns tsum into exclusive prefixes over the tiles and
 // writes n_out (the set bits in all) into the status block, with VC_KMAP_GPU_F_OUT_OVERFLOW
-// past cap (a bounded build's max_out). No tile waits on another: a decoupled look-back over
+// past cap (a bounded build's max_out), then (post.dst) posts the block for the host: its
+// other words came from the insert before. No tile waits on another: a decoupled look-back over
 // 512 tiles that all start at once (2^25 bits) walked ~30 round trips for the last of them and
 // measured slower; so did tiles of 256 words (8x the blocks, each an atomic on `done`).
 __global__ void __launch_bounds__(kRowThreads)
     dense_count_kernel(const uint32_t *bits, int64_t groups, int32_t *tsum, int32_t *sub,
-                       unsigned long long *done, int64_t cap, int64_t *scr)
+                       unsigned long long *done, int64_t cap, int64_t *scr, StatusPost post)
 {
     pdl_enter();
     typedef cub::BlockScan<int32_t, kRowThreads> Scan;
@@ -597,6 +598,7 @@ __global__ void __launch_bounds__(kRowThreads)
     if (tid == 0) {
         scr[S_N_OUT] = carry;
         if (carry > cap) raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
+        if (post.dst) post_status(scr, post);
     }
 }
 
@@ -659,8 +661,11 @@ vc_hash_gpu_view view_out(const Sizes &z, const Bufs &b)
 
 } // namespace
 
-cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s)
+cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s,
+                     StatusPost *post)
 {
+    const bool posts = post && post->dst && j.n_in > 0 && j.new_out && z.dense_bits;
+    if (post && !posts) post->dst = NULL;
     if (j.n_in == 0) return cudaSuccess;
     if (!j.new_out) {
         // out_in is all -1 already (prep)
@@ -675,7 +680,7 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s
         const int64_t cap = z.out_bound > 0 ? z.out_bound : INT64_MAX;
         return launch_k(b.pdl, dense_count_kernel, dense_tiles(z), kRowThreads, 0, s,
                         (const uint32_t *)b.bits, dense_groups(z), b.dtsum, b.dsub, b.dlb, cap,
-                        b.scr);
+                        b.scr, posts ? *post : StatusPost{NULL, 0});
     } else if (z.ukey32) {
         const PermPlan kp = key_plan(z);
         return launch_k(b.pdl, newout_insert_kernel<uint32_t>, grid_for(j.n_in), kThreads, 0,

@@ -558,7 +558,10 @@ cudaError_t q_inverse(const int32_t *fwd_out_in, int64_t n_entries, int32_t K, i
 
 // discover.cu: the inserts (and the new-output types' output keys), SUBM's out_in, and the
 // new-output types' outputs and out_in.
-cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s);
+// post (may be NULL): the read-back's posting (status_post) of a new-output build's first
+// stage, by the dense count's last block; post->dst is set to NULL where it does not post.
+cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s,
+                     StatusPost *post = NULL);
 cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_in,
                           cudaStream_t s);
 cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data *m,
