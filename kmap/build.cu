@@ -110,16 +110,17 @@ size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
     if (tables) {
         b->scr = c.take<int64_t>(S_WORDS);
         b->hist = c.take<uint32_t>(2 * kMaxPasses * kMaxBins); // 16 KB: klbz follows at once
+        const size_t zero_from = c.off - 2 * kMaxPasses * kMaxBins * sizeof(uint32_t);
         b->khist = base ? b->hist + kMaxPasses * kMaxBins : NULL;
         b->klbz_words = z.ucap > 0 && z.ukey32 ? key_plan(z).lb_words : 0;
         b->klbz = b->klbz_words > 0 ? c.take<unsigned long long>(b->klbz_words) : NULL;
-        // the dense path has no key sort (ucap 0), so its words follow hist at once; a multiple
-        // of 32 words (the carver's 256-byte alignment), so that the bitmap follows them
+        // the new-output types' done counter; 32 words (the carver's 256-byte alignment), so
+        // that the dense path's bitmap follows it at once
         const int64_t bitmap_words = z.dense_bits ? dense_words(z) / 2 : 0;
-        b->dlb_words = z.dense_bits ? 32 : 0;
-        b->dlb = b->dlb_words > 0 ? c.take<unsigned long long>(b->dlb_words) : NULL;
+        b->done = z.dense_bits || z.ucap > 0 ? c.take<unsigned long long>(32) : NULL;
         b->bits = bitmap_words > 0 ? (uint32_t *)c.take<unsigned long long>(bitmap_words) : NULL;
-        b->zero_words = kMaxPasses * kMaxBins + b->klbz_words + b->dlb_words + bitmap_words;
+        // from hist to here, the carver's padding included
+        b->zero_words = (int64_t)((c.off - zero_from) / sizeof(unsigned long long));
         b->dbase = z.dense_bits ? c.take<int32_t>(dense_groups(z)) : NULL;
         b->dtsum = z.dense_bits ? c.take<int32_t>(dense_tiles(z)) : NULL;
         b->dsub = z.dense_bits ? c.take<int32_t>(dense_tiles(z) * kRowWarps) : NULL;

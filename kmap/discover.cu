@@ -421,7 +421,7 @@ __global__ void newout_insert_kernel(const int32_t *coords, int64_t n, const int
                                      vc_hash_gpu_view hin, vc_keypack kout,
                                      vc_hash_gpu_view hout, UKey *ukeys, int64_t ucap,
                                      int64_t *scr, uint32_t *khist, int32_t passes,
-                                     int32_t dbits)
+                                     int32_t dbits, unsigned long long *done, StatusPost post)
 {
     pdl_enter();
     __shared__ uint32_t shist[kMaxPasses * kMaxBins];
@@ -441,20 +441,22 @@ __global__ void newout_insert_kernel(const int32_t *coords, int64_t n, const int
         const uint32_t c = shist[i];
         if (c) atomicAdd(&khist[i], c);
     }
-    // the block's list to ukeys: one atomic on the claim counter
+    // the block's list to ukeys: one atomic on the claim counter (m is the block's)
     const int m = n_list < kClaimList ? n_list : kClaimList;
-    if (m == 0) return;
-    if (threadIdx.x == 0)
-        first = atomicAdd((unsigned long long *)&scr[S_N_OUT], (unsigned long long)m);
-    __syncthreads();
-    bool over = false;
-    for (int i = threadIdx.x; i < m; i += blockDim.x) {
-        if (first + i < (unsigned long long)ucap)
-            ukeys[first + i] = list[i];
-        else
-            over = true;
+    if (m > 0) {
+        if (threadIdx.x == 0)
+            first = atomicAdd((unsigned long long *)&scr[S_N_OUT], (unsigned long long)m);
+        __syncthreads();
+        bool over = false;
+        for (int i = threadIdx.x; i < m; i += blockDim.x) {
+            if (first + i < (unsigned long long)ucap)
+                ukeys[first + i] = list[i];
+            else
+                over = true;
+        }
+        if (over) raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
     }
-    if (over) raise_flag(scr, VC_KMAP_GPU_F_OUT_OVERFLOW);
+    if (post.dst) post_when_last(done, scr, post);
 }
 
 // Fills p[0, n) with -1, 16 bytes a store where p is aligned.
@@ -664,8 +666,9 @@ vc_hash_gpu_view view_out(const Sizes &z, const Bufs &b)
 cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s,
                      StatusPost *post)
 {
-    const bool posts = post && post->dst && j.n_in > 0 && j.new_out && z.dense_bits;
+    const bool posts = post && post->dst && j.n_in > 0 && j.new_out;
     if (post && !posts) post->dst = NULL;
+    const StatusPost none = {NULL, 0}, p = posts ? *post : none;
     if (j.n_in == 0) return cudaSuccess;
     if (!j.new_out) {
         // out_in is all -1 already (prep)
@@ -679,19 +682,19 @@ cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s
         if (e != cudaSuccess) return e;
         const int64_t cap = z.out_bound > 0 ? z.out_bound : INT64_MAX;
         return launch_k(b.pdl, dense_count_kernel, dense_tiles(z), kRowThreads, 0, s,
-                        (const uint32_t *)b.bits, dense_groups(z), b.dtsum, b.dsub, b.dlb, cap,
-                        b.scr, posts ? *post : StatusPost{NULL, 0});
+                        (const uint32_t *)b.bits, dense_groups(z), b.dtsum, b.dsub, b.done, cap,
+                        b.scr, p);
     } else if (z.ukey32) {
         const PermPlan kp = key_plan(z);
         return launch_k(b.pdl, newout_insert_kernel<uint32_t>, grid_for(j.n_in), kThreads, 0,
                         s, j.d_in, j.n_in, j.d_n_in, j.g, j.kin, view_in(z, b), j.kout,
                         view_out(z, b), (uint32_t *)b.ukeys, z.ucap, b.scr, b.khist, kp.passes,
-                        kp.dbits);
+                        kp.dbits, b.done, p);
     } else {
         return launch_k(b.pdl, newout_insert_kernel<uint64_t>, grid_for(j.n_in), kThreads, 0,
                         s, j.d_in, j.n_in, j.d_n_in, j.g, j.kin, view_in(z, b), j.kout,
                         view_out(z, b), (uint64_t *)b.ukeys, z.ucap, b.scr, (uint32_t *)NULL, 0,
-                        0);
+                        0, b.done, p);
     }
 }
 

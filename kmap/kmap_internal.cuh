@@ -160,6 +160,22 @@ __device__ __forceinline__ void post_status(const int64_t *scr, const StatusPost
     *(volatile int64_t *)(p.dst + S_WORDS) = p.seq;
 }
 
+// Called by every thread of every block of a launch once the block's stores and atomics to the
+// status block are made: the last block to get here posts it (post.dst set; done: a counter at
+// zero before the launch).
+__device__ __forceinline__ void post_when_last(unsigned long long *done, const int64_t *scr,
+                                               const StatusPost &post)
+{
+    __syncthreads(); // every thread's stores before thread 0's fence
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(done, 1ull) == gridDim.x - 1ull) {
+            __threadfence();
+            post_status(scr, post);
+        }
+    }
+}
+
 // The row count of a stage: rows itself where d_n is NULL (the host knew the exact count),
 // else the device's count clamped to [0, rows].
 __device__ __forceinline__ int64_t dev_count(const int64_t *d_n, int64_t rows)
@@ -419,16 +435,16 @@ struct Sizes {
 struct Bufs {
     int64_t *scr;
     // Tables part, one region cleared to zero by prep (zero_words): the digit counts of the
-    // mask sort (hist) and of the output-key sort (khist), [kMaxPasses][kMaxBins] each, and
-    // the output-key sort's tile counters and look-back words (32-bit output keys).
+    // mask sort (hist) and of the output-key sort (khist), [kMaxPasses][kMaxBins] each, the
+    // output-key sort's tile counters and look-back words (32-bit output keys), and for the
+    // new-output types the done counter of the kernel that makes the output count (the dense
+    // count's, or the output hash insert's: its last block finishes the count).
     uint32_t *hist, *khist;
     unsigned long long *klbz;
     int64_t klbz_words, zero_words;
-    // The dense path (Sizes.dense_bits), in the zero region after hist: the count's done
-    // counter (dlb, 32 words so that the bitmap stays aligned), then the bitmap; after them the
-    // groups' first ranks (dbase) and the count's tile and sub-tile sums (dtsum, dsub).
-    unsigned long long *dlb;
-    int64_t dlb_words;
+    unsigned long long *done;
+    // The dense path (Sizes.dense_bits), in the zero region after done: the bitmap; after it
+    // the groups' first ranks (dbase) and the count's tile and sub-tile sums (dtsum, dsub).
     uint32_t *bits;
     int32_t *dbase, *dtsum, *dsub;
     unsigned long long *tin, *tout;
@@ -559,7 +575,8 @@ cudaError_t q_inverse(const int32_t *fwd_out_in, int64_t n_entries, int32_t K, i
 // discover.cu: the inserts (and the new-output types' output keys), SUBM's out_in, and the
 // new-output types' outputs and out_in.
 // post (may be NULL): the read-back's posting (status_post) of a new-output build's first
-// stage, by the dense count's last block; post->dst is set to NULL where it does not post.
+// stage, by the last block of the kernel that makes the output count (the dense count, or the
+// output hash insert); post->dst is set to NULL where it does not post (SUBM, no rows).
 cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s,
                      StatusPost *post = NULL);
 cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_in,
