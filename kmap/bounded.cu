@@ -145,9 +145,10 @@ vc_status queue_build(vc_kmap_gpu_bounded *b, const int32_t *d_in, const int64_t
     j.d_n_in = bf.scr + S_N_IN;
     const InCount ic = {d_n_in, host_n, b->max_in, !j.new_out};
     const int64_t rows = extent_of(b);
-    cudaError_t e = j.new_out ? q_prep(z, bf, 0, s, NULL, 0, ic)
-                              : q_prep(z, bf, 0, s, m->out_in, rows * (int64_t)j.K, ic);
-    if (e == cudaSuccess) e = q_insert(j, z, bf, s);
+    cudaError_t e = q_prep(z, bf, 0, s, NULL, 0, ic);
+    if (e == cudaSuccess)
+        e = j.new_out ? q_insert(j, z, bf, s)
+                      : q_insert(j, z, bf, s, NULL, m->out_in, rows * (int64_t)j.K);
     if (!j.new_out) {
         if (e == cudaSuccess) e = q_subm_lookup(j, z, bf, m->out_in, s);
     } else {

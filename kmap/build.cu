@@ -149,8 +149,8 @@ size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b)
     return c.off + 256;
 }
 
-// minus1: an int32 array of n_minus1 entries to fill with -1 as well (SUBM and INVERSE:
-// out_in), or NULL.
+// minus1: an int32 array of n_minus1 entries to fill with -1 as well (INVERSE: out_in; SUBM's
+// is filled in the insert's launch, q_insert), or NULL.
 cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s,
                    int32_t *minus1, int64_t n_minus1, const InCount &ic)
 {
@@ -364,10 +364,10 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
                     "allocating workspace");
         carve(z, true, true, (char *)ws, &b);
         EV(0);
-        // out_in all -1 (one contiguous fill: clearing only the upper half in the insert
-        // kernel measured slower)
-        VC_CUDA_TRY(q_prep(z, b, n, s, m->out_in, n_entries), "clearing the tables");
-        VC_CUDA_TRY(q_insert(j, z, b, s), "inserting the input keys");
+        // out_in all -1 by blocks of the insert's launch (one contiguous fill: clearing only
+        // the upper half, row by row in the insert's threads, measured slower)
+        VC_CUDA_TRY(q_prep(z, b, n, s), "clearing the tables");
+        VC_CUDA_TRY(q_insert(j, z, b, s, NULL, m->out_in, n_entries), "inserting the input keys");
         EV(1);
         EV(2);
         VC_CUDA_TRY(q_subm_lookup(j, z, b, m->out_in, s), "looking neighbours up");

@@ -109,16 +109,40 @@ __device__ __forceinline__ void add_dups(unsigned n_dup, int64_t *scr)
         atomicAdd((unsigned long long *)&scr[S_N_DUP], (unsigned long long)n_dup);
 }
 
-// SUBM: inserts the input rows (out_in is all -1 already: prep). Input kernels take the rows
-// they are launched over (n) and the device count (d_n_in, Job) that bounds them.
+// Fills p[0, n) with -1, 16 bytes a store where p is aligned, by block `block` of `blocks`
+// (default: the whole grid).
+__device__ __forceinline__ void fill_minus1(int32_t *p, int64_t n, int64_t block = -1,
+                                            int64_t blocks = 0)
+{
+    if (block < 0) {
+        block = blockIdx.x;
+        blocks = gridDim.x;
+    }
+    const int64_t t0 = block * blockDim.x + threadIdx.x, step = blocks * blockDim.x;
+    const int64_t n4 = ((uintptr_t)p & 15) == 0 ? n / 4 : 0;
+    for (int64_t i = t0; i < n4; i += step)
+        reinterpret_cast<int4 *>(p)[i] = make_int4(-1, -1, -1, -1);
+    for (int64_t i = t0; i < n - 4 * n4; i += step) p[4 * n4 + i] = -1;
+}
+
+// SUBM: inserts the input rows in blocks [0, insert_blocks); the blocks after them fill
+// out_in (n_fill entries: the map's rows x K) with -1 for the lookups of the next kernel, so
+// that the fill's stores run beside the inserts' round trips instead of before them (prep
+// clears the tables only). Input kernels take the rows they are launched over (n) and the
+// device count (d_n_in, Job) that bounds them.
 __global__ void subm_insert_kernel(const int32_t *coords, int64_t n, const int64_t *d_n_in,
-                                   vc_keypack kin, vc_hash_gpu_view hin, int64_t *scr)
+                                   vc_keypack kin, vc_hash_gpu_view hin, int64_t *scr,
+                                   int32_t *out_in, int64_t n_fill, int64_t insert_blocks)
 {
     pdl_enter();
+    if (blockIdx.x >= insert_blocks) {
+        fill_minus1(out_in, n_fill, blockIdx.x - insert_blocks, gridDim.x - insert_blocks);
+        return;
+    }
     n = dev_count(d_n_in, n);
     unsigned n_dup = 0;
-    GRID_LOOP(i, n)
-    {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += insert_blocks * blockDim.x) {
         const int4 c = reinterpret_cast<const int4 *>(coords)[i];
         insert_input(kin, hin, c, i, scr, n_dup);
     }
@@ -459,13 +483,6 @@ __global__ void newout_insert_kernel(const int32_t *coords, int64_t n, const int
     if (post.dst) post_when_last(done, scr, post);
 }
 
-// Fills p[0, n) with -1, 16 bytes a store where p is aligned.
-__device__ __forceinline__ void fill_minus1(int32_t *p, int64_t n)
-{
-    const int64_t n4 = ((uintptr_t)p & 15) == 0 ? n / 4 : 0;
-    GRID_LOOP(i, n4) reinterpret_cast<int4 *>(p)[i] = make_int4(-1, -1, -1, -1);
-    GRID_LOOP(i, n - 4 * n4) p[4 * n4 + i] = -1;
-}
 
 // Rank r < n of the sorted output keys: stored as the key's value, unpacked into out_coords;
 // and out_in cleared to -1 for the scatter over all `rows` rows (a bounded build's extent: the
@@ -664,16 +681,21 @@ vc_hash_gpu_view view_out(const Sizes &z, const Bufs &b)
 } // namespace
 
 cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s,
-                     StatusPost *post)
+                     StatusPost *post, int32_t *out_in, int64_t n_out_in)
 {
     const bool posts = post && post->dst && j.n_in > 0 && j.new_out;
     if (post && !posts) post->dst = NULL;
     const StatusPost none = {NULL, 0}, p = posts ? *post : none;
     if (j.n_in == 0) return cudaSuccess;
     if (!j.new_out) {
-        // out_in is all -1 already (prep)
-        return launch_k(b.pdl, subm_insert_kernel, grid_for(j.n_in), kThreads, 0, s, j.d_in,
-                        j.n_in, j.d_n_in, j.kin, view_in(z, b), b.scr);
+        // out_in's fill: ~8 16-byte stores a thread, at most two blocks an SM
+        const int64_t per_block = (int64_t)kThreads * 8 * 4, cap = 2 * (int64_t)vc_device_sms();
+        int64_t fill = out_in ? (n_out_in + per_block - 1) / per_block : 0;
+        if (fill > cap) fill = cap;
+        const unsigned ins = grid_for(j.n_in);
+        return launch_k(b.pdl, subm_insert_kernel, ins + (unsigned)fill, kThreads, 0, s, j.d_in,
+                        j.n_in, j.d_n_in, j.kin, view_in(z, b), b.scr, out_in, n_out_in,
+                        (int64_t)ins);
     } else if (z.dense_bits) {
         // the bitmap, then its count (n_out)
         cudaError_t e = launch_k(b.pdl, dense_insert_kernel, grid_for(j.n_in), kThreads, 0, s,

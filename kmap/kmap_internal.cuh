@@ -21,7 +21,7 @@
 //  prep     clears the hash tables (all ones), the sort histograms (zero) and the status block;
 //  insert   packs the input rows, checks their range, inserts them (row index as value: a
 //           repeated key keeps its smallest row and records the first repeat, as the CPU's
-//           sequential insert would) (SUBM: out_in is all -1 already, from prep);
+//           sequential insert would) (SUBM: blocks of the same launch fill out_in with -1);
 //           STRIDED / DOWNSAMPLE / TRANSPOSED: also inserts each candidate output key into the
 //           output table and appends the keys it claims (warp-aggregated counter) to a list,
 //           counting the digits of the keys it claims for their sort; or, on the dense path
@@ -551,7 +551,7 @@ struct InCount {
 };
 
 // build.cu: the workspace layout; the clear of the tables and the status block (minus1: an
-// int32 array of n_minus1 entries to fill with -1 as well, SUBM and INVERSE: out_in, or NULL;
+// int32 array of n_minus1 entries to fill with -1 as well, INVERSE: out_in, or NULL;
 // ic: a bounded build's input count);
 // the status block's read-back (the one synchronisation point of a stage; status_post: where
 // and under which number it is posted), the CPU's verdict on bad input rows, and the release
@@ -577,8 +577,10 @@ cudaError_t q_inverse(const int32_t *fwd_out_in, int64_t n_entries, int32_t K, i
 // post (may be NULL): the read-back's posting (status_post) of a new-output build's first
 // stage, by the last block of the kernel that makes the output count (the dense count, or the
 // output hash insert); post->dst is set to NULL where it does not post (SUBM, no rows).
+// SUBM: out_in (n_out_in entries, the map's rows x K), filled with -1 by blocks of the insert's
+// launch (prep clears the tables only).
 cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s,
-                     StatusPost *post = NULL);
+                     StatusPost *post = NULL, int32_t *out_in = NULL, int64_t n_out_in = 0);
 cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_in,
                           cudaStream_t s);
 cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data *m,
