@@ -181,9 +181,10 @@ const std::chrono::microseconds kStatusSpin(200);
 // The context's mapped pinned block for the read-back (S_WORDS words and a sequence word; made
 // at its first read-back, kept in its engine cache and freed with the context:
 // vc_engine_cache_free; none without a cache or where it cannot be made: dst NULL) and the
-// next sequence number. A build that posts from its own kernels takes one before it queues
-// them (q_finish) and hands it to read_status.
-StatusPost status_post(vc_engine_cache *cache)
+// next sequence number, not yet carried. A build takes one before it queues its stage's
+// kernels (q_insert, q_finish: the one that makes the counts carries it) and hands it to
+// read_status.
+Posting status_post(vc_engine_cache *cache)
 {
     if (cache && !cache->status_tried) {
         cache->status_tried = 1;
@@ -200,17 +201,18 @@ StatusPost status_post(vc_engine_cache *cache)
         }
         cudaGetLastError();
     }
-    StatusPost post = {NULL, 0};
+    Posting p = {{NULL, 0}, false};
     if (cache && cache->status_mapped) {
-        post.dst = cache->status_mapped;
-        post.seq = ++cache->status_seq;
+        p.post.dst = cache->status_mapped;
+        p.post.seq = ++cache->status_seq;
     }
-    return post;
+    return p;
 }
 
 // Copies the status block back: THE synchronisation point of a stage. Into the context's mapped
-// block (status_post), posted by the kernel that finalises the counts (posted: q_finish's, the
-// regular builds' last stage) or else by a one-thread kernel queued behind the stage
+// block (status_post; posting: the build's, else one taken here), posted by the kernel that
+// finalises the counts where a launch carries it (posting->queued: q_finish's pair block, the
+// new-output builds' first count) or else by a one-thread kernel queued behind the stage
 // (status_kernel, overlapped with the stage's last kernel), each storing the call's sequence
 // number last. The host polls for that number (for up to kStatusSpin, then synchronises the
 // stream). A posting kernel runs after every kernel before it has finished (each waits for its
@@ -223,10 +225,10 @@ StatusPost status_post(vc_engine_cache *cache)
 // after it is shorter; each entry is NULL once its free is queued.
 cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int64_t *scr,
                         int64_t st[S_WORDS], cudaStream_t s, void **release, int n_release,
-                        const StatusPost *posted)
+                        const Posting *posting)
 {
-    const bool by_build = posted && posted->dst;
-    const StatusPost post = by_build ? *posted : status_post(cache);
+    const StatusPost post = posting ? posting->post : status_post(cache).post;
+    const bool by_build = posting && posting->queued;
     int64_t *pinned = cache ? cache->status_pinned : NULL;
     int64_t *dst = pinned ? pinned : st;
     cudaError_t e = cudaSuccess;
@@ -382,7 +384,7 @@ vc_status subm_regular(const Job &j, cudaStream_t s, vc_kmap_data *m, cudaEvent_
             VC_CUDA_TRY(vc_dev_alloc_n(m->alloc, &m->out_rows, n_entries, s),
                         "allocating out_rows");
         }
-        StatusPost post = status_post(j.cache);
+        Posting post = status_post(j.cache);
         VC_CUDA_TRY(q_finish(j, b, m, n, true, n_entries, ev ? ev[4] : NULL, s, &post),
                     "pairs and masks");
         // SYNC POINT (the only one): n_pairs, the checks of the input rows, the flags.
@@ -441,7 +443,7 @@ vc_status newout_collect(const Job &j, Sizes &z, Bufs &b, void **ws1, int64_t *n
         carve(z, true, false, (char *)*ws1, &b);
         EV(0);
         VC_CUDA_TRY(q_prep(z, b, 0, s), "clearing the tables");
-        StatusPost post = status_post(j.cache);
+        Posting post = status_post(j.cache);
         VC_CUDA_TRY(q_insert(j, z, b, s, &post), "inserting the keys");
         // SYNC POINT 1
         VC_CUDA_TRY(read_status(j.cache, j.alloc, b.scr, stat, s, NULL, 0, &post),
@@ -493,7 +495,7 @@ vc_status newout_regular(const Job &j, const vc_engine_options *opt, cudaStream_
     const int32_t K = j.K;
     int64_t stat[S_WORDS];
     int64_t n_out = 0, n_entries = 0, n_words = 0, est = 0, pair_bound = 0, reach_total = 0;
-    StatusPost post = {NULL, 0};
+    Posting post = {{NULL, 0}, false};
     Sizes z;
     Bufs b;
     void *ws1 = NULL, *ws2 = NULL;
@@ -678,7 +680,7 @@ extern "C" vc_status vc_kmap_inverse_gpu(const vc_kmap_data *fwd, const int32_t 
     const int64_t n = m.n_out, fwd_entries = fwd->n_out * (int64_t)K;
     int64_t n_entries = 0, n_words = 0;
     int64_t stat[S_WORDS];
-    StatusPost post = {NULL, 0};
+    Posting post = {{NULL, 0}, false};
     Sizes z;
     Bufs b;
     void *ws = NULL;

@@ -109,15 +109,9 @@ __device__ __forceinline__ void add_dups(unsigned n_dup, int64_t *scr)
         atomicAdd((unsigned long long *)&scr[S_N_DUP], (unsigned long long)n_dup);
 }
 
-// Fills p[0, n) with -1, 16 bytes a store where p is aligned, by block `block` of `blocks`
-// (default: the whole grid).
-__device__ __forceinline__ void fill_minus1(int32_t *p, int64_t n, int64_t block = -1,
-                                            int64_t blocks = 0)
+// Fills p[0, n) with -1, 16 bytes a store where p is aligned, by block `block` of `blocks`.
+__device__ __forceinline__ void fill_minus1(int32_t *p, int64_t n, int64_t block, int64_t blocks)
 {
-    if (block < 0) {
-        block = blockIdx.x;
-        blocks = gridDim.x;
-    }
     const int64_t t0 = block * blockDim.x + threadIdx.x, step = blocks * blockDim.x;
     const int64_t n4 = ((uintptr_t)p & 15) == 0 ? n / 4 : 0;
     for (int64_t i = t0; i < n4; i += step)
@@ -506,7 +500,7 @@ __device__ __forceinline__ void st_rank(const UKey *sorted, int64_t n, int64_t r
         vc_key_unpack_d(kout, key, c);
         reinterpret_cast<int4 *>(out_coords)[r] = make_int4(c[0], c[1], c[2], c[3]);
     }
-    fill_minus1(out_in, rows * K);
+    fill_minus1(out_in, rows * K, blockIdx.x, gridDim.x);
 }
 
 template <typename UKey>
@@ -663,7 +657,7 @@ __global__ void __launch_bounds__(kRowThreads)
             reinterpret_cast<int4 *>(out_coords)[r] = make_int4(c[0], c[1], c[2], c[3]);
         }
     }
-    fill_minus1(out_in, rows * K);
+    fill_minus1(out_in, rows * K, blockIdx.x, gridDim.x);
 }
 
 vc_hash_gpu_view view_in(const Sizes &z, const Bufs &b)
@@ -681,11 +675,10 @@ vc_hash_gpu_view view_out(const Sizes &z, const Bufs &b)
 } // namespace
 
 cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s,
-                     StatusPost *post, int32_t *out_in, int64_t n_out_in)
+                     Posting *posting, int32_t *out_in, int64_t n_out_in)
 {
-    const bool posts = post && post->dst && j.n_in > 0 && j.new_out;
-    if (post && !posts) post->dst = NULL;
-    const StatusPost none = {NULL, 0}, p = posts ? *post : none;
+    const StatusPost p =
+        posting ? posting->carry(j.n_in > 0 && j.new_out) : StatusPost{NULL, 0};
     if (j.n_in == 0) return cudaSuccess;
     if (!j.new_out) {
         // out_in's fill: ~8 16-byte stores a thread, at most two blocks an SM

@@ -160,6 +160,22 @@ __device__ __forceinline__ void post_status(const int64_t *scr, const StatusPost
     *(volatile int64_t *)(p.dst + S_WORDS) = p.seq;
 }
 
+// A regular build's read-back posting as its stages hand it on (host side): where and under
+// which number it is posted (status_post), and whether a launch the build queued carries it
+// (queued, set by carry). Where none does, read_status queues the one-thread status_kernel
+// under the same number.
+struct Posting {
+    StatusPost post;
+    bool queued;
+    // The posting a launch carries: this one where the launch makes the stage's final counts
+    // (makes_counts) and there is a mapped block, else none.
+    StatusPost carry(bool makes_counts)
+    {
+        queued = makes_counts && post.dst;
+        return queued ? post : StatusPost{NULL, 0};
+    }
+};
+
 // Called by every thread of every block of a launch once the block's stores and atomics to the
 // status block are made: the last block to get here posts it (post.dst set; done: a counter at
 // zero before the launch).
@@ -560,10 +576,10 @@ size_t carve(const Sizes &z, bool tables, bool rows, char *base, Bufs *b);
 cudaError_t q_prep(const Sizes &z, const Bufs &b, int64_t n_out_init, cudaStream_t s,
                    int32_t *minus1 = NULL, int64_t n_minus1 = 0,
                    const InCount &ic = InCount{NULL, 0, -1, false});
-StatusPost status_post(vc_engine_cache *cache);
+Posting status_post(vc_engine_cache *cache);
 cudaError_t read_status(vc_engine_cache *cache, const vc_allocator *a, const int64_t *scr,
                         int64_t st[S_WORDS], cudaStream_t s, void **release = NULL,
-                        int n_release = 0, const StatusPost *posted = NULL);
+                        int n_release = 0, const Posting *posting = NULL);
 vc_status input_error(const int64_t st[S_WORDS], const int32_t *d_in, int64_t n_in,
                       const int32_t shape[3], int32_t batch_size, vc_err *err);
 void free_map_arrays(vc_kmap_data *m);
@@ -574,13 +590,13 @@ cudaError_t q_inverse(const int32_t *fwd_out_in, int64_t n_entries, int32_t K, i
 
 // discover.cu: the inserts (and the new-output types' output keys), SUBM's out_in, and the
 // new-output types' outputs and out_in.
-// post (may be NULL): the read-back's posting (status_post) of a new-output build's first
-// stage, by the last block of the kernel that makes the output count (the dense count, or the
-// output hash insert); post->dst is set to NULL where it does not post (SUBM, no rows).
+// posting (may be NULL): the read-back's posting (status_post) of a new-output build's first
+// stage, carried by the last block of the kernel that makes the output count (the dense
+// count, or the output hash insert); not carried for SUBM or without rows.
 // SUBM: out_in (n_out_in entries, the map's rows x K), filled with -1 by blocks of the insert's
 // launch (prep clears the tables only).
 cudaError_t q_insert(const Job &j, const Sizes &z, const Bufs &b, cudaStream_t s,
-                     StatusPost *post = NULL, int32_t *out_in = NULL, int64_t n_out_in = 0);
+                     Posting *posting = NULL, int32_t *out_in = NULL, int64_t n_out_in = 0);
 cudaError_t q_subm_lookup(const Job &j, const Sizes &z, const Bufs &b, int32_t *out_in,
                           cudaStream_t s);
 cudaError_t q_rank_scatter(const Job &j, const Sizes &z, const Bufs &b, vc_kmap_data *m,
@@ -594,7 +610,7 @@ cudaError_t q_key_sort(const Sizes &z, const Bufs &b, bool exact, cudaStream_t s
                        const void **sorted);
 cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows, bool exact,
                      int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s,
-                     StatusPost *post = NULL);
+                     Posting *posting = NULL);
 
 } // namespace kmap_gpu
 

@@ -798,18 +798,18 @@ cudaError_t q_key_sort(const Sizes &z, const Bufs &b, bool exact, cudaStream_t s
 // kernels do not read the device's count (one dependent load fewer at the start of each).
 // With that load's branch, ptxas also spills less in the pass kernel at its 80 registers
 // (measured faster, see docs/benchmarks.md).
-// post (may be NULL): the read-back's posting (status_post). The pair block of chunk 0 posts
-// the counts, so the host has them while the mask sort's later passes (or CUB's sorts) still
-// run; where the pairs are timed apart (ev_pairs) or there are no rows, post->dst is set to
-// NULL and read_status posts them behind the stage.
+// posting (may be NULL): the read-back's posting (status_post). The pair block of chunk 0
+// carries it and posts the counts, so the host has them while the mask sort's later passes (or
+// CUB's sorts) still run; where the pairs are timed apart (ev_pairs) or there are no rows, no
+// launch carries it and read_status posts them behind the stage.
 cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows, bool exact,
-                     int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s, StatusPost *post)
+                     int64_t max_pairs, cudaEvent_t ev_pairs, cudaStream_t s, Posting *posting)
 {
     cudaError_t e;
     const int32_t K = j.K, words = j.words;
     // the posting rides with the pairs (not when they are timed apart)
-    const bool posts = post && post->dst && rows > 0 && !ev_pairs;
-    if (post && !posts) post->dst = NULL;
+    const StatusPost post =
+        posting ? posting->carry(rows > 0 && !ev_pairs) : StatusPost{NULL, 0};
     if (rows == 0) {
         e = cudaMemsetAsync(m->offsets, 0, ((size_t)K + 1) * sizeof(int64_t), s);
         if (e == cudaSuccess && ev_pairs) e = cudaEventRecord(ev_pairs, s);
@@ -832,7 +832,7 @@ cudaError_t q_finish(const Job &j, const Bufs &b, vc_kmap_data *m, int64_t rows,
     pa.in_rows = m->in_rows;
     pa.out_rows = m->out_rows;
     pa.chunk0 = 0;
-    pa.post = posts ? *post : StatusPost{NULL, 0};
+    pa.post = post;
     if (words == 1) {
         const PermPlan pl = perm_plan(K, rows);
         // The sort's keys: the masks themselves where every offset's key bit is its own
