@@ -15,30 +15,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mask_model import sort_key, subm_masks  # noqa: E402
-
-
-def neighbours(c, shape):
-    """nb[p, o]: the row of p's neighbour at offset o (dz slowest, dx fastest), -1 for none."""
-    b, z, y, x = (c[:, i].astype(np.int64) for i in range(4))
-    Z, Y, X = shape
-
-    def key(dz, dy, dx):
-        return ((b * (Z + 2) + z + 1 + dz) * (Y + 2) + y + 1 + dy) * (X + 2) + x + 1 + dx
-
-    k0 = key(0, 0, 0)
-    order = np.argsort(k0)
-    s = k0[order]
-    nb = np.full((len(c), 27), -1, np.int64)
-    o = 0
-    for dz in (-1, 0, 1):
-        for dy in (-1, 0, 1):
-            for dx in (-1, 0, 1):
-                nk = key(dz, dy, dx)
-                i = np.minimum(np.searchsorted(s, nk), len(s) - 1)
-                nb[:, o] = np.where(s[i] == nk, order[i], -1)
-                o += 1
-    return nb
+from mask_model import neighbours, scenes, sort_key, subm_masks  # noqa: E402
 
 
 def morton(c):
@@ -66,23 +43,16 @@ def tiles(nb, order, rows=64):
 
 
 def main():
-    d = sys.argv[1] if len(sys.argv) > 1 else "."
-    for line in open(f"{d}/scenes.tsv"):
-        f, Z, Y, X, name = line.rstrip("\n").split("\t")
-        c = np.load(f"{d}/{f}")
-        shape = (int(Z), int(Y), int(X))
-        half = np.unique(np.concatenate([c[:, :1], c[:, 1:] // 2], 1), axis=0)
-        for lab, cc, sh in (("", c, shape), (", halved", half, tuple((v + 1) // 2 for v in shape))):
-            nb = neighbours(cc, sh)
-            k = sort_key(subm_masks(cc, sh))
-            print(f"{name}{lab}: {len(cc)} rows, {(nb >= 0).sum() / len(cc):.1f} pairs a row")
-            for tag, o in (("sort key", np.argsort(~k, kind="stable")),
-                           ("Morton", np.argsort(morton(cc), kind="stable")),
-                           ("scene", np.arange(len(cc)))):
-                p, h, big, t = tiles(nb, o)
-                print(f"  {tag:8s}: a 64-row tile {p:5.0f} pairs, {h:5.1f} halo rows (largest "
-                      f"{big}), pairs / halo {p / h:4.2f}, {t:4.1f} taps")
-
+    for name, cc, sh in scenes(sys.argv[1] if len(sys.argv) > 1 else "."):
+        nb = neighbours(cc, sh)
+        k = sort_key(subm_masks(cc, sh))
+        print(f"{name}: {len(cc)} rows, {(nb >= 0).sum() / len(cc):.1f} pairs a row")
+        for tag, o in (("sort key", np.argsort(~k, kind="stable")),
+                       ("Morton", np.argsort(morton(cc), kind="stable")),
+                       ("scene", np.arange(len(cc)))):
+            p, h, big, t = tiles(nb, o)
+            print(f"  {tag:8s}: a 64-row tile {p:5.0f} pairs, {h:5.1f} halo rows (largest "
+                  f"{big}), pairs / halo {p / h:4.2f}, {t:4.1f} taps")
 
 if __name__ == "__main__":
     main()

@@ -17,25 +17,45 @@ import sys
 import numpy as np
 
 
-def subm_masks(c, shape):
-    """Bit o of row p: the neighbour at offset o (dz slowest, dx fastest) exists."""
+def neighbours(c, shape):
+    """nb[p, o]: the row of p's neighbour at offset o (dz slowest, dx fastest), -1 for none."""
     b, z, y, x = (c[:, i].astype(np.int64) for i in range(4))
     Z, Y, X = shape
 
     def key(dz, dy, dx):
         return ((b * (Z + 2) + z + 1 + dz) * (Y + 2) + y + 1 + dy) * (X + 2) + x + 1 + dx
 
-    s = np.sort(key(0, 0, 0))
-    m = np.zeros(len(c), np.uint32)
+    k0 = key(0, 0, 0)
+    order = np.argsort(k0)
+    s = k0[order]
+    nb = np.full((len(c), 27), -1, np.int64)
     o = 0
     for dz in (-1, 0, 1):
         for dy in (-1, 0, 1):
             for dx in (-1, 0, 1):
                 nk = key(dz, dy, dx)
                 i = np.minimum(np.searchsorted(s, nk), len(s) - 1)
-                m |= (s[i] == nk).astype(np.uint32) << np.uint32(o)
+                nb[:, o] = np.where(s[i] == nk, order[i], -1)
                 o += 1
-    return m
+    return nb
+
+
+def subm_masks(c, shape):
+    """Bit o of row p: the neighbour at offset o (dz slowest, dx fastest) exists."""
+    live = neighbours(c, shape) >= 0
+    return (live.astype(np.uint32) << np.arange(27, dtype=np.uint32)).sum(1, dtype=np.uint32)
+
+
+def scenes(d):
+    """(name, voxels, grid shape) of each scene in DIR/scenes.tsv, then of the scene halved (as
+    after a stride-2 layer), name suffixed ", halved"."""
+    for line in open(f"{d}/scenes.tsv"):
+        f, Z, Y, X, name = line.rstrip("\n").split("\t")
+        c = np.load(f"{d}/{f}")
+        shape = (int(Z), int(Y), int(X))
+        half = np.unique(np.concatenate([c[:, :1], c[:, 1:] // 2], 1), axis=0)
+        yield name, c, shape
+        yield f"{name}, halved", half, tuple((v + 1) // 2 for v in shape)
 
 
 def sort_key(m):
@@ -60,29 +80,23 @@ def taps(m, rows=128):
 
 
 def main():
-    d = sys.argv[1] if len(sys.argv) > 1 else "."
-    for line in open(f"{d}/scenes.tsv"):
-        f, Z, Y, X, name = line.rstrip("\n").split("\t")
-        c = np.load(f"{d}/{f}")
-        shape = (int(Z), int(Y), int(X))
-        half = np.unique(np.concatenate([c[:, :1], c[:, 1:] // 2], 1), axis=0)
-        for lab, cc, sh in (("", c, shape), (", halved", half, tuple((v + 1) // 2 for v in shape))):
-            m = subm_masks(cc, sh)
-            k = sort_key(m)
-            pc = np.array([bin(int(v)).count("1") for v in m])
-            exact = taps(m[np.argsort(~k, kind="stable")])
-            mask = taps(m[np.argsort(~m, kind="stable")])
-            top = taps(m[np.argsort(~(k >> 9), kind="stable")])
-            low = taps(m[np.argsort(~(k & 0x3FFFF), kind="stable")])
-            bypc = taps(m[np.lexsort((~k, -pc))])
-            print(f"{name}{lab}: {len(m)} rows, {len(np.unique(m))} distinct masks; taps: row "
-                  f"order {taps(m)}, sort key {exact}, whole mask {mask / exact:.3f}x, top 18 "
-                  f"bits {top / exact:.3f}x, low 18 bits {low / exact:.3f}x, popcount first "
-                  f"{bypc / exact:.3f}x")
-            ms = m[np.argsort(~k, kind="stable")]
-            per = "; ".join(f"{r} rows mean {t.mean():.1f} largest {t.max()}"
-                            for r, t in ((r, tile_taps(ms, r)) for r in (32, 64, 128)))
-            print(f"  taps per tile, sort-key order: {per}")
+    for name, cc, sh in scenes(sys.argv[1] if len(sys.argv) > 1 else "."):
+        m = subm_masks(cc, sh)
+        k = sort_key(m)
+        pc = np.array([bin(int(v)).count("1") for v in m])
+        exact = taps(m[np.argsort(~k, kind="stable")])
+        mask = taps(m[np.argsort(~m, kind="stable")])
+        top = taps(m[np.argsort(~(k >> 9), kind="stable")])
+        low = taps(m[np.argsort(~(k & 0x3FFFF), kind="stable")])
+        bypc = taps(m[np.lexsort((~k, -pc))])
+        print(f"{name}: {len(m)} rows, {len(np.unique(m))} distinct masks; taps: row "
+              f"order {taps(m)}, sort key {exact}, whole mask {mask / exact:.3f}x, top 18 "
+              f"bits {top / exact:.3f}x, low 18 bits {low / exact:.3f}x, popcount first "
+              f"{bypc / exact:.3f}x")
+        ms = m[np.argsort(~k, kind="stable")]
+        per = "; ".join(f"{r} rows mean {t.mean():.1f} largest {t.max()}"
+                        for r, t in ((r, tile_taps(ms, r)) for r in (32, 64, 128)))
+        print(f"  taps per tile, sort-key order: {per}")
 
 
 if __name__ == "__main__":
