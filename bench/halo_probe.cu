@@ -6,8 +6,9 @@
 // row and tap), W by a cp.async ring of one tap a stage. Against the library's
 // tiles, which gather every tap's rows from global memory in mask-sorted order,
 // it trades gathers (bench/halo_model.py: 2.3-6x fewer row loads) for taps (the
-// tile's OR of masks: 13-26 of 27 against 5-17), and the rows must be in Morton
-// order (a level's features stored so). The tables (halo list, local indices,
+// tile's OR of masks: 13-26 of 27 against 5-17). Here the features are stored in
+// Morton order; the library could keep its own order and scatter a tile's outputs
+// by the Morton permutation instead. The tables (halo list, local indices,
 // tap masks) are made here on the host; the library would make them with the
 // map. Timed as bench_conv times a layer (a 256 MB memset before each run
 // flushes L2, CUDA events around the launch, median), checked against a CPU sum
