@@ -14,7 +14,7 @@
 // flushes L2, CUDA events around the launch, median), checked against a CPU sum
 // on every 7th row. Input: the scenes `bench_conv --dump-only DIR` writes
 // (DIR/scenes.tsv, DIR/sceneI.npy).
-//   nvcc -O3 -std=c++17 -arch=sm_90 -I. -o /tmp/halo_probe bench/halo_probe.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90 -I. -Iinclude -o /tmp/halo_probe bench/halo_probe.cu
 //   /tmp/halo_probe DIR [runs]
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gemm/ptx_sm80.cuh"
+#include "gemm/mainloop.cuh"
 
 namespace
 {
@@ -46,13 +46,11 @@ namespace
 const int kTaps = 27;
 const uint16_t kNone = 0xffff;
 
-// Byte offset of 16-byte unit u of row r, rows of CH units, XOR-swizzled within
-// 128-byte lines so that ldmatrix's eight rows of a phase spread over the
-// banks.
+// The tensor-core kernel's swizzle (gemm/mainloop.cuh, swz) for rows of CH 16-byte units:
+// ldmatrix's eight rows of a phase spread over the banks.
 template <int CH> __device__ __forceinline__ uint32_t hswz(int r, int u)
 {
-    constexpr int RPL = CH >= 8 ? 1 : 8 / CH;
-    return (uint32_t)(r * CH * 16 + ((u ^ ((r / RPL) % CH)) << 4));
+    return vcg::swz<CH, CH >= 8 ? 1 : 8 / CH>(r, u);
 }
 
 // meta[t] = {halo offset, halo rows, tap mask, 0}; halo: input rows; lidx[t][tap][row]: the
