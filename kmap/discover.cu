@@ -598,12 +598,10 @@ __global__ void __launch_bounds__(kRowThreads)
         int32_t agg = 0;
         for (int w = 0; w < kRowWarps; w++) agg += wsum[w];
         tsum[blockIdx.x] = agg;
-        __threadfence();
-        last = atomicAdd(done, 1ull) == gridDim.x - 1ull;
+        last = last_block(done);
     }
     __syncthreads();
     if (!last) return;
-    __threadfence();
     // the other blocks' sums, past L1; in place
     const int32_t carry = block_prefix<int32_t>(
         tmp, gridDim.x, [&](int64_t i) { return __ldcg(&tsum[i]); },

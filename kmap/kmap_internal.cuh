@@ -176,20 +176,26 @@ struct Posting {
     }
 };
 
+// The launch's ticket, taken by one thread of each block after a barrier over the block's
+// stores (counter: zero before the launch). True in the last block to take one; its fences
+// order the block's stores before its ticket, and every other ticket (so every other block's
+// stores) before the last block's later loads, which read past L1 (__ldcg).
+template <typename T> __device__ __forceinline__ bool last_block(T *counter)
+{
+    __threadfence();
+    const bool last = atomicAdd(counter, (T)1) == (T)gridDim.x - 1;
+    if (last) __threadfence();
+    return last;
+}
+
 // Called by every thread of every block of a launch once the block's stores and atomics to the
 // status block are made: the last block to get here posts it (post.dst set; done: a counter at
 // zero before the launch).
 __device__ __forceinline__ void post_when_last(unsigned long long *done, const int64_t *scr,
                                                const StatusPost &post)
 {
-    __syncthreads(); // every thread's stores before thread 0's fence
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd(done, 1ull) == gridDim.x - 1ull) {
-            __threadfence();
-            post_status(scr, post);
-        }
-    }
+    __syncthreads(); // every thread's stores before thread 0's ticket
+    if (threadIdx.x == 0 && last_block(done)) post_status(scr, post);
 }
 
 // The row count of a stage: rows itself where d_n is NULL (the host knew the exact count),

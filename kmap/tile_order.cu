@@ -44,15 +44,10 @@ __global__ void __launch_bounds__(kOrderThreads)
         }
         if (lane == 0) cost[b] = c;
     }
-    // The CTA's costs (the barrier) before its ticket (thread 0's fence, cumulative); the last
-    // CTA's reads after every ticket (its fence).
+    // The CTA's costs (the barrier) before its ticket; the last CTA reads every CTA's.
     __shared__ int last;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-        if (last) __threadfence();
-    }
+    if (threadIdx.x == 0) last = last_block(ticket);
     __syncthreads();
     if (!last) return;
 
