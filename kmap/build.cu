@@ -205,6 +205,12 @@ Posting status_post(vc_engine_cache *cache)
     if (cache && cache->status_mapped) {
         p.post.dst = cache->status_mapped;
         p.post.seq = ++cache->status_seq;
+        // The word reads 0 until this number is posted. Whatever it held (a number posted
+        // before, or what the memory held when the block was made: cudaHostAlloc does not
+        // clear, and freed pinned memory comes back as it was left) could otherwise equal
+        // this number, and read_status would take stale words for the posting. A late store
+        // of an earlier number (a build that failed before its read-back) cannot equal it.
+        __atomic_store_n(cache->status_pinned + S_WORDS, (int64_t)0, __ATOMIC_RELAXED);
     }
     return p;
 }

@@ -8,7 +8,10 @@
  * K = 343 and 11 mask words), vc_kmap_build_cpu and vc_kmap_build_gpu must return the same
  * status and bit-identical arrays (out_shape, n_out, out_coords, out_in, offsets, in_rows,
  * out_rows, masks, perm); the INVERSE of each strided / downsample map too; a second GPU build
- * must be identical (determinism); duplicate and out-of-range rows give the CPU's status. The
+ * must be identical (determinism); duplicate and out-of-range rows give the CPU's status. Builds
+ * read their counts back through an engine cache's mapped block, as a context's do (the second
+ * build by a copy, without one), also where the block holds the number a build is about to
+ * post before the build has posted it (test_stale_word). The
  * device allocator and the library's memory pool are dirtied with 0xA5 before each GPU build, so
  * an unwritten element shows. The hash table is tested in both slot layouts (packed 8-byte slots
  * for keys of <= 31 bits, 16-byte slots otherwise), and the maps on a grid whose keys need more
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/device_pool.h"
 #include "kmap/kmap.h"
 #include "kmap/kmap_gpu.h"
@@ -150,7 +154,7 @@ typedef scene_cloud cloud;
 
 /* ---- map comparison (kmap_compare.h) ------------------------------------------------------ */
 
-/* the engine options of every GPU build (kmap_dense: the dense sweeps below) */
+/* the engine options of every GPU build (kmap_dense: the dense sweeps below; cache: main's) */
 static vc_engine_options g_opts = VC_ENGINE_OPTIONS_INIT;
 
 /* Poisons the arrays of a bounded map with 0xA5 bytes. */
@@ -226,7 +230,9 @@ static void run_case(const cloud *c, const int32_t *d_rows, const vc_map_desc *d
     if (full) {
         /* determinism: a second build (on the legacy stream) gives the same arrays */
         dirty_device();
-        gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, &g_opts, NULL, &gm2, &ge);
+        vc_engine_options plain = g_opts;
+        plain.cache = NULL; /* the read-back by a copy, no mapped block */
+        gs = vc_kmap_build_gpu(d_rows, c->n, c->shape, c->batch, d, &plain, NULL, &gm2, &ge);
         CHECK_MSG(gs == VC_OK, "%s: second build: %s", label, ge.msg);
         if (gs == VC_OK) {
             char l2[300];
@@ -401,6 +407,34 @@ typedef struct sweep_case {
     int small_mode; /* part of the VC_SANITIZE subset */
 } sweep_case;
 
+/* The mapped read-back block (the engine cache's) holding, before a build, the number that
+ * build's posting will carry, as pinned memory can when the block is made over memory freed
+ * elsewhere: each build must still wait for its own posting. A strided map (then its inverse),
+ * the word set to the next number, a subm map over other rows, each against the CPU's. */
+static void test_stale_word(vc_rng *rng)
+{
+    const int32_t shape[3] = {20, 30, 40};
+    cloud a = make_cloud(rng, 3000, 2, shape, 1), b = make_cloud(rng, 1500, 1, shape, 0);
+    int32_t *da = to_device(a.rows, (size_t)a.n * 16), *db = to_device(b.rows, (size_t)b.n * 16);
+    const vc_map_desc strided = mkdesc_zyx(VC_MAP_STRIDED, 3, 3, 3, 2, 1, 1),
+                      subm = mkdesc_zyx(VC_MAP_SUBM, 3, 3, 3, 1, 0, 1);
+    vc_engine_cache *k = g_opts.cache;
+    for (int i = 0; i < 3; i++) {
+        run_case(&a, da, &strided, 0);
+        if (!k->status_pinned || !k->status_mapped) {
+            printf("SKIP stale word: no mapped read-back block on this device\n");
+            break;
+        }
+        __atomic_store_n(k->status_pinned + VC_KMAP_GPU_STATUS_WORDS, k->status_seq + 1,
+                         __ATOMIC_RELAXED);
+        run_case(&b, db, &subm, 0);
+    }
+    cudaFree(da);
+    cudaFree(db);
+    free(a.rows);
+    free(b.rows);
+}
+
 static void sweep_cloud(vc_rng *rng, const sweep_case *k)
 {
     cloud c = make_cloud(rng, k->n, k->batch, k->shape, k->style);
@@ -417,6 +451,9 @@ int main(void)
     const char *san = getenv("VC_SANITIZE");
     g_small = san && atoi(san) != 0;
     if (g_small) printf("VC_SANITIZE: small sizes only\n");
+    g_opts.cache = vc_engine_cache_new(); /* a context's: the read-back by its mapped block */
+    CHECK(g_opts.cache != NULL);
+    if (g_opts.cache) test_stale_word(&rng);
     for (int layout = 0; layout < 2; layout++) {
         const int32_t bits = layout ? 31 : 64;
         const int64_t big_range = layout ? ((int64_t)1 << 31) - 1 : (int64_t)1 << 40;
@@ -463,6 +500,7 @@ int main(void)
         free(c.rows);
     }
     test_bad_rows(&rng);
+    vc_engine_cache_free(g_opts.cache);
     cudaStreamDestroy(g_stream);
     TEST_END();
 }
