@@ -221,12 +221,15 @@ bool load_npy(const std::string &path, std::vector<int32_t> *v, int64_t *rows)
     return ok;
 }
 
-uint64_t morton(const int32_t *c)
+// The Morton key of row (b, z, y, x): x, y and z's low 16 bits interleaved from bit 0, the
+// batch above them. The host's order (layout) and gpu_tables' sort both take it.
+__host__ __device__ inline uint64_t morton(int32_t b, int32_t z, int32_t y, int32_t x)
 {
+    const int32_t d[3] = {x, y, z};
     uint64_t k = 0;
     for (int bit = 0; bit < 16; bit++)
-        for (int d = 0; d < 3; d++) k |= (uint64_t)((c[3 - d] >> bit) & 1) << (3 * bit + d);
-    return k | (uint64_t)c[0] << 48;
+        for (int j = 0; j < 3; j++) k |= (uint64_t)((d[j] >> bit) & 1) << (3 * bit + j);
+    return k | (uint64_t)b << 48;
 }
 
 // The scene's rows in Morton order (ord[r]: the scene's row at Morton row r) and the subm k3
@@ -245,7 +248,10 @@ Layout layout(const Scene &sc)
     L.ord.resize(n);
     for (int64_t i = 0; i < n; i++) L.ord[i] = i;
     std::vector<uint64_t> mk(n);
-    for (int64_t i = 0; i < n; i++) mk[i] = morton(&sc.c[4 * i]);
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t *c = &sc.c[4 * i];
+        mk[i] = morton(c[0], c[1], c[2], c[3]);
+    }
     std::stable_sort(L.ord.begin(), L.ord.end(),
                      [&](int64_t a, int64_t b) { return mk[a] < mk[b]; });
     std::vector<int32_t> inv(n);
@@ -414,11 +420,7 @@ __global__ void morton_kernel(const int32_t *c, int64_t n, uint64_t *keys, int32
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= n) return;
     const int4 v = reinterpret_cast<const int4 *>(c)[i];
-    const int32_t d[3] = {v.w, v.z, v.y}; // x, y, z
-    uint64_t k = 0;
-    for (int bit = 0; bit < 16; bit++)
-        for (int j = 0; j < 3; j++) k |= (uint64_t)((d[j] >> bit) & 1) << (3 * bit + j);
-    keys[i] = k | (uint64_t)v.x << 48;
+    keys[i] = morton(v.x, v.y, v.z, v.w);
     rows[i] = (int32_t)i;
 }
 
