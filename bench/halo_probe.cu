@@ -14,8 +14,9 @@
 // 256 MB memset before each run flushes L2, CUDA events around the launches, median); the
 // layer checked against a CPU sum on every 7th row. Input: the scenes `bench_conv --dump-only
 // DIR` writes (DIR/scenes.tsv, DIR/sceneI.npy).
-//   nvcc -O3 -std=c++17 -arch=sm_90 -I. -Iinclude -o /tmp/halo_probe bench/halo_probe.cu
-//   /tmp/halo_probe DIR [runs [warm-up runs [scene name part]]]
+// Built apart from the suite (bench/CMakeLists.txt: not in ALL; bench/run_halo_probe builds it):
+//   cmake --build BUILD --target halo_probe
+//   BUILD/bench/halo_probe DIR [runs [warm-up runs [scene name part]]]
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -32,6 +33,7 @@
 #include <cub/cub.cuh>
 
 #include "gemm/mainloop.cuh"
+#include "voxconv.h"
 
 namespace
 {
@@ -203,21 +205,18 @@ struct Scene {
     int Z = 0, Y = 0, X = 0;
 };
 
-bool load_npy(const std::string &path, std::vector<int32_t> *v, int64_t *rows)
+// The scene's rows (n x 4 int32: b, z, y, x), by the library's reader (bench_conv writes them
+// with vc_npy_write).
+bool load_rows(const std::string &path, std::vector<int32_t> *v, int64_t *rows)
 {
-    FILE *f = fopen(path.c_str(), "rb");
-    if (!f) return false;
-    char magic[8];
-    uint16_t hl = 0;
-    if (fread(magic, 1, 8, f) != 8 || fread(&hl, 2, 1, f) != 1) return fclose(f), false;
-    std::string h(hl, ' ');
-    if (fread(&h[0], 1, hl, f) != hl) return fclose(f), false;
-    const size_t p = h.find("'shape': (");
-    if (h.find("<i4") == std::string::npos || p == std::string::npos) return fclose(f), false;
-    *rows = atoll(h.c_str() + p + 10);
-    v->resize((size_t)*rows * 4);
-    const bool ok = fread(v->data(), 4, v->size(), f) == v->size();
-    fclose(f);
+    vc_array a;
+    if (vc_npy_read(NULL, path.c_str(), &a) != VC_OK) return false;
+    const bool ok = a.dtype == VC_DTYPE_INT32 && a.ndim == 2 && a.shape[1] == 4;
+    if (ok) {
+        *rows = a.shape[0];
+        v->assign((const int32_t *)a.data, (const int32_t *)a.data + a.shape[0] * 4);
+    }
+    vc_array_free(&a);
     return ok;
 }
 
@@ -636,7 +635,7 @@ int main(int argc, char **argv)
         if (sscanf(line, "%255[^\t]\t%d\t%d\t%d\t%511[^\n]", file, &sc.Z, &sc.Y, &sc.X, name) != 5)
             continue;
         sc.name = name;
-        if (!load_npy(dir + "/" + file, &sc.c, &sc.n)) {
+        if (!load_rows(dir + "/" + file, &sc.c, &sc.n)) {
             fprintf(stderr, "%s/%s: not an int32 npy\n", dir.c_str(), file);
             continue;
         }
